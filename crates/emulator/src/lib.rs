@@ -1,7 +1,208 @@
 //! # zns-emulator
 //!
-//! An NVMe controller with the Zoned Namespace command set, in software.
-//! (crate docs in progress)
+//! An NVMe controller with the Zoned Namespace command set, in software and
+//! in process. It consumes real 64-byte submission entries from queues in
+//! host memory and posts real completion entries (phase tag, SQ head) to
+//! completion queues, behind a register file with doorbells, exactly as a
+//! PCIe controller would; a driver talks to it through [`Controller::mmio_read32`]
+//! and friends and shares memory through [`host::ProcessMemory`].
+//!
+//! - [`zns`]: the zone state machine, exact to the specification's
+//!   transition and error tables, with open/active resource limits.
+//! - [`media`]: sparse RAM (default), file and null block stores.
+//! - [`image`]: persistent devices whose data and zone state survive restarts.
+//! - [`profile`]: device descriptions as TOML (`tiny`, `small`, `zn540`).
+//! - Faults: power cuts that drop unflushed writes, zones going read-only or
+//!   offline, unrecoverable reads ([`Controller::power_cut`], [`Namespace`]).
+//!
+//! ```
+//! use zns_emulator::{Emulator, host::ProcessMemory};
+//! let memory = ProcessMemory::new();
+//! let ctrl = Emulator::builder("tiny").unwrap().build(memory).unwrap();
+//! assert_eq!(ctrl.namespaces().len(), 2);
+//! ```
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub mod harness;
+pub mod host;
+pub mod image;
 pub mod media;
+pub mod profile;
+pub mod prp;
 pub mod zns;
+
+mod admin;
+mod controller;
+mod io;
+mod namespace;
+mod queue;
+
+pub use controller::{Controller, PAGE_SIZE};
+pub use namespace::{Namespace, ZoneStateSink};
+
+use host::HostMemory;
+use image::{DeviceImage, ImageError};
+use media::{FileMedia, Media, MediaError, MediaGeometry, NullMedia, RamMedia};
+use profile::{NamespaceKind, Profile, ProfileError};
+use zns::{ZoneGeometry, Zones};
+
+/// Where the emulated device keeps its blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MediaChoice {
+    /// Sparse RAM: only written blocks take memory. The default.
+    Ram,
+    /// No data at all: zone state is kept, reads return zeros.
+    Null,
+    /// A device image file created with [`image::DeviceImage::create`];
+    /// data and zone state survive restarts of the process.
+    Image(PathBuf),
+}
+
+/// Failures building an emulated device.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulatorError {
+    /// The profile is unknown or invalid.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// The device image could not be used.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    /// The media could not be set up.
+    #[error("media: {0}")]
+    Media(#[from] MediaError),
+    /// The stored zone state does not fit the profile or is damaged.
+    #[error("zone state of namespace {nsid}: {why}")]
+    ZoneState {
+        /// Namespace.
+        nsid: u32,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Entry point for building emulated controllers.
+#[derive(Debug)]
+pub struct Emulator;
+
+impl Emulator {
+    /// A builder for a built-in profile by name (`tiny`, `small`, `zn540`).
+    pub fn builder(profile: &str) -> Result<EmulatorBuilder, EmulatorError> {
+        Ok(EmulatorBuilder { profile: Profile::by_name(profile)?, media: MediaChoice::Ram })
+    }
+
+    /// A builder for a profile value.
+    pub fn with_profile(profile: Profile) -> EmulatorBuilder {
+        EmulatorBuilder { profile, media: MediaChoice::Ram }
+    }
+
+    /// A builder for an existing device image; its profile comes from the image.
+    pub fn open_image(path: impl Into<PathBuf>) -> Result<EmulatorBuilder, EmulatorError> {
+        let path = path.into();
+        let img = DeviceImage::open(&path)?;
+        Ok(EmulatorBuilder { profile: img.profile, media: MediaChoice::Image(path) })
+    }
+}
+
+/// Configures and builds a [`Controller`].
+#[derive(Debug)]
+pub struct EmulatorBuilder {
+    profile: Profile,
+    media: MediaChoice,
+}
+
+impl EmulatorBuilder {
+    /// Chooses the media (RAM by default).
+    pub fn media(mut self, media: MediaChoice) -> Self {
+        self.media = media;
+        self
+    }
+
+    /// The profile that will be built.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// Builds the controller, attached to `host` memory. The controller
+    /// starts disabled (CC.EN = 0), as after power-on.
+    pub fn build(self, host: Arc<dyn HostMemory>) -> Result<Arc<Controller>, EmulatorError> {
+        self.profile.validate()?;
+        let image = match &self.media {
+            MediaChoice::Image(p) => Some(DeviceImage::open(p)?),
+            _ => None,
+        };
+        if let Some(img) = &image {
+            if img.profile != self.profile {
+                return Err(EmulatorError::Image(ImageError::Invalid {
+                    path: img_path(&self.media),
+                    why: "the profile differs from the one stored in the image".into(),
+                }));
+            }
+        }
+        let mut namespaces = Vec::new();
+        let mut seqs = Vec::new();
+        let mut states = Vec::new();
+        for (i, p) in self.profile.namespaces.iter().enumerate() {
+            let nsid = i as u32 + 1;
+            let geometry =
+                MediaGeometry::new(p.block_size, p.metadata_size as u32, p.capacity_blocks())?;
+            let media: Arc<dyn Media> = match (&self.media, &image) {
+                (MediaChoice::Null, _) => Arc::new(NullMedia::new(geometry)?),
+                (MediaChoice::Image(_), Some(img)) => {
+                    let l = img.layouts[i];
+                    Arc::new(FileMedia::new(img.file()?, geometry, l.data_offset, l.metadata_offset)?)
+                }
+                _ => Arc::new(RamMedia::new(geometry)?),
+            };
+            let stored = match &image {
+                Some(img) if p.kind == NamespaceKind::Zoned => img.load_zone_state(nsid)?,
+                _ => None,
+            };
+            seqs.push(stored.as_ref().map_or(0, |(s, _)| *s));
+            states.push((nsid, p.clone(), media, stored.map(|(_, d)| d)));
+        }
+        let sink: Option<Arc<dyn ZoneStateSink>> = match &image {
+            Some(img) => Some(Arc::new(img.sink(seqs)?)),
+            None => None,
+        };
+        for (nsid, p, media, stored) in states {
+            let zones = match p.kind {
+                NamespaceKind::Conventional => None,
+                NamespaceKind::Zoned => {
+                    let g = zone_geometry(&p);
+                    let z = match stored {
+                        Some(bytes) => Zones::decode_durable(g, &bytes).map_err(|e| {
+                            EmulatorError::ZoneState { nsid, why: e.to_string() }
+                        })?,
+                        None => Zones::new(g)
+                            .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
+                    };
+                    Some(z)
+                }
+            };
+            namespaces.push(Namespace::new(nsid, p, zones, media, sink.clone()));
+        }
+        Ok(Controller::with_namespaces(self.profile, host, namespaces))
+    }
+}
+
+fn img_path(m: &MediaChoice) -> String {
+    match m {
+        MediaChoice::Image(p) => p.display().to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The zone geometry a namespace profile describes.
+pub fn zone_geometry(p: &profile::NamespaceProfile) -> ZoneGeometry {
+    ZoneGeometry {
+        zone_size: p.zone_size,
+        zone_capacity: p.zone_capacity,
+        zones: p.zones,
+        max_open: p.max_open,
+        max_active: p.max_active,
+        descriptor_extension_bytes: p.descriptor_extension_bytes,
+        read_across_boundaries: p.read_across_zone_boundaries,
+    }
+}

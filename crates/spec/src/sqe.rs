@@ -126,7 +126,8 @@ impl SubmissionEntry {
 
     /// Parses a wire image. Every bit pattern is a valid entry.
     pub fn from_bytes(b: &[u8; 64]) -> Self {
-        let dw = |i: usize| u32::from_le_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);
+        let dw =
+            |i: usize| u32::from_le_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);
         let qw = |i: usize| dw(i) as u64 | ((dw(i + 1) as u64) << 32);
         SubmissionEntry {
             cdw0: dw(0),

@@ -108,6 +108,8 @@ status_codes! {
     AbortRequested = (Generic, 0x07, "Command Abort Requested"),
     /// 00h/08h Command Aborted due to SQ Deletion.
     AbortedSqDeletion = (Generic, 0x08, "Command Aborted due to SQ Deletion"),
+    /// 00h/0Ch Command Sequence Error.
+    CommandSequenceError = (Generic, 0x0C, "Command Sequence Error"),
     /// 00h/0Ah Command Aborted due to Missing Fused Command.
     AbortedMissingFused = (Generic, 0x0A, "Command Aborted due to Missing Fused Command"),
     /// 00h/0Bh Invalid Namespace or Format.

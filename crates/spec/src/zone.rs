@@ -227,7 +227,9 @@ impl ReportFilter {
 }
 
 /// Zone attributes (descriptor byte 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct ZoneAttributes(pub u8);
 
 impl ZoneAttributes {
@@ -351,7 +353,9 @@ mod tests {
         let d = ZoneDescriptor {
             zone_type: ZoneType::SequentialWriteRequired,
             state: ZoneState::Closed,
-            attrs: ZoneAttributes(ZoneAttributes::EXTENSION_VALID | ZoneAttributes::FINISHED_BY_CONTROLLER),
+            attrs: ZoneAttributes(
+                ZoneAttributes::EXTENSION_VALID | ZoneAttributes::FINISHED_BY_CONTROLLER,
+            ),
             attrs_info: 0x5A,
             capacity: 0x0102_0304_0506_0708,
             start: 0x1112_1314_1516_1718,

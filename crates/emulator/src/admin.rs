@@ -1,0 +1,435 @@
+//! Admin commands: Identify, queue creation and deletion, features, logs.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use zns_spec::command::{CreateIoCq, CreateIoSq, DeleteQueue, Features, GetLogPage, IdentifyCmd};
+use zns_spec::features::{FeatureId, NumberOfQueues};
+use zns_spec::identify::{
+    ActiveNamespaceList, Cns, IdentifyController, IdentifyNamespace, IoCommandSetVector, LbaFormat,
+    NamespaceIdDescriptor, NamespaceIdDescriptorList, Oncs, ZnsController, ZnsNamespace,
+    ZoneFormatExtension,
+};
+use zns_spec::log::{ChangedZoneList, ErrorLogEntry, LogPageId};
+use zns_spec::regs::{Cc, Version};
+use zns_spec::{AdminOpcode, CommandSetId, Status, StatusCode, StatusField, SubmissionEntry};
+
+use crate::controller::{Controller, Outcome, PAGE_SIZE};
+use crate::namespace::Namespace;
+use crate::profile::Profile;
+use crate::prp;
+
+/// Error log entries kept (Identify Controller ELPE + 1).
+const ERROR_LOG_ENTRIES: usize = 64;
+
+/// Admin-side controller state: features and the error log.
+#[derive(Debug)]
+pub(crate) struct AdminState {
+    /// I/O (SQs, CQs) granted by Set Features Number of Queues.
+    pub granted_queues: (u16, u16),
+    queues_requested: bool,
+    volatile_write_cache: bool,
+    /// Raw values of features stored but not acted on.
+    plain_features: [(u8, u32); 5],
+    error_count: u64,
+    errors: VecDeque<ErrorLogEntry>,
+}
+
+impl AdminState {
+    pub fn new(profile: &Profile) -> Self {
+        let q = profile.controller.max_io_queues;
+        AdminState {
+            granted_queues: (q, q),
+            queues_requested: false,
+            volatile_write_cache: profile.controller.volatile_write_cache,
+            plain_features: [(0x01, 0), (0x02, 0), (0x04, 0x0157), (0x08, 0), (0x0B, 0)],
+            error_count: 0,
+            errors: VecDeque::with_capacity(ERROR_LOG_ENTRIES),
+        }
+    }
+
+    /// Controller reset: features return to defaults, the error log stays.
+    pub fn reset(&mut self, profile: &Profile) {
+        let errors = std::mem::take(&mut self.errors);
+        let count = self.error_count;
+        *self = AdminState::new(profile);
+        self.errors = errors;
+        self.error_count = count;
+    }
+
+    /// Records a failed command in the Error Information log.
+    pub fn log_error(&mut self, sqid: u16, sqe: &SubmissionEntry, status: Status) {
+        self.error_count += 1;
+        if self.errors.len() == ERROR_LOG_ENTRIES {
+            self.errors.pop_back();
+        }
+        self.errors.push_front(ErrorLogEntry {
+            error_count: self.error_count,
+            sqid,
+            cid: sqe.cid(),
+            status: StatusField::new(status, false, true),
+            lba: sqe.cdw10_11(),
+            nsid: sqe.nsid,
+            ..ErrorLogEntry::default()
+        });
+    }
+}
+
+/// Executes one admin command.
+pub(crate) fn execute(ctrl: &Controller, sqe: &SubmissionEntry) -> Outcome {
+    if sqe.fuse() != 0 || sqe.psdt() != 0 {
+        return Err(StatusCode::InvalidField.into());
+    }
+    let Some(op) = AdminOpcode::from_raw(sqe.opcode()) else {
+        return Err(StatusCode::InvalidOpcode.into());
+    };
+    let r = match op {
+        AdminOpcode::Identify => identify(ctrl, sqe),
+        AdminOpcode::CreateIoCq => create_cq(ctrl, sqe),
+        AdminOpcode::CreateIoSq => create_sq(ctrl, sqe),
+        AdminOpcode::DeleteIoSq => ctrl.delete_sq(DeleteQueue::decode(sqe).qid).map(|_| 0),
+        AdminOpcode::DeleteIoCq => ctrl.delete_cq(DeleteQueue::decode(sqe).qid).map(|_| 0),
+        AdminOpcode::GetFeatures => get_features(ctrl, sqe),
+        AdminOpcode::SetFeatures => set_features(ctrl, sqe),
+        AdminOpcode::GetLogPage => get_log_page(ctrl, sqe),
+        // Abort: the command is never found in time; DW0 bit 0 = not aborted.
+        AdminOpcode::Abort => Ok(1),
+        AdminOpcode::KeepAlive => Ok(0),
+        // Asynchronous events are not reported; hosts poll the logs instead.
+        AdminOpcode::AsyncEventRequest => Err(StatusCode::InvalidOpcode),
+    };
+    r.map_err(Status::from)
+}
+
+fn send(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<(), StatusCode> {
+    let mut at = 0;
+    prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
+        ctrl.host.write(s.addr, &data[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
+        at += s.len;
+        Ok(())
+    })
+}
+
+fn create_cq(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode> {
+    let c = CreateIoCq::decode(sqe);
+    if c.entries < 2 || c.entries > ctrl.max_queue_entries() {
+        return Err(StatusCode::InvalidQueueSize);
+    }
+    if !c.physically_contiguous {
+        // CAP.CQR = 1: queues must be physically contiguous.
+        return Err(StatusCode::InvalidField);
+    }
+    if c.base == 0 || c.base % PAGE_SIZE as u64 != 0 {
+        return Err(StatusCode::InvalidPrpOffset);
+    }
+    if c.interrupts_enabled && c.interrupt_vector != 0 {
+        return Err(StatusCode::InvalidInterruptVector);
+    }
+    ctrl.create_cq(c.qid, c.base, c.entries).map(|_| 0)
+}
+
+fn create_sq(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode> {
+    let c = CreateIoSq::decode(sqe);
+    if c.entries < 2 || c.entries > ctrl.max_queue_entries() {
+        return Err(StatusCode::InvalidQueueSize);
+    }
+    if !c.physically_contiguous {
+        return Err(StatusCode::InvalidField);
+    }
+    if c.base == 0 || c.base % PAGE_SIZE as u64 != 0 {
+        return Err(StatusCode::InvalidPrpOffset);
+    }
+    ctrl.create_sq(c.qid, c.base, c.entries, c.cqid).map(|_| 0)
+}
+
+// ---- Identify -------------------------------------------------------------
+
+fn identify(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode> {
+    let cmd = IdentifyCmd::decode(sqe);
+    let cns = Cns::from_raw(cmd.cns).ok_or(StatusCode::InvalidField)?;
+    let data: Box<[u8; 4096]> = match cns {
+        Cns::Controller => identify_controller(ctrl).to_bytes(),
+        Cns::Namespace => match namespace_for_identify(ctrl, sqe.nsid)? {
+            Some(ns) => identify_namespace(ns).to_bytes(),
+            None => Box::new([0; 4096]),
+        },
+        Cns::ActiveNamespaces => active_list(ctrl, sqe.nsid, None)?.to_bytes(),
+        Cns::CsiActiveNamespaces => {
+            let csi = csi_of(cmd.csi)?;
+            active_list(ctrl, sqe.nsid, Some(csi))?.to_bytes()
+        }
+        Cns::NamespaceIdDescriptors => match namespace_for_identify(ctrl, sqe.nsid)? {
+            Some(ns) => descriptors(ns).to_bytes(),
+            None => return Err(StatusCode::InvalidNamespaceOrFormat),
+        },
+        Cns::CsiNamespace => {
+            let csi = csi_of(cmd.csi)?;
+            match namespace_for_identify(ctrl, sqe.nsid)? {
+                Some(ns) if ns.csi() != csi => return Err(StatusCode::InvalidField),
+                Some(ns) if csi == CommandSetId::Zoned => zns_namespace(ns).to_bytes(),
+                _ => Box::new([0; 4096]),
+            }
+        }
+        Cns::CsiController => match csi_of(cmd.csi)? {
+            CommandSetId::Zoned => {
+                ZnsController { zasl: ctrl.profile.controller.zasl_log2 }.to_bytes()
+            }
+            _ => Box::new([0; 4096]),
+        },
+        Cns::IoCommandSets => {
+            if cmd.cntid != 0 {
+                return Err(StatusCode::InvalidField);
+            }
+            command_set_vector().to_bytes()
+        }
+        Cns::IoCommandSetIndependentNamespace => return Err(StatusCode::InvalidField),
+    };
+    send(ctrl, sqe, &data[..])?;
+    Ok(0)
+}
+
+/// The command set combinations offered: 0 = NVM + ZNS, 1 = NVM only.
+pub(crate) fn command_set_vector() -> IoCommandSetVector {
+    let mut v = IoCommandSetVector::nvm_and_zns();
+    v.set_combination(1, IoCommandSetVector::bit(CommandSetId::Nvm));
+    v
+}
+
+fn csi_of(raw: u8) -> Result<CommandSetId, StatusCode> {
+    match CommandSetId::from_raw(raw) {
+        Some(c @ (CommandSetId::Nvm | CommandSetId::Zoned)) => Ok(c),
+        _ => Err(StatusCode::InvalidField),
+    }
+}
+
+/// `Ok(None)` for a valid but inactive NSID (its data structure is zeros).
+fn namespace_for_identify(ctrl: &Controller, nsid: u32) -> Result<Option<&Namespace>, StatusCode> {
+    if nsid == 0 || nsid as usize > ctrl.namespaces.len() {
+        return Err(StatusCode::InvalidNamespaceOrFormat);
+    }
+    Ok(ctrl.namespace(nsid))
+}
+
+fn active_list(ctrl: &Controller, after: u32, csi: Option<CommandSetId>) -> Result<ActiveNamespaceList, StatusCode> {
+    if after >= 0xFFFF_FFFE {
+        return Err(StatusCode::InvalidNamespaceOrFormat);
+    }
+    let ids = ctrl
+        .namespaces
+        .iter()
+        .filter(|ns| ns.nsid > after && ctrl.namespace_active(ns))
+        .filter(|ns| csi.is_none_or(|c| ns.csi() == c))
+        .map(|ns| ns.nsid)
+        .collect();
+    Ok(ActiveNamespaceList { ids })
+}
+
+fn identify_controller(ctrl: &Controller) -> IdentifyController {
+    let c = &ctrl.profile.controller;
+    IdentifyController {
+        vid: 0x1B36,
+        ssvid: 0x1AF4,
+        serial_number: c.serial.clone(),
+        model_number: c.model.clone(),
+        firmware_revision: env!("CARGO_PKG_VERSION").chars().take(8).collect(),
+        mdts: c.mdts_log2,
+        cntlid: 1,
+        ver: Version::V2_0_0,
+        cntrltype: IdentifyController::CNTRLTYPE_IO,
+        acl: 3,
+        aerl: 0,
+        lpa: 1 << 1, // command-set-specific (CSI) log pages supported
+        elpe: (ERROR_LOG_ENTRIES - 1) as u8,
+        sqes: 0x66,
+        cqes: 0x44,
+        maxcmd: 0,
+        nn: ctrl.namespaces.len() as u32,
+        oncs: Oncs(Oncs::WRITE_ZEROES | Oncs::SAVE_SELECT_FEATURES | Oncs::COPY),
+        vwc: if c.volatile_write_cache { IdentifyController::VWC_PRESENT | 0b110 } else { 0 },
+        ocfs: IdentifyController::OCFS_FORMAT0,
+        subnqn: format!("nqn.2024-01.io.znskit:emulator:{}", c.serial),
+        ..IdentifyController::default()
+    }
+}
+
+fn identify_namespace(ns: &Namespace) -> IdentifyNamespace {
+    let p = &ns.profile;
+    let cap = ns.capacity();
+    let mut lbaf = [LbaFormat::default(); 64];
+    lbaf[0] = LbaFormat {
+        metadata_size: p.metadata_size,
+        ..LbaFormat::with_block_size(p.block_size)
+    };
+    IdentifyNamespace {
+        nsze: cap,
+        ncap: cap,
+        nuse: cap,
+        nlbaf: 0,
+        flbas: IdentifyNamespace::encode_flbas(0, false),
+        // Metadata in a separate buffer (MPTR) only.
+        mc: if p.metadata_size > 0 { 1 << 1 } else { 0 },
+        // Deallocated blocks read as zeros.
+        dlfeat: 0x01,
+        mssrl: p.copy_max_range_blocks,
+        mcl: p.copy_max_blocks,
+        msrc: (p.copy_max_ranges - 1) as u8,
+        nguid: nguid(ns.nsid),
+        lbaf,
+        ..IdentifyNamespace::default()
+    }
+}
+
+fn nguid(nsid: u32) -> [u8; 16] {
+    let mut g = *b"znskit-emulated\0";
+    g[12..16].copy_from_slice(&nsid.to_be_bytes());
+    g
+}
+
+fn descriptors(ns: &Namespace) -> NamespaceIdDescriptorList {
+    NamespaceIdDescriptorList {
+        descriptors: vec![
+            NamespaceIdDescriptor::Nguid(nguid(ns.nsid)),
+            NamespaceIdDescriptor::Csi(ns.csi() as u8),
+        ],
+    }
+}
+
+fn zns_namespace(ns: &Namespace) -> ZnsNamespace {
+    let g = ns.zones().expect("zoned namespace").geometry();
+    let mut lbafe = [ZoneFormatExtension::default(); 64];
+    lbafe[0] = ZoneFormatExtension {
+        zone_size: g.zone_size,
+        zdes: (g.descriptor_extension_bytes / 64) as u8,
+    };
+    ZnsNamespace {
+        zoc: 0,
+        ozcs: if g.read_across_boundaries { ZnsNamespace::OZCS_READ_ACROSS_BOUNDARIES } else { 0 },
+        max_active: g.max_active,
+        max_open: g.max_open,
+        lbafe,
+        ..ZnsNamespace::default()
+    }
+}
+
+// ---- Features -------------------------------------------------------------
+
+fn get_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode> {
+    let f = Features::decode(sqe);
+    let st = ctrl.admin_state.lock();
+    match FeatureId::from_raw(f.fid) {
+        Some(FeatureId::NumberOfQueues) => {
+            let (s, c) = st.granted_queues;
+            Ok(NumberOfQueues { submission: s, completion: c }.to_dword().unwrap_or(0) as u64)
+        }
+        Some(FeatureId::VolatileWriteCache) => {
+            if !ctrl.profile.controller.volatile_write_cache {
+                return Err(StatusCode::InvalidField);
+            }
+            Ok(st.volatile_write_cache as u64)
+        }
+        Some(FeatureId::IoCommandSetProfile) => Ok(ctrl.iocs_index.load(Ordering::Relaxed) as u64),
+        _ => st
+            .plain_features
+            .iter()
+            .find(|(id, _)| *id == f.fid)
+            .map(|(_, v)| *v as u64)
+            .ok_or(StatusCode::InvalidField),
+    }
+}
+
+fn set_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode> {
+    let f = Features::decode(sqe);
+    if f.save {
+        return Err(StatusCode::FeatureNotSaveable);
+    }
+    let mut st = ctrl.admin_state.lock();
+    match FeatureId::from_raw(f.fid) {
+        Some(FeatureId::NumberOfQueues) => {
+            let want = NumberOfQueues::from_dword(sqe.cdw11);
+            if want.submission == 0 || want.completion == 0 {
+                // A 0's based value of FFFFh asks for 65536 queues: invalid.
+                return Err(StatusCode::InvalidField);
+            }
+            if st.queues_requested {
+                return Err(StatusCode::CommandSequenceError);
+            }
+            let max = ctrl.profile.controller.max_io_queues;
+            st.granted_queues = (want.submission.min(max), want.completion.min(max));
+            st.queues_requested = true;
+            let (s, c) = st.granted_queues;
+            Ok(NumberOfQueues { submission: s, completion: c }.to_dword().unwrap_or(0) as u64)
+        }
+        Some(FeatureId::VolatileWriteCache) => {
+            if !ctrl.profile.controller.volatile_write_cache {
+                return Err(StatusCode::InvalidField);
+            }
+            let enable = sqe.cdw11 & 1 != 0;
+            if st.volatile_write_cache && !enable {
+                // Turning the cache off writes it back first.
+                for ns in &ctrl.namespaces {
+                    ns.flush().map_err(|_| StatusCode::WriteFault)?;
+                }
+            }
+            st.volatile_write_cache = enable;
+            ctrl.write_cache.store(enable, Ordering::Relaxed);
+            Ok(0)
+        }
+        Some(FeatureId::IoCommandSetProfile) => {
+            if ctrl.css.load(Ordering::Relaxed) != Cc::CSS_ALL_IO_SETS {
+                return Err(StatusCode::InvalidField);
+            }
+            let index = (sqe.cdw11 & 0x1FF) as u16;
+            if command_set_vector().combination(index) == 0 {
+                return Err(StatusCode::IoCommandSetCombinationRejected);
+            }
+            ctrl.iocs_index.store(index as u8, Ordering::Relaxed);
+            Ok(0)
+        }
+        _ => {
+            let slot = st.plain_features.iter_mut().find(|(id, _)| *id == f.fid);
+            let slot = slot.ok_or(StatusCode::InvalidField)?;
+            slot.1 = sqe.cdw11;
+            Ok(0)
+        }
+    }
+}
+
+// ---- Logs -----------------------------------------------------------------
+
+fn get_log_page(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode> {
+    let cmd = GetLogPage::decode(sqe);
+    let len = cmd.length_bytes();
+    if len > ctrl.max_transfer_bytes() {
+        return Err(StatusCode::InvalidField);
+    }
+    let page: Vec<u8> = match LogPageId::from_raw(cmd.lid) {
+        Some(LogPageId::ErrorInformation) => {
+            let st = ctrl.admin_state.lock();
+            let mut v = vec![0u8; ERROR_LOG_ENTRIES * ErrorLogEntry::SIZE];
+            for (i, e) in st.errors.iter().enumerate() {
+                v[i * 64..(i + 1) * 64].copy_from_slice(&e.to_bytes());
+            }
+            v
+        }
+        Some(LogPageId::ChangedZoneList) => {
+            if cmd.csi != CommandSetId::Zoned as u8 {
+                return Err(StatusCode::InvalidField);
+            }
+            let ns = ctrl.namespace(sqe.nsid).ok_or(StatusCode::InvalidNamespaceOrFormat)?;
+            let zones = ns.zones().ok_or(StatusCode::InvalidField)?;
+            let ids = zones.take_changed_zones(ChangedZoneList::MAX_ZONES + 1);
+            ChangedZoneList::from_zones(&ids).to_bytes().to_vec()
+        }
+        _ => return Err(StatusCode::InvalidLogPage),
+    };
+    let offset = cmd.offset;
+    if offset % 4 != 0 || offset > page.len() as u64 {
+        return Err(StatusCode::InvalidField);
+    }
+    let mut out = vec![0u8; len];
+    let avail = &page[offset as usize..];
+    let n = avail.len().min(len);
+    out[..n].copy_from_slice(&avail[..n]);
+    send(ctrl, sqe, &out)?;
+    Ok(0)
+}

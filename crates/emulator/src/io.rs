@@ -1,0 +1,395 @@
+//! I/O commands of the NVM and Zoned Namespace command sets.
+//!
+//! Every path validates the command completely before touching state, and
+//! data moves through the submission queue's preallocated bounce buffer, so
+//! the common path allocates nothing. Zone rules live in [`crate::zns`].
+
+use zns_spec::command::{CopyCmd, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend};
+use zns_spec::copy::SourceRangeFormat0;
+use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry};
+
+use crate::controller::{Controller, Outcome, PAGE_SIZE};
+use crate::media::MediaError;
+use crate::namespace::Namespace;
+use crate::prp;
+use crate::zns::ZoneError;
+
+/// NSID meaning "every namespace" (Flush).
+const BROADCAST_NSID: u32 = 0xFFFF_FFFF;
+
+/// Executes one I/O command.
+pub(crate) fn execute(ctrl: &Controller, sqe: &SubmissionEntry, bounce: &mut [u8]) -> Outcome {
+    if sqe.fuse() != 0 {
+        return Err(StatusCode::InvalidField.into());
+    }
+    if sqe.psdt() != 0 {
+        // Only PRPs are supported (Identify Controller SGLS = 0).
+        return Err(StatusCode::InvalidField.into());
+    }
+    let Some(op) = IoOpcode::from_raw(sqe.opcode()) else {
+        return Err(StatusCode::InvalidOpcode.into());
+    };
+    if op == IoOpcode::Flush && sqe.nsid == BROADCAST_NSID {
+        return flush_all(ctrl);
+    }
+    let ns = ctrl.namespace(sqe.nsid).ok_or(StatusCode::InvalidNamespaceOrFormat)?;
+    let r = match op {
+        IoOpcode::Flush => flush(ns),
+        IoOpcode::Read => read(ctrl, ns, sqe, bounce),
+        IoOpcode::Write => write(ctrl, ns, sqe, bounce),
+        IoOpcode::WriteZeroes => write_zeroes(ns, sqe),
+        IoOpcode::ZoneAppend => append(ctrl, ns, sqe, bounce),
+        IoOpcode::ZoneMgmtSend => zone_send(ctrl, ns, sqe),
+        IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, ns, sqe, bounce),
+        IoOpcode::Copy => copy(ctrl, ns, sqe),
+        _ => Err(StatusCode::InvalidOpcode),
+    };
+    r.map_err(Status::from)
+}
+
+type IoResult = Result<u64, StatusCode>;
+
+fn media_status(e: MediaError) -> StatusCode {
+    match e {
+        MediaError::Io(_) => StatusCode::WriteFault,
+        _ => StatusCode::InternalError,
+    }
+}
+
+fn zone_status(e: ZoneError<StatusCode>) -> StatusCode {
+    match e {
+        ZoneError::Status(s) => s,
+        ZoneError::Data(s) => s,
+    }
+}
+
+/// Host memory → `buf` through the command's PRPs.
+fn dma_from_host(ctrl: &Controller, sqe: &SubmissionEntry, buf: &mut [u8]) -> Result<(), StatusCode> {
+    if !ctrl.transfers_data() {
+        return Ok(());
+    }
+    let mut at = 0;
+    prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, buf.len(), |s| {
+        ctrl.host.read(s.addr, &mut buf[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
+        at += s.len;
+        Ok(())
+    })
+}
+
+/// `data` → host memory through the command's PRPs.
+fn dma_to_host(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<(), StatusCode> {
+    if !ctrl.transfers_data() {
+        return Ok(());
+    }
+    let mut at = 0;
+    prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
+        ctrl.host.write(s.addr, &data[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
+        at += s.len;
+        Ok(())
+    })
+}
+
+/// Checks an LBA range against the namespace and the transfer limit and
+/// returns its length in bytes.
+fn check_range(ctrl: &Controller, ns: &Namespace, slba: u64, blocks: u64) -> Result<usize, StatusCode> {
+    let end = slba.checked_add(blocks).ok_or(StatusCode::LbaOutOfRange)?;
+    if end > ns.capacity() {
+        return Err(StatusCode::LbaOutOfRange);
+    }
+    let bytes = blocks as usize * ns.block_size();
+    if bytes > ctrl.max_transfer_bytes() {
+        return Err(StatusCode::InvalidField);
+    }
+    Ok(bytes)
+}
+
+fn flush(ns: &Namespace) -> IoResult {
+    ns.flush().map(|_| 0).map_err(|_| StatusCode::WriteFault)
+}
+
+fn flush_all(ctrl: &Controller) -> Outcome {
+    for ns in ctrl.namespaces.iter().filter(|ns| ctrl.namespace_active(ns)) {
+        flush(ns)?;
+    }
+    Ok(0)
+}
+
+/// Reads blocks into `buf` as the zone layer sees them: written runs from
+/// media, the rest zeros.
+fn read_blocks(ns: &Namespace, slba: u64, blocks: u64, buf: &mut [u8]) -> Result<(), StatusCode> {
+    let bs = ns.block_size();
+    match ns.zones() {
+        None => ns.media.read(slba, buf).map_err(media_status),
+        Some(z) => {
+            let mut failed = None;
+            z.read_extent(slba, blocks, |lba, count, written| {
+                let off = (lba - slba) as usize * bs;
+                let part = &mut buf[off..off + count as usize * bs];
+                if written {
+                    if let Err(e) = ns.media.read(lba, part) {
+                        failed.get_or_insert(media_status(e));
+                    }
+                } else {
+                    part.fill(0);
+                }
+            })?;
+            failed.map_or(Ok(()), Err)
+        }
+    }
+}
+
+fn read(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+    let rw = ReadWrite::decode(sqe);
+    let blocks = rw.blocks as u64;
+    let bytes = check_range(ctrl, ns, rw.slba, blocks)?;
+    if ns.read_error_in(rw.slba, blocks) {
+        return Err(StatusCode::UnrecoveredReadError);
+    }
+    let buf = &mut bounce[..bytes];
+    if ctrl.transfers_data() {
+        read_blocks(ns, rw.slba, blocks, buf)?;
+    } else if let Some(z) = ns.zones() {
+        z.read_extent(rw.slba, blocks, |_, _, _| {})?;
+    }
+    dma_to_host(ctrl, sqe, buf)?;
+    transfer_metadata_out(ctrl, ns, sqe, rw.slba, blocks)?;
+    Ok(0)
+}
+
+fn transfer_metadata_out(
+    ctrl: &Controller,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    slba: u64,
+    blocks: u64,
+) -> Result<(), StatusCode> {
+    let ms = ns.metadata_size();
+    if ms == 0 || sqe.mptr == 0 || !ctrl.transfers_data() {
+        return Ok(());
+    }
+    let mut meta = vec![0u8; ms * blocks as usize];
+    match ns.zones() {
+        None => ns.media.read_metadata(slba, &mut meta).map_err(media_status)?,
+        Some(z) => {
+            let mut failed = None;
+            z.read_extent(slba, blocks, |lba, count, written| {
+                let off = (lba - slba) as usize * ms;
+                let part = &mut meta[off..off + count as usize * ms];
+                if written {
+                    if let Err(e) = ns.media.read_metadata(lba, part) {
+                        failed.get_or_insert(media_status(e));
+                    }
+                } else {
+                    part.fill(0);
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+    }
+    ctrl.host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError)
+}
+
+fn metadata_in(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, blocks: u64) -> Result<Option<Vec<u8>>, StatusCode> {
+    let ms = ns.metadata_size();
+    if ms == 0 || sqe.mptr == 0 || !ctrl.transfers_data() {
+        return Ok(None);
+    }
+    let mut meta = vec![0u8; ms * blocks as usize];
+    ctrl.host.read(sqe.mptr, &mut meta).map_err(|_| StatusCode::DataTransferError)?;
+    Ok(Some(meta))
+}
+
+/// Stores data (and metadata) at `lba`; metadata defaults to zeros so a
+/// rewritten block never shows the previous occupant's metadata.
+fn store(ns: &Namespace, lba: u64, data: &[u8], meta: Option<&[u8]>, blocks: u64) -> Result<(), StatusCode> {
+    ns.media.write(lba, data).map_err(media_status)?;
+    let ms = ns.metadata_size();
+    if ms > 0 {
+        match meta {
+            Some(m) => ns.media.write_metadata(lba, m).map_err(media_status)?,
+            None => ns.media.write_metadata(lba, &vec![0u8; ms * blocks as usize]).map_err(media_status)?,
+        }
+    }
+    ns.clear_read_errors(lba, blocks);
+    Ok(())
+}
+
+fn write(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+    let rw = ReadWrite::decode(sqe);
+    let fua = rw.fua || !ctrl.write_cache_enabled();
+    let blocks = rw.blocks as u64;
+    let bytes = check_range(ctrl, ns, rw.slba, blocks)?;
+    let buf = &mut bounce[..bytes];
+    let copy = ctrl.transfers_data();
+    let mut data = |_lba: u64| -> Result<(), StatusCode> {
+        dma_from_host(ctrl, sqe, buf)?;
+        let meta = metadata_in(ctrl, ns, sqe, blocks)?;
+        if copy {
+            store(ns, rw.slba, buf, meta.as_deref(), blocks)?;
+        }
+        Ok(())
+    };
+    match ns.zones() {
+        Some(z) => {
+            z.write(rw.slba, blocks, fua, data).map_err(zone_status)?;
+        }
+        None => data(rw.slba)?,
+    }
+    if fua {
+        durable(ns)?;
+    }
+    Ok(0)
+}
+
+fn durable(ns: &Namespace) -> Result<(), StatusCode> {
+    ns.media.sync().map_err(media_status)?;
+    ns.persist().map_err(|_| StatusCode::WriteFault)
+}
+
+fn append(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+    let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
+    let a = ZoneAppend::decode(sqe);
+    let blocks = a.blocks as u64;
+    let bytes = check_range(ctrl, ns, a.zslba, blocks)?;
+    let buf = &mut bounce[..bytes];
+    let zasl_blocks = ctrl.zasl_bytes() as u64 / ns.block_size() as u64;
+    let copy = ctrl.transfers_data();
+    let lba = z
+        .append(a.zslba, blocks, zasl_blocks, a.fua, |lba| -> Result<(), StatusCode> {
+            dma_from_host(ctrl, sqe, buf)?;
+            let meta = metadata_in(ctrl, ns, sqe, blocks)?;
+            if copy {
+                store(ns, lba, buf, meta.as_deref(), blocks)?;
+            }
+            Ok(())
+        })
+        .map_err(zone_status)?
+        .lba;
+    if a.fua {
+        durable(ns)?;
+    }
+    Ok(lba)
+}
+
+fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
+    let w = WriteZeroes::decode(sqe);
+    let blocks = w.blocks as u64;
+    let end = w.slba.checked_add(blocks).ok_or(StatusCode::LbaOutOfRange)?;
+    if end > ns.capacity() {
+        return Err(StatusCode::LbaOutOfRange);
+    }
+    let zero = |_lba: u64| -> Result<(), StatusCode> {
+        ns.media.deallocate(w.slba, blocks).map_err(media_status)?;
+        ns.clear_read_errors(w.slba, blocks);
+        Ok(())
+    };
+    match ns.zones() {
+        Some(z) => {
+            z.write(w.slba, blocks, w.fua, zero).map_err(zone_status)?;
+        }
+        None => zero(w.slba)?,
+    }
+    if w.fua {
+        durable(ns)?;
+    }
+    Ok(0)
+}
+
+fn zone_send(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
+    let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
+    let cmd = ZoneSend::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
+    let ext_len = z.geometry().descriptor_extension_bytes;
+    let mut ext = Vec::new();
+    if cmd.action == zns_spec::ZoneSendAction::SetDescriptorExtension && ext_len > 0 && !cmd.select_all {
+        ext.resize(ext_len, 0);
+        dma_from_host(ctrl, sqe, &mut ext)?;
+    }
+    let ext = (!ext.is_empty()).then_some(&ext[..]);
+    let outcome = z.send_raw(cmd.slba, cmd.action as u8, cmd.select_all, cmd.zrwa_allocate, ext)?;
+    for (lba, blocks) in outcome.released {
+        // Space of reset zones goes back; a failure here only costs memory.
+        let _ = ns.media.deallocate(lba, blocks);
+    }
+    ns.persist().map_err(|_| StatusCode::WriteFault)?;
+    Ok(0)
+}
+
+fn zone_receive(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+    let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
+    let cmd = ZoneReceive::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
+    let bytes = cmd.bytes();
+    if bytes > ctrl.max_transfer_bytes() {
+        return Err(StatusCode::InvalidField);
+    }
+    let buf = &mut bounce[..bytes];
+    z.report(cmd.slba, cmd.filter, cmd.partial, cmd.extended(), buf)?;
+    dma_to_host(ctrl, sqe, buf)?;
+    Ok(0)
+}
+
+fn copy(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
+    let cmd = CopyCmd::decode(sqe);
+    if cmd.format != 0 {
+        return Err(StatusCode::InvalidField);
+    }
+    let p = &ns.profile;
+    let ranges_n = cmd.ranges as usize;
+    if ranges_n > p.copy_max_ranges as usize {
+        return Err(StatusCode::CommandSizeLimitExceeded);
+    }
+    let mut desc = vec![0u8; ranges_n * SourceRangeFormat0::SIZE];
+    dma_from_host(ctrl, sqe, &mut desc)?;
+    let ranges = SourceRangeFormat0::decode_list(&desc).map_err(|_| StatusCode::InvalidField)?;
+    let mut total = 0u64;
+    for r in &ranges {
+        if r.blocks > p.copy_max_range_blocks as u32 {
+            return Err(StatusCode::CommandSizeLimitExceeded);
+        }
+        total += r.blocks as u64;
+        let end = r.slba.checked_add(r.blocks as u64).ok_or(StatusCode::LbaOutOfRange)?;
+        if end > ns.capacity() {
+            return Err(StatusCode::LbaOutOfRange);
+        }
+    }
+    if total > p.copy_max_blocks as u64 {
+        return Err(StatusCode::CommandSizeLimitExceeded);
+    }
+    let end = cmd.sdlba.checked_add(total).ok_or(StatusCode::LbaOutOfRange)?;
+    if end > ns.capacity() {
+        return Err(StatusCode::LbaOutOfRange);
+    }
+    // Gather the sources first: a source may sit in the destination zone.
+    let bs = ns.block_size();
+    let ms = ns.metadata_size();
+    let mut data = vec![0u8; total as usize * bs];
+    let mut meta = vec![0u8; total as usize * ms];
+    let mut at = 0usize;
+    for r in &ranges {
+        let n = r.blocks as usize;
+        if ns.read_error_in(r.slba, n as u64) {
+            return Err(StatusCode::UnrecoveredReadError);
+        }
+        read_blocks(ns, r.slba, n as u64, &mut data[at * bs..(at + n) * bs])?;
+        if ms > 0 {
+            ns.media
+                .read_metadata(r.slba, &mut meta[at * ms..(at + n) * ms])
+                .map_err(media_status)?;
+        }
+        at += n;
+    }
+    let place = |_lba: u64| -> Result<(), StatusCode> {
+        store(ns, cmd.sdlba, &data, (ms > 0).then_some(&meta[..]), total)
+    };
+    match ns.zones() {
+        Some(z) => {
+            z.write(cmd.sdlba, total, cmd.fua, place).map_err(zone_status)?;
+        }
+        None => place(cmd.sdlba)?,
+    }
+    if cmd.fua {
+        durable(ns)?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,313 @@
+//! Device profiles: controller and namespace geometry as data.
+//!
+//! Profiles are TOML files; the ones in the crate's `profiles/` folder are
+//! built in and selectable by name (`tiny`, `small`, `zn540`). Users copy and
+//! edit them, and load their own with [`Profile::from_toml`] or
+//! [`Profile::load`].
+
+use serde::{Deserialize, Serialize};
+
+/// Problems with a profile's text or values.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// No built-in profile has this name.
+    #[error("no built-in profile named {name:?} (known: {known})")]
+    UnknownName {
+        /// The requested name.
+        name: String,
+        /// The built-in names, comma separated.
+        known: String,
+    },
+    /// The TOML did not parse or did not match the schema.
+    #[error("profile does not parse: {0}")]
+    Parse(#[from] toml::de::Error),
+    /// A file could not be read.
+    #[error("cannot read profile {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A value is out of the range the emulator supports.
+    #[error("invalid profile: {0}")]
+    Invalid(String),
+}
+
+const BUILT_IN: &[(&str, &str)] = &[
+    ("tiny", include_str!("../profiles/tiny.toml")),
+    ("small", include_str!("../profiles/small.toml")),
+    ("zn540", include_str!("../profiles/zn540.toml")),
+];
+
+/// A device description: controller parameters and its namespaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name (`zn540`).
+    pub name: String,
+    /// One line for humans.
+    #[serde(default)]
+    pub description: String,
+    /// Controller parameters.
+    pub controller: ControllerProfile,
+    /// Namespaces, NSID 1 first.
+    #[serde(rename = "namespace")]
+    pub namespaces: Vec<NamespaceProfile>,
+}
+
+/// Controller-wide parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerProfile {
+    /// Serial number (Identify Controller SN, at most 20 ASCII characters).
+    pub serial: String,
+    /// Model number (MN, at most 40 ASCII characters).
+    pub model: String,
+    /// Largest queue the controller accepts (CAP.MQES + 1), 2..=65536.
+    #[serde(default = "default_mqes")]
+    pub max_queue_entries: u32,
+    /// I/O submission and completion queues offered (Number of Queues), 1..=1024.
+    #[serde(default = "default_queues")]
+    pub max_io_queues: u16,
+    /// Maximum Data Transfer Size as a power of two of 4 KiB pages (MDTS), 1..=9.
+    #[serde(default = "default_mdts")]
+    pub mdts_log2: u8,
+    /// Zone Append Size Limit as a power of two of 4 KiB pages (ZASL), 1..=mdts_log2.
+    #[serde(default = "default_zasl")]
+    pub zasl_log2: u8,
+    /// Whether the controller has a volatile write cache (VWC); without one
+    /// every completed write is durable.
+    #[serde(default = "default_true")]
+    pub volatile_write_cache: bool,
+}
+
+fn default_mqes() -> u32 {
+    1024
+}
+fn default_queues() -> u16 {
+    64
+}
+fn default_mdts() -> u8 {
+    6
+}
+fn default_zasl() -> u8 {
+    5
+}
+fn default_true() -> bool {
+    true
+}
+
+/// The command set of a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NamespaceKind {
+    /// Zoned Namespace command set (CSI 02h).
+    Zoned,
+    /// NVM command set (CSI 00h), random writes: an ordinary SSD.
+    Conventional,
+}
+
+/// One namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceProfile {
+    /// Zoned or conventional.
+    pub kind: NamespaceKind,
+    /// Logical block size in bytes: 512, 4096 (a power of two 512..=65536).
+    pub block_size: u32,
+    /// Metadata bytes per block, kept in a separate buffer (0 = none).
+    #[serde(default)]
+    pub metadata_size: u16,
+    /// Conventional namespaces: size in blocks.
+    #[serde(default)]
+    pub blocks: u64,
+    /// Zoned: number of zones.
+    #[serde(default)]
+    pub zones: u32,
+    /// Zoned: zone size in blocks (need not be a power of two).
+    #[serde(default)]
+    pub zone_size: u64,
+    /// Zoned: writable blocks per zone, at most the zone size.
+    #[serde(default)]
+    pub zone_capacity: u64,
+    /// Zoned: Max Open Resources (absent = no limit).
+    #[serde(default)]
+    pub max_open: Option<u32>,
+    /// Zoned: Max Active Resources (absent = no limit).
+    #[serde(default)]
+    pub max_active: Option<u32>,
+    /// Zoned: zone descriptor extension size in bytes, a multiple of 64 (0 = none).
+    #[serde(default)]
+    pub descriptor_extension_bytes: usize,
+    /// Zoned: reads may cross zone boundaries (OZCS.RAZB).
+    #[serde(default = "default_true")]
+    pub read_across_zone_boundaries: bool,
+    /// Copy: maximum blocks in one source range (MSSRL).
+    #[serde(default = "default_mssrl")]
+    pub copy_max_range_blocks: u16,
+    /// Copy: maximum blocks in one command (MCL).
+    #[serde(default = "default_mcl")]
+    pub copy_max_blocks: u32,
+    /// Copy: maximum source ranges in one command (MSRC + 1), 1..=256.
+    #[serde(default = "default_msrc")]
+    pub copy_max_ranges: u16,
+}
+
+fn default_mssrl() -> u16 {
+    1024
+}
+fn default_mcl() -> u32 {
+    4096
+}
+fn default_msrc() -> u16 {
+    128
+}
+
+impl NamespaceProfile {
+    /// Size of the namespace in blocks.
+    pub fn capacity_blocks(&self) -> u64 {
+        match self.kind {
+            NamespaceKind::Zoned => self.zones as u64 * self.zone_size,
+            NamespaceKind::Conventional => self.blocks,
+        }
+    }
+}
+
+impl Profile {
+    /// Names of the built-in profiles.
+    pub fn built_in_names() -> impl Iterator<Item = &'static str> {
+        BUILT_IN.iter().map(|(n, _)| *n)
+    }
+
+    /// A built-in profile by name.
+    pub fn by_name(name: &str) -> Result<Profile, ProfileError> {
+        let text = BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).ok_or_else(|| {
+            ProfileError::UnknownName {
+                name: name.to_string(),
+                known: Self::built_in_names().collect::<Vec<_>>().join(", "),
+            }
+        })?;
+        Self::from_toml(text)
+    }
+
+    /// The TOML text of a built-in profile (to copy and edit).
+    pub fn built_in_text(name: &str) -> Option<&'static str> {
+        BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    }
+
+    /// Parses and validates a profile.
+    pub fn from_toml(text: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = toml::from_str(text)?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Reads a profile file.
+    pub fn load(path: &std::path::Path) -> Result<Profile, ProfileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ProfileError::Io { path: path.display().to_string(), source })?;
+        Self::from_toml(&text)
+    }
+
+    /// The profile as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("profiles always serialize")
+    }
+
+    /// Checks every value against what the emulator supports.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        let bad = |m: String| Err(ProfileError::Invalid(m));
+        let c = &self.controller;
+        if c.serial.len() > 20 || !c.serial.is_ascii() {
+            return bad("serial must be at most 20 ASCII characters".into());
+        }
+        if c.model.len() > 40 || !c.model.is_ascii() {
+            return bad("model must be at most 40 ASCII characters".into());
+        }
+        if !(2..=65536).contains(&c.max_queue_entries) {
+            return bad("max_queue_entries must be in 2..=65536".into());
+        }
+        if !(1..=1024).contains(&c.max_io_queues) {
+            return bad("max_io_queues must be in 1..=1024".into());
+        }
+        if !(1..=9).contains(&c.mdts_log2) {
+            return bad("mdts_log2 must be in 1..=9".into());
+        }
+        if c.zasl_log2 == 0 || c.zasl_log2 > c.mdts_log2 {
+            return bad("zasl_log2 must be in 1..=mdts_log2".into());
+        }
+        if self.namespaces.is_empty() || self.namespaces.len() > 16 {
+            return bad("a profile needs 1 to 16 namespaces".into());
+        }
+        for (i, ns) in self.namespaces.iter().enumerate() {
+            let nsid = i + 1;
+            if !ns.block_size.is_power_of_two() || !(512..=65536).contains(&ns.block_size) {
+                return bad(format!("namespace {nsid}: block_size must be a power of two in 512..=65536"));
+            }
+            if ns.copy_max_ranges == 0 || ns.copy_max_ranges > 256 || ns.copy_max_range_blocks == 0 {
+                return bad(format!("namespace {nsid}: copy limits out of range"));
+            }
+            match ns.kind {
+                NamespaceKind::Conventional => {
+                    if ns.blocks == 0 {
+                        return bad(format!("namespace {nsid}: conventional namespaces need blocks > 0"));
+                    }
+                }
+                NamespaceKind::Zoned => {
+                    if ns.zones == 0 || ns.zone_size == 0 {
+                        return bad(format!("namespace {nsid}: zoned namespaces need zones and zone_size"));
+                    }
+                    if ns.zone_capacity == 0 || ns.zone_capacity > ns.zone_size {
+                        return bad(format!("namespace {nsid}: zone_capacity must be in 1..=zone_size"));
+                    }
+                    if ns.descriptor_extension_bytes % 64 != 0
+                        || ns.descriptor_extension_bytes > 255 * 64
+                    {
+                        return bad(format!(
+                            "namespace {nsid}: descriptor_extension_bytes must be a multiple of 64, at most 16320"
+                        ));
+                    }
+                    if ns.max_open == Some(0) || ns.max_active == Some(0) {
+                        return bad(format!("namespace {nsid}: max_open/max_active must be at least 1"));
+                    }
+                    if let (Some(o), Some(a)) = (ns.max_open, ns.max_active) {
+                        if o > a {
+                            return bad(format!("namespace {nsid}: max_open exceeds max_active"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_profiles_parse() {
+        for name in Profile::built_in_names() {
+            let p = Profile::by_name(name).unwrap();
+            assert_eq!(p.name, name);
+            assert_eq!(Profile::from_toml(&p.to_toml()).unwrap(), p);
+        }
+        let z = Profile::by_name("zn540").unwrap();
+        let ns = &z.namespaces[0];
+        assert_eq!((ns.zones, ns.zone_size, ns.zone_capacity), (904, 524288, 275712));
+        assert_eq!((ns.max_open, ns.max_active), (Some(14), Some(14)));
+    }
+
+    #[test]
+    fn bad_profiles_are_rejected_with_reasons() {
+        let e = Profile::by_name("nope").unwrap_err().to_string();
+        assert!(e.contains("tiny") && e.contains("zn540"), "{e}");
+        let mut p = Profile::by_name("tiny").unwrap();
+        p.namespaces[0].zone_capacity = 65;
+        assert!(p.validate().unwrap_err().to_string().contains("zone_capacity"));
+        let text = Profile::built_in_text("tiny").unwrap().replace("zones = 16", "zones = 16\nbogus = 1");
+        assert!(matches!(Profile::from_toml(&text), Err(ProfileError::Parse(_))));
+    }
+}
