@@ -25,6 +25,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod exerciser;
 pub mod harness;
 pub mod host;
 pub mod image;

@@ -1,0 +1,216 @@
+//! Zone Management Send: Close, Finish, Open, Reset, Offline and Set Zone
+//! Descriptor Extension, on one zone or with Select All.
+
+use zns_spec::{StatusCode, ZoneAttributes, ZoneSendAction, ZoneState};
+
+use super::io::enter_full;
+use super::resources::Resources;
+use super::zone::Zone;
+use super::Zones;
+
+/// What a successful Zone Management Send did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOutcome {
+    /// Zones that changed state, in zone order.
+    pub transitioned: Vec<u32>,
+    /// `(lba, blocks)` ranges whose media may be deallocated: whole zones
+    /// that were reset or taken offline. Nothing reads them any more.
+    pub released: Vec<(u64, u64)>,
+}
+
+impl Zones {
+    /// Zone Management Send with a decoded action.
+    ///
+    /// Without `select_all`, `slba` must lie in the namespace (LBA Out of
+    /// Range) and be the start of a zone (Invalid Field in Command). With
+    /// it, `slba` is ignored and the action applies to every zone in its
+    /// scope: Open to Closed zones, Close to open zones, Finish to open and
+    /// Closed zones, Reset to open, Closed and Full zones, Offline to Read
+    /// Only zones; Set Zone Descriptor Extension with Select All is Invalid
+    /// Field in Command.
+    ///
+    /// `extension` is the data of Set Zone Descriptor Extension (exactly
+    /// ZDES × 64 bytes) and ignored otherwise. Zone Random Write Area
+    /// actions are not supported (Invalid Field in Command).
+    ///
+    /// Every change is durable at once.
+    pub fn send(
+        &self,
+        slba: u64,
+        action: ZoneSendAction,
+        select_all: bool,
+        extension: Option<&[u8]>,
+    ) -> Result<SendOutcome, StatusCode> {
+        if !select_all {
+            self.check_range(slba, 1)?;
+        }
+        self.send_action(slba, action, select_all, false, extension)
+    }
+
+    /// Zone Management Send from the raw command fields: `zsa` (CDW13 bits
+    /// 7:0), Select All (bit 8) and ZRWA Allocate (bit 9). A reserved action
+    /// is Invalid Field in Command, and so is ZRWA Allocate with Open (Zone
+    /// Random Write Areas are not supported); otherwise as [`Zones::send`].
+    pub fn send_raw(
+        &self,
+        slba: u64,
+        zsa: u8,
+        select_all: bool,
+        zrwa_allocate: bool,
+        extension: Option<&[u8]>,
+    ) -> Result<SendOutcome, StatusCode> {
+        if !select_all {
+            self.check_range(slba, 1)?;
+        }
+        let action = ZoneSendAction::from_raw(zsa).ok_or(StatusCode::InvalidField)?;
+        self.send_action(slba, action, select_all, zrwa_allocate, extension)
+    }
+
+    fn send_action(
+        &self,
+        slba: u64,
+        action: ZoneSendAction,
+        select_all: bool,
+        zrwa_allocate: bool,
+        extension: Option<&[u8]>,
+    ) -> Result<SendOutcome, StatusCode> {
+        let g = &self.geometry;
+        match action {
+            ZoneSendAction::FlushZrwa => return Err(StatusCode::InvalidField),
+            ZoneSendAction::Open if zrwa_allocate => return Err(StatusCode::InvalidField),
+            ZoneSendAction::SetDescriptorExtension
+                if select_all || g.descriptor_extension_bytes == 0 =>
+            {
+                return Err(StatusCode::InvalidField)
+            }
+            _ => {}
+        }
+        let target = if select_all {
+            None
+        } else {
+            let index = (slba / g.zone_size) as u32;
+            if slba != g.zone_start(index) {
+                return Err(StatusCode::InvalidField);
+            }
+            Some(index)
+        };
+        let ext = match action {
+            ZoneSendAction::SetDescriptorExtension => match extension {
+                Some(e) if e.len() == g.descriptor_extension_bytes => Some(e),
+                _ => return Err(StatusCode::InvalidField),
+            },
+            _ => None,
+        };
+
+        let mut out = SendOutcome::default();
+        let mut res = self.resources.lock();
+        match target {
+            Some(index) => {
+                let mut z = self.lock(index);
+                let before = z.state;
+                self.apply(&mut res, index, &mut z, action, ext, &mut out)?;
+                if z.state != before {
+                    out.transitioned.push(index);
+                }
+            }
+            None => {
+                if action == ZoneSendAction::Open {
+                    // All or nothing: every Closed zone needs an open resource
+                    // of its own, and no implicitly opened zone is closed to
+                    // make room (the scope is the zones that are Closed now).
+                    let closed =
+                        self.zones.iter().filter(|m| m.lock().state == ZoneState::Closed).count()
+                            as u64;
+                    if g.max_open.is_some_and(|m| u64::from(res.open) + closed > u64::from(m)) {
+                        return Err(StatusCode::TooManyOpenZones);
+                    }
+                }
+                for index in 0..g.zones {
+                    let mut z = self.lock(index);
+                    if !in_select_all_scope(action, z.state) {
+                        continue;
+                    }
+                    self.apply(&mut res, index, &mut z, action, None, &mut out)?;
+                    out.transitioned.push(index);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One action on one zone; the caller holds the resources lock and the
+    /// zone's lock.
+    fn apply(
+        &self,
+        res: &mut Resources,
+        index: u32,
+        z: &mut Zone,
+        action: ZoneSendAction,
+        ext: Option<&[u8]>,
+        out: &mut SendOutcome,
+    ) -> Result<(), StatusCode> {
+        use ZoneState::*;
+        let g = &self.geometry;
+        match (action, z.state) {
+            (ZoneSendAction::Open, Empty | Closed) => {
+                let victim = res.plan_open(g, z.state == Empty)?;
+                if let Some(v) = victim {
+                    // Holder of the resources lock: a second zone lock is allowed.
+                    let mut vz = self.lock(v);
+                    res.transition(v, &mut vz, Closed);
+                    tracing::debug!(zone = v, "controller closed implicitly opened zone");
+                }
+                res.transition(index, z, ExplicitlyOpen);
+            }
+            (ZoneSendAction::Open, ImplicitlyOpen) => res.transition(index, z, ExplicitlyOpen),
+            (ZoneSendAction::Open, ExplicitlyOpen) => {}
+
+            (ZoneSendAction::Close, ImplicitlyOpen | ExplicitlyOpen) => {
+                res.transition(index, z, Closed)
+            }
+            (ZoneSendAction::Close, Closed) => {}
+
+            (ZoneSendAction::Finish, Empty | ImplicitlyOpen | ExplicitlyOpen | Closed) => {
+                enter_full(res, index, z)
+            }
+            (ZoneSendAction::Finish, Full) => {}
+
+            (ZoneSendAction::Reset, ImplicitlyOpen | ExplicitlyOpen | Closed | Full) => {
+                res.transition(index, z, Empty);
+                z.clear();
+                out.released.push((z.start, g.zone_size));
+            }
+            (ZoneSendAction::Reset, Empty) => {}
+
+            (ZoneSendAction::Offline, ReadOnly) => {
+                res.transition(index, z, Offline);
+                z.clear();
+                out.released.push((z.start, g.zone_size));
+            }
+            (ZoneSendAction::Offline, Offline) => {}
+
+            (ZoneSendAction::SetDescriptorExtension, Empty) => {
+                res.plan_activate(g)?;
+                res.transition(index, z, Closed);
+                z.ext.copy_from_slice(ext.expect("checked by the caller"));
+                z.attrs.0 |= ZoneAttributes::EXTENSION_VALID;
+            }
+
+            _ => return Err(StatusCode::InvalidZoneStateTransition),
+        }
+        Ok(())
+    }
+}
+
+/// The zones a Select All action applies to.
+fn in_select_all_scope(action: ZoneSendAction, state: ZoneState) -> bool {
+    use ZoneState::*;
+    match action {
+        ZoneSendAction::Open => state == Closed,
+        ZoneSendAction::Close => state.is_open(),
+        ZoneSendAction::Finish => state.is_active(),
+        ZoneSendAction::Reset => state.is_active() || state == Full,
+        ZoneSendAction::Offline => state == ReadOnly,
+        ZoneSendAction::SetDescriptorExtension | ZoneSendAction::FlushZrwa => false,
+    }
+}
