@@ -19,6 +19,9 @@ use crate::namespace::Namespace;
 use crate::profile::Profile;
 use crate::prp;
 
+/// This controller's identifier (Identify Controller CNTLID).
+const CONTROLLER_ID: u16 = 1;
+
 /// Error log entries kept (Identify Controller ELPE + 1).
 const ERROR_LOG_ENTRIES: usize = 64;
 
@@ -104,7 +107,9 @@ pub(crate) fn execute(ctrl: &Controller, sqe: &SubmissionEntry) -> Outcome {
 fn send(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<(), StatusCode> {
     let mut at = 0;
     prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
-        ctrl.host.write(s.addr, &data[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
+        ctrl.host
+            .write(s.addr, &data[at..at + s.len])
+            .map_err(|_| StatusCode::DataTransferError)?;
         at += s.len;
         Ok(())
     })
@@ -177,7 +182,8 @@ fn identify(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode>
             _ => Box::new([0; 4096]),
         },
         Cns::IoCommandSets => {
-            if cmd.cntid != 0 {
+            // CNTID names the controller; 0 is accepted as "this one".
+            if cmd.cntid != 0 && cmd.cntid != CONTROLLER_ID {
                 return Err(StatusCode::InvalidField);
             }
             command_set_vector().to_bytes()
@@ -210,7 +216,11 @@ fn namespace_for_identify(ctrl: &Controller, nsid: u32) -> Result<Option<&Namesp
     Ok(ctrl.namespace(nsid))
 }
 
-fn active_list(ctrl: &Controller, after: u32, csi: Option<CommandSetId>) -> Result<ActiveNamespaceList, StatusCode> {
+fn active_list(
+    ctrl: &Controller,
+    after: u32,
+    csi: Option<CommandSetId>,
+) -> Result<ActiveNamespaceList, StatusCode> {
     if after >= 0xFFFF_FFFE {
         return Err(StatusCode::InvalidNamespaceOrFormat);
     }
@@ -233,7 +243,7 @@ fn identify_controller(ctrl: &Controller) -> IdentifyController {
         model_number: c.model.clone(),
         firmware_revision: env!("CARGO_PKG_VERSION").chars().take(8).collect(),
         mdts: c.mdts_log2,
-        cntlid: 1,
+        cntlid: CONTROLLER_ID,
         ver: Version::V2_0_0,
         cntrltype: IdentifyController::CNTRLTYPE_IO,
         acl: 3,
@@ -256,10 +266,8 @@ fn identify_namespace(ns: &Namespace) -> IdentifyNamespace {
     let p = &ns.profile;
     let cap = ns.capacity();
     let mut lbaf = [LbaFormat::default(); 64];
-    lbaf[0] = LbaFormat {
-        metadata_size: p.metadata_size,
-        ..LbaFormat::with_block_size(p.block_size)
-    };
+    lbaf[0] =
+        LbaFormat { metadata_size: p.metadata_size, ..LbaFormat::with_block_size(p.block_size) };
     IdentifyNamespace {
         nsze: cap,
         ncap: cap,

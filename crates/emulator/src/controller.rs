@@ -265,7 +265,11 @@ impl Controller {
         if r.aqa.asqs() == 0 || r.aqa.acqs() == 0 {
             return Err("admin queues need at least 2 entries");
         }
-        if r.asq == 0 || r.acq == 0 || r.asq % PAGE_SIZE as u64 != 0 || r.acq % PAGE_SIZE as u64 != 0 {
+        if r.asq == 0
+            || r.acq == 0
+            || r.asq % PAGE_SIZE as u64 != 0
+            || r.acq % PAGE_SIZE as u64 != 0
+        {
             return Err("ASQ/ACQ must be non-zero and page aligned");
         }
         if cc.css() != Cc::CSS_ADMIN_ONLY && (cc.iosqes() != 6 || cc.iocqes() != 4) {
@@ -369,7 +373,14 @@ impl Controller {
         }
     }
 
-    fn complete(&self, sqid: u16, sq_head: u16, cqid: u16, sqe: &SubmissionEntry, outcome: Outcome) {
+    fn complete(
+        &self,
+        sqid: u16,
+        sq_head: u16,
+        cqid: u16,
+        sqe: &SubmissionEntry,
+        outcome: Outcome,
+    ) {
         let (result, status) = match outcome {
             Ok(r) => (r, Status::SUCCESS),
             Err(s) => {
@@ -398,7 +409,13 @@ impl Controller {
     }
 
     /// Creates an I/O submission queue bound to `cqid`.
-    pub(crate) fn create_sq(&self, qid: u16, base: u64, size: u32, cqid: u16) -> Result<(), StatusCode> {
+    pub(crate) fn create_sq(
+        &self,
+        qid: u16,
+        base: u64,
+        size: u32,
+        cqid: u16,
+    ) -> Result<(), StatusCode> {
         let slot = self.sqs.get(qid as usize).ok_or(StatusCode::InvalidQueueIdentifier)?;
         let mut g = slot.lock();
         if qid == 0 || g.is_some() || qid as usize > self.granted_queues().0 as usize {

@@ -143,7 +143,8 @@ impl Exerciser {
     /// A fresh `tiny` device, brought up.
     pub fn new() -> Result<Exerciser, Violation> {
         let memory = ProcessMemory::new();
-        let ctrl = Emulator::builder("tiny").expect("built-in").build(memory.clone()).expect("build");
+        let ctrl =
+            Emulator::builder("tiny").expect("built-in").build(memory.clone()).expect("build");
         let p = ctrl.profile().namespaces.clone();
         let h = Harness::start(ctrl, memory, 64)?;
         let alloc = |n| h.memory.allocate(n, 4096).expect("host memory");
@@ -199,7 +200,8 @@ impl Exerciser {
         if pages == 2 {
             e.prp2 = addr + BS as u64;
         } else if pages > 2 {
-            let l: Vec<u8> = (1..pages as u64).flat_map(|i| (addr + i * BS as u64).to_le_bytes()).collect();
+            let l: Vec<u8> =
+                (1..pages as u64).flat_map(|i| (addr + i * BS as u64).to_le_bytes()).collect();
             self.h.memory.write(self.list.addr(), &l).expect("list");
             e.prp2 = self.list.addr();
         }
@@ -242,7 +244,8 @@ impl Exerciser {
             }
             45..=59 => {
                 let nsid = 1 + c.below(2) as u32;
-                let cap = if nsid == 1 { self.zones * self.zone_size } else { self.conventional_blocks };
+                let cap =
+                    if nsid == 1 { self.zones * self.zone_size } else { self.conventional_blocks };
                 let slba = c.below(cap + 4);
                 let mut e = SubmissionEntry::new(0x02, nsid);
                 e.set_cdw10_11(slba);
@@ -265,7 +268,11 @@ impl Exerciser {
             }
             60..=71 => {
                 let mut e = SubmissionEntry::new(0x79, 1);
-                e.set_cdw10_11(if c.chance(90) { zslba } else { c.below(self.zones * self.zone_size + 8) });
+                e.set_cdw10_11(if c.chance(90) {
+                    zslba
+                } else {
+                    c.below(self.zones * self.zone_size + 8)
+                });
                 let action = [0x01, 0x02, 0x03, 0x04, 0x04, 0x05, 0x10, c.below(256) as u32];
                 e.cdw13 = action[c.below(8) as usize] | if c.chance(8) { 1 << 8 } else { 0 };
                 if c.chance(3) {
@@ -286,7 +293,11 @@ impl Exerciser {
             77..=80 => self.copy(c),
             81..=83 => {
                 let nsid = 1 + c.below(2) as u32;
-                let slba = if nsid == 1 { self.written_extent(zone) } else { c.below(self.conventional_blocks) };
+                let slba = if nsid == 1 {
+                    self.written_extent(zone)
+                } else {
+                    c.below(self.conventional_blocks)
+                };
                 let mut e = SubmissionEntry::new(0x08, nsid);
                 e.set_cdw10_11(slba);
                 e.cdw12 = (blocks - 1) as u32;
@@ -358,7 +369,13 @@ impl Exerciser {
         self.model[ns][at..at + bytes.len()].copy_from_slice(bytes);
     }
 
-    fn data_command(&mut self, e: SubmissionEntry, ns: usize, slba: u64, blocks: u64) -> Result<(), Violation> {
+    fn data_command(
+        &mut self,
+        e: SubmissionEntry,
+        ns: usize,
+        slba: u64,
+        blocks: u64,
+    ) -> Result<(), Violation> {
         let r = self.submit(e);
         if r.status().is_success() {
             let bytes = self.data_bytes(blocks);

@@ -52,7 +52,10 @@ pub struct ProcessMemory {
 
 impl Default for ProcessMemory {
     fn default() -> Self {
-        ProcessMemory { regions: ArcSwap::from_pointee(Vec::new()), update: parking_lot::Mutex::new(()) }
+        ProcessMemory {
+            regions: ArcSwap::from_pointee(Vec::new()),
+            update: parking_lot::Mutex::new(()),
+        }
     }
 }
 

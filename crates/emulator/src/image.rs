@@ -119,15 +119,14 @@ impl DeviceImage {
         profile.validate()?;
         let p = path.display().to_string();
         let io = |source| ImageError::Io { path: p.clone(), source };
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(
-            |e| {
+        let file =
+            OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
                     ImageError::Exists(p.clone())
                 } else {
                     io(e)
                 }
-            },
-        )?;
+            })?;
         let toml = profile.to_toml();
         if toml.len() as u64 > PROFILE_AREA {
             return Err(ImageError::Invalid { path: p, why: "profile text too large".into() });

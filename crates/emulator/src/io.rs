@@ -64,13 +64,19 @@ fn zone_status(e: ZoneError<StatusCode>) -> StatusCode {
 }
 
 /// Host memory → `buf` through the command's PRPs.
-fn dma_from_host(ctrl: &Controller, sqe: &SubmissionEntry, buf: &mut [u8]) -> Result<(), StatusCode> {
+fn dma_from_host(
+    ctrl: &Controller,
+    sqe: &SubmissionEntry,
+    buf: &mut [u8],
+) -> Result<(), StatusCode> {
     if !ctrl.transfers_data() {
         return Ok(());
     }
     let mut at = 0;
     prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, buf.len(), |s| {
-        ctrl.host.read(s.addr, &mut buf[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
+        ctrl.host
+            .read(s.addr, &mut buf[at..at + s.len])
+            .map_err(|_| StatusCode::DataTransferError)?;
         at += s.len;
         Ok(())
     })
@@ -83,7 +89,9 @@ fn dma_to_host(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<
     }
     let mut at = 0;
     prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
-        ctrl.host.write(s.addr, &data[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
+        ctrl.host
+            .write(s.addr, &data[at..at + s.len])
+            .map_err(|_| StatusCode::DataTransferError)?;
         at += s.len;
         Ok(())
     })
@@ -91,7 +99,12 @@ fn dma_to_host(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<
 
 /// Checks an LBA range against the namespace and the transfer limit and
 /// returns its length in bytes.
-fn check_range(ctrl: &Controller, ns: &Namespace, slba: u64, blocks: u64) -> Result<usize, StatusCode> {
+fn check_range(
+    ctrl: &Controller,
+    ns: &Namespace,
+    slba: u64,
+    blocks: u64,
+) -> Result<usize, StatusCode> {
     let end = slba.checked_add(blocks).ok_or(StatusCode::LbaOutOfRange)?;
     if end > ns.capacity() {
         return Err(StatusCode::LbaOutOfRange);
@@ -191,7 +204,12 @@ fn transfer_metadata_out(
     ctrl.host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError)
 }
 
-fn metadata_in(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, blocks: u64) -> Result<Option<Vec<u8>>, StatusCode> {
+fn metadata_in(
+    ctrl: &Controller,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    blocks: u64,
+) -> Result<Option<Vec<u8>>, StatusCode> {
     let ms = ns.metadata_size();
     if ms == 0 || sqe.mptr == 0 || !ctrl.transfers_data() {
         return Ok(None);
@@ -203,13 +221,22 @@ fn metadata_in(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, blocks:
 
 /// Stores data (and metadata) at `lba`; metadata defaults to zeros so a
 /// rewritten block never shows the previous occupant's metadata.
-fn store(ns: &Namespace, lba: u64, data: &[u8], meta: Option<&[u8]>, blocks: u64) -> Result<(), StatusCode> {
+fn store(
+    ns: &Namespace,
+    lba: u64,
+    data: &[u8],
+    meta: Option<&[u8]>,
+    blocks: u64,
+) -> Result<(), StatusCode> {
     ns.media.write(lba, data).map_err(media_status)?;
     let ms = ns.metadata_size();
     if ms > 0 {
         match meta {
             Some(m) => ns.media.write_metadata(lba, m).map_err(media_status)?,
-            None => ns.media.write_metadata(lba, &vec![0u8; ms * blocks as usize]).map_err(media_status)?,
+            None => ns
+                .media
+                .write_metadata(lba, &vec![0u8; ms * blocks as usize])
+                .map_err(media_status)?,
         }
     }
     ns.clear_read_errors(lba, blocks);
@@ -302,7 +329,10 @@ fn zone_send(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResu
     let cmd = ZoneSend::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
     let ext_len = z.geometry().descriptor_extension_bytes;
     let mut ext = Vec::new();
-    if cmd.action == zns_spec::ZoneSendAction::SetDescriptorExtension && ext_len > 0 && !cmd.select_all {
+    if cmd.action == zns_spec::ZoneSendAction::SetDescriptorExtension
+        && ext_len > 0
+        && !cmd.select_all
+    {
         ext.resize(ext_len, 0);
         dma_from_host(ctrl, sqe, &mut ext)?;
     }
@@ -316,7 +346,12 @@ fn zone_send(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResu
     Ok(0)
 }
 
-fn zone_receive(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+fn zone_receive(
+    ctrl: &Controller,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    bounce: &mut [u8],
+) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let cmd = ZoneReceive::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
     let bytes = cmd.bytes();

@@ -152,7 +152,12 @@ impl EmulatorBuilder {
                 (MediaChoice::Null, _) => Arc::new(NullMedia::new(geometry)?),
                 (MediaChoice::Image(_), Some(img)) => {
                     let l = img.layouts[i];
-                    Arc::new(FileMedia::new(img.file()?, geometry, l.data_offset, l.metadata_offset)?)
+                    Arc::new(FileMedia::new(
+                        img.file()?,
+                        geometry,
+                        l.data_offset,
+                        l.metadata_offset,
+                    )?)
                 }
                 _ => Arc::new(RamMedia::new(geometry)?),
             };
@@ -173,9 +178,8 @@ impl EmulatorBuilder {
                 NamespaceKind::Zoned => {
                     let g = zone_geometry(&p);
                     let z = match stored {
-                        Some(bytes) => Zones::decode_durable(g, &bytes).map_err(|e| {
-                            EmulatorError::ZoneState { nsid, why: e.to_string() }
-                        })?,
+                        Some(bytes) => Zones::decode_durable(g, &bytes)
+                            .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
                         None => Zones::new(g)
                             .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
                     };

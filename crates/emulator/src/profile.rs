@@ -243,23 +243,32 @@ impl Profile {
         for (i, ns) in self.namespaces.iter().enumerate() {
             let nsid = i + 1;
             if !ns.block_size.is_power_of_two() || !(512..=65536).contains(&ns.block_size) {
-                return bad(format!("namespace {nsid}: block_size must be a power of two in 512..=65536"));
+                return bad(format!(
+                    "namespace {nsid}: block_size must be a power of two in 512..=65536"
+                ));
             }
-            if ns.copy_max_ranges == 0 || ns.copy_max_ranges > 256 || ns.copy_max_range_blocks == 0 {
+            if ns.copy_max_ranges == 0 || ns.copy_max_ranges > 256 || ns.copy_max_range_blocks == 0
+            {
                 return bad(format!("namespace {nsid}: copy limits out of range"));
             }
             match ns.kind {
                 NamespaceKind::Conventional => {
                     if ns.blocks == 0 {
-                        return bad(format!("namespace {nsid}: conventional namespaces need blocks > 0"));
+                        return bad(format!(
+                            "namespace {nsid}: conventional namespaces need blocks > 0"
+                        ));
                     }
                 }
                 NamespaceKind::Zoned => {
                     if ns.zones == 0 || ns.zone_size == 0 {
-                        return bad(format!("namespace {nsid}: zoned namespaces need zones and zone_size"));
+                        return bad(format!(
+                            "namespace {nsid}: zoned namespaces need zones and zone_size"
+                        ));
                     }
                     if ns.zone_capacity == 0 || ns.zone_capacity > ns.zone_size {
-                        return bad(format!("namespace {nsid}: zone_capacity must be in 1..=zone_size"));
+                        return bad(format!(
+                            "namespace {nsid}: zone_capacity must be in 1..=zone_size"
+                        ));
                     }
                     if ns.descriptor_extension_bytes % 64 != 0
                         || ns.descriptor_extension_bytes > 255 * 64
@@ -269,7 +278,9 @@ impl Profile {
                         ));
                     }
                     if ns.max_open == Some(0) || ns.max_active == Some(0) {
-                        return bad(format!("namespace {nsid}: max_open/max_active must be at least 1"));
+                        return bad(format!(
+                            "namespace {nsid}: max_open/max_active must be at least 1"
+                        ));
                     }
                     if let (Some(o), Some(a)) = (ns.max_open, ns.max_active) {
                         if o > a {
@@ -307,7 +318,8 @@ mod tests {
         let mut p = Profile::by_name("tiny").unwrap();
         p.namespaces[0].zone_capacity = 65;
         assert!(p.validate().unwrap_err().to_string().contains("zone_capacity"));
-        let text = Profile::built_in_text("tiny").unwrap().replace("zones = 16", "zones = 16\nbogus = 1");
+        let text =
+            Profile::built_in_text("tiny").unwrap().replace("zones = 16", "zones = 16\nbogus = 1");
         assert!(matches!(Profile::from_toml(&text), Err(ProfileError::Parse(_))));
     }
 }

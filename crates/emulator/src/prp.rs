@@ -75,7 +75,8 @@ pub fn walk(
         while done < data_slots + chains as usize {
             let n = (data_slots + chains as usize - done).min(64);
             let bytes = &mut entries[..n * 8];
-            host.read(list + (done * 8) as u64, bytes).map_err(|_| StatusCode::DataTransferError)?;
+            host.read(list + (done * 8) as u64, bytes)
+                .map_err(|_| StatusCode::DataTransferError)?;
             for (i, e) in bytes.chunks_exact(8).enumerate() {
                 let entry = u64::from_le_bytes(e.try_into().expect("8-byte chunk"));
                 if done + i == data_slots {
@@ -160,7 +161,10 @@ mod tests {
             assert_eq!(seg.len, 4096);
         }
         // A list pointer outside host memory is a data transfer error.
-        assert_eq!(segments(&mem, 0x100_0000, 0x7000_0000, 3 * 4096), Err(StatusCode::DataTransferError));
+        assert_eq!(
+            segments(&mem, 0x100_0000, 0x7000_0000, 3 * 4096),
+            Err(StatusCode::DataTransferError)
+        );
     }
 
     #[test]

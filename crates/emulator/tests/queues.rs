@@ -65,8 +65,7 @@ fn write_read_append_and_errors_through_queues() {
     // Four blocks span two pages beyond PRP1: build a PRP2 list is not needed
     // for 2 pages, but 4 pages need a list.
     let list = h.buffer(4096);
-    let entries: Vec<u8> =
-        (1..4u64).flat_map(|i| (out.addr() + i * 4096).to_le_bytes()).collect();
+    let entries: Vec<u8> = (1..4u64).flat_map(|i| (out.addr() + i * 4096).to_le_bytes()).collect();
     h.memory.write(list.addr(), &entries).unwrap();
     rd.prp2 = list.addr();
     assert!(h.io(rd).status().is_success());

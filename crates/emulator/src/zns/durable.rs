@@ -229,6 +229,9 @@ impl Zones {
                 return Err(bad("write pointer past the zone capacity"));
             }
             let zdev = attrs.has(ZoneAttributes::EXTENSION_VALID);
+            if zdev && g.descriptor_extension_bytes == 0 {
+                return Err(bad("ZDEV without descriptor extension support"));
+            }
             if !zdev && ext.iter().any(|&b| b != 0) {
                 return Err(bad("extension data without ZDEV"));
             }

@@ -104,7 +104,7 @@ impl ZoneGeometry {
                 return Err(GeometryError::OpenExceedsActive { open, active });
             }
         }
-        if self.descriptor_extension_bytes % 64 != 0
+        if self.descriptor_extension_bytes & 63 != 0
             || self.descriptor_extension_bytes > MAX_DESCRIPTOR_EXTENSION_BYTES
         {
             return Err(GeometryError::ExtensionSize(self.descriptor_extension_bytes));

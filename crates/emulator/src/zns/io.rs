@@ -51,6 +51,12 @@ impl Zones {
     /// to the zone so far is durable.
     ///
     /// `blocks` is the real count (NLB + 1); zero is Invalid Field in Command.
+    ///
+    /// QEMU has no separate zone-size check: a range crossing into the next
+    /// zone is caught by its capacity check, after the state and write
+    /// pointer checks. A crossing write to a Full zone thus completes with
+    /// Zone Is Full there and Zone Boundary Error here; the status is the
+    /// same whenever only one rule is broken.
     pub fn write<E>(
         &self,
         slba: u64,

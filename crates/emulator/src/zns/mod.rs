@@ -31,7 +31,7 @@
 //!
 //! # Locking
 //!
-//! Each zone has its own mutex; one more mutex guards [`Resources`] (the
+//! Each zone has its own mutex; one more mutex guards the resources (the
 //! open/active counts and the queue of implicitly opened zones); a third,
 //! the changed-zone list, is a leaf.
 //!

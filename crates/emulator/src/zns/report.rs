@@ -22,6 +22,9 @@ impl Zones {
     ///
     /// Each zone is read under its own lock once, so the header and the
     /// entries describe the same snapshot of every zone.
+    ///
+    /// QEMU rejects a buffer shorter than the header with Invalid Field in
+    /// Command; the caller can do the same before calling this.
     pub fn report(
         &self,
         slba: u64,

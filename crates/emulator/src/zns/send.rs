@@ -165,6 +165,10 @@ impl Zones {
             (ZoneSendAction::Open, ImplicitlyOpen) => res.transition(index, z, ExplicitlyOpen),
             (ZoneSendAction::Open, ExplicitlyOpen) => {}
 
+            // An open zone with nothing written becomes Closed too and stays
+            // active: the ZNS state machine puts no write-pointer condition
+            // on Close (ZBC's CLOSE ZONE would empty it; QEMU agrees with
+            // ZNS). Only a power cycle returns such a zone to Empty.
             (ZoneSendAction::Close, ImplicitlyOpen | ExplicitlyOpen) => {
                 res.transition(index, z, Closed)
             }

@@ -540,6 +540,11 @@ fn zns_durable_image_rejects_corruption() {
         Err(DurableError::TooManyActive { active: 3, max: 2 })
     );
     assert!(dec(&patch(&image, 64, 2, 0xD, 0, 3)).is_ok(), "read only is fine");
+    // ZDEV needs extension support.
+    let g0 = geo(8, 6, 2, None, None, 0, false);
+    let plain = Zones::new(g0.clone()).unwrap().encode_durable();
+    let bad = patch(&plain, 0, 0, 0x4, ZoneAttributes::EXTENSION_VALID, 0);
+    assert!(matches!(Zones::decode_durable(g0, &bad), Err(DurableError::Zone { zone: 0, .. })));
 }
 
 #[test]

@@ -54,6 +54,12 @@ enum Expect {
     DataFailed,
 }
 
+/// A zone driven into a state with some blocks written: (zone, state, written).
+type Setup = (u32, ZoneState, u64);
+
+/// A starting state of the target: name, setup, written blocks, open/active.
+type Start = (&'static str, Vec<Setup>, u64, (u32, u32));
+
 struct Case {
     name: String,
     geometry: ZoneGeometry,
@@ -110,7 +116,7 @@ impl Case {
 
 /// The seven starting states of the target: name, setup, written extent,
 /// open/active counts.
-fn starts() -> Vec<(&'static str, Vec<(u32, ZoneState, u64)>, u64, (u32, u32))> {
+fn starts() -> Vec<Start> {
     vec![
         ("ZSE", vec![], 0, (0, 0)),
         ("ZSIO", vec![(T, ZSIO, 3)], 3, (1, 1)),

@@ -1,0 +1,181 @@
+//! `zns read`, `zns write` and `zns append`: data between files (or
+//! stdin/stdout) and the device, in commands of at most the device's
+//! transfer limit (MDTS) or Zone Append limit (ZASL).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use zns_device::{ZoneQueue, ZonedDevice};
+
+use crate::num::parse_num;
+
+/// Arguments of `zns read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// First LBA (decimal or 0x hex).
+    #[arg(long, value_parser = parse_num)]
+    pub lba: u64,
+    /// Blocks to read.
+    #[arg(long, default_value = "1", value_parser = parse_num)]
+    pub blocks: u64,
+    /// Where the data goes; `-` is stdout.
+    #[arg(long, short, default_value = "-")]
+    pub output: PathBuf,
+}
+
+/// Arguments of `zns write`.
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    /// First LBA: the write pointer of the zone to write.
+    #[arg(long, value_parser = parse_num)]
+    pub lba: u64,
+    /// Data to write; `-` is stdin. Padded with zeroes to whole blocks.
+    #[arg(long, short, default_value = "-")]
+    pub input: PathBuf,
+    /// Force Unit Access: durable when the command completes.
+    #[arg(long)]
+    pub fua: bool,
+}
+
+/// Arguments of `zns append`.
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// Start LBA of the zone to append to.
+    #[arg(long, value_parser = parse_num)]
+    pub zone_start: u64,
+    /// Data to append; `-` is stdin. Padded with zeroes to whole blocks.
+    #[arg(long, short, default_value = "-")]
+    pub input: PathBuf,
+}
+
+fn plural(blocks: u64) -> String {
+    if blocks == 1 {
+        "1 block".to_string()
+    } else {
+        format!("{blocks} blocks")
+    }
+}
+
+fn is_stdio(p: &std::path::Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+/// Reads the input, padded with zeroes to whole blocks.
+fn input(path: &std::path::Path, block_size: usize) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    if is_stdio(path) {
+        std::io::stdin().lock().read_to_end(&mut data).context("read stdin")?;
+    } else {
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut data))
+            .with_context(|| format!("read {}", path.display()))?;
+    }
+    if data.is_empty() {
+        bail!("no data to write: {} is empty", if is_stdio(path) { "stdin" } else { "the input" });
+    }
+    data.resize(data.len().next_multiple_of(block_size), 0);
+    Ok(data)
+}
+
+/// Checks that `blocks` blocks at `lba` fit in the zone holding `lba` from
+/// its write pointer on, so a write split into several commands is refused
+/// before any of them changes the device.
+fn check_fits(q: &mut dyn ZoneQueue, lba: u64, blocks: u64, what: &str) -> Result<()> {
+    let z = q.zone(lba)?;
+    if lba + blocks > z.end() {
+        bail!(
+            "{what} of {blocks} blocks at LBA {lba:#x} does not fit: zone {} (LBA {:#x}) takes \
+             blocks up to LBA {:#x}; nothing was written",
+            z.index,
+            z.start,
+            z.end()
+        );
+    }
+    Ok(())
+}
+
+pub fn read(dev: &dyn ZonedDevice, args: &ReadArgs, out: &mut dyn Write) -> Result<()> {
+    let info = dev.info();
+    let bs = info.block_size as usize;
+    if args.blocks == 0 {
+        bail!("--blocks must be at least 1");
+    }
+    let mut q = dev.queue(2)?;
+    let per = info.max_transfer_blocks();
+    let mut sink: Box<dyn Write + '_> = if is_stdio(&args.output) {
+        Box::new(out)
+    } else {
+        let f = File::create(&args.output)
+            .with_context(|| format!("create {}", args.output.display()))?;
+        Box::new(std::io::BufWriter::new(f))
+    };
+    let mut buf = dev.alloc((per.min(args.blocks) as usize) * bs)?;
+    let mut done = 0;
+    while done < args.blocks {
+        let n = per.min(args.blocks - done);
+        buf.set_len(n as usize * bs)?;
+        q.read(args.lba + done, &mut buf)?;
+        sink.write_all(&buf)?;
+        done += n;
+    }
+    sink.flush()?;
+    Ok(())
+}
+
+pub fn write(dev: &dyn ZonedDevice, args: &WriteArgs, out: &mut dyn Write) -> Result<()> {
+    let info = dev.info();
+    let bs = info.block_size as usize;
+    let data = input(&args.input, bs)?;
+    let blocks = (data.len() / bs) as u64;
+    let per = info.max_transfer_blocks();
+    let mut q = dev.queue(2)?;
+    if blocks > per {
+        check_fits(q.as_mut(), args.lba, blocks, "write")?;
+    }
+    let mut buf = dev.alloc((per.min(blocks) as usize) * bs)?;
+    for (i, chunk) in data.chunks(per as usize * bs).enumerate() {
+        buf.set_len(chunk.len())?;
+        buf.copy_from_slice(chunk);
+        let lba = args.lba + i as u64 * per;
+        if args.fua {
+            q.write_fua(lba, &buf)?;
+        } else {
+            q.write(lba, &buf)?;
+        }
+    }
+    writeln!(out, "wrote {} at LBA {:#x}", plural(blocks), args.lba)?;
+    Ok(())
+}
+
+pub fn append(dev: &dyn ZonedDevice, args: &AppendArgs, out: &mut dyn Write) -> Result<()> {
+    let info = dev.info();
+    let bs = info.block_size as usize;
+    let data = input(&args.input, bs)?;
+    let blocks = (data.len() / bs) as u64;
+    let per = info.max_append_blocks();
+    let mut q = dev.queue(2)?;
+    if blocks > per {
+        let z = q.zone(args.zone_start)?;
+        let wp = z.write_pointer.unwrap_or(z.end());
+        check_fits(q.as_mut(), wp.max(args.zone_start), blocks, "zone append")?;
+    }
+    let mut buf = dev.alloc((per.min(blocks) as usize) * bs)?;
+    let mut landed: Vec<(u64, u64)> = Vec::new();
+    for chunk in data.chunks(per as usize * bs) {
+        buf.set_len(chunk.len())?;
+        buf.copy_from_slice(chunk);
+        let lba = q.append(args.zone_start, &buf)?;
+        let n = (chunk.len() / bs) as u64;
+        match landed.last_mut() {
+            Some((start, len)) if *start + *len == lba => *len += n,
+            _ => landed.push((lba, n)),
+        }
+    }
+    for (lba, n) in landed {
+        writeln!(out, "appended {} to zone {:#x} at LBA {lba:#x}", plural(n), args.zone_start)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! `zns`: the znskit command line.
+//!
+//! Every command works on the device `--device URI` names (default
+//! `emu:zn540`, or `$ZNS_DEVICE`). Output goes to stdout; a failure prints
+//! one line on stderr, `zns: <what failed>`, and exits with status 1 (2 for
+//! bad command-line usage).
+
+mod emu;
+mod identify;
+mod io;
+mod list;
+mod num;
+mod report;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use zns_device::{DeviceError, Target, ZoneAction, ZonedDevice, DEFAULT_URI};
+
+use num::parse_num;
+
+/// Command line of znskit, a user-space storage stack for NVMe Zoned
+/// Namespace SSDs.
+#[derive(Debug, Parser)]
+#[command(name = "zns", version, about, long_about = None)]
+struct Cli {
+    /// Device URI: emu:PROFILE, emu:file=PATH[,profile=NAME], pcie:DDDD:BB:DD.F
+    #[arg(long, short = 'd', global = true, env = "ZNS_DEVICE", default_value = DEFAULT_URI)]
+    device: String,
+
+    /// Log to stderr at this level (error, warn, info, debug, trace); also
+    /// `ZNS_LOG`.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the emulator's built-in profiles and the NVMe devices on this machine.
+    List,
+    /// Print the controller, namespace and ZNS identification of the device.
+    Identify {
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report zones.
+    ReportZones(report::ReportArgs),
+    /// Zone management: open, close, finish, reset or offline zones.
+    Zone {
+        #[command(subcommand)]
+        action: ZoneCommand,
+    },
+    /// Read blocks to a file or stdout.
+    Read(io::ReadArgs),
+    /// Write a file or stdin at an LBA (a zone's write pointer), padded to whole blocks.
+    Write(io::WriteArgs),
+    /// Zone Append a file or stdin to a zone; prints the LBA the data landed at.
+    Append(io::AppendArgs),
+    /// Persistent emulated devices and the emulator's profiles.
+    Emu {
+        #[command(subcommand)]
+        command: emu::EmuCommand,
+    },
+}
+
+/// Which zone(s) a zone management command acts on.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct ZoneTarget {
+    /// Start LBA of the zone (decimal or 0x hex).
+    #[arg(value_parser = parse_num)]
+    slba: Option<u64>,
+    /// Every zone the action applies to (Select All).
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ZoneCommand {
+    /// Open zones explicitly (Empty or Closed → Explicitly Opened).
+    Open(ZoneTarget),
+    /// Close open zones (→ Closed).
+    Close(ZoneTarget),
+    /// Finish zones (→ Full).
+    Finish(ZoneTarget),
+    /// Reset zones (→ Empty; their data is gone).
+    Reset(ZoneTarget),
+    /// Take Read Only zones offline (→ Offline).
+    Offline(ZoneTarget),
+}
+
+impl ZoneCommand {
+    fn parts(&self) -> (ZoneAction, &ZoneTarget) {
+        match self {
+            ZoneCommand::Open(t) => (ZoneAction::Open, t),
+            ZoneCommand::Close(t) => (ZoneAction::Close, t),
+            ZoneCommand::Finish(t) => (ZoneAction::Finish, t),
+            ZoneCommand::Reset(t) => (ZoneAction::Reset, t),
+            ZoneCommand::Offline(t) => (ZoneAction::Offline, t),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
+    let mut out = std::io::stdout().lock();
+    match run(cli, &mut out).and_then(|()| out.flush().map_err(Into::into)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zns: {}", render(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l),
+        None => EnvFilter::try_from_env("ZNS_LOG").or_else(|_| EnvFilter::try_new("off")),
+    }
+    .unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// One line for the user: a command failure names the command, its LBA in
+/// hex and the status by its specification name.
+fn render(e: &anyhow::Error) -> String {
+    let mut context: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        if let Some(DeviceError::Nvme { status, op, lba }) = cause.downcast_ref::<DeviceError>() {
+            context.push(format!("{}: {status}", op.describe(*lba, true)));
+            return context.join(": ");
+        }
+        if cause.downcast_ref::<DeviceError>().is_some() {
+            context.push(cause.to_string());
+            return context.join(": ");
+        }
+        context.push(cause.to_string());
+    }
+    format!("{e:#}")
+}
+
+/// Opens the device of `--device`.
+fn open(uri: &str) -> Result<std::sync::Arc<dyn ZonedDevice>> {
+    Ok(zns_device::open(uri)?)
+}
+
+fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
+    match cli.command {
+        Command::List => list::run(out),
+        Command::Emu { command } => emu::run(command, out),
+        Command::Identify { json } => identify::run(open(&cli.device)?.as_ref(), json, out),
+        Command::ReportZones(args) => report::run(open(&cli.device)?.as_ref(), &args, out),
+        Command::Read(args) => io::read(open(&cli.device)?.as_ref(), &args, out),
+        Command::Write(args) => io::write(open(&cli.device)?.as_ref(), &args, out),
+        Command::Append(args) => io::append(open(&cli.device)?.as_ref(), &args, out),
+        Command::Zone { action } => {
+            let dev = open(&cli.device)?;
+            zone(dev.as_ref(), &action, out)
+        }
+    }
+}
+
+fn zone(dev: &dyn ZonedDevice, cmd: &ZoneCommand, out: &mut dyn Write) -> Result<()> {
+    let (action, target) = cmd.parts();
+    let mut q = dev.queue(2)?;
+    match target.slba {
+        Some(slba) => {
+            q.zone_action(action, Target::Zone(slba))?;
+            let z = q.zone(slba)?;
+            writeln!(out, "zone {} at LBA {:#x}: {}", z.index, z.start, z.state)?;
+        }
+        None => {
+            q.zone_action(action, Target::All)?;
+            writeln!(out, "{}: done", action.kind().describe(None, true))?;
+        }
+    }
+    Ok(())
+}

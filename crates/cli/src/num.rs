@@ -1,0 +1,26 @@
+//! Numbers on the command line: decimal or `0x` hexadecimal, `_` allowed.
+
+/// Parses `123`, `0x7b`, `0X7B` or `1_000`.
+pub fn parse_num(s: &str) -> Result<u64, String> {
+    let t = s.trim().replace('_', "");
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse::<u64>(),
+    };
+    r.map_err(|_| format!("{s:?} is not a number (decimal, or hexadecimal with 0x)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_and_hex() {
+        assert_eq!(parse_num("4096"), Ok(4096));
+        assert_eq!(parse_num("0x1000"), Ok(4096));
+        assert_eq!(parse_num("0X1_000"), Ok(4096));
+        assert!(parse_num("0x").is_err());
+        assert!(parse_num("-1").is_err());
+        assert!(parse_num("ten").is_err());
+    }
+}

@@ -1,0 +1,486 @@
+//! The `zns` binary, run as a user would: every command on a fresh device
+//! image, the output formats, and the error lines and exit codes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+struct Out {
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+impl Out {
+    fn text(&self) -> String {
+        String::from_utf8(self.stdout.clone()).expect("utf-8 stdout")
+    }
+
+    #[track_caller]
+    fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "stderr: {}", self.stderr);
+        assert!(self.stderr.is_empty(), "stderr: {}", self.stderr);
+        self
+    }
+
+    /// Failed with exit code 1, one line on stderr, nothing on stdout.
+    #[track_caller]
+    fn failed(self) -> String {
+        assert_eq!(self.code, 1, "stdout: {}\nstderr: {}", self.text(), self.stderr);
+        assert!(self.stdout.is_empty(), "stdout: {}", self.text());
+        assert_eq!(self.stderr.lines().count(), 1, "stderr: {}", self.stderr);
+        let line = self.stderr.trim_end().to_string();
+        assert!(line.starts_with("zns: "), "{line}");
+        line
+    }
+}
+
+fn zns(args: &[&str], stdin: Option<&[u8]>) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_zns"));
+    cmd.args(args)
+        .env_remove("ZNS_DEVICE")
+        .env_remove("ZNS_LOG")
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run zns");
+    if let Some(data) = stdin {
+        child.stdin.take().unwrap().write_all(data).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: o.stdout,
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A fresh `tiny` device image and the `--device` argument for it.
+struct Image {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    uri: String,
+}
+
+impl Image {
+    fn new() -> Image {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dev.img");
+        let out = zns(&["emu", "create", path.to_str().unwrap(), "--profile", "tiny"], None).ok();
+        assert!(out.text().contains("created"), "{}", out.text());
+        let uri = format!("emu:file={}", path.display());
+        Image { _dir: dir, path, uri }
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        let mut all = vec!["--device", self.uri.as_str()];
+        all.extend_from_slice(args);
+        zns(&all, None)
+    }
+
+    fn run_in(&self, args: &[&str], stdin: &[u8]) -> Out {
+        let mut all = vec!["--device", self.uri.as_str()];
+        all.extend_from_slice(args);
+        zns(&all, Some(stdin))
+    }
+
+    fn file(&self, name: &str, data: &[u8]) -> String {
+        let p = self.path.parent().unwrap().join(name);
+        std::fs::write(&p, data).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+
+    fn report_json(&self) -> Value {
+        serde_json::from_str(&self.run(&["report-zones", "--format", "json"]).ok().text()).unwrap()
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// One zone as every format shows it: (slba, wp, cap, state) in blocks;
+/// `wp` None where the zone has none.
+type Row = (u64, Option<u64>, u64, String);
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("hex {s:?}"))
+}
+
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let at = line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len();
+    line[at..].split_whitespace().next().unwrap().trim_end_matches(',')
+}
+
+fn parse_table(text: &str) -> Vec<Row> {
+    let mut lines = text.lines();
+    let n: usize = lines.next().unwrap().strip_prefix("nr_zones: ").unwrap().parse().unwrap();
+    let rows: Vec<Row> = lines
+        .map(|l| {
+            let wp = hex(field(l, "WP:"));
+            (
+                hex(field(l, "SLBA:")),
+                (wp != u64::MAX).then_some(wp),
+                hex(field(l, "Cap:")),
+                field(l, "State:").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), n);
+    rows
+}
+
+fn blkzone_state(cond: &str) -> &'static str {
+    match cond {
+        "1(em)" => "EMPTY",
+        "2(oi)" => "IMP_OPENED",
+        "3(oe)" => "EXP_OPENED",
+        "4(cl)" => "CLOSED",
+        "13(ro)" => "READONLY",
+        "14(fu)" => "FULL",
+        "15(of)" => "OFFLINE",
+        other => panic!("zcond {other}"),
+    }
+}
+
+/// blkzone lines, sectors of 512 bytes → blocks of 4096.
+fn parse_blkzone(text: &str) -> Vec<Row> {
+    text.lines()
+        .map(|l| {
+            assert!(l.starts_with("  start: 0x"), "{l}");
+            let start = hex(field(l, "start:")) / 8;
+            let len = hex(field(l, "len")) / 8;
+            let cap = hex(field(l, "cap")) / 8;
+            let wptr = hex(field(l, "wptr")) / 8;
+            let zcond = l[l.find("zcond:").unwrap() + 6..].trim_start();
+            let state = blkzone_state(zcond.split_whitespace().next().unwrap());
+            assert!(l.ends_with("[type: 2(SEQ_WRITE_REQUIRED)]"), "{l}");
+            let wp = match state {
+                "FULL" => {
+                    assert_eq!(wptr, len, "a full zone's wptr is its length");
+                    None
+                }
+                _ => Some(start + wptr),
+            };
+            (start, wp, cap, state.to_string())
+        })
+        .collect()
+}
+
+fn parse_json(text: &str) -> Vec<Row> {
+    let v: Value = serde_json::from_str(text).unwrap();
+    let zones = v["zones"].as_array().unwrap();
+    assert_eq!(v["nr_zones"].as_u64().unwrap() as usize, zones.len());
+    assert_eq!(v["block_size"], 4096);
+    zones
+        .iter()
+        .map(|z| {
+            (
+                z["slba"].as_u64().unwrap(),
+                z["wp"].as_u64(),
+                z["cap"].as_u64().unwrap(),
+                z["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn parse_csv(text: &str) -> Vec<Row> {
+    let mut lines = text.lines();
+    assert_eq!(lines.next().unwrap(), "index,slba,wp,cap,size,state,type,attrs");
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 8, "{l}");
+            assert_eq!(f[6], "SEQWRITE_REQ");
+            (
+                f[1].parse().unwrap(),
+                (!f[2].is_empty()).then(|| f[2].parse().unwrap()),
+                f[3].parse().unwrap(),
+                f[5].to_string(),
+            )
+        })
+        .collect()
+}
+
+fn formats_agree(img: &Image, extra: &[&str]) -> Vec<Row> {
+    let run = |format: &str| {
+        let mut args = vec!["report-zones", "--format", format];
+        args.extend_from_slice(extra);
+        img.run(&args).ok().text()
+    };
+    let table = parse_table(&run("table"));
+    assert_eq!(parse_blkzone(&run("blkzone")), table, "blkzone vs table");
+    assert_eq!(parse_json(&run("json")), table, "json vs table");
+    assert_eq!(parse_csv(&run("csv")), table, "csv vs table");
+    table
+}
+
+#[test]
+fn help_and_usage_errors() {
+    let out = zns(&["--help"], None).ok();
+    for cmd in ["list", "identify", "report-zones", "zone", "read", "write", "append", "emu"] {
+        assert!(out.text().contains(cmd), "{cmd} missing from help");
+    }
+    assert_eq!(zns(&["frobnicate"], None).code, 2);
+    assert_eq!(zns(&["zone", "open"], None).code, 2, "a zone or --all is required");
+    assert_eq!(zns(&["zone", "open", "0", "--all"], None).code, 2, "not both");
+    assert_eq!(zns(&["read", "--lba", "ten"], None).code, 2);
+    assert_eq!(zns(&["report-zones", "--state", "sleepy"], None).code, 2);
+}
+
+#[test]
+fn list_shows_profiles_and_machine_devices() {
+    let t = zns(&["list"], None).ok().text();
+    for p in ["emu:tiny", "emu:small", "emu:zn540", "emu:file=PATH"] {
+        assert!(t.contains(p), "{p} in {t}");
+    }
+    assert!(t.contains("/sys/class/nvme"));
+    assert!(t.contains("class 0108h"));
+}
+
+#[test]
+fn emu_profiles_and_show_profile() {
+    let t = zns(&["emu", "profiles"], None).ok().text();
+    assert_eq!(t.lines().count(), 3);
+    assert!(t.lines().next().unwrap().starts_with("tiny "));
+    let toml = zns(&["emu", "show-profile", "small"], None).ok().text();
+    assert!(toml.contains("name = \"small\"") && toml.contains("[[namespace]]"), "{toml}");
+    let e = zns(&["emu", "show-profile", "huge"], None).failed();
+    assert!(e.contains("no built-in profile named \"huge\"") && e.contains("tiny"), "{e}");
+}
+
+#[test]
+fn emu_create_from_an_edited_profile_and_refusing_to_overwrite() {
+    let img = Image::new();
+    let e = zns(&["emu", "create", img.path.to_str().unwrap(), "--profile", "tiny"], None).failed();
+    assert!(e.contains("already exists"), "{e}");
+    // A profile copied from show-profile and edited.
+    let toml = zns(&["emu", "show-profile", "tiny"], None).ok().text();
+    let edited =
+        toml.replace("name = \"tiny\"", "name = \"mine\"").replace("zones = 16", "zones = 20");
+    let prof = img.file("mine.toml", edited.as_bytes());
+    let path = img.path.parent().unwrap().join("mine.img");
+    zns(&["emu", "create", path.to_str().unwrap(), "--profile", &prof], None).ok();
+    let uri = format!("emu:file={}", path.display());
+    let j: Value =
+        serde_json::from_str(&zns(&["-d", &uri, "identify", "--json"], None).ok().text()).unwrap();
+    assert_eq!(j["zone_count"], 20);
+    let e = zns(&["emu", "create", "x.img", "--profile", "nosuch"], None).failed();
+    assert!(e.contains("unknown profile \"nosuch\""), "{e}");
+}
+
+#[test]
+fn identify_human_and_json_agree() {
+    let img = Image::new();
+    let t = img.run(&["identify"]).ok().text();
+    for needle in [
+        "sn        : ZNSKIT-TINY-0001",
+        "mn        : znskit emulated ZNS SSD (tiny)",
+        "NVMe Identify Controller:",
+        "ZNS Identify Controller:",
+        "ZNS Identify Namespace 1:",
+        "zasl      : 4 (64 KiB)",
+        "mor       : 3 (4 zones)",
+        "mar       : 5 (6 zones)",
+        "zones         : 16",
+        "lbafe  0  : zsze:0x40 zdes:1 (in use)",
+    ] {
+        assert!(t.contains(needle), "{needle:?} in\n{t}");
+    }
+    let j: Value = serde_json::from_str(&img.run(&["identify", "--json"]).ok().text()).unwrap();
+    assert_eq!(j["serial"], "ZNSKIT-TINY-0001");
+    assert_eq!(j["zone_count"], 16);
+    assert_eq!(j["zone_size"], 64);
+    assert_eq!(j["zone_capacity"], 48);
+    assert_eq!(j["max_open"], 4);
+    assert_eq!(j["uri"], img.uri.as_str());
+    assert_eq!(j["identify"]["controller"]["sn"], "ZNSKIT-TINY-0001");
+    assert_eq!(j["identify"]["zns_namespace"]["mor"], 3);
+    assert_eq!(j["identify"]["namespace"]["nsze"], 16 * 64);
+    assert_eq!(j["conventional"]["blocks"], 1024);
+    // The default device and $ZNS_DEVICE.
+    let d: Value = serde_json::from_str(&zns(&["identify", "--json"], None).ok().text()).unwrap();
+    assert_eq!(d["zone_count"], 904);
+    let out = Command::new(env!("CARGO_BIN_EXE_zns"))
+        .args(["identify", "--json"])
+        .env("ZNS_DEVICE", "emu:small")
+        .output()
+        .unwrap();
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["zone_count"], 256);
+}
+
+#[test]
+fn report_formats_parse_and_agree() {
+    let img = Image::new();
+    // Zone 0 closed with 2 blocks, zone 2 full, zone 3 closed after an
+    // append, the rest empty. (Each command ends with a controller shutdown,
+    // which closes open zones, or empties them when nothing was written.)
+    img.run_in(&["write", "--lba", "0"], &pattern(5000, 1)).ok();
+    img.run(&["zone", "open", "0x40"]).ok();
+    img.run(&["zone", "finish", "0x80"]).ok();
+    img.run_in(&["append", "--zone-start", "0xc0"], b"x").ok();
+    let all = formats_agree(&img, &[]);
+    assert_eq!(all.len(), 16);
+    assert_eq!(all[0], (0, Some(2), 48, "CLOSED".to_string()));
+    assert_eq!(all[1], (0x40, Some(0x40), 48, "EMPTY".to_string()));
+    assert_eq!(all[2], (0x80, None, 48, "FULL".to_string()));
+    assert_eq!(all[3], (0xc0, Some(0xc1), 48, "CLOSED".to_string()));
+    assert!(all[4..].iter().all(|r| r.3 == "EMPTY" && r.1 == Some(r.0)));
+    assert_eq!(all.iter().filter(|r| r.3 == "EMPTY").count(), 13);
+
+    let part = formats_agree(&img, &["--start-zone", "1", "--count", "3"]);
+    assert_eq!(part, all[1..4]);
+    let closed = formats_agree(&img, &["--state", "closed"]);
+    assert_eq!(closed, vec![all[0].clone(), all[3].clone()]);
+    let full = formats_agree(&img, &["--state", "full"]);
+    assert_eq!(full, vec![all[2].clone()]);
+    assert!(formats_agree(&img, &["--state", "explicit-open"]).is_empty());
+    assert!(formats_agree(&img, &["--state", "offline"]).is_empty());
+    assert_eq!(
+        formats_agree(&img, &["--state", "empty", "--count", "2"]),
+        vec![all[1].clone(), all[4].clone()]
+    );
+    // The exact table and blkzone lines.
+    let t = img.run(&["report-zones", "--count", "1"]).ok().text();
+    assert_eq!(
+        t,
+        "nr_zones: 1\nSLBA: 0x0        WP: 0x2        Cap: 0x30       State: CLOSED       \
+         Type: SEQWRITE_REQ   Attrs: 0x0\n"
+    );
+    let b = img.run(&["report-zones", "--count", "1", "--format", "blkzone"]).ok().text();
+    assert_eq!(
+        b,
+        "  start: 0x000000000, len 0x000200, cap 0x000180, wptr 0x000010 reset:0 non-seq:0, \
+         zcond: 4(cl) [type: 2(SEQ_WRITE_REQUIRED)]\n"
+    );
+    let e = img.run(&["report-zones", "--start-zone", "16"]).failed();
+    assert!(e.contains("zone 16 does not exist"), "{e}");
+}
+
+#[test]
+fn zone_commands_walk_the_states() {
+    let img = Image::new();
+    let state = |i: usize| img.report_json()["zones"][i]["state"].as_str().unwrap().to_string();
+    let out = img.run(&["zone", "open", "0x40"]).ok().text();
+    assert_eq!(out, "zone 1 at LBA 0x40: Explicitly Opened\n");
+    // The shutdown at the end of each command closes open zones, and
+    // empties an opened zone nothing was written to.
+    assert_eq!(state(1), "EMPTY");
+    img.run_in(&["write", "--lba", "0x40"], b"x").ok();
+    assert_eq!(state(1), "CLOSED");
+    let out = img.run(&["zone", "open", "0x40"]).ok().text();
+    assert_eq!(out, "zone 1 at LBA 0x40: Explicitly Opened\n");
+    let out = img.run(&["zone", "close", "64"]).ok().text();
+    assert_eq!(out, "zone 1 at LBA 0x40: Closed\n");
+    assert_eq!(state(1), "CLOSED");
+    img.run(&["zone", "finish", "0x40"]).ok();
+    assert_eq!(state(1), "FULL");
+    img.run(&["zone", "reset", "0x40"]).ok();
+    assert_eq!(state(1), "EMPTY");
+    let e = img.run(&["zone", "offline", "0x40"]).failed();
+    assert_eq!(e, "zns: offline zone at LBA 0x40: Invalid Zone State Transition (SCT 1h, SC BFh)");
+    let e = img.run(&["zone", "close", "0x40"]).failed();
+    assert!(e.ends_with("Invalid Zone State Transition (SCT 1h, SC BFh)"), "{e}");
+    img.run(&["zone", "finish", "0x80"]).ok();
+    img.run(&["zone", "open", "0xc0"]).ok();
+    let out = img.run(&["zone", "reset", "--all"]).ok().text();
+    assert_eq!(out, "reset all zones: done\n");
+    assert!(img.report_json()["zones"].as_array().unwrap().iter().all(|z| z["state"] == "EMPTY"));
+    img.run(&["zone", "finish", "--all"]).ok();
+    img.run(&["zone", "close", "--all"]).ok();
+    img.run(&["zone", "open", "--all"]).ok();
+    img.run(&["zone", "offline", "--all"]).ok();
+    let e = img.run(&["zone", "open", "0x41"]).failed();
+    assert_eq!(e, "zns: open zone at LBA 0x41: Invalid Field in Command (SCT 0h, SC 02h)");
+}
+
+#[test]
+fn write_read_append_round_trips() {
+    let img = Image::new();
+    // 40 blocks: more than one command (MDTS is 32 blocks on tiny).
+    let data = pattern(40 * 4096, 3);
+    let input = img.file("in.bin", &data);
+    let out = img.run(&["write", "--lba", "0", "--input", &input]).ok().text();
+    assert_eq!(out, "wrote 40 blocks at LBA 0x0\n");
+    let output = img.path.parent().unwrap().join("out.bin");
+    img.run(&["read", "--lba", "0", "--blocks", "40", "--output", output.to_str().unwrap()]).ok();
+    assert_eq!(std::fs::read(&output).unwrap(), data);
+    // Stdout, and a partial block padded with zeroes.
+    img.run_in(&["write", "--lba", "40", "--fua"], b"tail").ok();
+    let got = img.run(&["read", "--lba", "0x28", "--blocks", "1"]).ok().stdout;
+    assert_eq!(got.len(), 4096);
+    assert_eq!(&got[..4], b"tail");
+    assert!(got[4..].iter().all(|&b| b == 0));
+    // Appends: 20 blocks take two commands (ZASL is 16 blocks on tiny).
+    let a = pattern(20 * 4096 - 100, 9);
+    let input = img.file("a.bin", &a);
+    let out = img.run(&["append", "--zone-start", "0x40", "--input", &input]).ok().text();
+    assert_eq!(out, "appended 20 blocks to zone 0x40 at LBA 0x40\n");
+    let out = img.run_in(&["append", "--zone-start", "0x40"], b"more").ok().text();
+    assert_eq!(out, "appended 1 block to zone 0x40 at LBA 0x54\n");
+    let got = img.run(&["read", "--lba", "0x40", "--blocks", "20"]).ok().stdout;
+    assert_eq!(&got[..a.len()], &a[..]);
+    assert!(got[a.len()..].iter().all(|&b| b == 0));
+    let z = &img.report_json()["zones"][1];
+    assert_eq!(z["wp"], 0x55);
+    let e = img.run_in(&["write", "--lba", "0x80"], b"").failed();
+    assert!(e.contains("no data to write"), "{e}");
+    let e = img.run(&["write", "--lba", "0x80", "--input", "/nonexistent/file"]).failed();
+    assert!(e.contains("/nonexistent/file"), "{e}");
+}
+
+#[test]
+fn write_off_the_write_pointer_fails_and_changes_nothing() {
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(8192, 1)).ok();
+    let before = img.report_json();
+    let data_before = img.run(&["read", "--lba", "0", "--blocks", "4"]).ok().stdout;
+    let e = img.run_in(&["write", "--lba", "0x5"], &pattern(4096, 2)).failed();
+    assert_eq!(e, "zns: write at LBA 0x5: Zone Invalid Write (SCT 1h, SC BCh)");
+    // Several commands' worth, off the write pointer: the first one fails.
+    let e = img.run_in(&["write", "--lba", "0x0"], &pattern(40 * 4096, 2)).failed();
+    assert_eq!(e, "zns: write at LBA 0x0: Zone Invalid Write (SCT 1h, SC BCh)");
+    // Several commands' worth past the zone capacity: refused up front.
+    let e = img.run_in(&["write", "--lba", "0x2"], &pattern(47 * 4096, 2)).failed();
+    assert!(e.contains("does not fit") && e.contains("nothing was written"), "{e}");
+    // One command past the capacity: the device refuses it.
+    img.run(&["zone", "finish", "0x40"]).ok();
+    let e = img.run_in(&["write", "--lba", "0x40"], b"x").failed();
+    assert_eq!(e, "zns: write at LBA 0x40: Zone Is Full (SCT 1h, SC B9h)");
+    img.run(&["zone", "reset", "0x40"]).ok();
+    assert_eq!(img.report_json(), before);
+    assert_eq!(img.run(&["read", "--lba", "0", "--blocks", "4"]).ok().stdout, data_before);
+}
+
+#[test]
+fn errors_are_one_line_with_exit_code_1() {
+    let e = zns(&["-d", "ng:/dev/ng0n1", "identify"], None).failed();
+    assert_eq!(
+        e,
+        "zns: invalid device URI \"ng:/dev/ng0n1\": unknown device URI scheme \"ng\" (known \
+         schemes: emu, pcie)"
+    );
+    let e = zns(&["-d", "emu:tiny,speed=11", "report-zones"], None).failed();
+    assert!(e.contains("unknown option \"speed\"") && e.contains("profile, file, media, timing"));
+    let e = zns(&["-d", "emu:tiny", "read", "--lba", "0x400"], None).failed();
+    assert_eq!(e, "zns: read at LBA 0x400: LBA Out of Range (SCT 0h, SC 80h)");
+    let e = zns(&["-d", "emu:tiny", "zone", "reset", "0x10000"], None).failed();
+    assert_eq!(e, "zns: reset zone at LBA 0x10000: LBA Out of Range (SCT 0h, SC 80h)");
+    let e = zns(&["-d", "emu:file=/nonexistent/dev.img", "identify"], None).failed();
+    assert!(e.contains("/nonexistent/dev.img"), "{e}");
+    let e = zns(&["-d", "pcie:ffff:ff:1f.7", "identify"], None).failed();
+    assert!(e.contains("cannot open pcie:ffff:ff:1f.7: no PCI device ffff:ff:1f.7"), "{e}");
+    let img = Image::new();
+    let e = img.run_in(&["append", "--zone-start", "0x41"], b"x").failed();
+    assert_eq!(
+        e,
+        "zns: zone append to zone at LBA 0x41: Invalid Field in Command (SCT 0h, SC 02h)"
+    );
+    let e = zns(&["-d", &format!("{},profile=small", img.uri), "identify"], None).failed();
+    assert!(e.contains("holds a \"tiny\" device, not \"small\""), "{e}");
+    let _ = Path::new(&img.path);
+}

@@ -1,0 +1,294 @@
+//! The driver backend: [`DriverDevice`] over a [`zns_driver::Controller`],
+//! whose transport is either the in-process emulator (`emu:` URIs) or a
+//! PCIe controller (`pcie:` URIs).
+
+mod queue;
+
+use std::any::Any;
+use std::sync::Arc;
+
+use zns_driver::{Controller, ControllerOptions, Namespace, PciAddress};
+use zns_emulator::host::{HostMemory, ProcessMemory};
+use zns_emulator::{Emulator, MediaChoice};
+use zns_spec::identify::{IdentifyController, Oncs, ZnsController};
+use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
+
+pub use queue::DriverQueue;
+
+use crate::buffer::IoBuffer;
+use crate::device::{ZoneQueue, ZonedDevice};
+use crate::error::{DeviceError, OpKind, Result};
+use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
+use crate::uri::{EmulatorMedia, EmulatorUri};
+
+/// What the device and its queues share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) ctrl: Controller,
+    pub(crate) ns: Namespace,
+    pub(crate) info: DeviceInfo,
+}
+
+impl Shared {
+    pub(crate) fn alloc(&self, len: usize) -> Result<IoBuffer> {
+        let b = self.ctrl.pool().alloc_zeroed(len)?;
+        Ok(IoBuffer::from_dma(b))
+    }
+}
+
+/// A zoned device driven by the user-space driver.
+///
+/// Thread safety: `Send + Sync`; share it as `Arc<dyn ZonedDevice>` (or
+/// `Arc<DriverDevice>`). Queues are created per thread with
+/// [`ZonedDevice::queue`]; admin commands (queue creation) are serialized
+/// inside the driver. The controller shuts down when the device and every
+/// queue are gone.
+#[derive(Debug)]
+pub struct DriverDevice {
+    shared: Arc<Shared>,
+    emulator: Option<Arc<zns_emulator::Controller>>,
+    memory: Option<Arc<ProcessMemory>>,
+}
+
+impl DriverDevice {
+    /// Builds an emulated controller as `uri` describes and brings it up.
+    /// `text` is the URI as given, kept for [`DeviceInfo::uri`].
+    pub fn open_emulator(uri: &EmulatorUri, text: &str) -> Result<Self> {
+        let memory = ProcessMemory::new();
+        let builder = match &uri.file {
+            Some(path) => {
+                let b = Emulator::open_image(path.clone())?;
+                if let Some(want) = &uri.profile {
+                    let have = &b.profile().name;
+                    if have != want {
+                        return Err(DeviceError::uri(
+                            text,
+                            format!(
+                                "the image {} holds a {have:?} device, not {want:?}",
+                                path.display()
+                            ),
+                        ));
+                    }
+                }
+                b
+            }
+            None => {
+                let media = match uri.media.unwrap_or_default() {
+                    EmulatorMedia::Ram => MediaChoice::Ram,
+                    EmulatorMedia::Null => MediaChoice::Null,
+                };
+                Emulator::builder(uri.profile_name())?.media(media)
+            }
+        };
+        let host: Arc<dyn HostMemory> = memory.clone();
+        let emu = builder.build(host)?;
+        Self::from_emulator(emu, memory, text)
+    }
+
+    /// Brings up the driver on an existing emulated controller whose host
+    /// memory is `memory` (the one it was built with). After
+    /// [`zns_emulator::Controller::power_cut`], drop every handle of the old
+    /// device, then call this again to bring the controller back up.
+    pub fn from_emulator(
+        emulator: Arc<zns_emulator::Controller>,
+        memory: Arc<ProcessMemory>,
+        uri: &str,
+    ) -> Result<Self> {
+        let ctrl = Controller::emulated(Arc::clone(&emulator), Arc::clone(&memory))?;
+        let mut dev = Self::from_controller(ctrl, uri)?;
+        dev.emulator = Some(emulator);
+        dev.memory = Some(memory);
+        Ok(dev)
+    }
+
+    /// Opens the PCIe controller at `addr` with the user-space driver. It
+    /// must be an NVMe controller (class 0108h), unbound from the kernel's
+    /// `nvme` driver (unbound, `vfio-pci` or `uio_pci_generic`), and the
+    /// process must run as root.
+    pub fn open_pcie(addr: &PciAddress, uri: &str) -> Result<Self> {
+        let fail = |reason: String| DeviceError::Unavailable { uri: uri.to_string(), reason };
+        let dir = addr.sysfs_dir();
+        if !dir.exists() {
+            return Err(fail(format!(
+                "no PCI device {addr} on this machine (`zns list` shows the NVMe controllers)"
+            )));
+        }
+        let class = std::fs::read_to_string(addr.sysfs_file("class"))
+            .map_err(|e| fail(format!("cannot read the class of PCI device {addr}: {e}")))?;
+        let class = u32::from_str_radix(class.trim().trim_start_matches("0x"), 16)
+            .map_err(|_| fail(format!("PCI device {addr} has an unreadable class {class:?}")))?;
+        if class >> 8 != crate::discovery::NVME_CLASS {
+            return Err(fail(format!(
+                "PCI device {addr} is not an NVMe controller (class {class:#08x}, expected 0x0108xx)"
+            )));
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(fail(
+                "the user-space driver needs root (it maps BAR0 and pins DMA memory)".into(),
+            ));
+        }
+        let transport =
+            zns_driver::transport::open_pci(&addr.to_string()).map_err(|e| fail(e.to_string()))?;
+        let ctrl = Controller::new(transport, ControllerOptions::default())
+            .map_err(|e| fail(format!("bring-up failed: {e}")))?;
+        Self::from_controller(ctrl, uri)
+    }
+
+    /// Wraps a brought-up controller: its first zoned namespace becomes
+    /// the device, a conventional namespace is described beside it.
+    pub fn from_controller(ctrl: Controller, uri: &str) -> Result<Self> {
+        let ns = ctrl.zoned_namespace().cloned().ok_or_else(|| {
+            DeviceError::Unsupported(format!(
+                "{} has no zoned namespace",
+                ctrl.transport().describe()
+            ))
+        })?;
+        let zns_controller = match ctrl.identify_zns_controller() {
+            Ok(z) => z,
+            Err(e) => {
+                tracing::debug!(error = %e, "no ZNS Identify Controller data");
+                ZnsController::default()
+            }
+        };
+        let zone_capacity = first_zone_capacity(&ctrl, &ns)?;
+        let info = describe(&ctrl, &ns, zns_controller, zone_capacity, uri);
+        tracing::info!(
+            uri,
+            transport = %info.transport,
+            zones = info.zone_count,
+            zone_size = info.zone_size,
+            "zoned device open"
+        );
+        Ok(DriverDevice {
+            shared: Arc::new(Shared { ctrl, ns, info }),
+            emulator: None,
+            memory: None,
+        })
+    }
+
+    /// The driver's controller handle (admin commands, raw queue pairs).
+    pub fn controller(&self) -> &Controller {
+        &self.shared.ctrl
+    }
+
+    /// The zoned namespace the device stands for.
+    pub fn namespace(&self) -> &Namespace {
+        &self.shared.ns
+    }
+
+    /// The emulated controller, for `emu:` devices.
+    pub fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
+        self.emulator.as_ref()
+    }
+
+    /// The host memory the emulated controller reaches, for `emu:` devices
+    /// (to bring it up again with [`DriverDevice::from_emulator`]).
+    pub fn host_memory(&self) -> Option<&Arc<ProcessMemory>> {
+        self.memory.as_ref()
+    }
+
+    /// A queue of the concrete type, with room for `depth` outstanding
+    /// commands.
+    pub fn driver_queue(&self, depth: usize) -> Result<DriverQueue> {
+        DriverQueue::new(Arc::clone(&self.shared), depth)
+    }
+}
+
+impl ZonedDevice for DriverDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn queue(&self, depth: usize) -> Result<Box<dyn ZoneQueue>> {
+        Ok(Box::new(self.driver_queue(depth)?))
+    }
+
+    fn alloc(&self, len: usize) -> Result<IoBuffer> {
+        self.shared.alloc(len)
+    }
+
+    fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
+        self.emulator.as_ref()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Capacity of zone 0, from a one-zone report on a short-lived queue.
+fn first_zone_capacity(ctrl: &Controller, ns: &Namespace) -> Result<u64> {
+    let mut qp = ctrl.create_queue_pair(2)?;
+    let mut buf = ctrl.alloc_buffer(ReportHeader::SIZE + ZoneDescriptor::SIZE)?;
+    let req = zns_driver::ReportRequest {
+        slba: 0,
+        filter: ReportFilter::All,
+        partial: true,
+        extended: false,
+    };
+    let report = qp
+        .zone_receive(ns, req, &mut buf)
+        .map_err(|e| DeviceError::from_driver(e, OpKind::ReportZones, Some(0)))?;
+    report
+        .descriptors
+        .first()
+        .map(|d| d.capacity)
+        .ok_or_else(|| DeviceError::Unsupported("the device reported no zones".into()))
+}
+
+fn describe(
+    ctrl: &Controller,
+    ns: &Namespace,
+    zns_controller: ZnsController,
+    zone_capacity: u64,
+    uri: &str,
+) -> DeviceInfo {
+    let ci = ctrl.info();
+    let ic: &IdentifyController = &ci.identify;
+    let z = ns.zoned.as_ref().expect("zoned namespace");
+    let copy = ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
+        max_range_blocks: ns.identify.mssrl as u32,
+        max_blocks: ns.identify.mcl,
+        max_ranges: ns.identify.msrc as u32 + 1,
+    });
+    let conventional = ctrl.namespaces().iter().find(|n| !n.is_zoned()).map(|n| {
+        ConventionalNamespace { nsid: n.nsid, block_size: n.block_size as u32, blocks: n.blocks }
+    });
+    DeviceInfo {
+        backend: "driver",
+        transport: ctrl.transport().describe(),
+        uri: uri.to_string(),
+        model: ic.model_number.trim().to_string(),
+        serial: ic.serial_number.trim().to_string(),
+        firmware: ic.firmware_revision.trim().to_string(),
+        nsid: ns.nsid,
+        block_size: ns.block_size as u32,
+        metadata_size: ns.metadata_size,
+        zone_count: z.zone_count,
+        zone_size: z.zone_size,
+        zone_capacity,
+        max_open: z.max_open,
+        max_active: z.max_active,
+        zasl_bytes: z.append_limit,
+        mdts_bytes: ns.max_transfer,
+        capabilities: Capabilities {
+            append: true,
+            copy,
+            write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
+            extended_report: z.extension_bytes > 0,
+            extension_bytes: z.extension_bytes,
+            read_across_zone_boundaries: z.identify.read_across_boundaries(),
+            variable_zone_capacity: z.identify.variable_capacity(),
+            volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
+        },
+        conventional,
+        identify: Some(IdentifyData {
+            version: ci.version,
+            controller: ic.clone(),
+            zns_controller,
+            namespace: ns.identify.clone(),
+            zns_namespace: z.identify.clone(),
+        }),
+    }
+}

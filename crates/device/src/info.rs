@@ -1,0 +1,152 @@
+//! What a device is: geometry, limits, capabilities and identification.
+
+use serde::Serialize;
+use zns_spec::identify::{IdentifyController, IdentifyNamespace, ZnsController, ZnsNamespace};
+use zns_spec::regs::Version;
+
+/// Copy command limits (Identify Namespace MSSRL, MCL, MSRC).
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CopyLimits {
+    /// Most blocks in one source range (MSSRL).
+    pub max_range_blocks: u32,
+    /// Most blocks in one command (MCL).
+    pub max_blocks: u32,
+    /// Most source ranges in one command (MSRC + 1).
+    pub max_ranges: u32,
+}
+
+/// What the device supports beyond reads, writes and zone management.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// Zone Append.
+    pub append: bool,
+    /// Copy, with its limits; `None` when unsupported.
+    pub copy: Option<CopyLimits>,
+    /// Write Zeroes.
+    pub write_zeroes: bool,
+    /// Extended zone reports (descriptor extensions exist).
+    pub extended_report: bool,
+    /// Zone descriptor extension size in bytes (0 = none).
+    pub extension_bytes: usize,
+    /// Reads may cross zone boundaries (OZCS.RAZB).
+    pub read_across_zone_boundaries: bool,
+    /// Zone capacities may differ between zones (ZOC.VZCAP).
+    pub variable_zone_capacity: bool,
+    /// The device has a volatile write cache: writes are durable only after
+    /// Flush or with FUA.
+    pub volatile_write_cache: bool,
+}
+
+/// A conventional (random-write) namespace beside the zoned one.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ConventionalNamespace {
+    /// Namespace identifier.
+    pub nsid: u32,
+    /// Logical block size in bytes.
+    pub block_size: u32,
+    /// Size in blocks.
+    pub blocks: u64,
+}
+
+/// Identify data as read from the controller, for tools that print it.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone)]
+pub struct IdentifyData {
+    /// NVMe version (VS register).
+    pub version: Version,
+    /// Identify Controller (CNS 01h).
+    pub controller: IdentifyController,
+    /// ZNS Identify Controller (CNS 06h, CSI 02h).
+    pub zns_controller: ZnsController,
+    /// Identify Namespace (CNS 00h) of the zoned namespace.
+    pub namespace: IdentifyNamespace,
+    /// ZNS Identify Namespace (CNS 05h, CSI 02h) of the zoned namespace.
+    pub zns_namespace: ZnsNamespace,
+}
+
+/// Everything upper layers need to know about a zoned device.
+///
+/// Thread safety: plain data, `Send + Sync`; fixed for the device's life.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    /// Backend name (`driver`).
+    pub backend: &'static str,
+    /// How the backend reaches the device ("emulator (tiny)", "pcie 0000:00:04.0").
+    pub transport: String,
+    /// The URI the device was opened with.
+    pub uri: String,
+    /// Model number.
+    pub model: String,
+    /// Serial number.
+    pub serial: String,
+    /// Firmware revision.
+    pub firmware: String,
+    /// Namespace identifier of the zoned namespace.
+    pub nsid: u32,
+    /// Logical block size in bytes.
+    pub block_size: u32,
+    /// Metadata bytes per block (kept separately; not transferred here).
+    pub metadata_size: u16,
+    /// Number of zones.
+    pub zone_count: u64,
+    /// Zone size in blocks.
+    pub zone_size: u64,
+    /// Zone capacity in blocks (of zone 0; see
+    /// [`Capabilities::variable_zone_capacity`]).
+    pub zone_capacity: u64,
+    /// Max Open Resources; `None` = no limit.
+    pub max_open: Option<u32>,
+    /// Max Active Resources; `None` = no limit.
+    pub max_active: Option<u32>,
+    /// Largest Zone Append in bytes (ZASL).
+    pub zasl_bytes: usize,
+    /// Largest transfer of one command in bytes (MDTS, as capped by the
+    /// backend).
+    pub mdts_bytes: usize,
+    /// Optional features.
+    pub capabilities: Capabilities,
+    /// A conventional namespace of the same device, if it has one.
+    pub conventional: Option<ConventionalNamespace>,
+    /// Identify data, when the backend can read it.
+    #[serde(skip)]
+    pub identify: Option<IdentifyData>,
+}
+
+impl DeviceInfo {
+    /// Size of the zoned namespace in blocks (`zone_count × zone_size`).
+    pub fn blocks(&self) -> u64 {
+        self.zone_count * self.zone_size
+    }
+
+    /// Start LBA of zone `index`, if it exists.
+    pub fn zone_start(&self, index: u64) -> Option<u64> {
+        (index < self.zone_count).then(|| index * self.zone_size)
+    }
+
+    /// Number of the zone holding `lba`, if it is inside the namespace.
+    pub fn zone_index(&self, lba: u64) -> Option<u64> {
+        (lba < self.blocks()).then(|| lba / self.zone_size)
+    }
+
+    /// Bytes in `blocks` blocks.
+    pub fn bytes(&self, blocks: u64) -> u64 {
+        blocks * self.block_size as u64
+    }
+
+    /// Most blocks one read or write command moves.
+    pub fn max_transfer_blocks(&self) -> u64 {
+        (self.mdts_bytes / self.block_size as usize).max(1) as u64
+    }
+
+    /// Most blocks one Zone Append moves.
+    pub fn max_append_blocks(&self) -> u64 {
+        (self.zasl_bytes / self.block_size as usize).max(1) as u64
+    }
+}

@@ -1,0 +1,67 @@
+//! # zns-device
+//!
+//! The API every upper znskit layer (FTL, benchmarks, command line) uses to
+//! reach a zoned device, whatever is behind it.
+//!
+//! - [`ZonedDevice`]: one per device, shared by all threads: geometry,
+//!   limits and capabilities ([`DeviceInfo`]), buffer allocation
+//!   ([`ZonedDevice::alloc`]) and per-thread queues ([`ZonedDevice::queue`]).
+//! - [`ZoneQueue`]: one per thread. Asynchronous [`ZoneQueue::submit`] /
+//!   [`ZoneQueue::ring`] / [`ZoneQueue::poll`] of any [`ZoneOp`], with the
+//!   buffer handed back in each [`Completion`]; blocking helpers for read,
+//!   write, append, zone management, reports, copy and flush.
+//! - [`IoBuffer`]: owned page-aligned memory, DMA-capable where the backend
+//!   needs it.
+//! - [`DeviceError`]: typed errors; a command failure names the command,
+//!   its LBA and the NVMe status by its specification name.
+//! - [`open`]: a device from a URI (`emu:tiny`, `emu:file=dev.img`,
+//!   `pcie:0000:00:04.0`; see [`uri`]).
+//!
+//! ```
+//! use zns_device::{open, Target, ZoneAction};
+//! let dev = open("emu:tiny").unwrap();
+//! let info = dev.info();
+//! let mut q = dev.queue(8).unwrap();
+//! let mut buf = dev.alloc(info.block_size as usize).unwrap();
+//! buf.fill(0xAB);
+//! let lba = q.append(0, &buf).unwrap();
+//! assert_eq!(lba, 0);
+//! let zone = q.zone(0).unwrap();
+//! assert_eq!(zone.write_pointer, Some(1));
+//! q.zone_action(ZoneAction::Reset, Target::All).unwrap();
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod buffer;
+pub mod device;
+pub mod discovery;
+pub mod driver;
+pub mod error;
+pub mod info;
+pub mod op;
+pub mod uri;
+pub mod zone;
+
+use std::sync::Arc;
+
+pub use buffer::IoBuffer;
+pub use device::{Data, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT, REPORT_BATCH};
+pub use driver::{DriverDevice, DriverQueue};
+pub use error::{DeviceError, OpKind, Result};
+pub use info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
+pub use op::{Completion, CopyRange, Rejected, ZoneOp};
+pub use uri::{DeviceUri, DEFAULT_URI};
+pub use zns_spec::{ReportFilter, Status, StatusCode, ZoneAttributes, ZoneState, ZoneType};
+pub use zone::{parse_report, Target, Zone, ZoneAction, ZoneReport};
+
+/// Opens the device `uri` names.
+///
+/// Thread safety: callable from any thread; each call opens a new device
+/// (for `emu:` URIs without `file=`, a new empty emulated device).
+pub fn open(uri: &str) -> Result<Arc<dyn ZonedDevice>> {
+    Ok(match uri.parse::<DeviceUri>()? {
+        DeviceUri::Emulator(e) => Arc::new(DriverDevice::open_emulator(&e, uri)?),
+        DeviceUri::Pcie(addr) => Arc::new(DriverDevice::open_pcie(&addr, uri)?),
+    })
+}

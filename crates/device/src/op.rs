@@ -1,0 +1,197 @@
+//! Commands as the device layer submits them, their completions, and
+//! refused submissions.
+
+use zns_spec::ReportFilter;
+
+use crate::buffer::IoBuffer;
+use crate::error::{DeviceError, OpKind};
+use crate::zone::{Target, ZoneAction};
+
+/// One source range of a Copy command.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CopyRange {
+    /// First LBA of the range.
+    pub slba: u64,
+    /// Blocks in the range (1..=65536).
+    pub blocks: u32,
+}
+
+impl From<(u64, u32)> for CopyRange {
+    fn from((slba, blocks): (u64, u32)) -> Self {
+        CopyRange { slba, blocks }
+    }
+}
+
+/// Every command a [`crate::ZoneQueue`] runs.
+///
+/// Commands that move data take the length of the buffer submitted with
+/// them, which must be a whole number of blocks; the others take none.
+///
+/// | command | buffer |
+/// |---|---|
+/// | `Read` | filled from the device |
+/// | `Write`, `Append` | written to the device |
+/// | `SetZoneExtension` | the extension data, at most the namespace's extension size |
+/// | `ReportZones` | filled with the report (decode with [`crate::parse_report`]) |
+/// | `WriteZeroes`, `Flush`, `Zone`, `Copy` | none |
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ZoneOp {
+    /// Read the buffer's length from `lba`.
+    Read {
+        /// First LBA.
+        lba: u64,
+    },
+    /// Write the buffer at `lba` (in a zone: at its write pointer).
+    Write {
+        /// First LBA.
+        lba: u64,
+        /// Force Unit Access: durable when it completes.
+        fua: bool,
+    },
+    /// Zone Append the buffer to the zone starting at `zslba`; the
+    /// completion carries the LBA the data landed at.
+    Append {
+        /// Zone start LBA.
+        zslba: u64,
+        /// Force Unit Access.
+        fua: bool,
+    },
+    /// Write Zeroes.
+    WriteZeroes {
+        /// First LBA.
+        lba: u64,
+        /// Blocks (1..=65536).
+        blocks: u32,
+    },
+    /// Flush the volatile write cache.
+    Flush,
+    /// A zone management action on one zone or all.
+    Zone {
+        /// The action.
+        action: ZoneAction,
+        /// Which zones.
+        target: Target,
+    },
+    /// Set the descriptor extension of the (Empty) zone at `zslba`, which
+    /// then becomes Closed.
+    SetZoneExtension {
+        /// Zone start LBA.
+        zslba: u64,
+    },
+    /// Zone Management Receive into the buffer.
+    ReportZones {
+        /// Report zones from the one holding this LBA on.
+        slba: u64,
+        /// Which zones.
+        filter: ReportFilter,
+        /// Partial Report: the header counts only the descriptors returned.
+        partial: bool,
+        /// Extended report: descriptors followed by their extensions.
+        extended: bool,
+    },
+    /// Copy source ranges to `dest` (format 0 descriptors).
+    Copy {
+        /// Source ranges (1..=256; the device's MSRC may allow fewer).
+        ranges: Vec<CopyRange>,
+        /// Destination LBA (a zone's write pointer).
+        dest: u64,
+    },
+}
+
+impl ZoneOp {
+    /// The kind of command.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            ZoneOp::Read { .. } => OpKind::Read,
+            ZoneOp::Write { .. } => OpKind::Write,
+            ZoneOp::Append { .. } => OpKind::Append,
+            ZoneOp::WriteZeroes { .. } => OpKind::WriteZeroes,
+            ZoneOp::Flush => OpKind::Flush,
+            ZoneOp::Zone { action, .. } => action.kind(),
+            ZoneOp::SetZoneExtension { .. } => OpKind::SetZoneExtension,
+            ZoneOp::ReportZones { .. } => OpKind::ReportZones,
+            ZoneOp::Copy { .. } => OpKind::Copy,
+        }
+    }
+
+    /// The LBA the command addresses (zone start for zone commands,
+    /// destination for Copy); `None` for Flush and Select All.
+    pub fn lba(&self) -> Option<u64> {
+        match self {
+            ZoneOp::Read { lba } | ZoneOp::Write { lba, .. } | ZoneOp::WriteZeroes { lba, .. } => {
+                Some(*lba)
+            }
+            ZoneOp::Append { zslba, .. } | ZoneOp::SetZoneExtension { zslba } => Some(*zslba),
+            ZoneOp::Flush => None,
+            ZoneOp::Zone { target, .. } => target.lba(),
+            ZoneOp::ReportZones { slba, .. } => Some(*slba),
+            ZoneOp::Copy { dest, .. } => Some(*dest),
+        }
+    }
+
+    /// Which way the command's buffer moves: `Some(true)` to the device,
+    /// `Some(false)` from it, `None` for commands without a buffer.
+    pub fn data_to_device(&self) -> Option<bool> {
+        match self {
+            ZoneOp::Write { .. } | ZoneOp::Append { .. } | ZoneOp::SetZoneExtension { .. } => {
+                Some(true)
+            }
+            ZoneOp::Read { .. } | ZoneOp::ReportZones { .. } => Some(false),
+            ZoneOp::WriteZeroes { .. }
+            | ZoneOp::Flush
+            | ZoneOp::Zone { .. }
+            | ZoneOp::Copy { .. } => None,
+        }
+    }
+
+    /// An error naming this command and its LBA for `status`.
+    pub fn error(&self, status: zns_spec::Status) -> DeviceError {
+        DeviceError::Nvme { status, op: self.kind(), lba: self.lba() }
+    }
+}
+
+/// The completion of an asynchronous command.
+///
+/// Thread safety: `Send + Sync`.
+#[derive(Debug)]
+pub struct Completion {
+    /// The tag given at submission.
+    pub tag: u64,
+    /// The kind of command.
+    pub op: OpKind,
+    /// Success: the LBA a Zone Append landed at, 0 for other commands.
+    /// Failure: the status as [`DeviceError::Nvme`].
+    pub result: Result<u64, DeviceError>,
+    /// The buffer submitted with the command, handed back.
+    pub buffer: Option<IoBuffer>,
+}
+
+/// A submission the queue refused; the buffer comes back.
+///
+/// Thread safety: `Send + Sync`.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Rejected {
+    /// Why: [`DeviceError::QueueFull`] (poll, then submit again) or a bad
+    /// command.
+    pub error: DeviceError,
+    /// The buffer that was submitted.
+    pub buffer: Option<IoBuffer>,
+}
+
+impl Rejected {
+    /// True when the queue was full: poll and submit again.
+    pub fn is_queue_full(&self) -> bool {
+        matches!(self.error, DeviceError::QueueFull)
+    }
+}
+
+impl From<Rejected> for DeviceError {
+    fn from(r: Rejected) -> Self {
+        r.error
+    }
+}

@@ -1,0 +1,321 @@
+//! Device URIs: one string selects a backend and its options.
+//!
+//! | URI | device |
+//! |---|---|
+//! | `emu:` (or `emu`) | emulated controller, `zn540` profile, RAM media |
+//! | `emu:PROFILE` | a built-in profile (`tiny`, `small`, `zn540`) |
+//! | `emu:file=PATH` | a persistent device image; its profile is stored in it |
+//! | `emu:file=PATH,profile=NAME` | the same, checking the image holds that profile |
+//! | `emu:PROFILE,media=null` | no data kept: reads return zeroes |
+//! | `emu:PROFILE,timing=off` | commands complete at once (the only timing now) |
+//! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
+//!
+//! Options are `key=value` pairs separated by commas, parsed strictly: an
+//! unknown key, a repeated key or a bad value is an error naming it and the
+//! valid choices. A `file=` path therefore cannot contain a comma.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use zns_driver::PciAddress;
+use zns_emulator::profile::Profile;
+
+use crate::error::DeviceError;
+
+/// The profile `emu:` uses when none is named.
+pub const DEFAULT_PROFILE: &str = "zn540";
+
+/// The URI used when none is given.
+pub const DEFAULT_URI: &str = "emu:zn540";
+
+/// URI schemes this build accepts.
+pub const SCHEMES: &[&str] = &["emu", "pcie"];
+
+/// Options an `emu:` URI accepts.
+pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing"];
+
+/// Where an emulated device keeps its data (file media comes with `file=`).
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmulatorMedia {
+    /// Sparse RAM (the default).
+    #[default]
+    Ram,
+    /// No data: zone state only, reads return zeroes.
+    Null,
+}
+
+impl EmulatorMedia {
+    const VALUES: &'static [&'static str] = &["ram", "null"];
+
+    fn name(self) -> &'static str {
+        match self {
+            EmulatorMedia::Ram => "ram",
+            EmulatorMedia::Null => "null",
+        }
+    }
+}
+
+/// The emulator's timing model.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Timing {
+    /// Commands complete as soon as they are processed.
+    #[default]
+    Off,
+}
+
+impl Timing {
+    const VALUES: &'static [&'static str] = &["off"];
+
+    fn name(self) -> &'static str {
+        match self {
+            Timing::Off => "off",
+        }
+    }
+}
+
+/// An `emu:` URI.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EmulatorUri {
+    /// Built-in profile name; with `file`, the name the image must hold.
+    pub profile: Option<String>,
+    /// Device image file.
+    pub file: Option<PathBuf>,
+    /// Media (RAM unless given; ignored with `file`, which is file media).
+    pub media: Option<EmulatorMedia>,
+    /// Timing model.
+    pub timing: Option<Timing>,
+}
+
+impl EmulatorUri {
+    /// The profile to build when no image is given.
+    pub fn profile_name(&self) -> &str {
+        self.profile.as_deref().unwrap_or(DEFAULT_PROFILE)
+    }
+}
+
+/// A parsed device URI.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceUri {
+    /// `emu:...`: the in-process emulator through the user-space driver.
+    Emulator(EmulatorUri),
+    /// `pcie:BDF`: the user-space driver on a PCIe controller.
+    Pcie(PciAddress),
+}
+
+impl FromStr for DeviceUri {
+    type Err = DeviceError;
+
+    fn from_str(uri: &str) -> Result<Self, DeviceError> {
+        let bad = |reason: String| DeviceError::uri(uri, reason);
+        let (scheme, rest) = match uri.split_once(':') {
+            Some((s, r)) => (s, r),
+            None if uri == "emu" => ("emu", ""),
+            None => {
+                return Err(bad(format!(
+                    "no scheme; expected SCHEME:..., one of {} (e.g. emu:tiny, pcie:0000:00:04.0)",
+                    SCHEMES.join(", ")
+                )))
+            }
+        };
+        match scheme {
+            "emu" => parse_emulator(rest).map(DeviceUri::Emulator).map_err(bad),
+            "pcie" => {
+                if rest.contains(',') {
+                    return Err(bad("pcie: URIs take no options".into()));
+                }
+                let addr: PciAddress = rest.parse().map_err(|_| {
+                    bad(format!(
+                        "{rest:?} is not a PCI address (expected DDDD:BB:DD.F, e.g. 0000:00:04.0)"
+                    ))
+                })?;
+                Ok(DeviceUri::Pcie(addr))
+            }
+            other => Err(bad(format!(
+                "unknown device URI scheme {other:?} (known schemes: {})",
+                SCHEMES.join(", ")
+            ))),
+        }
+    }
+}
+
+fn one_of(key: &str, value: &str, valid: &[&str]) -> String {
+    format!("{key}={value:?} is not valid (valid values: {})", valid.join(", "))
+}
+
+fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
+    let mut u = EmulatorUri::default();
+    if rest.is_empty() {
+        return Ok(u);
+    }
+    let known = || Profile::built_in_names().collect::<Vec<_>>().join(", ");
+    for (i, item) in rest.split(',').enumerate() {
+        if item.is_empty() {
+            return Err("empty option (two commas, or a trailing comma)".into());
+        }
+        let (key, value) = match item.split_once('=') {
+            Some(kv) => kv,
+            None if i == 0 => ("profile", item),
+            None => {
+                return Err(format!(
+                    "{item:?} is not a key=value option (valid options: {})",
+                    EMULATOR_OPTIONS.join(", ")
+                ))
+            }
+        };
+        let dup = || format!("option {key:?} given twice");
+        match key {
+            "profile" => {
+                if u.profile.is_some() {
+                    return Err(dup());
+                }
+                if !Profile::built_in_names().any(|n| n == value) {
+                    return Err(format!(
+                        "unknown profile {value:?} (built-in profiles: {})",
+                        known()
+                    ));
+                }
+                u.profile = Some(value.to_string());
+            }
+            "file" => {
+                if u.file.is_some() {
+                    return Err(dup());
+                }
+                if value.is_empty() {
+                    return Err("file= needs a path".into());
+                }
+                u.file = Some(PathBuf::from(value));
+            }
+            "media" => {
+                if u.media.is_some() {
+                    return Err(dup());
+                }
+                u.media = Some(match value {
+                    "ram" => EmulatorMedia::Ram,
+                    "null" => EmulatorMedia::Null,
+                    _ => return Err(one_of(key, value, EmulatorMedia::VALUES)),
+                });
+            }
+            "timing" => {
+                if u.timing.is_some() {
+                    return Err(dup());
+                }
+                u.timing = Some(match value {
+                    "off" => Timing::Off,
+                    _ => return Err(one_of(key, value, Timing::VALUES)),
+                });
+            }
+            _ => {
+                return Err(format!(
+                    "unknown option {key:?} (valid options: {})",
+                    EMULATOR_OPTIONS.join(", ")
+                ))
+            }
+        }
+    }
+    if u.file.is_some() && u.media.is_some() {
+        return Err("media= does not combine with file= (an image is file media)".into());
+    }
+    Ok(u)
+}
+
+impl fmt::Display for DeviceUri {
+    /// The canonical form, e.g. `emu:tiny,media=null`, `pcie:0000:00:04.0`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceUri::Pcie(a) => write!(f, "pcie:{a}"),
+            DeviceUri::Emulator(u) => {
+                let mut parts = Vec::new();
+                match (&u.file, &u.profile) {
+                    (Some(p), prof) => {
+                        parts.push(format!("file={}", p.display()));
+                        if let Some(n) = prof {
+                            parts.push(format!("profile={n}"));
+                        }
+                    }
+                    (None, _) => parts.push(u.profile_name().to_string()),
+                }
+                if let Some(m) = u.media {
+                    parts.push(format!("media={}", m.name()));
+                }
+                if let Some(t) = u.timing {
+                    parts.push(format!("timing={}", t.name()));
+                }
+                write!(f, "emu:{}", parts.join(","))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn emu(s: &str) -> EmulatorUri {
+        match s.parse::<DeviceUri>() {
+            Ok(DeviceUri::Emulator(u)) => u,
+            other => panic!("{s}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn emulator_forms() {
+        assert_eq!(emu("emu:"), EmulatorUri::default());
+        assert_eq!(emu("emu").profile_name(), "zn540");
+        assert_eq!(emu("emu:tiny").profile.as_deref(), Some("tiny"));
+        assert_eq!(emu("emu:profile=small").profile.as_deref(), Some("small"));
+        let u = emu("emu:file=/tmp/x.img,profile=tiny");
+        assert_eq!(u.file, Some(PathBuf::from("/tmp/x.img")));
+        assert_eq!(u.profile.as_deref(), Some("tiny"));
+        let u = emu("emu:tiny,media=null,timing=off");
+        assert_eq!((u.media, u.timing), (Some(EmulatorMedia::Null), Some(Timing::Off)));
+    }
+
+    #[test]
+    fn canonical_form_round_trips() {
+        for s in [
+            "emu:zn540",
+            "emu:tiny,media=null",
+            "emu:file=a.img,profile=small",
+            "pcie:0000:00:04.0",
+        ] {
+            let u: DeviceUri = s.parse().unwrap();
+            assert_eq!(u.to_string(), s);
+            assert_eq!(u.to_string().parse::<DeviceUri>().unwrap(), u);
+        }
+        assert_eq!("emu:".parse::<DeviceUri>().unwrap().to_string(), "emu:zn540");
+        assert_eq!("pcie:00:04.0".parse::<DeviceUri>().unwrap().to_string(), "pcie:0000:00:04.0");
+    }
+
+    #[test]
+    fn errors_name_the_problem_and_the_choices() {
+        let err = |s: &str| s.parse::<DeviceUri>().unwrap_err().to_string();
+        let e = err("emu:tiny,speed=fast");
+        assert!(
+            e.contains("\"speed\"") && e.contains("valid options: profile, file, media, timing"),
+            "{e}"
+        );
+        assert!(err("emu:huge").contains("tiny, small, zn540"), "{}", err("emu:huge"));
+        assert!(err("emu:tiny,media=tape").contains("ram, null"));
+        assert!(err("emu:tiny,timing=real").contains("valid values: off"));
+        assert!(err("emu:tiny,profile=small").contains("twice"));
+        assert!(err("emu:tiny,,media=null").contains("empty option"));
+        assert!(err("emu:tiny,null").contains("key=value"));
+        assert!(err("emu:file=").contains("needs a path"));
+        assert!(err("emu:file=x,media=null").contains("does not combine"));
+        assert!(err("ng:/dev/ng0n1").contains("unknown device URI scheme \"ng\""));
+        assert!(err("zbd:/dev/nvme0n1").contains("unknown device URI scheme"));
+        assert!(err("/dev/nvme0n1").contains("no scheme"));
+        assert!(err("pcie:xyz").contains("not a PCI address"));
+        assert!(err("pcie:0000:00:04.0,x=1").contains("no options"));
+    }
+}

@@ -1,0 +1,969 @@
+//! The conformance suite of the device API: every check is a function of
+//! `&dyn ZonedDevice`, so any backend can run it. A check resets every zone
+//! before it starts and leaves them reset; it needs at least 8 zones, and
+//! it panics with a message naming what the device did wrong.
+//!
+//! Run the whole suite with [`run_all`], or one check from [`CHECKS`].
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use zns_device::{
+    Completion, Data, DeviceError, IoBuffer, OpKind, ReportFilter, StatusCode, Target, Zone,
+    ZoneAction, ZoneOp, ZoneQueue, ZoneState, ZonedDevice,
+};
+
+/// A named check.
+pub type Check = (&'static str, fn(&dyn ZonedDevice));
+
+/// Every check, in a sensible order.
+pub const CHECKS: &[Check] = &[
+    ("geometry_and_full_report", geometry_and_full_report),
+    ("zone_state_transitions", zone_state_transitions),
+    ("select_all_actions", select_all_actions),
+    ("invalid_transitions_and_targets", invalid_transitions_and_targets),
+    ("write_append_read_round_trips", write_append_read_round_trips),
+    ("plain_memory_buffers", plain_memory_buffers),
+    ("report_filters_and_partial_reports", report_filters_and_partial_reports),
+    ("write_errors_reach_the_caller", write_errors_reach_the_caller),
+    ("resource_limits", resource_limits),
+    ("write_zeroes_and_flush", write_zeroes_and_flush),
+    ("copy", copy),
+    ("zone_extensions", zone_extensions),
+    ("async_at_depth", async_at_depth),
+    ("blocking_calls_keep_async_completions", blocking_calls_keep_async_completions),
+    ("queue_full", queue_full),
+    ("bad_submissions_return_the_buffer", bad_submissions_return_the_buffer),
+    ("queues_on_several_threads", queues_on_several_threads),
+];
+
+/// Runs every check against `dev`.
+pub fn run_all(dev: &dyn ZonedDevice) {
+    for (name, check) in CHECKS {
+        eprintln!("conformance: {name}");
+        check(dev);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/// A deterministic byte pattern for `blocks` blocks starting at `lba`.
+pub fn pattern(seed: u64, lba: u64, blocks: usize, block_size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(blocks * block_size);
+    for b in 0..blocks as u64 {
+        let mut x = (seed ^ (lba + b).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
+        for _ in 0..block_size {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.push(x as u8);
+        }
+    }
+    out
+}
+
+fn bs(dev: &dyn ZonedDevice) -> usize {
+    dev.info().block_size as usize
+}
+
+fn buffer(dev: &dyn ZonedDevice, bytes: &[u8]) -> IoBuffer {
+    let mut b = dev.alloc(bytes.len()).expect("alloc");
+    b.copy_from_slice(bytes);
+    b
+}
+
+fn zone_lba(dev: &dyn ZonedDevice, index: u64) -> u64 {
+    dev.info().zone_start(index).expect("zone exists")
+}
+
+fn reset_all(q: &mut dyn ZoneQueue) {
+    q.zone_action(ZoneAction::Reset, Target::All).expect("reset all zones");
+}
+
+fn zone(q: &mut dyn ZoneQueue, lba: u64) -> Zone {
+    q.zone(lba).unwrap_or_else(|e| panic!("report of zone at {lba}: {e}"))
+}
+
+fn state(q: &mut dyn ZoneQueue, lba: u64) -> ZoneState {
+    zone(q, lba).state
+}
+
+/// Asserts that `r` failed with the NVMe status `code` for `op` at `lba`.
+#[track_caller]
+pub fn expect_status<T: std::fmt::Debug>(
+    r: Result<T, DeviceError>,
+    code: StatusCode,
+    op: OpKind,
+    lba: Option<u64>,
+) {
+    match r {
+        Err(DeviceError::Nvme { status, op: o, lba: l }) => {
+            assert!(
+                status.is(code) && o == op && l == lba,
+                "expected {op} at {lba:?} to fail with {code}, got {o} at {l:?}: {status}"
+            );
+        }
+        other => panic!("expected {op} at {lba:?} to fail with {code}, got {other:?}"),
+    }
+}
+
+fn write_blocks(dev: &dyn ZonedDevice, q: &mut dyn ZoneQueue, lba: u64, blocks: usize, seed: u64) {
+    let data = pattern(seed, lba, blocks, bs(dev));
+    q.write(lba, &buffer(dev, &data)).unwrap_or_else(|e| panic!("write {blocks} at {lba}: {e}"));
+}
+
+fn read_blocks(dev: &dyn ZonedDevice, q: &mut dyn ZoneQueue, lba: u64, blocks: usize) -> Vec<u8> {
+    let mut b = dev.alloc(blocks * bs(dev)).expect("alloc");
+    q.read(lba, &mut b).unwrap_or_else(|e| panic!("read {blocks} at {lba}: {e}"));
+    b.to_vec()
+}
+
+fn fresh_queue(dev: &dyn ZonedDevice, depth: usize) -> Box<dyn ZoneQueue> {
+    let mut q = dev.queue(depth).expect("queue");
+    reset_all(q.as_mut());
+    q
+}
+
+// ---------------------------------------------------------------------------
+// Checks
+// ---------------------------------------------------------------------------
+
+/// The info is coherent and a full report lists every zone, Empty.
+pub fn geometry_and_full_report(dev: &dyn ZonedDevice) {
+    let info = dev.info().clone();
+    assert!(info.zone_count >= 8, "the suite needs at least 8 zones");
+    assert!(info.block_size.is_power_of_two() && info.block_size >= 512);
+    assert!(info.zone_capacity > 0 && info.zone_capacity <= info.zone_size);
+    assert!(info.mdts_bytes >= info.block_size as usize);
+    assert!(info.zasl_bytes >= info.block_size as usize && info.zasl_bytes <= info.mdts_bytes);
+    if let (Some(o), Some(a)) = (info.max_open, info.max_active) {
+        assert!(o <= a, "max open {o} above max active {a}");
+    }
+    let mut q = fresh_queue(dev, 4);
+    let zones = q.report_zones(0, ReportFilter::All, usize::MAX).expect("report all");
+    assert_eq!(zones.len() as u64, info.zone_count);
+    for (i, z) in zones.iter().enumerate() {
+        assert_eq!(z.index, i as u64);
+        assert_eq!(z.start, i as u64 * info.zone_size);
+        assert_eq!(z.size, info.zone_size);
+        assert_eq!(z.state, ZoneState::Empty, "zone {i} after reset all");
+        assert_eq!(z.write_pointer, Some(z.start));
+        assert_eq!(z.remaining(), z.capacity);
+        assert!(z.is_writable());
+        if !info.capabilities.variable_zone_capacity {
+            assert_eq!(z.capacity, info.zone_capacity, "zone {i}");
+        }
+    }
+    let three = q.report_zones(0, ReportFilter::All, 3).unwrap();
+    assert_eq!(three, zones[..3]);
+    // From the middle of zone 5: zone 5 first.
+    let from = q.report_zones(zone_lba(dev, 5) + 1, ReportFilter::All, 2).unwrap();
+    assert_eq!(from.iter().map(|z| z.index).collect::<Vec<_>>(), vec![5, 6]);
+    let last = zone_lba(dev, info.zone_count - 1);
+    assert_eq!(q.report_zones(last, ReportFilter::All, 10).unwrap().len(), 1);
+    let end = info.blocks();
+    expect_status(
+        q.report_zones(end, ReportFilter::All, 1),
+        StatusCode::LbaOutOfRange,
+        OpKind::ReportZones,
+        Some(end),
+    );
+}
+
+/// Every transition the host can cause on one zone, seen in reports.
+pub fn zone_state_transitions(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let z = zone_lba(dev, 1);
+    let cap = zone(q, z).capacity;
+    use ZoneState::*;
+
+    // Empty -write-> Implicitly Opened, write pointer advances.
+    write_blocks(dev, q, z, 1, 1);
+    let s = zone(q, z);
+    assert_eq!((s.state, s.write_pointer), (ImplicitlyOpen, Some(z + 1)));
+    // Implicitly Opened -close-> Closed -write-> Implicitly Opened.
+    q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Closed);
+    write_blocks(dev, q, z + 1, 1, 1);
+    assert_eq!(state(q, z), ImplicitlyOpen);
+    // Implicitly Opened -open-> Explicitly Opened -close-> Closed -open->
+    // Explicitly Opened.
+    q.zone_action(ZoneAction::Open, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), ExplicitlyOpen);
+    q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Closed);
+    q.zone_action(ZoneAction::Open, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), ExplicitlyOpen);
+    // A write keeps an explicitly opened zone explicitly opened.
+    write_blocks(dev, q, z + 2, 1, 1);
+    let s = zone(q, z);
+    assert_eq!((s.state, s.write_pointer), (ExplicitlyOpen, Some(z + 3)));
+    // Explicitly Opened -finish-> Full, no write pointer.
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    let s = zone(q, z);
+    assert_eq!((s.state, s.write_pointer, s.remaining()), (Full, None, 0));
+    assert!(!s.is_writable());
+    // Full -reset-> Empty.
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    let s = zone(q, z);
+    assert_eq!((s.state, s.write_pointer), (Empty, Some(z)));
+    // Empty -open-> Explicitly Opened -reset-> Empty.
+    q.zone_action(ZoneAction::Open, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), ExplicitlyOpen);
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Empty);
+    // Empty -finish-> Full.
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Full);
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    // Closed -finish-> Full; Closed -reset-> Empty.
+    write_blocks(dev, q, z, 1, 1);
+    q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Full);
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    write_blocks(dev, q, z, 1, 1);
+    q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Empty);
+    // Implicitly Opened -finish-> Full.
+    write_blocks(dev, q, z, 1, 1);
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Full);
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    // Writing the whole capacity fills the zone.
+    let mut done = 0;
+    while done < cap {
+        let n = (cap - done).min(dev.info().max_transfer_blocks()) as usize;
+        write_blocks(dev, q, z + done, n, 2);
+        done += n as u64;
+    }
+    let s = zone(q, z);
+    assert_eq!((s.state, s.written()), (Full, cap));
+    // Actions that leave a state as it is succeed.
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Open, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Open, Target::Zone(z)).unwrap();
+    write_blocks(dev, q, z, 1, 3);
+    q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+    q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+    assert_eq!(state(q, z), Closed);
+    reset_all(q);
+}
+
+/// Select All applies each action to the zones in its scope only.
+pub fn select_all_actions(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    use ZoneState::*;
+    let [a, b, c, d] = [0, 1, 2, 3].map(|i| zone_lba(dev, i));
+    write_blocks(dev, q, a, 1, 1); // implicitly opened
+    q.zone_action(ZoneAction::Open, Target::Zone(b)).unwrap(); // explicitly opened
+    write_blocks(dev, q, c, 2, 1);
+    q.zone_action(ZoneAction::Close, Target::Zone(c)).unwrap(); // closed
+    q.zone_action(ZoneAction::Finish, Target::Zone(d)).unwrap(); // full
+    q.zone_action(ZoneAction::Close, Target::All).unwrap();
+    let states = [a, b, c, d].map(|l| state(q, l));
+    assert_eq!(states, [Closed, Closed, Closed, Full], "close all");
+    assert_eq!(state(q, zone_lba(dev, 4)), Empty, "close all leaves Empty zones");
+    q.zone_action(ZoneAction::Open, Target::All).unwrap();
+    let states = [a, b, c, d].map(|l| state(q, l));
+    assert_eq!(states, [ExplicitlyOpen, ExplicitlyOpen, ExplicitlyOpen, Full], "open all");
+    assert_eq!(state(q, zone_lba(dev, 4)), Empty, "open all opens Closed zones only");
+    q.zone_action(ZoneAction::Finish, Target::All).unwrap();
+    let states = [a, b, c, d].map(|l| state(q, l));
+    assert_eq!(states, [Full; 4], "finish all");
+    assert_eq!(state(q, zone_lba(dev, 4)), Empty, "finish all leaves Empty zones");
+    q.zone_action(ZoneAction::Reset, Target::All).unwrap();
+    let all = q.report_zones(0, ReportFilter::All, usize::MAX).unwrap();
+    assert!(all.iter().all(|z| z.state == Empty), "reset all");
+    // Offline all with no Read Only zone changes nothing.
+    q.zone_action(ZoneAction::Offline, Target::All).unwrap();
+    assert_eq!(q.report_zones(0, ReportFilter::Offline, usize::MAX).unwrap(), vec![]);
+}
+
+/// Actions a state does not allow, and targets that are not zones.
+pub fn invalid_transitions_and_targets(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let z = zone_lba(dev, 2);
+    let bad = StatusCode::InvalidZoneStateTransition;
+    expect_status(q.zone_action(ZoneAction::Close, Target::Zone(z)), bad, OpKind::Close, Some(z));
+    expect_status(
+        q.zone_action(ZoneAction::Offline, Target::Zone(z)),
+        bad,
+        OpKind::Offline,
+        Some(z),
+    );
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    expect_status(q.zone_action(ZoneAction::Open, Target::Zone(z)), bad, OpKind::Open, Some(z));
+    expect_status(q.zone_action(ZoneAction::Close, Target::Zone(z)), bad, OpKind::Close, Some(z));
+    expect_status(
+        q.zone_action(ZoneAction::Offline, Target::Zone(z)),
+        bad,
+        OpKind::Offline,
+        Some(z),
+    );
+    assert_eq!(state(q, z), ZoneState::Full, "failed actions change nothing");
+    // Not a zone start; past the namespace.
+    expect_status(
+        q.zone_action(ZoneAction::Open, Target::Zone(z + 1)),
+        StatusCode::InvalidField,
+        OpKind::Open,
+        Some(z + 1),
+    );
+    let end = dev.info().blocks();
+    expect_status(
+        q.zone_action(ZoneAction::Reset, Target::Zone(end)),
+        StatusCode::LbaOutOfRange,
+        OpKind::Reset,
+        Some(end),
+    );
+    reset_all(q);
+}
+
+/// Data written, written with FUA and appended reads back unchanged, in
+/// single commands and split across the transfer limit.
+pub fn write_append_read_round_trips(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let info = dev.info().clone();
+    let b = bs(dev);
+    let z0 = zone_lba(dev, 0);
+    // More blocks than one command carries (when the zone is large enough).
+    let big = (info.max_transfer_blocks() + 3).min(info.zone_capacity - 4) as usize;
+    write_blocks(dev, q, z0, big, 7);
+    assert_eq!(read_blocks(dev, q, z0, big), pattern(7, z0, big, b));
+    let fua = pattern(8, z0 + big as u64, 2, b);
+    q.write_fua(z0 + big as u64, &buffer(dev, &fua)).unwrap();
+    assert_eq!(read_blocks(dev, q, z0 + big as u64, 2), fua);
+    assert_eq!(zone(q, z0).write_pointer, Some(z0 + big as u64 + 2));
+    // Reads of part of what was written.
+    assert_eq!(read_blocks(dev, q, z0 + 1, 1), pattern(7, z0 + 1, 1, b));
+
+    // Appends land at the write pointer, one after another.
+    let z1 = zone_lba(dev, 1);
+    let mut expect = z1;
+    for (i, blocks) in [1usize, 3, 2].into_iter().enumerate() {
+        let data = pattern(100 + i as u64, 0, blocks, b);
+        let lba = q.append(z1, &buffer(dev, &data)).unwrap();
+        assert_eq!(lba, expect, "append {i}");
+        assert_eq!(read_blocks(dev, q, lba, blocks), data);
+        expect += blocks as u64;
+    }
+    assert_eq!(zone(q, z1).write_pointer, Some(expect));
+    // The largest append the device takes.
+    let max = info.max_append_blocks().min(info.zone_capacity - 6) as usize;
+    let data = pattern(200, 0, max, b);
+    assert_eq!(q.append(z1, &buffer(dev, &data)).unwrap(), expect);
+    assert_eq!(read_blocks(dev, q, expect, max), data);
+    // One block more than ZASL is refused before it reaches the device.
+    let too_big = dev.alloc(info.zasl_bytes + b).unwrap();
+    assert!(matches!(q.append(z1, &too_big), Err(DeviceError::InvalidArgument(_))));
+    // Partial blocks are refused.
+    let partial = dev.alloc(b + 1).unwrap();
+    assert!(matches!(q.write(z0, &partial), Err(DeviceError::InvalidArgument(_))));
+    let mut empty = dev.alloc(0).unwrap();
+    assert!(matches!(q.read(z0, &mut empty), Err(DeviceError::InvalidArgument(_))));
+    reset_all(q);
+}
+
+/// Plain aligned memory works as well as the device's own buffers.
+pub fn plain_memory_buffers(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let b = bs(dev);
+    let z = zone_lba(dev, 3);
+    let data = pattern(5, z, 3, b);
+    let mut w = IoBuffer::aligned(data.len()).unwrap();
+    w.copy_from_slice(&data);
+    q.write(z, &w).unwrap();
+    let mut r = IoBuffer::aligned(data.len()).unwrap();
+    q.read(z, &mut r).unwrap();
+    assert_eq!(&r[..], &data[..]);
+    assert_eq!(q.append(z, &w).unwrap(), z + 3);
+    // Asynchronously too: the same buffer comes back, filled.
+    let r = IoBuffer::aligned(data.len()).unwrap();
+    q.submit(ZoneOp::Read { lba: z + 3 }, Some(r), 9).unwrap();
+    let mut got = Vec::new();
+    q.drain(Duration::from_secs(10), &mut |c| got.push(c)).unwrap();
+    let c = got.pop().unwrap();
+    assert_eq!(c.tag, 9);
+    let back = c.buffer.expect("buffer back");
+    assert!(!back.is_dma());
+    assert_eq!(&back[..], &data[..]);
+    reset_all(q);
+}
+
+/// Reports filtered by state, page by page, with and without Partial
+/// Report, synchronously and asynchronously.
+pub fn report_filters_and_partial_reports(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let info = dev.info().clone();
+    let n = info.zone_count;
+    let [imp, exp, closed, full] = [1, 3, 4, n - 1].map(|i| zone_lba(dev, i));
+    write_blocks(dev, q, imp, 1, 1);
+    q.zone_action(ZoneAction::Open, Target::Zone(exp)).unwrap();
+    write_blocks(dev, q, closed, 1, 1);
+    q.zone_action(ZoneAction::Close, Target::Zone(closed)).unwrap();
+    q.zone_action(ZoneAction::Finish, Target::Zone(full)).unwrap();
+    let starts = |f: ReportFilter, q: &mut dyn ZoneQueue| -> Vec<u64> {
+        q.report_zones(0, f, usize::MAX).unwrap().iter().map(|z| z.start).collect()
+    };
+    assert_eq!(starts(ReportFilter::ImplicitlyOpen, q), vec![imp]);
+    assert_eq!(starts(ReportFilter::ExplicitlyOpen, q), vec![exp]);
+    assert_eq!(starts(ReportFilter::Closed, q), vec![closed]);
+    assert_eq!(starts(ReportFilter::Full, q), vec![full]);
+    assert_eq!(starts(ReportFilter::ReadOnly, q), Vec::<u64>::new());
+    assert_eq!(starts(ReportFilter::Offline, q), Vec::<u64>::new());
+    let empty = starts(ReportFilter::Empty, q);
+    assert_eq!(empty.len() as u64, n - 4);
+    assert!(!empty.contains(&imp) && !empty.contains(&full));
+    // A filtered report from a later LBA skips earlier matches.
+    let late = q.report_zones(exp, ReportFilter::Empty, 2).unwrap();
+    assert_eq!(late.iter().map(|z| z.index).collect::<Vec<_>>(), vec![5, 6]);
+
+    // Walking page by page (two zones a command) gives the full report.
+    let all = q.report_zones(0, ReportFilter::All, usize::MAX).unwrap();
+    let mut walked = Vec::new();
+    let mut slba = 0;
+    while slba < info.blocks() {
+        let page = q.report_page(slba, ReportFilter::All, 2).unwrap();
+        assert_eq!(page.zones as usize, page.descriptors.len(), "partial report header");
+        assert!(page.descriptors.len() <= 2);
+        let last = page.descriptors.last().expect("page").start;
+        walked.extend(page.descriptors);
+        slba = last + info.zone_size;
+    }
+    assert_eq!(walked, all);
+
+    // Without Partial Report the header counts every match from the LBA,
+    // however few descriptors fit.
+    let mut buf = dev.alloc(64 + 2 * 64).unwrap();
+    let op =
+        ZoneOp::ReportZones { slba: 0, filter: ReportFilter::All, partial: false, extended: false };
+    q.execute(&op, Data::FromDevice(&mut buf)).unwrap();
+    let r = zns_device::parse_report(&buf, info.zone_size, None).unwrap();
+    assert_eq!((r.zones, r.descriptors.len()), (n, 2));
+    let op = ZoneOp::ReportZones {
+        slba: 0,
+        filter: ReportFilter::Empty,
+        partial: false,
+        extended: false,
+    };
+    q.execute(&op, Data::FromDevice(&mut buf)).unwrap();
+    let r = zns_device::parse_report(&buf, info.zone_size, None).unwrap();
+    assert_eq!(r.zones, n - 4);
+    assert_eq!(r.descriptors[0].index, 0);
+
+    // The same report, asynchronously.
+    let buf = dev.alloc(64 + 4 * 64).unwrap();
+    let op =
+        ZoneOp::ReportZones { slba: 0, filter: ReportFilter::All, partial: true, extended: false };
+    q.submit(op, Some(buf), 77).unwrap();
+    let mut got = Vec::new();
+    q.drain(Duration::from_secs(10), &mut |c| got.push(c)).unwrap();
+    let c = got.pop().unwrap();
+    assert_eq!((c.tag, c.op), (77, OpKind::ReportZones));
+    c.result.unwrap();
+    let r = zns_device::parse_report(&c.buffer.unwrap(), info.zone_size, None).unwrap();
+    assert_eq!(r.descriptors, all[..4]);
+    reset_all(q);
+}
+
+/// Writes the device refuses fail with the status the specification
+/// names, and leave the zone as it was.
+pub fn write_errors_reach_the_caller(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let info = dev.info().clone();
+    let b = bs(dev);
+    let z = zone_lba(dev, 2);
+    write_blocks(dev, q, z, 2, 1);
+    let before = zone(q, z);
+    let one = buffer(dev, &pattern(9, 0, 1, b));
+
+    // Off the write pointer, either side.
+    let e = q.write(z + 5, &one).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("write at LBA {}: Zone Invalid Write (SCT 1h, SC BCh)", z + 5)
+    );
+    expect_status(q.write(z + 5, &one), StatusCode::ZoneInvalidWrite, OpKind::Write, Some(z + 5));
+    expect_status(q.write(z, &one), StatusCode::ZoneInvalidWrite, OpKind::Write, Some(z));
+    assert_eq!(zone(q, z), before, "a refused write changes nothing");
+    assert_eq!(read_blocks(dev, q, z, 2), pattern(1, z, 2, b));
+
+    // Past the zone capacity: fill another zone up to one block short of
+    // it, then write two.
+    let z7 = zone_lba(dev, 7);
+    let cap = zone(q, z7).capacity;
+    let mut done = 0;
+    while done < cap - 1 {
+        let n = (cap - 1 - done).min(info.max_transfer_blocks()) as usize;
+        q.write(z7 + done, &dev.alloc(n * b).unwrap()).unwrap();
+        done += n as u64;
+    }
+    let last = z7 + cap - 1;
+    let full_before = zone(q, z7);
+    let two = dev.alloc(2 * b).unwrap();
+    expect_status(q.write(last, &two), StatusCode::ZoneBoundaryError, OpKind::Write, Some(last));
+    expect_status(q.append(z7, &two), StatusCode::ZoneBoundaryError, OpKind::Append, Some(z7));
+    assert_eq!(zone(q, z7), full_before);
+    q.write(last, &one).unwrap();
+    assert_eq!(state(q, z7), ZoneState::Full);
+    let wp = z + 2;
+
+    // A full zone.
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    expect_status(q.write(wp, &one), StatusCode::ZoneIsFull, OpKind::Write, Some(wp));
+    expect_status(q.append(z, &one), StatusCode::ZoneIsFull, OpKind::Append, Some(z));
+
+    // Out of range: writes, reads and appends.
+    let end = info.blocks();
+    expect_status(q.write(end, &one), StatusCode::LbaOutOfRange, OpKind::Write, Some(end));
+    let mut r = dev.alloc(b).unwrap();
+    expect_status(q.read(end, &mut r), StatusCode::LbaOutOfRange, OpKind::Read, Some(end));
+    expect_status(q.append(end, &one), StatusCode::LbaOutOfRange, OpKind::Append, Some(end));
+    // Append to an LBA that is not a zone start.
+    expect_status(q.append(z + 1, &one), StatusCode::InvalidField, OpKind::Append, Some(z + 1));
+    reset_all(q);
+}
+
+/// Too Many Open Zones and Too Many Active Zones, when the device has
+/// limits.
+pub fn resource_limits(dev: &dyn ZonedDevice) {
+    let info = dev.info().clone();
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let one = buffer(dev, &pattern(3, 0, 1, bs(dev)));
+    if let Some(max_open) = info.max_open.filter(|&m| (m as u64) < info.zone_count) {
+        // Every open resource held by an explicitly opened zone.
+        for i in 0..max_open as u64 {
+            q.zone_action(ZoneAction::Open, Target::Zone(zone_lba(dev, i))).unwrap();
+        }
+        let next = zone_lba(dev, max_open as u64);
+        let open_more = q.zone_action(ZoneAction::Open, Target::Zone(next));
+        let too_many = if info.max_active == info.max_open {
+            StatusCode::TooManyActiveZones
+        } else {
+            StatusCode::TooManyOpenZones
+        };
+        expect_status(open_more, too_many, OpKind::Open, Some(next));
+        expect_status(q.write(next, &one), too_many, OpKind::Write, Some(next));
+        assert_eq!(state(q, next), ZoneState::Empty);
+        // Closing one frees an open resource.
+        q.zone_action(ZoneAction::Close, Target::Zone(zone_lba(dev, 0))).unwrap();
+        if info.max_active > info.max_open {
+            q.zone_action(ZoneAction::Open, Target::Zone(next)).unwrap();
+        }
+        reset_all(q);
+
+        // Implicitly opened zones are closed by the controller to make room.
+        for i in 0..=max_open as u64 {
+            q.write(zone_lba(dev, i), &one).unwrap_or_else(|e| {
+                if info.max_active.is_some_and(|a| i >= a as u64) {
+                    return;
+                }
+                panic!("implicit open of zone {i}: {e}")
+            });
+        }
+        let open = q.report_zones(0, ReportFilter::ImplicitlyOpen, usize::MAX).unwrap();
+        assert!(open.len() <= max_open as usize, "{} zones open, limit {max_open}", open.len());
+        reset_all(q);
+    }
+    if let Some(max_active) = info.max_active.filter(|&m| (m as u64) < info.zone_count) {
+        for i in 0..max_active as u64 {
+            let z = zone_lba(dev, i);
+            q.write(z, &one).unwrap();
+            q.zone_action(ZoneAction::Close, Target::Zone(z)).unwrap();
+        }
+        let next = zone_lba(dev, max_active as u64);
+        expect_status(
+            q.write(next, &one),
+            StatusCode::TooManyActiveZones,
+            OpKind::Write,
+            Some(next),
+        );
+        expect_status(
+            q.zone_action(ZoneAction::Open, Target::Zone(next)),
+            StatusCode::TooManyActiveZones,
+            OpKind::Open,
+            Some(next),
+        );
+        expect_status(
+            q.append(next, &one),
+            StatusCode::TooManyActiveZones,
+            OpKind::Append,
+            Some(next),
+        );
+        // Finishing an active zone frees its resource.
+        q.zone_action(ZoneAction::Finish, Target::Zone(zone_lba(dev, 0))).unwrap();
+        q.write(next, &one).unwrap();
+        reset_all(q);
+    }
+}
+
+/// Write Zeroes advances the write pointer and reads back as zeroes; Flush
+/// succeeds.
+pub fn write_zeroes_and_flush(dev: &dyn ZonedDevice) {
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let z = zone_lba(dev, 5);
+    write_blocks(dev, q, z, 1, 4);
+    if dev.info().capabilities.write_zeroes {
+        q.write_zeroes(z + 1, 3).unwrap();
+        assert_eq!(zone(q, z).write_pointer, Some(z + 4));
+        assert!(read_blocks(dev, q, z + 1, 3).iter().all(|&x| x == 0));
+        expect_status(
+            q.write_zeroes(z, 1),
+            StatusCode::ZoneInvalidWrite,
+            OpKind::WriteZeroes,
+            Some(z),
+        );
+    }
+    q.flush().unwrap();
+    assert_eq!(read_blocks(dev, q, z, 1), pattern(4, z, 1, bs(dev)));
+    reset_all(q);
+}
+
+/// Copy gathers source ranges at a zone's write pointer.
+pub fn copy(dev: &dyn ZonedDevice) {
+    let Some(limits) = dev.info().capabilities.copy else { return };
+    assert!(limits.max_ranges >= 1 && limits.max_blocks >= 1);
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let b = bs(dev);
+    let (src, dst) = (zone_lba(dev, 0), zone_lba(dev, 6));
+    write_blocks(dev, q, src, 8, 11);
+    q.copy(&[(src, 2), (src + 4, 3)], dst).unwrap();
+    let z = zone(q, dst);
+    assert_eq!((z.state, z.write_pointer), (ZoneState::ImplicitlyOpen, Some(dst + 5)));
+    let mut expect = pattern(11, src, 2, b);
+    expect.extend(pattern(11, src + 4, 3, b));
+    assert_eq!(read_blocks(dev, q, dst, 5), expect);
+    // The destination must be the write pointer.
+    expect_status(q.copy(&[(src, 1)], dst), StatusCode::ZoneInvalidWrite, OpKind::Copy, Some(dst));
+    // Asynchronously.
+    let op = ZoneOp::Copy { ranges: vec![(src + 7, 1).into()], dest: dst + 5 };
+    q.submit(op, None, 5).unwrap();
+    let mut got = Vec::new();
+    q.drain(Duration::from_secs(10), &mut |c| got.push(c)).unwrap();
+    assert_eq!(got.len(), 1);
+    got[0].result.as_ref().unwrap();
+    assert!(got[0].buffer.is_none());
+    assert_eq!(read_blocks(dev, q, dst + 5, 1), pattern(11, src + 7, 1, b));
+    assert!(matches!(q.copy(&[], dst), Err(DeviceError::InvalidArgument(_))));
+    reset_all(q);
+}
+
+/// Descriptor extensions: set on an Empty zone (which becomes Closed),
+/// read back through an extended report, refused elsewhere.
+pub fn zone_extensions(dev: &dyn ZonedDevice) {
+    let ext = dev.info().capabilities.extension_bytes;
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let z = zone_lba(dev, 2);
+    if ext == 0 {
+        assert!(matches!(q.set_zone_extension(z, b"x"), Err(DeviceError::Unsupported(_))));
+        return;
+    }
+    assert!(dev.info().capabilities.extended_report);
+    q.set_zone_extension(z, b"zone two").unwrap();
+    let s = zone(q, z);
+    assert_eq!(s.state, ZoneState::Closed);
+    assert!(s.has_extension());
+    let got = q.zone_extension(z).unwrap();
+    assert_eq!(got.len(), ext);
+    assert_eq!(&got[..8], b"zone two");
+    assert!(got[8..].iter().all(|&x| x == 0));
+    // Only an Empty zone takes an extension.
+    expect_status(
+        q.set_zone_extension(z, b"again"),
+        StatusCode::InvalidZoneStateTransition,
+        OpKind::SetZoneExtension,
+        Some(z),
+    );
+    // Asynchronously, with a short buffer the queue pads.
+    let z3 = zone_lba(dev, 3);
+    let mut buf = dev.alloc(5).unwrap();
+    buf.copy_from_slice(b"three");
+    q.submit(ZoneOp::SetZoneExtension { zslba: z3 }, Some(buf), 1).unwrap();
+    let mut got = Vec::new();
+    q.drain(Duration::from_secs(10), &mut |c| got.push(c)).unwrap();
+    got[0].result.as_ref().unwrap();
+    assert_eq!(&q.zone_extension(z3).unwrap()[..6], b"three\0");
+    // Reset drops it.
+    q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+    assert!(!zone(q, z).has_extension());
+    let too_long = vec![1u8; ext + 1];
+    assert!(matches!(q.set_zone_extension(z, &too_long), Err(DeviceError::InvalidArgument(_))));
+    reset_all(q);
+}
+
+/// Many commands in flight: appends to a few zones and writes to many,
+/// every completion with its tag, status, LBA and buffer.
+pub fn async_at_depth(dev: &dyn ZonedDevice) {
+    let info = dev.info().clone();
+    let b = bs(dev);
+    let mut q = fresh_queue(dev, 32);
+    let q = q.as_mut();
+    assert!(q.capacity() >= 8, "queue capacity {}", q.capacity());
+    let zones = 3u64.min(info.max_open.unwrap_or(3) as u64);
+    let per_zone = info.zone_capacity.min(150);
+    let total = zones * per_zone;
+    let mut lbas: HashMap<u64, u64> = HashMap::new();
+    let mut most_outstanding = 0;
+    let mut next = 0u64;
+    let on_done = |c: Completion, lbas: &mut HashMap<u64, u64>| {
+        assert_eq!(c.op, OpKind::Append);
+        let lba = c.result.unwrap_or_else(|e| panic!("append {}: {e}", c.tag));
+        let buf = c.buffer.expect("buffer back");
+        assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), c.tag);
+        assert!(lbas.insert(c.tag, lba).is_none(), "tag {} completed twice", c.tag);
+    };
+    while next < total || q.outstanding() > 0 {
+        while next < total {
+            let mut buf = dev.alloc(b).unwrap();
+            buf[..8].copy_from_slice(&next.to_le_bytes());
+            let zslba = zone_lba(dev, next % zones);
+            match q.submit(ZoneOp::Append { zslba, fua: false }, Some(buf), next) {
+                Ok(()) => next += 1,
+                Err(r) if r.is_queue_full() => {
+                    assert!(r.buffer.is_some(), "a refused submission returns its buffer");
+                    break;
+                }
+                Err(r) => panic!("submit: {}", r.error),
+            }
+        }
+        most_outstanding = most_outstanding.max(q.outstanding());
+        q.ring();
+        q.poll(usize::MAX, &mut |c| on_done(c, &mut lbas));
+    }
+    assert_eq!(lbas.len() as u64, total);
+    assert!(most_outstanding >= 8, "at most {most_outstanding} commands were in flight");
+    // Every append landed in its zone, at a distinct LBA, with its data.
+    let mut per: HashMap<u64, BTreeSet<u64>> = HashMap::new();
+    for (&tag, &lba) in &lbas {
+        let zi = tag % zones;
+        assert_eq!(lba / info.zone_size, zi, "tag {tag} landed in the wrong zone");
+        assert!(per.entry(zi).or_default().insert(lba));
+    }
+    for zi in 0..zones {
+        let z = zone_lba(dev, zi);
+        let got = read_blocks(dev, q, z, per_zone as usize);
+        for (i, block) in got.chunks(b).enumerate() {
+            let tag = u64::from_le_bytes(block[..8].try_into().unwrap());
+            assert_eq!(lbas[&tag], z + i as u64);
+        }
+    }
+    reset_all(q);
+
+    // Writes to many zones at once, one outstanding per zone (several
+    // writes to one zone in flight may be reordered by a real device).
+    let zones = info.max_active.map_or(8, |a| a as u64).min(info.zone_count).min(8);
+    let rounds = 4u64;
+    let mut done = 0;
+    for r in 0..rounds {
+        for zi in 0..zones {
+            let lba = zone_lba(dev, zi) + r;
+            let buf = buffer(dev, &pattern(r, lba, 1, b));
+            q.submit(ZoneOp::Write { lba, fua: false }, Some(buf), lba).unwrap();
+        }
+        q.drain(Duration::from_secs(10), &mut |c| {
+            assert_eq!(c.op, OpKind::Write);
+            assert_eq!(c.result.unwrap_or_else(|e| panic!("{e}")), 0);
+            done += 1;
+        })
+        .unwrap();
+    }
+    assert_eq!(done, zones * rounds);
+    for zi in 0..zones {
+        let z = zone_lba(dev, zi);
+        assert_eq!(zone(q, z).write_pointer, Some(z + rounds));
+        for r in 0..rounds {
+            assert_eq!(read_blocks(dev, q, z + r, 1), pattern(r, z + r, 1, b));
+        }
+    }
+    // A failing command among good ones fails alone, with its context.
+    let bad = zone_lba(dev, 0) + 100.min(info.zone_capacity - 1);
+    q.submit(ZoneOp::Write { lba: bad, fua: false }, Some(dev.alloc(b).unwrap()), 1).unwrap();
+    q.submit(ZoneOp::Read { lba: zone_lba(dev, 0) }, Some(dev.alloc(b).unwrap()), 2).unwrap();
+    let mut results = HashMap::new();
+    q.drain(Duration::from_secs(10), &mut |c| {
+        results.insert(c.tag, c.result);
+    })
+    .unwrap();
+    expect_status(
+        results.remove(&1).unwrap(),
+        StatusCode::ZoneInvalidWrite,
+        OpKind::Write,
+        Some(bad),
+    );
+    results.remove(&2).unwrap().unwrap();
+    reset_all(q);
+}
+
+/// A blocking call between asynchronous submissions keeps their
+/// completions for the next poll.
+pub fn blocking_calls_keep_async_completions(dev: &dyn ZonedDevice) {
+    let b = bs(dev);
+    let mut q = fresh_queue(dev, 16);
+    let q = q.as_mut();
+    let z = zone_lba(dev, 4);
+    for tag in 0..6 {
+        q.submit(ZoneOp::Append { zslba: z, fua: false }, Some(dev.alloc(b).unwrap()), tag)
+            .unwrap();
+    }
+    q.ring();
+    // Blocking commands while the appends complete.
+    let _ = zone(q, z);
+    q.flush().unwrap();
+    assert_eq!(q.outstanding(), 6);
+    let mut tags = Vec::new();
+    q.drain(Duration::from_secs(10), &mut |c| {
+        c.result.unwrap();
+        tags.push(c.tag);
+    })
+    .unwrap();
+    tags.sort_unstable();
+    assert_eq!(tags, (0..6).collect::<Vec<_>>());
+    assert_eq!(zone(q, z).write_pointer, Some(z + 6));
+    assert_eq!(q.outstanding(), 0);
+    reset_all(q);
+}
+
+/// A full queue refuses with QueueFull and hands the buffer back; after a
+/// poll it takes commands again; blocking calls wait for room.
+pub fn queue_full(dev: &dyn ZonedDevice) {
+    let b = bs(dev);
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let cap = q.capacity();
+    assert!(cap >= 1);
+    let z = zone_lba(dev, 0);
+    let mut accepted = 0;
+    let refused = loop {
+        let mut buf = dev.alloc(b).unwrap();
+        buf.fill(accepted as u8);
+        match q.submit(ZoneOp::Append { zslba: z, fua: false }, Some(buf), accepted) {
+            Ok(()) => accepted += 1,
+            Err(r) => break r,
+        }
+        assert!(accepted <= 1024, "the queue never filled");
+    };
+    assert!(refused.is_queue_full(), "{}", refused.error);
+    assert!(matches!(refused.error, DeviceError::QueueFull));
+    let back = refused.buffer.expect("buffer back");
+    assert_eq!(back[0], accepted as u8);
+    assert_eq!(accepted as usize, cap, "capacity {cap}, accepted {accepted}");
+    assert_eq!(q.outstanding(), cap);
+    // A blocking call on the full queue waits for room.
+    q.ring();
+    let z1 = zone_lba(dev, 1);
+    write_blocks(dev, q, z1, 1, 1);
+    let mut n = 0;
+    q.drain(Duration::from_secs(10), &mut |c| {
+        c.result.unwrap();
+        n += 1;
+    })
+    .unwrap();
+    assert_eq!(n, cap);
+    q.submit(ZoneOp::Append { zslba: z, fua: false }, Some(back), 99).unwrap();
+    q.drain(Duration::from_secs(10), &mut |c| assert_eq!(c.tag, 99)).unwrap();
+    assert_eq!(zone(q, z).write_pointer, Some(z + cap as u64 + 1));
+    reset_all(q);
+}
+
+/// Submissions that cannot be run are refused at once, buffer returned.
+pub fn bad_submissions_return_the_buffer(dev: &dyn ZonedDevice) {
+    let b = bs(dev);
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let r = q.submit(ZoneOp::Flush, Some(dev.alloc(b).unwrap()), 1).unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)) && r.buffer.is_some());
+    let r = q.submit(ZoneOp::Write { lba: 0, fua: false }, None, 1).unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)) && r.buffer.is_none());
+    let r = q.submit(ZoneOp::Write { lba: 0, fua: false }, Some(dev.alloc(b + 1).unwrap()), 1);
+    let r = r.unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)));
+    assert_eq!(r.buffer.unwrap().len(), b + 1);
+    let big = dev.info().zasl_bytes + b;
+    let r = q.submit(ZoneOp::Append { zslba: 0, fua: false }, Some(dev.alloc(big).unwrap()), 1);
+    assert!(matches!(r.unwrap_err().error, DeviceError::InvalidArgument(_)));
+    let r = q.submit(ZoneOp::Copy { ranges: vec![], dest: 0 }, None, 1).unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)));
+    assert_eq!(q.outstanding(), 0);
+    assert!(matches!(dev.queue(0), Err(DeviceError::InvalidArgument(_))));
+    // Through execute: a buffer moving the wrong way.
+    let mut buf = dev.alloc(b).unwrap();
+    let r = q.execute(&ZoneOp::Write { lba: 0, fua: false }, Data::FromDevice(&mut buf));
+    assert!(matches!(r, Err(DeviceError::InvalidArgument(_))));
+    assert_eq!(state(q, 0), ZoneState::Empty);
+}
+
+/// Queues on several threads at once: each writes its own zone, all
+/// append to a shared one.
+pub fn queues_on_several_threads(dev: &dyn ZonedDevice) {
+    let info = dev.info().clone();
+    let b = bs(dev);
+    reset_all(dev.queue(2).unwrap().as_mut());
+    let threads = 4u64;
+    let per = info.zone_capacity.min(40) / threads;
+    let shared_zone = zone_lba(dev, threads);
+    let results: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut q = dev.queue(8).expect("queue per thread");
+                    let q = q.as_mut();
+                    let own = zone_lba(dev, t);
+                    let mut landed = Vec::new();
+                    for i in 0..per {
+                        let data = pattern(t, own + i, 1, b);
+                        q.write(own + i, &buffer(dev, &data)).unwrap();
+                        let mut tagged = vec![0u8; b];
+                        tagged[..8].copy_from_slice(&t.to_le_bytes());
+                        tagged[8..16].copy_from_slice(&i.to_le_bytes());
+                        landed.push(q.append(shared_zone, &buffer(dev, &tagged)).unwrap());
+                    }
+                    assert_eq!(read_blocks(dev, q, own, per as usize), pattern_run(t, own, per, b));
+                    landed
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    let mut q = dev.queue(2).unwrap();
+    let q = q.as_mut();
+    let mut all = BTreeSet::new();
+    for (t, lbas) in results.iter().enumerate() {
+        for (i, &lba) in lbas.iter().enumerate() {
+            assert!(all.insert(lba), "two appends landed at {lba}");
+            let block = read_blocks(dev, q, lba, 1);
+            assert_eq!(u64::from_le_bytes(block[..8].try_into().unwrap()), t as u64);
+            assert_eq!(u64::from_le_bytes(block[8..16].try_into().unwrap()), i as u64);
+        }
+    }
+    assert_eq!(all.len() as u64, threads * per);
+    assert_eq!(zone(q, shared_zone).write_pointer, Some(shared_zone + threads * per));
+    reset_all(q);
+}
+
+fn pattern_run(seed: u64, lba: u64, blocks: u64, b: usize) -> Vec<u8> {
+    (0..blocks).flat_map(|i| pattern(seed, lba + i, 1, b)).collect()
+}
+
+/// Keeps `Arc` in use for suites that hold devices as `Arc<dyn ZonedDevice>`.
+pub fn as_dyn(dev: &Arc<dyn ZonedDevice>) -> &dyn ZonedDevice {
+    dev.as_ref()
+}

@@ -1,0 +1,246 @@
+//! The conformance suite against emulated devices (`emu:tiny`, `emu:small`),
+//! plus device opening and URI handling of the emulator backend.
+//!
+//! Set `ZNS_CONFORMANCE_DEVICE` to a URI to run the whole suite against
+//! another device as well (it resets every zone: use a scratch device).
+
+mod conformance;
+
+use std::sync::Arc;
+
+use zns_device::{open, DeviceError, DriverDevice, ReportFilter, ZonedDevice};
+
+macro_rules! suite {
+    ($profile:ident, $uri:literal) => {
+        mod $profile {
+            use super::conformance as c;
+
+            fn dev() -> std::sync::Arc<dyn zns_device::ZonedDevice> {
+                zns_device::open($uri).expect($uri)
+            }
+
+            #[test]
+            fn geometry_and_full_report() {
+                c::geometry_and_full_report(dev().as_ref());
+            }
+            #[test]
+            fn zone_state_transitions() {
+                c::zone_state_transitions(dev().as_ref());
+            }
+            #[test]
+            fn select_all_actions() {
+                c::select_all_actions(dev().as_ref());
+            }
+            #[test]
+            fn invalid_transitions_and_targets() {
+                c::invalid_transitions_and_targets(dev().as_ref());
+            }
+            #[test]
+            fn write_append_read_round_trips() {
+                c::write_append_read_round_trips(dev().as_ref());
+            }
+            #[test]
+            fn plain_memory_buffers() {
+                c::plain_memory_buffers(dev().as_ref());
+            }
+            #[test]
+            fn report_filters_and_partial_reports() {
+                c::report_filters_and_partial_reports(dev().as_ref());
+            }
+            #[test]
+            fn write_errors_reach_the_caller() {
+                c::write_errors_reach_the_caller(dev().as_ref());
+            }
+            #[test]
+            fn resource_limits() {
+                c::resource_limits(dev().as_ref());
+            }
+            #[test]
+            fn write_zeroes_and_flush() {
+                c::write_zeroes_and_flush(dev().as_ref());
+            }
+            #[test]
+            fn copy() {
+                c::copy(dev().as_ref());
+            }
+            #[test]
+            fn zone_extensions() {
+                c::zone_extensions(dev().as_ref());
+            }
+            #[test]
+            fn async_at_depth() {
+                c::async_at_depth(dev().as_ref());
+            }
+            #[test]
+            fn blocking_calls_keep_async_completions() {
+                c::blocking_calls_keep_async_completions(dev().as_ref());
+            }
+            #[test]
+            fn queue_full() {
+                c::queue_full(dev().as_ref());
+            }
+            #[test]
+            fn bad_submissions_return_the_buffer() {
+                c::bad_submissions_return_the_buffer(dev().as_ref());
+            }
+            #[test]
+            fn queues_on_several_threads() {
+                c::queues_on_several_threads(dev().as_ref());
+            }
+            #[test]
+            fn whole_suite_on_one_device() {
+                c::run_all(dev().as_ref());
+            }
+        }
+    };
+}
+
+suite!(tiny, "emu:tiny");
+suite!(small, "emu:small");
+
+#[test]
+fn every_check_has_a_test() {
+    assert_eq!(conformance::CHECKS.len(), 17, "add the new check to the suite! macro");
+}
+
+#[test]
+fn conformance_on_configured_device() {
+    let Ok(uri) = std::env::var("ZNS_CONFORMANCE_DEVICE") else { return };
+    let dev = open(&uri).unwrap_or_else(|e| panic!("{uri}: {e}"));
+    conformance::run_all(dev.as_ref());
+}
+
+#[test]
+fn emulated_devices_describe_themselves() {
+    let dev = open("emu:tiny").unwrap();
+    let i = dev.info();
+    assert_eq!(i.backend, "driver");
+    assert_eq!(i.uri, "emu:tiny");
+    assert!(i.transport.contains("emulator"), "{}", i.transport);
+    assert_eq!(i.serial, "ZNSKIT-TINY-0001");
+    assert_eq!((i.block_size, i.zone_count, i.zone_size, i.zone_capacity), (4096, 16, 64, 48));
+    assert_eq!((i.max_open, i.max_active), (Some(4), Some(6)));
+    assert_eq!((i.mdts_bytes, i.zasl_bytes), (4096 << 5, 4096 << 4));
+    assert_eq!(i.capabilities.extension_bytes, 64);
+    assert!(i.capabilities.append && i.capabilities.copy.is_some());
+    assert!(i.capabilities.read_across_zone_boundaries);
+    let conv = i.conventional.expect("tiny has a conventional namespace");
+    assert_eq!((conv.block_size, conv.blocks), (4096, 1024));
+    assert_ne!(conv.nsid, i.nsid);
+    let id = i.identify.as_ref().expect("identify data");
+    assert_eq!(id.controller.serial_number.trim(), "ZNSKIT-TINY-0001");
+    assert!(dev.emulator().is_some());
+    assert!(dev.as_any().downcast_ref::<DriverDevice>().is_some());
+
+    let z = open("emu:").unwrap();
+    assert_eq!(z.info().zone_count, 904);
+    assert!(z.info().conventional.is_none());
+    let s = open("emu:small,media=null,timing=off").unwrap();
+    assert_eq!((s.info().zone_count, s.info().metadata_size), (256, 16));
+}
+
+#[test]
+fn null_media_keeps_zone_state_but_no_data() {
+    let dev = open("emu:tiny,media=null").unwrap();
+    let mut q = dev.queue(4).unwrap();
+    let mut b = dev.alloc(4096).unwrap();
+    b.fill(0xEE);
+    q.write(0, &b).unwrap();
+    assert_eq!(q.zone(0).unwrap().write_pointer, Some(1));
+    q.read(0, &mut b).unwrap();
+    assert!(b.iter().all(|&x| x == 0));
+}
+
+#[test]
+fn images_keep_data_and_zone_state_across_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let profile = zns_emulator::profile::Profile::by_name("tiny").unwrap();
+    zns_emulator::image::DeviceImage::create(&path, &profile).unwrap();
+    let uri = format!("emu:file={}", path.display());
+    {
+        let dev = open(&uri).unwrap();
+        let mut q = dev.queue(4).unwrap();
+        let mut b = dev.alloc(2 * 4096).unwrap();
+        b.fill(0x5A);
+        q.write(64, &b).unwrap();
+        q.flush().unwrap();
+        assert_eq!(dev.info().uri, uri);
+    }
+    let dev = open(&format!("{uri},profile=tiny")).unwrap();
+    let mut q = dev.queue(4).unwrap();
+    let z = q.zone(64).unwrap();
+    assert_eq!(z.write_pointer, Some(66));
+    let mut b = dev.alloc(2 * 4096).unwrap();
+    q.read(64, &mut b).unwrap();
+    assert!(b.iter().all(|&x| x == 0x5A));
+    drop(q);
+    drop(dev);
+    let e = open(&format!("{uri},profile=small")).unwrap_err();
+    assert!(matches!(e, DeviceError::InvalidUri { .. }), "{e}");
+    assert!(e.to_string().contains("holds a \"tiny\" device, not \"small\""), "{e}");
+    let e = open(&format!("emu:file={}", dir.path().join("missing.img").display())).unwrap_err();
+    assert!(e.to_string().contains("missing.img"), "{e}");
+}
+
+#[test]
+fn devices_come_back_after_a_power_cut() {
+    let dev = DriverDevice::open_emulator(&Default::default(), "emu:").unwrap();
+    let emu = Arc::clone(dev.emulator().unwrap());
+    let memory = Arc::clone(dev.host_memory().unwrap());
+    {
+        let mut q = dev.driver_queue(4).unwrap();
+        let mut b = dev.alloc(4096).unwrap();
+        b.fill(1);
+        zns_device::ZoneQueue::write_fua(&mut q, 0, &b).unwrap();
+    }
+    emu.power_cut(7);
+    drop(dev);
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(DriverDevice::from_emulator(emu, memory, "emu:").unwrap());
+    let mut q = dev.queue(4).unwrap();
+    let z = q.report_zones(0, ReportFilter::All, 1).unwrap();
+    assert_eq!(z[0].write_pointer, Some(1), "the FUA write survived");
+}
+
+#[test]
+fn bad_uris_fail_cleanly() {
+    for (uri, needle) in [
+        ("ng:/dev/ng0n1", "unknown device URI scheme \"ng\""),
+        ("emu:tiny,color=blue", "unknown option \"color\""),
+        ("emu:bogus", "unknown profile \"bogus\""),
+        ("pcie:ffff:ff:1f.7", "no PCI device ffff:ff:1f.7"),
+        ("pcie:zz", "not a PCI address"),
+    ] {
+        let e = open(uri).unwrap_err();
+        assert!(e.to_string().contains(needle), "{uri}: {e}");
+    }
+}
+
+#[test]
+fn pcie_refuses_devices_that_are_not_nvme_controllers() {
+    // Any PCI function of another class on this machine must be refused
+    // before the driver touches it.
+    let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else { return };
+    for e in entries.flatten() {
+        let class = std::fs::read_to_string(e.path().join("class")).unwrap_or_default();
+        if class.trim().starts_with("0x0108") {
+            continue;
+        }
+        let addr = e.file_name().to_string_lossy().into_owned();
+        let err = open(&format!("pcie:{addr}")).unwrap_err();
+        assert!(err.to_string().contains("is not an NVMe controller"), "{addr}: {err}");
+        return;
+    }
+}
+
+#[test]
+fn errors_are_send_and_sync_and_queues_are_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<DeviceError>();
+    send_sync::<zns_device::IoBuffer>();
+    send_sync::<DriverDevice>();
+    send::<Box<dyn zns_device::ZoneQueue>>();
+    send::<zns_device::DriverQueue>();
+}
