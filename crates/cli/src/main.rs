@@ -5,6 +5,7 @@
 //! one line on stderr, `zns: <what failed>`, and exits with status 1 (2 for
 //! bad command-line usage).
 
+mod bench;
 mod emu;
 mod identify;
 mod io;
@@ -66,6 +67,11 @@ enum Command {
     Emu {
         #[command(subcommand)]
         command: emu::EmuCommand,
+    },
+    /// Benchmarks: software overhead per I/O.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
     },
 }
 
@@ -166,6 +172,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
+        Command::Bench { command } => bench::run(command, out),
         Command::Identify { json } => identify::run(open(&cli.device)?.as_ref(), json, out),
         Command::ReportZones(args) => report::run(open(&cli.device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&cli.device)?.as_ref(), &args, out),

@@ -221,7 +221,9 @@ fn formats_agree(img: &Image, extra: &[&str]) -> Vec<Row> {
 #[test]
 fn help_and_usage_errors() {
     let out = zns(&["--help"], None).ok();
-    for cmd in ["list", "identify", "report-zones", "zone", "read", "write", "append", "emu"] {
+    for cmd in
+        ["list", "identify", "report-zones", "zone", "read", "write", "append", "emu", "bench"]
+    {
         assert!(out.text().contains(cmd), "{cmd} missing from help");
     }
     assert_eq!(zns(&["frobnicate"], None).code, 2);
@@ -229,6 +231,8 @@ fn help_and_usage_errors() {
     assert_eq!(zns(&["zone", "open", "0", "--all"], None).code, 2, "not both");
     assert_eq!(zns(&["read", "--lba", "ten"], None).code, 2);
     assert_eq!(zns(&["report-zones", "--state", "sleepy"], None).code, 2);
+    assert_eq!(zns(&["bench", "overhead", "--seconds", "0"], None).code, 2);
+    assert_eq!(zns(&["bench", "overhead", "--seconds", "soon"], None).code, 2);
 }
 
 #[test]
@@ -458,11 +462,13 @@ fn write_off_the_write_pointer_fails_and_changes_nothing() {
 
 #[test]
 fn errors_are_one_line_with_exit_code_1() {
-    let e = zns(&["-d", "ng:/dev/ng0n1", "identify"], None).failed();
-    assert_eq!(
-        e,
-        "zns: invalid device URI \"ng:/dev/ng0n1\": unknown device URI scheme \"ng\" (known \
-         schemes: emu, pcie)"
+    let e = zns(&["-d", "nvmf:nqn.2024-01.io.znskit:x", "identify"], None).failed();
+    assert!(
+        e.starts_with(
+            "zns: invalid device URI \"nvmf:nqn.2024-01.io.znskit:x\": unknown device URI \
+             scheme \"nvmf\" (known schemes: emu, pcie"
+        ),
+        "{e}"
     );
     let e = zns(&["-d", "emu:tiny,speed=11", "report-zones"], None).failed();
     assert!(e.contains("unknown option \"speed\"") && e.contains("profile, file, media, timing"));
@@ -483,4 +489,50 @@ fn errors_are_one_line_with_exit_code_1() {
     let e = zns(&["-d", &format!("{},profile=small", img.uri), "identify"], None).failed();
     assert!(e.contains("holds a \"tiny\" device, not \"small\""), "{e}");
     let _ = Path::new(&img.path);
+}
+
+#[test]
+fn bench_overhead_prints_one_json_object_and_a_table() {
+    let out = zns(&["bench", "overhead", "--json", "--seconds", "0.02"], None).ok();
+    let v: Value = serde_json::from_str(&out.text()).expect("one JSON object on stdout");
+    let positive = |key: &str| {
+        let x = v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"));
+        assert!(x.is_finite() && x > 0.0, "{key} = {x}");
+        x
+    };
+    let qd1 = positive("driver_ns_per_io_qd1");
+    positive("driver_ns_per_io_qd32");
+    positive("emulator_ns_per_io_qd1");
+    positive("emulator_ns_per_io_qd32");
+    positive("ios_per_sec_qd1");
+    let iops32 = positive("ios_per_sec_qd32");
+    assert!(v["method"].as_str().is_some_and(|m| m.contains("one thread")), "{v}");
+    let samples = v["samples"].as_array().expect("samples");
+    let configs: Vec<(&str, u64)> = samples
+        .iter()
+        .map(|s| (s["op"].as_str().unwrap(), s["queue_depth"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(configs, [("read", 1), ("read", 32), ("write", 1), ("write", 32)]);
+    for s in samples {
+        assert!(s["ios"].as_u64().unwrap() > 0, "{s}");
+        let total = s["total_ns_per_io"].as_f64().unwrap();
+        let parts =
+            s["driver_ns_per_io"].as_f64().unwrap() + s["emulator_ns_per_io"].as_f64().unwrap();
+        assert!((total - parts).abs() < 1e-6 * total.max(1.0), "{s}");
+    }
+    assert_eq!(samples[0]["driver_ns_per_io"].as_f64(), Some(qd1));
+    assert_eq!(samples[1]["ios_per_sec"].as_f64(), Some(iops32));
+
+    let t = zns(&["bench", "overhead", "--seconds", "0.02"], None).ok().text();
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 6, "{t}");
+    assert!(lines[0].starts_with("op") && lines[0].contains("driver ns"), "{t}");
+    for (line, (op, qd)) in
+        lines[1..5].iter().zip([("read", 1), ("read", 32), ("write", 1), ("write", 32)])
+    {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!((cols[0], cols[1].parse::<u32>().unwrap()), (op, qd), "{t}");
+        assert_eq!(cols.len(), 6, "{t}");
+        assert!(cols[2..].iter().all(|c| c.parse::<f64>().is_ok_and(|x| x > 0.0)), "{t}");
+    }
 }

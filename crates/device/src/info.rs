@@ -39,6 +39,11 @@ pub struct Capabilities {
     /// The device has a volatile write cache: writes are durable only after
     /// Flush or with FUA.
     pub volatile_write_cache: bool,
+    /// Select All for Open, Close, Finish and Offline (Reset of all zones
+    /// works on every backend).
+    pub select_all: bool,
+    /// The Offline Zone action.
+    pub offline: bool,
 }
 
 /// A conventional (random-write) namespace beside the zoned one.
@@ -76,7 +81,7 @@ pub struct IdentifyData {
 /// Thread safety: plain data, `Send + Sync`; fixed for the device's life.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceInfo {
-    /// Backend name (`driver`).
+    /// Backend name (`driver`, `ng`, `zbd`).
     pub backend: &'static str,
     /// How the backend reaches the device ("emulator (tiny)", "pcie 0000:00:04.0").
     pub transport: String,

@@ -15,7 +15,11 @@
 //! - [`DeviceError`]: typed errors; a command failure names the command,
 //!   its LBA and the NVMe status by its specification name.
 //! - [`open`]: a device from a URI (`emu:tiny`, `emu:file=dev.img`,
-//!   `pcie:0000:00:04.0`; see [`uri`]).
+//!   `pcie:0000:00:04.0`, `ng:/dev/ng0n1`, `zbd:/dev/nvme0n1`; see [`uri`]).
+//!
+//! Backends: [`DriverDevice`] (the user-space driver, on the emulator or a
+//! PCIe controller), [`PassthroughDevice`] (io_uring NVMe passthrough) and
+//! [`ZonedBlockDevice`] (the kernel's zoned block device); see [`backend`].
 //!
 //! ```
 //! use zns_device::{open, Target, ZoneAction};
@@ -33,7 +37,9 @@
 
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod buffer;
+mod command;
 pub mod device;
 pub mod discovery;
 pub mod driver;
@@ -45,6 +51,7 @@ pub mod zone;
 
 use std::sync::Arc;
 
+pub use backend::{PassthroughDevice, PassthroughQueue, ZonedBlockDevice, ZonedBlockQueue};
 pub use buffer::IoBuffer;
 pub use device::{Data, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT, REPORT_BATCH};
 pub use driver::{DriverDevice, DriverQueue};
@@ -63,5 +70,7 @@ pub fn open(uri: &str) -> Result<Arc<dyn ZonedDevice>> {
     Ok(match uri.parse::<DeviceUri>()? {
         DeviceUri::Emulator(e) => Arc::new(DriverDevice::open_emulator(&e, uri)?),
         DeviceUri::Pcie(addr) => Arc::new(DriverDevice::open_pcie(&addr, uri)?),
+        DeviceUri::Passthrough(path) => Arc::new(PassthroughDevice::open(&path, uri)?),
+        DeviceUri::ZonedBlock(z) => Arc::new(ZonedBlockDevice::open(&z.path, z.io, uri)?),
     })
 }

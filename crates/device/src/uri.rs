@@ -9,6 +9,9 @@
 //! | `emu:PROFILE,media=null` | no data kept: reads return zeroes |
 //! | `emu:PROFILE,timing=off` | commands complete at once (the only timing now) |
 //! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
+//! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
+//! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
+//! | `zbd:/dev/nvme0n1,io=psync` | the same, data through `pread`/`pwrite` |
 //!
 //! Options are `key=value` pairs separated by commas, parsed strictly: an
 //! unknown key, a repeated key or a bad value is an error naming it and the
@@ -30,7 +33,10 @@ pub const DEFAULT_PROFILE: &str = "zn540";
 pub const DEFAULT_URI: &str = "emu:zn540";
 
 /// URI schemes this build accepts.
-pub const SCHEMES: &[&str] = &["emu", "pcie"];
+pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd"];
+
+/// Options a `zbd:` URI accepts.
+pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
 pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing"];
@@ -101,6 +107,43 @@ impl EmulatorUri {
     }
 }
 
+/// How the zoned block backend moves data.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BlockIo {
+    /// io_uring reads and writes with `O_DIRECT`, many in flight (the
+    /// default; `pread`/`pwrite` when the kernel has no io_uring).
+    #[default]
+    Uring,
+    /// `pread`/`pwrite` with `O_DIRECT`, one at a time, when the queue is
+    /// rung.
+    Psync,
+}
+
+impl BlockIo {
+    const VALUES: &'static [&'static str] = &["uring", "psync"];
+
+    /// The option value (`uring`, `psync`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockIo::Uring => "uring",
+            BlockIo::Psync => "psync",
+        }
+    }
+}
+
+/// A `zbd:` URI.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZonedBlockUri {
+    /// The block device (`/dev/nvme0n1`).
+    pub path: PathBuf,
+    /// How data moves; `None` = the default.
+    pub io: Option<BlockIo>,
+}
+
 /// A parsed device URI.
 ///
 /// Thread safety: plain data.
@@ -110,6 +153,10 @@ pub enum DeviceUri {
     Emulator(EmulatorUri),
     /// `pcie:BDF`: the user-space driver on a PCIe controller.
     Pcie(PciAddress),
+    /// `ng:PATH`: io_uring NVMe passthrough on a generic namespace device.
+    Passthrough(PathBuf),
+    /// `zbd:PATH[,io=...]`: the kernel's zoned block device.
+    ZonedBlock(ZonedBlockUri),
 }
 
 impl FromStr for DeviceUri {
@@ -140,12 +187,61 @@ impl FromStr for DeviceUri {
                 })?;
                 Ok(DeviceUri::Pcie(addr))
             }
+            "ng" => {
+                if rest.is_empty() {
+                    return Err(bad("ng: needs a device path, e.g. ng:/dev/ng0n1".into()));
+                }
+                if rest.contains(',') {
+                    return Err(bad("ng: URIs take no options".into()));
+                }
+                Ok(DeviceUri::Passthrough(PathBuf::from(rest)))
+            }
+            "zbd" => parse_zoned_block(rest).map(DeviceUri::ZonedBlock).map_err(bad),
             other => Err(bad(format!(
                 "unknown device URI scheme {other:?} (known schemes: {})",
                 SCHEMES.join(", ")
             ))),
         }
     }
+}
+
+fn parse_zoned_block(rest: &str) -> Result<ZonedBlockUri, String> {
+    let mut items = rest.split(',');
+    let path = items.next().unwrap_or_default();
+    if path.is_empty() {
+        return Err("zbd: needs a block device path, e.g. zbd:/dev/nvme0n1".into());
+    }
+    let mut u = ZonedBlockUri { path: PathBuf::from(path), io: None };
+    for item in items {
+        if item.is_empty() {
+            return Err("empty option (two commas, or a trailing comma)".into());
+        }
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(format!(
+                "{item:?} is not a key=value option (valid options: {})",
+                ZONED_BLOCK_OPTIONS.join(", ")
+            ));
+        };
+        match key {
+            "io" => {
+                if u.io.is_some() {
+                    return Err(format!("option {key:?} given twice"));
+                }
+                u.io = Some(match value {
+                    "uring" => BlockIo::Uring,
+                    "psync" => BlockIo::Psync,
+                    _ => return Err(one_of(key, value, BlockIo::VALUES)),
+                });
+            }
+            _ => {
+                return Err(format!(
+                    "unknown option {key:?} (valid options: {})",
+                    ZONED_BLOCK_OPTIONS.join(", ")
+                ))
+            }
+        }
+    }
+    Ok(u)
 }
 
 fn one_of(key: &str, value: &str, valid: &[&str]) -> String {
@@ -233,6 +329,14 @@ impl fmt::Display for DeviceUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceUri::Pcie(a) => write!(f, "pcie:{a}"),
+            DeviceUri::Passthrough(p) => write!(f, "ng:{}", p.display()),
+            DeviceUri::ZonedBlock(z) => {
+                write!(f, "zbd:{}", z.path.display())?;
+                if let Some(io) = z.io {
+                    write!(f, ",io={}", io.name())?;
+                }
+                Ok(())
+            }
             DeviceUri::Emulator(u) => {
                 let mut parts = Vec::new();
                 match (&u.file, &u.profile) {
@@ -287,6 +391,9 @@ mod tests {
             "emu:tiny,media=null",
             "emu:file=a.img,profile=small",
             "pcie:0000:00:04.0",
+            "ng:/dev/ng0n1",
+            "zbd:/dev/nvme0n1",
+            "zbd:/dev/nvme0n2,io=psync",
         ] {
             let u: DeviceUri = s.parse().unwrap();
             assert_eq!(u.to_string(), s);
@@ -294,6 +401,20 @@ mod tests {
         }
         assert_eq!("emu:".parse::<DeviceUri>().unwrap().to_string(), "emu:zn540");
         assert_eq!("pcie:00:04.0".parse::<DeviceUri>().unwrap().to_string(), "pcie:0000:00:04.0");
+    }
+
+    #[test]
+    fn kernel_backend_forms() {
+        let u: DeviceUri = "ng:/dev/ng0n2".parse().unwrap();
+        assert_eq!(u, DeviceUri::Passthrough(PathBuf::from("/dev/ng0n2")));
+        let u: DeviceUri = "zbd:/dev/nvme0n1".parse().unwrap();
+        assert_eq!(
+            u,
+            DeviceUri::ZonedBlock(ZonedBlockUri { path: "/dev/nvme0n1".into(), io: None })
+        );
+        let u: DeviceUri = "zbd:/dev/disk/by-id/nvme-x,io=psync".parse().unwrap();
+        let DeviceUri::ZonedBlock(z) = u else { panic!("{u:?}") };
+        assert_eq!((z.path, z.io), (PathBuf::from("/dev/disk/by-id/nvme-x"), Some(BlockIo::Psync)));
     }
 
     #[test]
@@ -312,8 +433,16 @@ mod tests {
         assert!(err("emu:tiny,null").contains("key=value"));
         assert!(err("emu:file=").contains("needs a path"));
         assert!(err("emu:file=x,media=null").contains("does not combine"));
-        assert!(err("ng:/dev/ng0n1").contains("unknown device URI scheme \"ng\""));
-        assert!(err("zbd:/dev/nvme0n1").contains("unknown device URI scheme"));
+        assert!(err("nvme:/dev/ng0n1").contains("unknown device URI scheme \"nvme\""));
+        assert!(err("nvme:x").contains("known schemes: emu, pcie, ng, zbd"));
+        assert!(err("ng:").contains("needs a device path"));
+        assert!(err("ng:/dev/ng0n1,x=1").contains("no options"));
+        assert!(err("zbd:").contains("needs a block device path"));
+        assert!(err("zbd:/dev/nvme0n1,io=aio").contains("valid values: uring, psync"));
+        assert!(err("zbd:/dev/nvme0n1,depth=4").contains("valid options: io"));
+        assert!(err("zbd:/dev/nvme0n1,io=psync,io=uring").contains("twice"));
+        assert!(err("zbd:/dev/nvme0n1,,io=psync").contains("empty option"));
+        assert!(err("zbd:/dev/nvme0n1,psync").contains("key=value"));
         assert!(err("/dev/nvme0n1").contains("no scheme"));
         assert!(err("pcie:xyz").contains("not a PCI address"));
         assert!(err("pcie:0000:00:04.0,x=1").contains("no options"));

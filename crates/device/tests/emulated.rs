@@ -206,7 +206,11 @@ fn devices_come_back_after_a_power_cut() {
 #[test]
 fn bad_uris_fail_cleanly() {
     for (uri, needle) in [
-        ("ng:/dev/ng0n1", "unknown device URI scheme \"ng\""),
+        ("nvme:/dev/ng0n1", "unknown device URI scheme \"nvme\""),
+        ("ng:/dev/ng-znskit-missing", "/dev/ng-znskit-missing"),
+        ("zbd:/dev/nvme-znskit-missing", "/dev/nvme-znskit-missing"),
+        ("ng:/dev/null", "not an NVMe generic"),
+        ("zbd:/dev/null", "not a block device"),
         ("emu:tiny,color=blue", "unknown option \"color\""),
         ("emu:bogus", "unknown profile \"bogus\""),
         ("pcie:ffff:ff:1f.7", "no PCI device ffff:ff:1f.7"),

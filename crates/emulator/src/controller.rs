@@ -2,8 +2,9 @@
 //! dispatch. Commands run on the thread that rings the doorbell.
 //!
 //! Locking: one lock per submission queue and one per completion queue; a
-//! thread processing its SQ holds that SQ's lock and briefly the CQ's lock to
-//! post. Order is always SQ before CQ, and the admin SQ before any I/O SQ.
+//! thread processing its SQ holds that SQ's lock and, after each batch of
+//! fetched entries has run, briefly the CQ's lock to post the batch's
+//! completions. Order is always SQ before CQ, and the admin SQ before any I/O SQ.
 //! Zone state is locked per zone below this layer. The register file has its
 //! own lock, taken only by register accesses other than doorbells.
 
@@ -17,7 +18,7 @@ use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry
 use crate::host::HostMemory;
 use crate::namespace::Namespace;
 use crate::profile::Profile;
-use crate::queue::{CompletionQueue, SubmissionQueue};
+use crate::queue::{CompletionQueue, SubmissionQueue, FETCH_BATCH};
 
 /// Smallest and only memory page size the controller supports (CAP.MPSMIN = MPSMAX = 0).
 pub const PAGE_SIZE: usize = 4096;
@@ -356,31 +357,56 @@ impl Controller {
             return;
         }
         sq.tail = tail;
-        while let Some(fetched) = sq.fetch(&*self.host) {
-            let Ok(sqe) = fetched else {
-                // The SQ ring itself is unreadable: a real controller would
-                // report a fatal status; the host can only reset.
-                let mut r = self.regs.lock();
-                r.csts = r.csts.with_cfs(true);
-                return;
+        if sq.pending() == 0 {
+            return;
+        }
+        // One region-list snapshot for the whole doorbell: ring fetches,
+        // data transfers and completion posts all resolve against it.
+        self.host.with_pinned(&mut |host| self.process(qid, sq, host));
+    }
+
+    /// Runs the new entries of `sq`: fetched up to [`FETCH_BATCH`] at a time
+    /// with one host-memory read, executed in order, and their completions
+    /// posted together under one lock of the completion queue.
+    fn process(&self, qid: u16, sq: &mut SubmissionQueue, host: &dyn HostMemory) {
+        let mut done = [CompletionEntry::default(); FETCH_BATCH];
+        loop {
+            let n = match sq.fetch(host) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(_) => {
+                    // The SQ ring itself is unreadable: a real controller
+                    // would report a fatal status; the host can only reset.
+                    let mut r = self.regs.lock();
+                    r.csts = r.csts.with_cfs(true);
+                    return;
+                }
             };
-            let outcome = if qid == 0 {
-                crate::admin::execute(self, &sqe)
-            } else {
-                crate::io::execute(self, &sqe, &mut sq.bounce)
-            };
-            self.complete(qid, sq.head as u16, sq.cqid, &sqe, outcome);
+            for (i, slot) in done[..n].iter_mut().enumerate() {
+                let sqe = sq.entry(i);
+                sq.advance();
+                let outcome = if qid == 0 {
+                    crate::admin::execute(self, &sqe)
+                } else {
+                    crate::io::execute(self, host, &sqe, &mut sq.bounce)
+                };
+                *slot = self.completion(qid, sq.head as u16, &sqe, outcome);
+            }
+            if let Some(cq) = self.cqs[sq.cqid as usize].lock().as_mut() {
+                cq.post_all(host, &done[..n]);
+            }
+            self.completed.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 
-    fn complete(
+    /// The completion entry for a command, logging failures.
+    fn completion(
         &self,
         sqid: u16,
         sq_head: u16,
-        cqid: u16,
         sqe: &SubmissionEntry,
         outcome: Outcome,
-    ) {
+    ) -> CompletionEntry {
         let (result, status) = match outcome {
             Ok(r) => (r, Status::SUCCESS),
             Err(s) => {
@@ -390,11 +416,7 @@ impl Controller {
         };
         let dnr = !status.is_success() && status.code() != Some(StatusCode::NamespaceNotReady);
         let field = StatusField::new(status, false, dnr);
-        let entry = CompletionEntry::new(result, sq_head, sqid, sqe.cid(), field, false);
-        if let Some(cq) = self.cqs[cqid as usize].lock().as_mut() {
-            cq.post(&*self.host, entry);
-        }
-        self.completed.fetch_add(1, Ordering::Relaxed);
+        CompletionEntry::new(result, sq_head, sqid, sqe.cid(), field, false)
     }
 
     /// Creates an I/O completion queue (Create I/O Completion Queue).

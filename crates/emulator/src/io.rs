@@ -1,14 +1,18 @@
 //! I/O commands of the NVM and Zoned Namespace command sets.
 //!
-//! Every path validates the command completely before touching state, and
-//! data moves through the submission queue's preallocated bounce buffer, so
-//! the common path allocates nothing. Zone rules live in [`crate::zns`].
+//! Every path validates the command completely before touching state. Data
+//! of a read or write whose PRPs describe one contiguous piece of host memory
+//! moves between media and host memory directly (the host memory is lent as
+//! a slice for the media copy); other transfers go through the submission
+//! queue's preallocated bounce buffer. Either way the common path allocates
+//! nothing. Zone rules live in [`crate::zns`].
 
 use zns_spec::command::{CopyCmd, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend};
 use zns_spec::copy::SourceRangeFormat0;
 use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry};
 
 use crate::controller::{Controller, Outcome, PAGE_SIZE};
+use crate::host::HostMemory;
 use crate::media::MediaError;
 use crate::namespace::Namespace;
 use crate::prp;
@@ -17,8 +21,14 @@ use crate::zns::ZoneError;
 /// NSID meaning "every namespace" (Flush).
 const BROADCAST_NSID: u32 = 0xFFFF_FFFF;
 
-/// Executes one I/O command.
-pub(crate) fn execute(ctrl: &Controller, sqe: &SubmissionEntry, bounce: &mut [u8]) -> Outcome {
+/// Executes one I/O command, reaching host memory through `host` (the
+/// controller's host memory, or a pinned view of it).
+pub(crate) fn execute(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    sqe: &SubmissionEntry,
+    bounce: &mut [u8],
+) -> Outcome {
     if sqe.fuse() != 0 {
         return Err(StatusCode::InvalidField.into());
     }
@@ -35,13 +45,13 @@ pub(crate) fn execute(ctrl: &Controller, sqe: &SubmissionEntry, bounce: &mut [u8
     let ns = ctrl.namespace(sqe.nsid).ok_or(StatusCode::InvalidNamespaceOrFormat)?;
     let r = match op {
         IoOpcode::Flush => flush(ns),
-        IoOpcode::Read => read(ctrl, ns, sqe, bounce),
-        IoOpcode::Write => write(ctrl, ns, sqe, bounce),
+        IoOpcode::Read => read(ctrl, host, ns, sqe, bounce),
+        IoOpcode::Write => write(ctrl, host, ns, sqe, bounce),
         IoOpcode::WriteZeroes => write_zeroes(ns, sqe),
-        IoOpcode::ZoneAppend => append(ctrl, ns, sqe, bounce),
-        IoOpcode::ZoneMgmtSend => zone_send(ctrl, ns, sqe),
-        IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, ns, sqe, bounce),
-        IoOpcode::Copy => copy(ctrl, ns, sqe),
+        IoOpcode::ZoneAppend => append(ctrl, host, ns, sqe, bounce),
+        IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe),
+        IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, host, ns, sqe, bounce),
+        IoOpcode::Copy => copy(ctrl, host, ns, sqe),
         _ => Err(StatusCode::InvalidOpcode),
     };
     r.map_err(Status::from)
@@ -66,6 +76,7 @@ fn zone_status(e: ZoneError<StatusCode>) -> StatusCode {
 /// Host memory → `buf` through the command's PRPs.
 fn dma_from_host(
     ctrl: &Controller,
+    host: &dyn HostMemory,
     sqe: &SubmissionEntry,
     buf: &mut [u8],
 ) -> Result<(), StatusCode> {
@@ -73,25 +84,26 @@ fn dma_from_host(
         return Ok(());
     }
     let mut at = 0;
-    prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, buf.len(), |s| {
-        ctrl.host
-            .read(s.addr, &mut buf[at..at + s.len])
-            .map_err(|_| StatusCode::DataTransferError)?;
+    prp::walk(host, PAGE_SIZE, sqe.prp1, sqe.prp2, buf.len(), |s| {
+        host.read(s.addr, &mut buf[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
         at += s.len;
         Ok(())
     })
 }
 
 /// `data` → host memory through the command's PRPs.
-fn dma_to_host(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<(), StatusCode> {
+fn dma_to_host(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    sqe: &SubmissionEntry,
+    data: &[u8],
+) -> Result<(), StatusCode> {
     if !ctrl.transfers_data() {
         return Ok(());
     }
     let mut at = 0;
-    prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
-        ctrl.host
-            .write(s.addr, &data[at..at + s.len])
-            .map_err(|_| StatusCode::DataTransferError)?;
+    prp::walk(host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
+        host.write(s.addr, &data[at..at + s.len]).map_err(|_| StatusCode::DataTransferError)?;
         at += s.len;
         Ok(())
     })
@@ -151,26 +163,107 @@ fn read_blocks(ns: &Namespace, slba: u64, blocks: u64, buf: &mut [u8]) -> Result
     }
 }
 
-fn read(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+fn read(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    bounce: &mut [u8],
+) -> IoResult {
     let rw = ReadWrite::decode(sqe);
     let blocks = rw.blocks as u64;
     let bytes = check_range(ctrl, ns, rw.slba, blocks)?;
     if ns.read_error_in(rw.slba, blocks) {
         return Err(StatusCode::UnrecoveredReadError);
     }
-    let buf = &mut bounce[..bytes];
-    if ctrl.transfers_data() {
-        read_blocks(ns, rw.slba, blocks, buf)?;
-    } else if let Some(z) = ns.zones() {
-        z.read_extent(rw.slba, blocks, |_, _, _| {})?;
+    if !ctrl.transfers_data() {
+        if let Some(z) = ns.zones() {
+            z.read_extent(rw.slba, blocks, |_, _, _| {})?;
+        }
+        return Ok(0);
     }
-    dma_to_host(ctrl, sqe, buf)?;
-    transfer_metadata_out(ctrl, ns, sqe, rw.slba, blocks)?;
+    if !read_direct(host, ns, sqe, rw.slba, blocks, bytes)? {
+        let buf = &mut bounce[..bytes];
+        read_blocks(ns, rw.slba, blocks, buf)?;
+        dma_to_host(ctrl, host, sqe, buf)?;
+    }
+    transfer_metadata_out(ctrl, host, ns, sqe, rw.slba, blocks)?;
     Ok(0)
+}
+
+/// Reads the blocks straight into host memory when the PRPs describe one
+/// contiguous piece of it. Returns false, having done nothing, when they do
+/// not or that memory is not wholly host memory: the caller then goes
+/// through the bounce buffer and the PRP walk, which also report errors in
+/// the order a bounced transfer meets them (media and zone errors first,
+/// then Data Transfer Error).
+fn read_direct(
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    slba: u64,
+    blocks: u64,
+    bytes: usize,
+) -> Result<bool, StatusCode> {
+    let Some(seg) = prp::contiguous(PAGE_SIZE, sqe.prp1, sqe.prp2, bytes) else {
+        return Ok(false);
+    };
+    let mut result = Ok(());
+    // SAFETY: the closure hands the window to the zone layer and the media
+    // only; neither reaches host memory.
+    let lent = unsafe {
+        host.with_mut(seg.addr, seg.len, &mut |window| {
+            result = read_blocks(ns, slba, blocks, window);
+        })
+    };
+    match lent {
+        Ok(()) => result.map(|_| true),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Stores the command's data (and metadata) at `lba`, taken from host
+/// memory through its PRPs; with data transfer off, stores nothing. Data in
+/// one contiguous piece of host memory goes to the media without a copy in
+/// between; otherwise it is gathered into `buf` first.
+fn store_from_host(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    lba: u64,
+    blocks: u64,
+    buf: &mut [u8],
+) -> Result<(), StatusCode> {
+    if !ctrl.transfers_data() {
+        return Ok(());
+    }
+    // Metadata from the host must be fetched after the data (so a data
+    // transfer error wins) and before the store, so only commands without
+    // it take the direct path.
+    if ns.metadata_size() == 0 || sqe.mptr == 0 {
+        if let Some(seg) = prp::contiguous(PAGE_SIZE, sqe.prp1, sqe.prp2, buf.len()) {
+            let mut result = Ok(());
+            // SAFETY: the closure hands the window to the media only, which
+            // does not reach host memory.
+            let lent = unsafe {
+                host.with_ref(seg.addr, seg.len, &mut |data| {
+                    result = store(ns, lba, data, None, blocks);
+                })
+            };
+            if lent.is_ok() {
+                return result;
+            }
+        }
+    }
+    dma_from_host(ctrl, host, sqe, buf)?;
+    let meta = metadata_in(ctrl, host, ns, sqe, blocks)?;
+    store(ns, lba, buf, meta.as_deref(), blocks)
 }
 
 fn transfer_metadata_out(
     ctrl: &Controller,
+    host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
     slba: u64,
@@ -201,11 +294,12 @@ fn transfer_metadata_out(
             }
         }
     }
-    ctrl.host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError)
+    host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError)
 }
 
 fn metadata_in(
     ctrl: &Controller,
+    host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
     blocks: u64,
@@ -215,7 +309,7 @@ fn metadata_in(
         return Ok(None);
     }
     let mut meta = vec![0u8; ms * blocks as usize];
-    ctrl.host.read(sqe.mptr, &mut meta).map_err(|_| StatusCode::DataTransferError)?;
+    host.read(sqe.mptr, &mut meta).map_err(|_| StatusCode::DataTransferError)?;
     Ok(Some(meta))
 }
 
@@ -243,20 +337,20 @@ fn store(
     Ok(())
 }
 
-fn write(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+fn write(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    bounce: &mut [u8],
+) -> IoResult {
     let rw = ReadWrite::decode(sqe);
     let fua = rw.fua || !ctrl.write_cache_enabled();
     let blocks = rw.blocks as u64;
     let bytes = check_range(ctrl, ns, rw.slba, blocks)?;
     let buf = &mut bounce[..bytes];
-    let copy = ctrl.transfers_data();
     let mut data = |_lba: u64| -> Result<(), StatusCode> {
-        dma_from_host(ctrl, sqe, buf)?;
-        let meta = metadata_in(ctrl, ns, sqe, blocks)?;
-        if copy {
-            store(ns, rw.slba, buf, meta.as_deref(), blocks)?;
-        }
-        Ok(())
+        store_from_host(ctrl, host, ns, sqe, rw.slba, blocks, buf)
     };
     match ns.zones() {
         Some(z) => {
@@ -275,22 +369,22 @@ fn durable(ns: &Namespace) -> Result<(), StatusCode> {
     ns.persist().map_err(|_| StatusCode::WriteFault)
 }
 
-fn append(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry, bounce: &mut [u8]) -> IoResult {
+fn append(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    bounce: &mut [u8],
+) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let a = ZoneAppend::decode(sqe);
     let blocks = a.blocks as u64;
     let bytes = check_range(ctrl, ns, a.zslba, blocks)?;
     let buf = &mut bounce[..bytes];
     let zasl_blocks = ctrl.zasl_bytes() as u64 / ns.block_size() as u64;
-    let copy = ctrl.transfers_data();
     let lba = z
         .append(a.zslba, blocks, zasl_blocks, a.fua, |lba| -> Result<(), StatusCode> {
-            dma_from_host(ctrl, sqe, buf)?;
-            let meta = metadata_in(ctrl, ns, sqe, blocks)?;
-            if copy {
-                store(ns, lba, buf, meta.as_deref(), blocks)?;
-            }
-            Ok(())
+            store_from_host(ctrl, host, ns, sqe, lba, blocks, buf)
         })
         .map_err(zone_status)?
         .lba;
@@ -324,7 +418,12 @@ fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
     Ok(0)
 }
 
-fn zone_send(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
+fn zone_send(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let cmd = ZoneSend::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
     let ext_len = z.geometry().descriptor_extension_bytes;
@@ -334,7 +433,7 @@ fn zone_send(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResu
         && !cmd.select_all
     {
         ext.resize(ext_len, 0);
-        dma_from_host(ctrl, sqe, &mut ext)?;
+        dma_from_host(ctrl, host, sqe, &mut ext)?;
     }
     let ext = (!ext.is_empty()).then_some(&ext[..]);
     let outcome = z.send_raw(cmd.slba, cmd.action as u8, cmd.select_all, cmd.zrwa_allocate, ext)?;
@@ -348,6 +447,7 @@ fn zone_send(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResu
 
 fn zone_receive(
     ctrl: &Controller,
+    host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
@@ -360,11 +460,16 @@ fn zone_receive(
     }
     let buf = &mut bounce[..bytes];
     z.report(cmd.slba, cmd.filter, cmd.partial, cmd.extended(), buf)?;
-    dma_to_host(ctrl, sqe, buf)?;
+    dma_to_host(ctrl, host, sqe, buf)?;
     Ok(0)
 }
 
-fn copy(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
+fn copy(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+) -> IoResult {
     let cmd = CopyCmd::decode(sqe);
     if cmd.format != 0 {
         return Err(StatusCode::InvalidField);
@@ -375,7 +480,7 @@ fn copy(ctrl: &Controller, ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
         return Err(StatusCode::CommandSizeLimitExceeded);
     }
     let mut desc = vec![0u8; ranges_n * SourceRangeFormat0::SIZE];
-    dma_from_host(ctrl, sqe, &mut desc)?;
+    dma_from_host(ctrl, host, sqe, &mut desc)?;
     let ranges = SourceRangeFormat0::decode_list(&desc).map_err(|_| StatusCode::InvalidField)?;
     let mut total = 0u64;
     for r in &ranges {

@@ -23,6 +23,26 @@ pub struct Segment {
     pub len: usize,
 }
 
+/// The transfer as one contiguous piece of host memory, when PRP1 alone
+/// describes it, or PRP1 and a PRP2 page that directly follows PRP1's page:
+/// the segments [`walk`] would produce, merged. `None` when the transfer
+/// needs a PRP list, its pages are not adjacent, or an entry is malformed
+/// (then [`walk`] reports the error).
+#[inline]
+pub fn contiguous(page_size: usize, prp1: u64, prp2: u64, len: usize) -> Option<Segment> {
+    let ps = page_size as u64;
+    if len == 0 || prp1 & 3 != 0 {
+        return None;
+    }
+    let first = ps - prp1 % ps;
+    let len64 = len as u64;
+    if len64 <= first || (len64 - first <= ps && Some(prp2) == prp1.checked_add(first)) {
+        Some(Segment { addr: prp1, len })
+    } else {
+        None
+    }
+}
+
 /// Calls `f` for every segment of a `len`-byte transfer described by PRP1/PRP2,
 /// in order. Errors carry the status a controller returns.
 pub fn walk(
@@ -134,6 +154,43 @@ mod tests {
         );
         assert_eq!(segments(&mem, 0x10_0000, 0x20_0010, 8192), Err(StatusCode::InvalidPrpOffset));
         assert_eq!(segments(&mem, 0x10_0001, 0, 512), Err(StatusCode::InvalidPrpOffset));
+    }
+
+    #[test]
+    fn contiguous_transfers() {
+        assert_eq!(
+            contiguous(4096, 0x10_0000, 0, 4096),
+            Some(Segment { addr: 0x10_0000, len: 4096 })
+        );
+        assert_eq!(
+            contiguous(4096, 0x10_0200, 0, 3584),
+            Some(Segment { addr: 0x10_0200, len: 3584 })
+        );
+        assert_eq!(contiguous(4096, 0x10_0200, 0x20_0000, 4096), None, "pages not adjacent");
+        assert_eq!(
+            contiguous(4096, 0x10_0200, 0x10_1000, 4096),
+            Some(Segment { addr: 0x10_0200, len: 4096 })
+        );
+        assert_eq!(
+            contiguous(4096, 0x10_0000, 0x10_1000, 8192),
+            Some(Segment { addr: 0x10_0000, len: 8192 })
+        );
+        assert_eq!(contiguous(4096, 0x10_0000, 0x10_1000, 8196), None, "needs a list");
+        assert_eq!(contiguous(4096, 0x10_0001, 0, 512), None);
+        assert_eq!(contiguous(4096, 0x10_0000, 0, 0), None);
+        assert_eq!(contiguous(4096, u64::MAX - 3, 0, 8), None);
+        // Whatever `contiguous` merges is exactly what `walk` yields.
+        let mem = ProcessMemory::new();
+        for (prp1, prp2, len) in
+            [(0x10_0200u64, 0x10_1000u64, 4096usize), (0x10_0000, 0x10_1000, 8192)]
+        {
+            let s = segments(&mem, prp1, prp2, len).unwrap();
+            assert_eq!(s[0].addr, prp1);
+            for w in s.windows(2) {
+                assert_eq!(w[0].addr + w[0].len as u64, w[1].addr);
+            }
+            assert_eq!(s.iter().map(|s| s.len).sum::<usize>(), len);
+        }
     }
 
     #[test]

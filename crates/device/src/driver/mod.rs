@@ -281,6 +281,8 @@ fn describe(
             read_across_zone_boundaries: z.identify.read_across_boundaries(),
             variable_zone_capacity: z.identify.variable_capacity(),
             volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
+            select_all: true,
+            offline: true,
         },
         conventional,
         identify: Some(IdentifyData {

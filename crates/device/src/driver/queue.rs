@@ -11,18 +11,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use zns_driver::{DmaBuffer, QueuePair, ReportRequest};
-use zns_spec::command::{
-    CopyCmd, Flush, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
-};
-use zns_spec::copy::{SourceRangeFormat0, MAX_RANGES};
-use zns_spec::{SubmissionEntry, ZoneReceiveAction, ZoneSendAction};
+use zns_spec::SubmissionEntry;
 
 use super::Shared;
 use crate::buffer::IoBuffer;
+use crate::command::{self, check_ranges, format0, no_buffer, stray_buffer};
 use crate::device::{Data, ZoneQueue};
 use crate::error::{DeviceError, OpKind, Result};
 use crate::info::DeviceInfo;
-use crate::op::{Completion, CopyRange, Rejected, ZoneOp};
+use crate::op::{Completion, Rejected, ZoneOp};
 use crate::zone::Target;
 
 /// What an outstanding asynchronous command needs at completion.
@@ -82,71 +79,9 @@ impl DriverQueue {
         &mut self.qp
     }
 
-    fn blocks(&self, op: &ZoneOp, len: usize) -> Result<u32> {
-        let bs = self.shared.info.block_size as usize;
-        if len == 0 || len % bs != 0 {
-            return Err(DeviceError::InvalidArgument(format!(
-                "{}: {len} bytes is not a whole, non-zero number of {bs}-byte blocks",
-                op.kind()
-            )));
-        }
-        u32::try_from(len / bs)
-            .map_err(|_| DeviceError::InvalidArgument(format!("{}: {len} bytes", op.kind())))
-    }
-
     /// The submission entry of `op` moving `len` bytes.
     fn entry(&self, op: &ZoneOp, len: usize) -> Result<SubmissionEntry> {
-        let nsid = self.shared.ns.nsid;
-        let built = |r: std::result::Result<SubmissionEntry, zns_spec::command::CommandError>| {
-            r.map_err(|e| DeviceError::InvalidArgument(format!("{}: {e}", op.kind())))
-        };
-        match op {
-            ZoneOp::Read { lba } => built(ReadWrite::new(nsid, *lba, self.blocks(op, len)?).read()),
-            ZoneOp::Write { lba, fua } => {
-                built(ReadWrite::new(nsid, *lba, self.blocks(op, len)?).with_fua(*fua).write())
-            }
-            ZoneOp::Append { zslba, fua } => {
-                let zasl = self.shared.info.zasl_bytes;
-                if len > zasl {
-                    return Err(DeviceError::InvalidArgument(format!(
-                        "zone append of {len} bytes exceeds the device's limit (ZASL) of {zasl} bytes"
-                    )));
-                }
-                let mut a = ZoneAppend::new(nsid, *zslba, self.blocks(op, len)?);
-                a.fua = *fua;
-                built(a.to_entry())
-            }
-            ZoneOp::WriteZeroes { lba, blocks } => {
-                built(WriteZeroes::new(nsid, *lba, *blocks).to_entry())
-            }
-            ZoneOp::Flush => Ok(Flush { nsid }.to_entry()),
-            ZoneOp::Zone { action, target: Target::Zone(slba) } => {
-                Ok(ZoneSend::new(nsid, *slba, action.send_action()).to_entry())
-            }
-            ZoneOp::Zone { action, target: Target::All } => {
-                Ok(ZoneSend::all(nsid, action.send_action()).to_entry())
-            }
-            ZoneOp::SetZoneExtension { zslba } => {
-                Ok(ZoneSend::new(nsid, *zslba, ZoneSendAction::SetDescriptorExtension).to_entry())
-            }
-            ZoneOp::ReportZones { slba, filter, partial, extended } => {
-                if len < 64 || len % 4 != 0 {
-                    return Err(DeviceError::InvalidArgument(format!(
-                        "zone report buffer of {len} bytes (whole dwords, at least 64)"
-                    )));
-                }
-                let mut r = ZoneReceive::report(nsid, *slba, len as u64, *filter);
-                r.partial = *partial;
-                if *extended {
-                    r.action = ZoneReceiveAction::ExtendedReport;
-                }
-                built(r.to_entry())
-            }
-            ZoneOp::Copy { ranges, dest } => {
-                check_ranges(ranges)?;
-                built(CopyCmd::new(nsid, *dest, ranges.len() as u16).to_entry())
-            }
-        }
+        command::entry(&self.shared.info, op, len)
     }
 
     /// Records a submitted command in slot `slot`.
@@ -264,36 +199,6 @@ enum Failure {
     Device(DeviceError),
 }
 
-fn check_ranges(ranges: &[CopyRange]) -> Result<()> {
-    if ranges.is_empty() || ranges.len() > MAX_RANGES {
-        return Err(DeviceError::InvalidArgument(format!(
-            "{} copy source ranges (1..={MAX_RANGES})",
-            ranges.len()
-        )));
-    }
-    if let Some(r) =
-        ranges.iter().find(|r| r.blocks == 0 || r.blocks > SourceRangeFormat0::MAX_BLOCKS)
-    {
-        return Err(DeviceError::InvalidArgument(format!(
-            "copy source range of {} blocks at LBA {} (1..=65536)",
-            r.blocks, r.slba
-        )));
-    }
-    Ok(())
-}
-
-fn format0(ranges: &[CopyRange]) -> Vec<SourceRangeFormat0> {
-    ranges.iter().map(|r| SourceRangeFormat0::new(r.slba, r.blocks)).collect()
-}
-
-fn no_buffer(op: &ZoneOp) -> DeviceError {
-    DeviceError::InvalidArgument(format!("{} needs a buffer", op.kind()))
-}
-
-fn stray_buffer(op: &ZoneOp) -> DeviceError {
-    DeviceError::InvalidArgument(format!("{} takes no buffer", op.kind()))
-}
-
 impl ZoneQueue for DriverQueue {
     fn info(&self) -> &DeviceInfo {
         &self.shared.info
@@ -327,8 +232,7 @@ impl ZoneQueue for DriverQueue {
                 let cmd = self.entry(&op, 0).map_err(|error| Rejected { error, buffer: None })?;
                 let r = match &op {
                     ZoneOp::Copy { ranges, .. } => {
-                        let list = SourceRangeFormat0::encode_list(&format0(ranges))
-                            .map_err(|e| DeviceError::InvalidArgument(e.to_string()))
+                        let list = command::copy_list(ranges)
                             .and_then(|bytes| {
                                 let mut d = self.shared.ctrl.pool().alloc(bytes.len())?;
                                 d.as_mut_slice().copy_from_slice(&bytes);
@@ -347,18 +251,9 @@ impl ZoneQueue for DriverQueue {
             (Some(to_device), Some(mut buf)) => {
                 if let ZoneOp::SetZoneExtension { .. } = op {
                     // The device takes exactly the extension size.
-                    let ext = self.shared.info.capabilities.extension_bytes;
-                    let len = buf.len();
-                    if ext == 0 || len > ext || buf.capacity() < ext {
-                        let error = DeviceError::InvalidArgument(format!(
-                            "{len} bytes of zone extension data; the device takes {ext}"
-                        ));
+                    if let Err(error) = command::pad_extension(&self.shared.info, &mut buf) {
                         return Err(Rejected { error, buffer: Some(buf) });
                     }
-                    if let Err(error) = buf.set_len(ext) {
-                        return Err(Rejected { error, buffer: Some(buf) });
-                    }
-                    buf[len..].fill(0);
                 }
                 let cmd = match self.entry(&op, buf.len()) {
                     Ok(c) => c,
@@ -441,13 +336,7 @@ impl ZoneQueue for DriverQueue {
                 self.with_dma_out(buf, |q, s, d| q.write_with(&s.ns, *lba, d, *fua).map(|()| 0))
             }
             (ZoneOp::Append { zslba, fua }, Data::ToDevice(buf)) => {
-                let zasl = self.shared.info.zasl_bytes;
-                if buf.len() > zasl {
-                    return Err(DeviceError::InvalidArgument(format!(
-                        "zone append of {} bytes exceeds the device's limit (ZASL) of {zasl} bytes",
-                        buf.len()
-                    )));
-                }
+                command::check_append_len(&self.shared.info, buf.len())?;
                 self.with_dma_out(buf, |q, s, d| q.append_with(&s.ns, *zslba, d, *fua))
             }
             (ZoneOp::WriteZeroes { lba, blocks }, Data::None) => self
@@ -492,10 +381,7 @@ impl ZoneQueue for DriverQueue {
             },
             (op, Data::None) => Err(Failure::Device(no_buffer(op))),
             (op, _) if op.data_to_device().is_none() => Err(Failure::Device(stray_buffer(op))),
-            (op, _) => Err(Failure::Device(DeviceError::InvalidArgument(format!(
-                "{}: the buffer moves the wrong way",
-                op.kind()
-            )))),
+            (op, _) => Err(Failure::Device(command::wrong_way(op))),
         };
         r.map_err(|f| match f {
             Failure::Driver(e) => DeviceError::from_driver(e, op.kind(), op.lba()),

@@ -1,0 +1,162 @@
+//! Turning a [`ZoneOp`] into an NVMe submission entry, and the checks every
+//! backend makes before a command reaches its device: whole blocks, the
+//! Zone Append limit, Copy ranges, which way a buffer moves.
+//!
+//! The driver backend and the io_uring passthrough backend both send the
+//! entries built here; the zoned block backend uses the checks only.
+
+use zns_spec::command::{
+    CopyCmd, Flush, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
+};
+use zns_spec::copy::{SourceRangeFormat0, MAX_RANGES};
+use zns_spec::{SubmissionEntry, ZoneReceiveAction, ZoneSendAction};
+
+use crate::buffer::IoBuffer;
+use crate::error::{DeviceError, Result};
+use crate::info::DeviceInfo;
+use crate::op::{CopyRange, ZoneOp};
+use crate::zone::Target;
+
+/// Blocks in a transfer of `len` bytes, which must be a whole, non-zero
+/// number of the device's blocks.
+pub(crate) fn blocks(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<u32> {
+    let bs = info.block_size as usize;
+    if len == 0 || len % bs != 0 {
+        return Err(DeviceError::InvalidArgument(format!(
+            "{}: {len} bytes is not a whole, non-zero number of {bs}-byte blocks",
+            op.kind()
+        )));
+    }
+    u32::try_from(len / bs)
+        .map_err(|_| DeviceError::InvalidArgument(format!("{}: {len} bytes", op.kind())))
+}
+
+/// Refuses a Zone Append larger than the device's limit (ZASL).
+pub(crate) fn check_append_len(info: &DeviceInfo, len: usize) -> Result<()> {
+    if len > info.zasl_bytes {
+        return Err(DeviceError::InvalidArgument(format!(
+            "zone append of {len} bytes exceeds the device's limit (ZASL) of {} bytes",
+            info.zasl_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a zone report buffer the command cannot describe.
+pub(crate) fn check_report_len(len: usize) -> Result<()> {
+    if len < 64 || len % 4 != 0 {
+        return Err(DeviceError::InvalidArgument(format!(
+            "zone report buffer of {len} bytes (whole dwords, at least 64)"
+        )));
+    }
+    Ok(())
+}
+
+/// The submission entry of `op` moving `len` bytes on the device `info`
+/// describes (namespace `info.nsid`). Data pointers are left zero.
+pub(crate) fn entry(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<SubmissionEntry> {
+    let nsid = info.nsid;
+    let built = |r: std::result::Result<SubmissionEntry, zns_spec::command::CommandError>| {
+        r.map_err(|e| DeviceError::InvalidArgument(format!("{}: {e}", op.kind())))
+    };
+    match op {
+        ZoneOp::Read { lba } => built(ReadWrite::new(nsid, *lba, blocks(info, op, len)?).read()),
+        ZoneOp::Write { lba, fua } => {
+            built(ReadWrite::new(nsid, *lba, blocks(info, op, len)?).with_fua(*fua).write())
+        }
+        ZoneOp::Append { zslba, fua } => {
+            check_append_len(info, len)?;
+            let mut a = ZoneAppend::new(nsid, *zslba, blocks(info, op, len)?);
+            a.fua = *fua;
+            built(a.to_entry())
+        }
+        ZoneOp::WriteZeroes { lba, blocks } => {
+            built(WriteZeroes::new(nsid, *lba, *blocks).to_entry())
+        }
+        ZoneOp::Flush => Ok(Flush { nsid }.to_entry()),
+        ZoneOp::Zone { action, target: Target::Zone(slba) } => {
+            Ok(ZoneSend::new(nsid, *slba, action.send_action()).to_entry())
+        }
+        ZoneOp::Zone { action, target: Target::All } => {
+            Ok(ZoneSend::all(nsid, action.send_action()).to_entry())
+        }
+        ZoneOp::SetZoneExtension { zslba } => {
+            Ok(ZoneSend::new(nsid, *zslba, ZoneSendAction::SetDescriptorExtension).to_entry())
+        }
+        ZoneOp::ReportZones { slba, filter, partial, extended } => {
+            check_report_len(len)?;
+            let mut r = ZoneReceive::report(nsid, *slba, len as u64, *filter);
+            r.partial = *partial;
+            if *extended {
+                r.action = ZoneReceiveAction::ExtendedReport;
+            }
+            built(r.to_entry())
+        }
+        ZoneOp::Copy { ranges, dest } => {
+            check_ranges(ranges)?;
+            built(CopyCmd::new(nsid, *dest, ranges.len() as u16).to_entry())
+        }
+    }
+}
+
+/// Refuses an empty or oversized list of Copy ranges, and ranges of 0 or
+/// more than 65536 blocks.
+pub(crate) fn check_ranges(ranges: &[CopyRange]) -> Result<()> {
+    if ranges.is_empty() || ranges.len() > MAX_RANGES {
+        return Err(DeviceError::InvalidArgument(format!(
+            "{} copy source ranges (1..={MAX_RANGES})",
+            ranges.len()
+        )));
+    }
+    if let Some(r) =
+        ranges.iter().find(|r| r.blocks == 0 || r.blocks > SourceRangeFormat0::MAX_BLOCKS)
+    {
+        return Err(DeviceError::InvalidArgument(format!(
+            "copy source range of {} blocks at LBA {} (1..=65536)",
+            r.blocks, r.slba
+        )));
+    }
+    Ok(())
+}
+
+/// The ranges as format 0 source range descriptors.
+pub(crate) fn format0(ranges: &[CopyRange]) -> Vec<SourceRangeFormat0> {
+    ranges.iter().map(|r| SourceRangeFormat0::new(r.slba, r.blocks)).collect()
+}
+
+/// The Copy command's data: its format 0 source range list.
+pub(crate) fn copy_list(ranges: &[CopyRange]) -> Result<Vec<u8>> {
+    check_ranges(ranges)?;
+    SourceRangeFormat0::encode_list(&format0(ranges))
+        .map_err(|e| DeviceError::InvalidArgument(e.to_string()))
+}
+
+/// The error for a command that needs a buffer and got none.
+pub(crate) fn no_buffer(op: &ZoneOp) -> DeviceError {
+    DeviceError::InvalidArgument(format!("{} needs a buffer", op.kind()))
+}
+
+/// The error for a buffer given to a command that moves no data.
+pub(crate) fn stray_buffer(op: &ZoneOp) -> DeviceError {
+    DeviceError::InvalidArgument(format!("{} takes no buffer", op.kind()))
+}
+
+/// The error for a buffer that moves the wrong way.
+pub(crate) fn wrong_way(op: &ZoneOp) -> DeviceError {
+    DeviceError::InvalidArgument(format!("{}: the buffer moves the wrong way", op.kind()))
+}
+
+/// Pads the data of a Set Zone Descriptor Extension to the extension size
+/// (the device takes exactly that many bytes).
+pub(crate) fn pad_extension(info: &DeviceInfo, buf: &mut IoBuffer) -> Result<()> {
+    let ext = info.capabilities.extension_bytes;
+    let len = buf.len();
+    if ext == 0 || len > ext || buf.capacity() < ext {
+        return Err(DeviceError::InvalidArgument(format!(
+            "{len} bytes of zone extension data; the device takes {ext}"
+        )));
+    }
+    buf.set_len(ext)?;
+    buf[len..].fill(0);
+    Ok(())
+}

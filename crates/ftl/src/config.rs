@@ -1,0 +1,282 @@
+//! FTL configuration, and the stream plan derived from it and the device's
+//! open and active zone limits.
+
+use crate::error::{FtlError, Result};
+
+/// How garbage collection chooses the zone to reclaim.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VictimPolicy {
+    /// The full zone with the fewest valid blocks.
+    Greedy,
+    /// The zone with the best `(1 − u) · age / (1 + u)` (u = valid
+    /// fraction, age = logical time since its data was written): the
+    /// log-structured file system's cost-benefit policy. Lets cold zones
+    /// be reclaimed at a higher utilisation than hot ones.
+    CostBenefit,
+    /// Lifetime: estimates how fast each zone's valid blocks die from its
+    /// utilisation and the time since they were written (exponential
+    /// decay), and picks the zone furthest past the utilisation at which
+    /// collecting it minimises write amplification (see
+    /// `gc::lifetime_score`). Greedy when every block dies at the same
+    /// rate; hot zones are collected emptier than cold ones, as the
+    /// optimal split of spare space between them requires. The default.
+    #[default]
+    Lifetime,
+    /// Cost-age-times: the zone with the lowest
+    /// `u / ((1 − u) · age) · (1 + resets / mean resets)`, which adds wear
+    /// (reset count) to the age-aware cost.
+    CostAgeTime,
+}
+
+impl VictimPolicy {
+    /// Every policy.
+    pub const ALL: [VictimPolicy; 4] = [
+        VictimPolicy::Greedy,
+        VictimPolicy::CostBenefit,
+        VictimPolicy::Lifetime,
+        VictimPolicy::CostAgeTime,
+    ];
+
+    /// A short name (`greedy`, `cost-benefit`, `lifetime`, `cost-age-time`).
+    pub fn name(self) -> &'static str {
+        match self {
+            VictimPolicy::Greedy => "greedy",
+            VictimPolicy::CostBenefit => "cost-benefit",
+            VictimPolicy::Lifetime => "lifetime",
+            VictimPolicy::CostAgeTime => "cost-age-time",
+        }
+    }
+}
+
+impl std::str::FromStr for VictimPolicy {
+    type Err = FtlError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        VictimPolicy::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            FtlError::Config(format!(
+                "unknown victim policy {s:?} (greedy, cost-benefit, lifetime, cost-age-time)"
+            ))
+        })
+    }
+}
+
+/// Which open zones take which writes.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamLayout {
+    /// One log: user writes and garbage-collection copies share the same
+    /// open zones (the classic single-log FTL, the baseline).
+    Single,
+    /// User writes split into hot and cold streams by inferred lifetime
+    /// (SepBIT-style: a write is hot when the data it replaces lived
+    /// shorter than a threshold), garbage-collection copies go to their
+    /// own streams (warm: survivors of hot zones; cold: the rest). Needs
+    /// five open zones with the metadata log; with fewer the two GC
+    /// streams become one.
+    #[default]
+    Separated,
+}
+
+/// How user data reaches its zone.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// Write commands at the write pointer, one outstanding per zone: a
+    /// writer owns its open zone while it writes, so concurrent writers
+    /// need one open zone each.
+    #[default]
+    Write,
+    /// Zone Append: writers share each stream's open zone and keep several
+    /// appends outstanding; the device picks the LBAs.
+    Append,
+}
+
+/// Configuration of an FTL.
+///
+/// Geometry (exposed capacity, metadata zones) is fixed at format and
+/// stored on the device; the other fields may change from one open to the
+/// next.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FtlConfig {
+    /// Over-provisioning: spare / exposed capacity. Spare is the capacity
+    /// of the data zones minus the exposed capacity minus the zones that
+    /// never hold invalid data (one per write head and the GC reserve); at
+    /// least one zone of spare is always left. Used at format.
+    pub op: f64,
+    /// Victim selection.
+    pub policy: VictimPolicy,
+    /// Stream separation.
+    pub streams: StreamLayout,
+    /// Write commands or Zone Append.
+    pub write_mode: WriteMode,
+    /// Open zones per user stream (concurrent plain writers per stream).
+    pub heads_per_stream: u32,
+    /// Background GC starts when free zones fall to the GC reserve plus
+    /// this many.
+    pub gc_low: u32,
+    /// Background GC stops when free zones reach the GC reserve plus this
+    /// many (at least `gc_low + 1`).
+    pub gc_high: u32,
+    /// Relocate with the NVMe Copy command when the device has it.
+    pub use_copy: bool,
+    /// Metadata zones; `None` chooses from the checkpoint size. Used at
+    /// format.
+    pub meta_zones: Option<u32>,
+    /// A user write is hot when the data it replaces lived shorter than
+    /// this fraction of the exposed capacity (in blocks written).
+    pub hot_threshold: f64,
+    /// Depth of each I/O queue (outstanding appends per writer).
+    pub queue_depth: u32,
+}
+
+impl Default for FtlConfig {
+    fn default() -> Self {
+        FtlConfig {
+            op: 0.10,
+            policy: VictimPolicy::default(),
+            streams: StreamLayout::default(),
+            write_mode: WriteMode::default(),
+            heads_per_stream: 1,
+            gc_low: 1,
+            gc_high: 2,
+            use_copy: true,
+            meta_zones: None,
+            hot_threshold: 1.0,
+            queue_depth: 16,
+        }
+    }
+}
+
+impl FtlConfig {
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |s: String| Err(FtlError::Config(s));
+        if !(self.op.is_finite() && self.op > 0.0 && self.op < 100.0) {
+            return bad(format!("op {} (must be > 0)", self.op));
+        }
+        if self.heads_per_stream == 0 {
+            return bad("heads_per_stream 0 (at least 1)".into());
+        }
+        if self.gc_high <= self.gc_low {
+            return bad(format!("gc_high {} must exceed gc_low {}", self.gc_high, self.gc_low));
+        }
+        if !(self.hot_threshold.is_finite() && self.hot_threshold > 0.0) {
+            return bad(format!("hot_threshold {} (must be > 0)", self.hot_threshold));
+        }
+        if self.queue_depth == 0 {
+            return bad("queue_depth 0 (at least 1)".into());
+        }
+        if self.meta_zones == Some(0) {
+            return bad("meta_zones 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// Stream roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    UserHot,
+    UserCold,
+    GcWarm,
+    GcCold,
+}
+
+/// Which stream each role writes to, and how many open zones each stream
+/// may have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamPlan {
+    /// Stream of each role, indexed by `Role as usize`.
+    pub of_role: [usize; 4],
+    /// Most open zones of each stream.
+    pub max_heads: Vec<u32>,
+    /// Free zones only GC may take.
+    pub reserve: u32,
+    /// Names for statistics.
+    pub names: Vec<&'static str>,
+}
+
+impl StreamPlan {
+    /// The plan for `config` when the FTL may keep `budget` zones open
+    /// besides the metadata log's.
+    pub fn new(config: &FtlConfig, budget: u32) -> Result<StreamPlan> {
+        let h = config.heads_per_stream;
+        let plan = match config.streams {
+            StreamLayout::Single => {
+                StreamPlan { of_role: [0; 4], max_heads: vec![h], reserve: 2, names: vec!["log"] }
+            }
+            StreamLayout::Separated if budget >= 2 * h + 2 => StreamPlan {
+                of_role: [0, 1, 2, 3],
+                max_heads: vec![h, h, 1, 1],
+                reserve: 3,
+                names: vec!["user-hot", "user-cold", "gc-warm", "gc-cold"],
+            },
+            StreamLayout::Separated => StreamPlan {
+                of_role: [0, 1, 2, 2],
+                max_heads: vec![h, h, 1],
+                reserve: 2,
+                names: vec!["user-hot", "user-cold", "gc"],
+            },
+        };
+        let need: u32 = plan.max_heads.iter().sum();
+        if need > budget {
+            return Err(FtlError::Config(format!(
+                "the streams need {need} open zones but the device allows {budget} besides the \
+                 metadata log's (lower heads_per_stream or use the single stream layout)"
+            )));
+        }
+        Ok(plan)
+    }
+
+    /// Stream of `role`.
+    pub fn stream(&self, role: Role) -> usize {
+        self.of_role[role as usize]
+    }
+
+    /// For each stream, whether users and GC both write to it.
+    pub fn shared_with_gc(&self) -> Vec<bool> {
+        (0..self.max_heads.len())
+            .map(|s| {
+                let user = [Role::UserHot, Role::UserCold].iter().any(|&r| self.stream(r) == s);
+                let gc = [Role::GcWarm, Role::GcCold].iter().any(|&r| self.stream(r) == s);
+                user && gc
+            })
+            .collect()
+    }
+
+    /// Zones that never hold invalid blocks: one per write head (the
+    /// frontier) and the GC reserve.
+    pub fn slack(&self) -> u32 {
+        self.max_heads.iter().sum::<u32>() + self.reserve
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_fit_the_open_zone_budget() {
+        let c = FtlConfig::default();
+        let p = StreamPlan::new(&c, 13).unwrap();
+        assert_eq!(p.max_heads, vec![1, 1, 1, 1]);
+        assert_eq!(p.stream(Role::GcCold), 3);
+        let p = StreamPlan::new(&c, 3).unwrap();
+        assert_eq!(p.max_heads, vec![1, 1, 1]);
+        assert_eq!(p.stream(Role::GcCold), 2);
+        assert!(StreamPlan::new(&c, 2).is_err());
+        let s = FtlConfig { streams: StreamLayout::Single, heads_per_stream: 4, ..c.clone() };
+        let p = StreamPlan::new(&s, 4).unwrap();
+        assert_eq!((p.of_role, p.slack()), ([0; 4], 4 + 2));
+        assert!("greedy".parse::<VictimPolicy>().is_ok());
+        assert!("lru".parse::<VictimPolicy>().is_err());
+        assert!(FtlConfig { gc_high: 1, ..c.clone() }.validate().is_err());
+        assert!(FtlConfig { op: 0.0, ..c.clone() }.validate().is_err());
+        c.validate().unwrap();
+    }
+}

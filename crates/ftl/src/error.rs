@@ -1,0 +1,76 @@
+//! Typed errors of the FTL.
+
+use zns_device::DeviceError;
+
+/// Result alias of the FTL.
+pub type Result<T, E = FtlError> = std::result::Result<T, E>;
+
+/// Every failure of the FTL and of [`crate::BlockDevice`] implementations.
+///
+/// Thread safety: `Send + Sync`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FtlError {
+    /// A device command failed.
+    #[error("{context}: {source}")]
+    Device {
+        /// What the FTL was doing.
+        context: &'static str,
+        /// The device's error.
+        #[source]
+        source: DeviceError,
+    },
+    /// A request reaches past the end of the block device.
+    #[error("{blocks} blocks at block {lba} reach past the end of the device ({capacity} blocks)")]
+    OutOfRange {
+        /// First block of the request.
+        lba: u64,
+        /// Blocks in the request.
+        blocks: u64,
+        /// Blocks the device has.
+        capacity: u64,
+    },
+    /// A buffer that is not a whole number of blocks.
+    #[error("{len} bytes is not a whole number of {block_size}-byte blocks")]
+    Misaligned {
+        /// Buffer length in bytes.
+        len: usize,
+        /// Block size in bytes.
+        block_size: u32,
+    },
+    /// Every block of the device holds live data and nothing can be
+    /// reclaimed (only possible when the over-provisioning is exhausted).
+    #[error("no space left: no zone holds reclaimable blocks")]
+    NoSpace,
+    /// The configuration does not fit the device.
+    #[error("invalid FTL configuration: {0}")]
+    Config(String),
+    /// The device holds no FTL (no metadata zone with a valid header).
+    #[error("the device holds no FTL metadata (format it first)")]
+    NotFormatted,
+    /// The FTL on the device was made for a different geometry or version.
+    #[error("incompatible FTL metadata: {0}")]
+    Incompatible(String),
+    /// Persistent metadata is damaged somewhere other than at the torn end
+    /// of the log.
+    #[error("corrupt FTL metadata in zone {zone} at block {block}: {reason}")]
+    Corrupt {
+        /// Zone number.
+        zone: u64,
+        /// Block offset inside the zone.
+        block: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The FTL stopped after an earlier device failure; reopen it to
+    /// recover.
+    #[error("the FTL stopped after an earlier failure: {0}")]
+    Failed(String),
+}
+
+impl FtlError {
+    /// A [`FtlError::Device`] with its context.
+    pub(crate) fn device(context: &'static str) -> impl FnOnce(DeviceError) -> FtlError {
+        move |source| FtlError::Device { context, source }
+    }
+}

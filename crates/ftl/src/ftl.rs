@@ -1,0 +1,770 @@
+//! The FTL: [`Ftl`] implements [`BlockDevice`] over any zoned device.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Mutex, RwLock};
+use zns_device::{
+    IoBuffer, ReportFilter, Target, ZoneAction, ZoneOp, ZoneQueue, ZoneState, ZonedDevice,
+};
+
+use crate::block::{check_range, check_request, BlockDevice};
+use crate::config::{FtlConfig, Role, StreamPlan, WriteMode};
+use crate::error::{FtlError, Result};
+use crate::journal::{records_per_page, Journal, Superblock};
+use crate::layout::Layout;
+use crate::map::Map;
+use crate::meta::{meta_zone_plan, MetaCtx, MetaWriter};
+use crate::stats::{Counters, FtlStats, PoolCounts};
+use crate::zones::{Grant, Pool, Who, Zones};
+
+/// A queue and its buffers, used by one thread at a time.
+pub(crate) struct IoCtx {
+    pub q: Box<dyn ZoneQueue>,
+    /// A buffer of the largest transfer (MDTS).
+    pub big: IoBuffer,
+    /// Buffers of one Zone Append each, for appends in flight.
+    pub small: Vec<IoBuffer>,
+    /// Host memory for data on its way between commands.
+    pub staging: Vec<u8>,
+}
+
+/// Everything the FTL's threads share.
+///
+/// Thread safety: `Send + Sync`. Lock order: meta → journal; zone pools and
+/// per-zone reclaim locks are never held across each other or across the
+/// meta lock's device commands, except the reclaim lock around a reset.
+pub(crate) struct Shared {
+    pub dev: Arc<dyn ZonedDevice>,
+    pub layout: Layout,
+    pub config: FtlConfig,
+    pub plan: StreamPlan,
+    pub map: Map,
+    pub journal: Mutex<Journal>,
+    pub meta: Mutex<MetaWriter>,
+    pub zones: Zones,
+    /// Held shared by reads of a zone, exclusively by its reset.
+    pub reclaim: Box<[RwLock<()>]>,
+    ctxs: Mutex<Vec<IoCtx>>,
+    pub stats: Counters,
+    /// Logical time: user blocks written (this mount) plus `clock_base`.
+    clock_base: AtomicU64,
+    /// Hot/cold threshold in blocks of logical time.
+    pub hot_threshold: u64,
+    /// Records waiting that trigger a background log write.
+    persist_batch: usize,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("layout", &self.layout).finish_non_exhaustive()
+    }
+}
+
+/// A host-side flash translation layer: a random-write [`BlockDevice`]
+/// over the zones of a zoned device.
+///
+/// - **Map**: logical block → device block and back, packed; per-zone
+///   valid counts ([`crate::map`]).
+/// - **Zones**: free / open / full / victim pools; streams own their open
+///   zones (write heads) within the device's open and active limits
+///   ([`crate::zones`]).
+/// - **Writes**: split at zone boundaries, written with Write commands at
+///   the write pointer (one writer per open zone) or Zone Append (shared
+///   open zones, several appends in flight), see [`WriteMode`].
+/// - **Garbage collection**: a background thread between low and high
+///   free-zone watermarks; writers wait for it when free zones reach the
+///   GC reserve ([`crate::gc`]).
+/// - **Persistence**: a checksummed log of map changes with periodic
+///   checkpoints in dedicated zones ([`crate::meta`]); [`Ftl::open`]
+///   recovers after a clean shutdown or a power cut.
+///
+/// Thread safety: `Send + Sync`; share it (`Arc<Ftl>`) and call it from
+/// any number of threads. Each call uses its own device queue; reads take
+/// no lock on the map.
+pub struct Ftl {
+    shared: Arc<Shared>,
+    gc: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Ftl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ftl")
+            .field("logical_blocks", &self.shared.layout.logical)
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Zones the FTL may keep open at once, the metadata log's included.
+pub(crate) fn open_budget(dev: &dyn ZonedDevice) -> u32 {
+    let i = dev.info();
+    let limit = match (i.max_open, i.max_active) {
+        (Some(o), Some(a)) => o.min(a),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => 64,
+    };
+    limit.min(i.zone_count as u32)
+}
+
+/// What [`Shared::new`] needs besides the device and the configuration.
+pub(crate) struct Parts {
+    pub layout: Layout,
+    pub map: Map,
+    pub meta: MetaWriter,
+    pub pools: Vec<Pool>,
+    pub clock: u64,
+}
+
+impl Shared {
+    pub(crate) fn new(dev: Arc<dyn ZonedDevice>, config: FtlConfig, parts: Parts) -> Result<Self> {
+        let budget = open_budget(dev.as_ref()).saturating_sub(1);
+        let plan = StreamPlan::new(&config, budget)?;
+        let Parts { layout, map, meta, pools, clock } = parts;
+        let zones = Zones::new(&layout, &plan, config.gc_low, config.gc_high, pools);
+        let hot_threshold = ((layout.logical as f64 * config.hot_threshold) as u64).max(1);
+        let persist_batch = records_per_page(layout.block_size as usize) * 16;
+        Ok(Shared {
+            reclaim: (0..layout.zones).map(|_| RwLock::new(())).collect(),
+            dev,
+            plan,
+            map,
+            journal: Mutex::new(Journal::default()),
+            meta: Mutex::new(meta),
+            zones,
+            ctxs: Mutex::new(Vec::new()),
+            stats: Counters::default(),
+            clock_base: AtomicU64::new(clock),
+            hot_threshold,
+            persist_batch,
+            layout,
+            config,
+        })
+    }
+
+    /// Logical time: user blocks written.
+    pub fn now(&self) -> u64 {
+        self.clock_base.load(Ordering::Relaxed) + Counters::get(&self.stats.user_blocks_written)
+    }
+
+    /// A new queue with its buffers.
+    pub fn new_ctx(&self) -> Result<IoCtx> {
+        let q = self
+            .dev
+            .queue(self.config.queue_depth as usize)
+            .map_err(FtlError::device("create an I/O queue"))?;
+        let big = q
+            .alloc(self.layout.mdts_blocks as usize * self.layout.block_size as usize)
+            .map_err(FtlError::device("allocate an I/O buffer"))?;
+        Ok(IoCtx { q, big, small: Vec::new(), staging: Vec::new() })
+    }
+
+    /// Runs `f` with a queue of the pool (created when none is idle).
+    fn with_ctx<T>(&self, f: impl FnOnce(&mut IoCtx) -> Result<T>) -> Result<T> {
+        let ctx = self.ctxs.lock().pop();
+        let mut ctx = match ctx {
+            Some(c) => c,
+            None => self.new_ctx()?,
+        };
+        let r = f(&mut ctx);
+        if ctx.q.outstanding() == 0 {
+            self.ctxs.lock().push(ctx);
+        }
+        r
+    }
+
+    /// The metadata writer's view of the rest.
+    pub fn meta_ctx(&self) -> MetaCtx<'_> {
+        MetaCtx { layout: &self.layout, map: &self.map, journal: &self.journal, stats: &self.stats }
+    }
+
+    /// Stops the FTL after a failure that may have left the device and the
+    /// map apart; returns the error for the caller.
+    pub fn fail(&self, e: FtlError) -> FtlError {
+        self.zones.fail(&e.to_string());
+        e
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match self.zones.lock().failed() {
+            Some(f) => Err(FtlError::Failed(f.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the log (durably with `sync`); a failure stops the FTL.
+    pub fn persist(&self, sync: bool) -> Result<()> {
+        let mut m = self.meta.lock();
+        m.persist(&self.meta_ctx(), sync).map_err(|e| self.fail(e))
+    }
+
+    /// Writes the log in the background when enough records wait.
+    fn maybe_persist(&self) -> Result<()> {
+        if self.journal.lock().pending().len() < self.persist_batch {
+            return Ok(());
+        }
+        let Some(mut m) = self.meta.try_lock() else { return Ok(()) };
+        m.persist(&self.meta_ctx(), false).map_err(|e| self.fail(e))
+    }
+
+    /// The stream a user write of `n` blocks at `lba` goes to: hot when
+    /// most of the data it replaces lived shorter than the threshold.
+    fn classify(&self, lba: u64, n: u64) -> Role {
+        if self.plan.stream(Role::UserHot) == self.plan.stream(Role::UserCold) {
+            return Role::UserCold;
+        }
+        let now = self.now();
+        let step = (n / 16).max(1);
+        let (mut hot, mut seen) = (0u64, 0u64);
+        let mut l = lba;
+        while l < lba + n {
+            seen += 1;
+            if let Some(p) = self.map.lookup(l) {
+                let birth = self.zones.info[self.layout.zone_of(p) as usize].birth(now);
+                if now.saturating_sub(birth) < self.hot_threshold {
+                    hot += 1;
+                }
+            }
+            l += step;
+        }
+        if hot * 2 > seen {
+            Role::UserHot
+        } else {
+            Role::UserCold
+        }
+    }
+
+    /// Writes `data` into the blocks of grant `g`; returns where each run
+    /// of the data landed (PBA, blocks), in data order.
+    pub fn write_grant(&self, ctx: &mut IoCtx, g: &Grant, data: &[u8]) -> Result<Vec<(u32, u32)>> {
+        let bs = self.layout.block_size as usize;
+        if g.exclusive {
+            let mut done = 0u32;
+            while done < g.blocks {
+                let k = (g.blocks - done).min(self.layout.mdts_blocks);
+                ctx.big.set_len(k as usize * bs).map_err(FtlError::device("size a buffer"))?;
+                ctx.big.copy_from_slice(&data[done as usize * bs..(done + k) as usize * bs]);
+                let lba = self.layout.lba(self.layout.pba(g.zone, g.offset + done));
+                ctx.q.write(lba, &ctx.big).map_err(FtlError::device("write data"))?;
+                done += k;
+            }
+            return Ok(vec![(self.layout.pba(g.zone, g.offset), g.blocks)]);
+        }
+        self.append(ctx, g, data)
+    }
+
+    /// Zone Appends `data` into the zone of shared grant `g`, several in
+    /// flight.
+    fn append(&self, ctx: &mut IoCtx, g: &Grant, data: &[u8]) -> Result<Vec<(u32, u32)>> {
+        let bs = self.layout.block_size as usize;
+        let chunk = self.layout.zasl_blocks.min(self.layout.mdts_blocks).max(1);
+        let chunks = g.blocks.div_ceil(chunk) as usize;
+        let depth = ctx.q.capacity().clamp(1, 64);
+        while ctx.small.len() < depth.min(chunks) {
+            let b = ctx
+                .q
+                .alloc(chunk as usize * bs)
+                .map_err(FtlError::device("allocate an append buffer"))?;
+            ctx.small.push(b);
+        }
+        let zslba = self.layout.zone_start(g.zone);
+        let mut placed = vec![(0u32, 0u32); chunks];
+        let mut next = 0usize;
+        let mut completed = 0usize;
+        let mut error: Option<FtlError> = None;
+        loop {
+            while error.is_none() && next < chunks {
+                let Some(mut b) = ctx.small.pop() else { break };
+                let first = next as u32 * chunk;
+                let k = chunk.min(g.blocks - first);
+                if let Err(e) = b.set_len(k as usize * bs) {
+                    ctx.small.push(b);
+                    error = Some(FtlError::device("size an append buffer")(e));
+                    break;
+                }
+                b.copy_from_slice(&data[first as usize * bs..(first + k) as usize * bs]);
+                match ctx.q.submit(ZoneOp::Append { zslba, fua: false }, Some(b), next as u64) {
+                    Ok(()) => next += 1,
+                    Err(r) => {
+                        let full = r.is_queue_full();
+                        if let Some(b) = r.buffer {
+                            ctx.small.push(b);
+                        }
+                        if !full {
+                            error = Some(FtlError::device("submit a zone append")(r.error));
+                        }
+                        break;
+                    }
+                }
+            }
+            ctx.q.ring();
+            if ctx.q.outstanding() == 0 {
+                break;
+            }
+            let (small, placed_ref, layout) = (&mut ctx.small, &mut placed, &self.layout);
+            let mut got = 0usize;
+            ctx.q.poll(usize::MAX, &mut |c| {
+                got += 1;
+                if let Some(b) = c.buffer {
+                    small.push(b);
+                }
+                let i = c.tag as usize;
+                let k = chunk.min(g.blocks - i as u32 * chunk);
+                match c.result {
+                    Ok(lba) => match layout.pba_of_lba(lba) {
+                        Some(p) if layout.zone_of(p) == g.zone && i < placed_ref.len() => {
+                            placed_ref[i] = (p, k)
+                        }
+                        _ => {
+                            error.get_or_insert(FtlError::Failed(format!(
+                                "a zone append to zone {} landed at LBA {lba}",
+                                g.zone
+                            )));
+                        }
+                    },
+                    Err(e) => {
+                        error.get_or_insert(FtlError::device("zone append")(e));
+                    }
+                }
+            });
+            completed += got;
+            if got == 0 {
+                std::hint::spin_loop();
+            }
+        }
+        match error {
+            Some(e) => Err(e),
+            None if completed == chunks => Ok(placed),
+            None => {
+                Err(FtlError::Failed(format!("{completed} of {chunks} zone appends completed")))
+            }
+        }
+    }
+
+    fn do_write(&self, lba: u64, data: &[u8]) -> Result<()> {
+        let n = check_request(lba, data.len(), self.layout.block_size, self.layout.logical)?;
+        if n == 0 {
+            return Ok(());
+        }
+        self.check_failed()?;
+        let role = self.classify(lba, n);
+        let stream = self.plan.stream(role);
+        let exclusive = self.config.write_mode == WriteMode::Write;
+        let bs = self.layout.block_size as usize;
+        self.with_ctx(|ctx| {
+            let mut done = 0u64;
+            while done < n {
+                let want = (n - done).min(u32::MAX as u64) as u32;
+                let g = self.zones.reserve(
+                    &self.layout,
+                    stream,
+                    want,
+                    Who::User,
+                    exclusive,
+                    role as u32,
+                )?;
+                let part = &data[done as usize * bs..(done + g.blocks as u64) as usize * bs];
+                let placed = match self.write_grant(ctx, &g, part) {
+                    Ok(p) => p,
+                    Err(e) => return Err(self.fail(e)),
+                };
+                let now = self.now();
+                {
+                    let mut j = self.journal.lock();
+                    let mut l = lba + done;
+                    for (p, k) in placed {
+                        for i in 0..k {
+                            self.map.assign(&mut j, l, p + i);
+                            l += 1;
+                        }
+                    }
+                }
+                self.zones.info[g.zone as usize].add(now, now, g.blocks);
+                Counters::add(&self.stats.data_blocks_written, g.blocks as u64);
+                Counters::add(&self.stats.user_blocks_written, g.blocks as u64);
+                self.zones.complete(&g);
+                done += g.blocks as u64;
+            }
+            Ok(())
+        })?;
+        Counters::add(&self.stats.user_writes, 1);
+        self.maybe_persist()
+    }
+
+    fn do_read(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        let n = check_request(lba, buf.len(), self.layout.block_size, self.layout.logical)?;
+        let bs = self.layout.block_size as usize;
+        let layout = &self.layout;
+        self.with_ctx(|ctx| {
+            let mut i = 0u64;
+            while i < n {
+                let Some(p) = self.map.lookup(lba + i) else {
+                    buf[i as usize * bs..(i as usize + 1) * bs].fill(0);
+                    i += 1;
+                    continue;
+                };
+                let zone = layout.zone_of(p);
+                let _guard = self.reclaim[zone as usize].read();
+                if self.map.lookup(lba + i) != Some(p) {
+                    continue; // moved meanwhile: translate again
+                }
+                let off = layout.offset_of(p);
+                let mut k = 1u64;
+                while i + k < n
+                    && k < layout.mdts_blocks as u64
+                    && off as u64 + k < layout.cap(zone) as u64
+                    && self.map.lookup(lba + i + k) == Some(p + k as u32)
+                {
+                    k += 1;
+                }
+                ctx.big.set_len(k as usize * bs).map_err(FtlError::device("size a buffer"))?;
+                ctx.q.read(layout.lba(p), &mut ctx.big).map_err(FtlError::device("read data"))?;
+                buf[i as usize * bs..(i + k) as usize * bs].copy_from_slice(&ctx.big);
+                i += k;
+            }
+            Ok(())
+        })?;
+        Counters::add(&self.stats.user_reads, 1);
+        Counters::add(&self.stats.user_blocks_read, n);
+        Ok(())
+    }
+
+    fn do_discard(&self, lba: u64, blocks: u64) -> Result<()> {
+        check_range(lba, blocks, self.layout.logical)?;
+        self.check_failed()?;
+        let mut l = lba;
+        while l < lba + blocks {
+            let k = (lba + blocks - l).min(1 << 20);
+            let mut j = self.journal.lock();
+            self.map.unmap(&mut j, l, k);
+            l += k;
+        }
+        Counters::add(&self.stats.blocks_discarded, blocks);
+        self.zones.unstall();
+        self.maybe_persist()
+    }
+
+    fn do_flush(&self) -> Result<()> {
+        self.check_failed()?;
+        self.persist(true)?;
+        Counters::add(&self.stats.user_flushes, 1);
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> FtlStats {
+        let c = &self.stats;
+        let g = Counters::get;
+        let (counts, invalid) = {
+            let p = self.zones.lock();
+            let written = p.written_blocks(&self.layout);
+            let valid: u64 =
+                p.full_zones().chain(p.open_zones()).map(|z| self.map.valid(z) as u64).sum();
+            (p.counts(), written.saturating_sub(valid))
+        };
+        let [free, open, full, victim, meta, unusable] = counts;
+        let user = g(&c.user_blocks_written);
+        let data = g(&c.data_blocks_written);
+        let metab = g(&c.meta_blocks_written);
+        let ratio = |x: u64| if user == 0 { 0.0 } else { x as f64 / user as f64 };
+        let valid: u64 = (0..self.layout.zones).map(|z| self.map.valid(z) as u64).sum();
+        let map_bytes = self.map.bytes();
+        FtlStats {
+            logical_blocks: self.layout.logical,
+            block_size: self.layout.block_size,
+            user_blocks_written: user,
+            user_blocks_read: g(&c.user_blocks_read),
+            user_writes: g(&c.user_writes),
+            user_reads: g(&c.user_reads),
+            user_flushes: g(&c.user_flushes),
+            blocks_discarded: g(&c.blocks_discarded),
+            data_blocks_written: data,
+            gc_blocks_copied: g(&c.gc_blocks_copied),
+            gc_blocks_discarded_copies: g(&c.gc_blocks_discarded_copies),
+            gc_copy_commands: g(&c.gc_copy_commands),
+            gc_victims: g(&c.gc_victims),
+            gc_seconds: g(&c.gc_nanos) as f64 / 1e9,
+            meta_blocks_written: metab,
+            checkpoints: g(&c.checkpoints),
+            device_flushes: g(&c.device_flushes),
+            zone_resets: g(&c.zone_resets),
+            zone_finishes: g(&c.zone_finishes),
+            user_waits: self.zones.user_waits(),
+            waf: ratio(data),
+            waf_total: ratio(data + metab),
+            pools: PoolCounts { free, open, full, victim, meta, unusable },
+            valid_blocks: valid,
+            invalid_blocks: invalid,
+            map_bytes,
+            map_bytes_per_block: map_bytes as f64 / self.layout.logical as f64,
+        }
+    }
+}
+
+/// Exposed blocks for a device whose data zones (not metadata, usable)
+/// have capacities `caps`, at over-provisioning `op` with `slack` zones
+/// held out; at least one zone of spare space is always left.
+pub(crate) fn exposed_blocks(caps: &[u32], stride: u32, slack: u32, op: f64) -> Result<u64> {
+    let total: u64 = caps.iter().map(|&c| c as u64).sum();
+    let held = (slack as u64 + 1) * stride as u64;
+    if total <= held {
+        return Err(FtlError::Config(format!(
+            "{} data zones cannot hold the {slack} zones the streams and GC reserve need plus \
+             one zone of spare space",
+            caps.len()
+        )));
+    }
+    let usable = total - slack as u64 * stride as u64;
+    let logical = ((usable as f64 / (1.0 + op)).floor() as u64).min(usable - stride as u64);
+    if logical >= u32::MAX as u64 {
+        return Err(FtlError::Config(format!("{logical} logical blocks (at most 2^32 - 2)")));
+    }
+    Ok(logical)
+}
+
+impl Ftl {
+    /// Formats `dev` (every zone is reset: all data is lost) and starts an
+    /// FTL on it.
+    pub fn format(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
+        config.validate()?;
+        let info = dev.info().clone();
+        let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
+        q.zone_action(ZoneAction::Reset, Target::All)
+            .map_err(FtlError::device("reset all zones"))?;
+        let report = q
+            .report_zones(0, ReportFilter::All, info.zone_count as usize)
+            .map_err(FtlError::device("report zones"))?;
+        let zones = u32::try_from(report.len())
+            .map_err(|_| FtlError::Config(format!("{} zones", report.len())))?;
+        let caps: Box<[u32]> = report.iter().map(|z| z.capacity as u32).collect();
+        let stride = caps.iter().copied().max().unwrap_or(0);
+        if stride < 2 || zones < 4 {
+            return Err(FtlError::Config(format!("{zones} zones of {stride} blocks: too small")));
+        }
+        if info.block_size < 512 {
+            return Err(FtlError::Config(format!("block size {} (at least 512)", info.block_size)));
+        }
+        if (zones as u64) * stride as u64 >= u32::MAX as u64 {
+            return Err(FtlError::Config(format!(
+                "{zones} zones of {stride} blocks exceed 2^32 device blocks"
+            )));
+        }
+        let budget = open_budget(dev.as_ref()).saturating_sub(1);
+        let plan = StreamPlan::new(&config, budget)?;
+        let slack = plan.slack();
+        let usable = |z: &zns_device::Zone| z.state == ZoneState::Empty && z.capacity > 0;
+        // Metadata zones come first; size them for the capacity they will
+        // checkpoint (the exposed capacity with no metadata zones bounds it).
+        let all_caps: Vec<u32> =
+            report.iter().filter(|z| usable(z)).map(|z| z.capacity as u32).collect();
+        let upper = exposed_blocks(&all_caps, stride, slack, config.op)?;
+        let needed = meta_zone_plan(upper, info.block_size as usize, caps[0]).0;
+        let meta_zones = config.meta_zones.unwrap_or(needed);
+        if meta_zones < needed {
+            return Err(FtlError::Config(format!(
+                "{meta_zones} metadata zones; checkpoints of this capacity need {needed}"
+            )));
+        }
+        if meta_zones as usize >= report.len()
+            || report[..meta_zones as usize].iter().any(|z| !usable(z))
+        {
+            return Err(FtlError::Config(format!(
+                "the first {meta_zones} zones must be usable for metadata"
+            )));
+        }
+        let data_caps: Vec<u32> = report[meta_zones as usize..]
+            .iter()
+            .filter(|z| usable(z))
+            .map(|z| z.capacity as u32)
+            .collect();
+        let logical = exposed_blocks(&data_caps, stride, slack, config.op)?;
+        let layout = Layout {
+            block_size: info.block_size,
+            zone_size: info.zone_size,
+            zones,
+            caps,
+            stride,
+            meta_zones,
+            mdts_blocks: info.max_transfer_blocks().min(u32::MAX as u64) as u32,
+            zasl_blocks: ((info.zasl_bytes / info.block_size as usize) as u32).max(1),
+            logical,
+        };
+        let sb = Superblock {
+            instance: instance_id(),
+            logical,
+            block_size: info.block_size,
+            zone_size: info.zone_size,
+            zones,
+            meta_zones,
+            stride,
+            op_ppm: (config.op * 1e6) as u32,
+        };
+        let pools: Vec<Pool> = report
+            .iter()
+            .enumerate()
+            .map(|(i, z)| match i < meta_zones as usize {
+                true => Pool::Meta,
+                false if usable(z) => Pool::Free,
+                false => Pool::Unusable,
+            })
+            .collect();
+        let meta_q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
+        let meta =
+            MetaWriter::new(meta_q, &layout, sb, vec![None; meta_zones as usize], None, 1, 1, 0)?;
+        let map = Map::new(&layout);
+        let shared = Shared::new(dev, config, Parts { layout, map, meta, pools, clock: 0 })?;
+        {
+            let mut m = shared.meta.lock();
+            m.checkpoint(&shared.meta_ctx())?;
+        }
+        tracing::info!(logical, meta_zones, zones, stride, "FTL formatted");
+        Ok(Ftl::start(shared))
+    }
+
+    /// Opens the FTL on `dev` and recovers its state from the metadata log,
+    /// after a clean shutdown or a power cut: every write acknowledged
+    /// before the last completed flush is there. Geometry comes from the
+    /// device; the rest of `config` applies from now on.
+    pub fn open(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
+        config.validate()?;
+        let shared = crate::recovery::recover(dev, config)?;
+        Ok(Ftl::start(shared))
+    }
+
+    /// Opens the FTL on `dev`, or formats the device when it holds none.
+    pub fn open_or_format(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
+        match Ftl::open(Arc::clone(&dev), config.clone()) {
+            Err(FtlError::NotFormatted) => Ftl::format(dev, config),
+            r => r,
+        }
+    }
+
+    fn start(shared: Shared) -> Ftl {
+        let shared = Arc::new(shared);
+        let s = Arc::clone(&shared);
+        let gc = std::thread::Builder::new()
+            .name("zns-ftl-gc".into())
+            .spawn(move || crate::gc::run(s))
+            .map_err(|e| shared.fail(FtlError::Failed(format!("cannot start the GC thread: {e}"))))
+            .ok();
+        Ftl { shared, gc }
+    }
+
+    /// A snapshot of the statistics.
+    pub fn stats(&self) -> FtlStats {
+        self.shared.stats()
+    }
+
+    /// Bytes of RAM the map takes per exposed block (L2P, P2L and valid
+    /// counts over the logical capacity).
+    pub fn map_bytes_per_block(&self) -> f64 {
+        self.shared.map.bytes() as f64 / self.shared.layout.logical as f64
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &FtlConfig {
+        &self.shared.config
+    }
+
+    /// Metadata zones (the first zones of the device).
+    pub fn meta_zones(&self) -> u32 {
+        self.shared.layout.meta_zones
+    }
+
+    /// Zones the FTL may keep open at once (its metadata log's included),
+    /// and how many it keeps open at most.
+    pub fn open_zone_limits(&self) -> (u32, u32) {
+        (open_budget(self.shared.dev.as_ref()), self.shared.plan.max_heads.iter().sum::<u32>() + 1)
+    }
+
+    /// Writes a checkpoint now (recovery then replays less log).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.shared.check_failed()?;
+        let mut m = self.shared.meta.lock();
+        m.persist(&self.shared.meta_ctx(), false).map_err(|e| self.shared.fail(e))?;
+        m.checkpoint(&self.shared.meta_ctx()).map_err(|e| self.shared.fail(e))
+    }
+
+    /// Blocks until garbage collection has no more to do for now (free
+    /// zones at the high watermark, or nothing reclaimable).
+    pub fn wait_for_gc(&self) -> Result<()> {
+        loop {
+            {
+                let p = self.shared.zones.lock();
+                if let Some(f) = p.failed() {
+                    return Err(FtlError::Failed(f.to_string()));
+                }
+                if p.gc_satisfied() || p.full_zones().next().is_none() {
+                    return Ok(());
+                }
+            }
+            self.shared.zones.gc_notify();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Stops garbage collection, writes a checkpoint and flushes: the next
+    /// [`Ftl::open`] replays almost nothing.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_gc();
+        self.checkpoint()
+    }
+
+    fn stop_gc(&mut self) {
+        self.shared.zones.shutdown();
+        if let Some(h) = self.gc.take() {
+            if h.join().is_err() {
+                tracing::error!("the GC thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Ftl {
+    fn drop(&mut self) {
+        self.stop_gc();
+        if self.shared.check_failed().is_ok() {
+            if let Err(e) = self.shared.persist(true) {
+                tracing::warn!(error = %e, "final flush of the FTL failed");
+            }
+        }
+    }
+}
+
+impl BlockDevice for Ftl {
+    fn block_size(&self) -> u32 {
+        self.shared.layout.block_size
+    }
+
+    fn capacity_blocks(&self) -> u64 {
+        self.shared.layout.logical
+    }
+
+    fn read(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+        self.shared.do_read(lba, buf)
+    }
+
+    fn write(&self, lba: u64, buf: &[u8]) -> Result<()> {
+        self.shared.do_write(lba, buf)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.shared.do_flush()
+    }
+
+    fn discard(&self, lba: u64, blocks: u64) -> Result<()> {
+        self.shared.do_discard(lba, blocks)
+    }
+}
+
+/// A format identity from the clock and the process.
+fn instance_id() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = t ^ ((std::process::id() as u64) << 32) ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^ (x >> 33)
+}

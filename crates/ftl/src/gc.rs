@@ -1,0 +1,284 @@
+//! Garbage collection: a background thread that reclaims full zones.
+//!
+//! It starts when free zones fall to the GC reserve plus the low watermark
+//! (or a writer waits for a zone) and runs until they reach the reserve
+//! plus the high watermark. For each victim (chosen by the configured
+//! [`VictimPolicy`]) it moves every valid block to a GC stream's open zone
+//! — with the NVMe Copy command when the device has it and the FTL owns
+//! the destination zone, else by reading and writing — updates the map
+//! only where the block was not overwritten meanwhile, makes those records
+//! durable, then resets the victim under its reclaim lock, which waits for
+//! reads still in the zone.
+//!
+//! Relocated blocks keep the birth time of their victim, so a later
+//! overwrite measures their whole lifetime. Survivors of hot user zones go
+//! to the warm GC stream, everything else to the cold one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zns_device::{Target, ZoneAction};
+
+use crate::config::{Role, VictimPolicy, WriteMode};
+use crate::error::{FtlError, Result};
+use crate::ftl::{IoCtx, Shared};
+use crate::stats::Counters;
+use crate::zones::{Pools, Who};
+
+/// The GC thread's body.
+pub(crate) fn run(shared: Arc<Shared>) {
+    let mut ctx = match shared.new_ctx() {
+        Ok(c) => c,
+        Err(e) => {
+            shared.fail(e);
+            return;
+        }
+    };
+    let mut running = false;
+    loop {
+        let victim = {
+            let mut p = shared.zones.lock();
+            loop {
+                if p.shutdown || p.failed().is_some() {
+                    return;
+                }
+                let wanted = p.gc_wanted() || (running && !p.gc_satisfied());
+                if wanted {
+                    if let Some(z) = select_victim(&shared, &p) {
+                        shared.zones.take_victim(&mut p, z);
+                        running = true;
+                        break z;
+                    }
+                    // Nothing reclaimable: tell waiting writers, then wait
+                    // for a change (a zone filling, a discard).
+                    let stalled = p.users_blocked();
+                    shared.zones.set_stalled(&mut p, stalled);
+                }
+                running = false;
+                p.gc_requested = false;
+                shared.zones.gc_wait(&mut p, Duration::from_millis(if wanted { 5 } else { 50 }));
+            }
+        };
+        if let Err(e) = collect(&shared, &mut ctx, victim) {
+            shared.zones.return_victim(victim);
+            if shared.zones.lock().failed().is_none() {
+                shared.fail(e);
+            }
+            return;
+        }
+    }
+}
+
+/// The best victim among the full zones for the configured policy; `None`
+/// when no full zone has an invalid block.
+pub(crate) fn select_victim(shared: &Shared, p: &Pools) -> Option<u32> {
+    let now = shared.now();
+    let layout = &shared.layout;
+    let candidates = p.full_zones().filter_map(|z| {
+        let cap = layout.cap(z);
+        let valid = shared.map.valid(z);
+        (valid < cap).then_some((z, valid, cap))
+    });
+    let age = |z: u32| {
+        let birth = shared.zones.info[z as usize].birth(now);
+        (now.saturating_sub(birth) + 1) as f64
+    };
+    match shared.config.policy {
+        VictimPolicy::Greedy => candidates
+            .min_by_key(|&(z, valid, _)| (valid, shared.zones.info[z as usize].birth(now)))
+            .map(|(z, _, _)| z),
+        VictimPolicy::CostBenefit => candidates
+            .map(|(z, valid, cap)| {
+                let u = valid as f64 / cap as f64;
+                (z, (1.0 - u) * age(z) / (1.0 + u))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(z, _)| z),
+        VictimPolicy::Lifetime => candidates
+            .map(|(z, valid, cap)| {
+                let u = (valid as f64 / cap as f64).max(1e-6);
+                let written = shared.zones.info[z as usize].written_at(now);
+                let t = (now.saturating_sub(written) + 1) as f64;
+                (z, lifetime_score(u, t))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(z, _)| z),
+        VictimPolicy::CostAgeTime => candidates
+            .map(|(z, valid, cap)| {
+                let u = valid as f64 / cap as f64;
+                let resets =
+                    shared.zones.info[z as usize].resets.load(std::sync::atomic::Ordering::Relaxed);
+                (z, u / ((1.0 - u) * age(z)) * (1.0 + resets as f64))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(z, _)| z),
+    }
+}
+
+/// The lifetime policy's score of a zone at utilisation `u` whose blocks
+/// were written `t` ago: `h(u) / λ` with `λ = −ln(u) / t` the estimated
+/// rate at which its valid blocks die (exponential decay) and
+/// `h(u) = (1 − u)/u + ln u`.
+///
+/// For pools whose blocks die at rates `λ_p`, the write amplification is
+/// smallest (for a given spare space) when each pool is collected at the
+/// utilisation where `λ_p / h(u_p)` is the same for all pools (a Lagrange
+/// condition of the fluid model: pool `p` costs `W_p / (1 − u_p)` writes and
+/// `D_p · ln(1/u_p) / (1 − u_p)` space). A zone's `h(u)/λ` grows as it
+/// empties; the zone with the largest value is the furthest past its
+/// optimal collection point. With one pool (uniform writes) all `λ` are
+/// equal and the choice is greedy's.
+pub(crate) fn lifetime_score(u: f64, t: f64) -> f64 {
+    let u = u.clamp(1e-9, 1.0 - 1e-9);
+    let h = (1.0 - u) / u + u.ln();
+    h * t / -u.ln()
+}
+
+/// Reclaims `victim`: relocates its valid blocks, logs durably, resets it.
+pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<()> {
+    let started = Instant::now();
+    let layout = &shared.layout;
+    let base = layout.pba(victim, 0);
+    let live: Vec<(u32, u64)> = (0..layout.cap(victim))
+        .filter_map(|o| shared.map.owner(base + o).map(|l| (o, l)))
+        .collect();
+    let info = &shared.zones.info[victim as usize];
+    let birth = info.birth(shared.now());
+    let from_hot = info.role.load(std::sync::atomic::Ordering::Relaxed) == Role::UserHot as u32;
+    let role = if from_hot { Role::GcWarm } else { Role::GcCold };
+    let stream = shared.plan.stream(role);
+    let exclusive = shared.config.write_mode == WriteMode::Write;
+    let copy = shared.dev.info().capabilities.copy.filter(|_| shared.config.use_copy && exclusive);
+    let bs = layout.block_size as usize;
+    let mut i = 0usize;
+    while i < live.len() {
+        // The largest batch one command (or one read per run plus one
+        // write) can move.
+        let want = match copy {
+            Some(c) => batch_for_copy(&live[i..], c.max_ranges, c.max_range_blocks, c.max_blocks),
+            None => (live.len() - i).min(layout.mdts_blocks as usize),
+        };
+        let g =
+            shared.zones.reserve(layout, stream, want as u32, Who::Gc, exclusive, role as u32)?;
+        let batch = &live[i..i + g.blocks as usize];
+        let placed = match copy {
+            Some(c) => {
+                let ranges = runs(batch, c.max_range_blocks)
+                    .map(|(o, n)| (layout.lba(base + o), n))
+                    .collect::<Vec<_>>();
+                let dest = layout.lba(layout.pba(g.zone, g.offset));
+                ctx.q.copy(&ranges, dest).map_err(FtlError::device("copy valid blocks"))?;
+                Counters::add(&shared.stats.gc_copy_commands, 1);
+                vec![(layout.pba(g.zone, g.offset), g.blocks)]
+            }
+            None => {
+                let mut data = std::mem::take(&mut ctx.staging);
+                data.resize(batch.len() * bs, 0);
+                let r = read_runs(shared, ctx, &mut data, base, batch, bs);
+                let r = r.and_then(|()| shared.write_grant(ctx, &g, &data));
+                ctx.staging = data;
+                r?
+            }
+        };
+        let mut moved = 0u64;
+        {
+            let mut j = shared.journal.lock();
+            let mut k = 0usize;
+            for (p, n) in placed {
+                for d in 0..n {
+                    let (o, l) = batch[k];
+                    if shared.map.relocate(&mut j, l, base + o, p + d) {
+                        moved += 1;
+                    }
+                    k += 1;
+                }
+            }
+        }
+        shared.zones.info[g.zone as usize].add(birth, shared.now(), g.blocks);
+        Counters::add(&shared.stats.data_blocks_written, g.blocks as u64);
+        Counters::add(&shared.stats.gc_blocks_copied, g.blocks as u64);
+        Counters::add(&shared.stats.gc_blocks_discarded_copies, g.blocks as u64 - moved);
+        shared.zones.complete(&g);
+        i += g.blocks as usize;
+    }
+    // Everything that moved blocks out of the victim must be durable
+    // before the victim's blocks are gone.
+    shared.persist(true)?;
+    debug_assert_eq!(shared.map.valid(victim), 0, "zone {victim} still holds valid blocks");
+    {
+        let _reclaim = shared.reclaim[victim as usize].write();
+        ctx.q
+            .zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(victim)))
+            .map_err(FtlError::device("reset a reclaimed zone"))?;
+    }
+    Counters::add(&shared.stats.zone_resets, 1);
+    Counters::add(&shared.stats.gc_victims, 1);
+    shared.zones.release_victim(victim);
+    Counters::add(&shared.stats.gc_nanos, started.elapsed().as_nanos() as u64);
+    tracing::trace!(victim, moved = live.len(), "zone reclaimed");
+    Ok(())
+}
+
+/// Runs of consecutive block offsets in `batch`, each at most `max`
+/// blocks: (first offset, blocks).
+fn runs(batch: &[(u32, u64)], max: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        let (start, _) = *batch.get(i)?;
+        let mut n = 1u32;
+        while n < max && batch.get(i + n as usize).is_some_and(|&(o, _)| o == start + n) {
+            n += 1;
+        }
+        i += n as usize;
+        Some((start, n))
+    })
+}
+
+/// How many of the first entries of `live` one Copy command can move.
+fn batch_for_copy(live: &[(u32, u64)], max_ranges: u32, max_range: u32, max_blocks: u32) -> usize {
+    let mut blocks = 0usize;
+    for (_, n) in runs(live, max_range).take(max_ranges as usize) {
+        blocks += (n as usize).min(max_blocks as usize - blocks);
+        if blocks == max_blocks as usize {
+            break;
+        }
+    }
+    blocks.max(1)
+}
+
+/// Reads the blocks of `batch` (offsets in the zone at `base`) into `data`.
+fn read_runs(
+    shared: &Shared,
+    ctx: &mut IoCtx,
+    data: &mut [u8],
+    base: u32,
+    batch: &[(u32, u64)],
+    bs: usize,
+) -> Result<()> {
+    let layout = &shared.layout;
+    let mut at = 0usize;
+    for (o, n) in runs(batch, layout.mdts_blocks) {
+        ctx.big.set_len(n as usize * bs).map_err(FtlError::device("size a buffer"))?;
+        ctx.q
+            .read(layout.lba(base + o), &mut ctx.big)
+            .map_err(FtlError::device("read valid blocks"))?;
+        data[at * bs..(at + n as usize) * bs].copy_from_slice(&ctx.big);
+        at += n as usize;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_and_copy_batches_respect_limits() {
+        let live: Vec<(u32, u64)> = [0, 1, 2, 5, 6, 9].iter().map(|&o| (o, 0)).collect();
+        assert_eq!(runs(&live, 8).collect::<Vec<_>>(), vec![(0, 3), (5, 2), (9, 1)]);
+        assert_eq!(runs(&live, 2).collect::<Vec<_>>(), vec![(0, 2), (2, 1), (5, 2), (9, 1)]);
+        assert_eq!(batch_for_copy(&live, 2, 8, 100), 5);
+        assert_eq!(batch_for_copy(&live, 10, 8, 4), 4);
+        assert_eq!(batch_for_copy(&live, 10, 8, 100), 6);
+    }
+}

@@ -1,0 +1,222 @@
+//! The mapping: logical block → physical block (L2P), the reverse map
+//! physical → logical (P2L) that garbage collection walks, and the number
+//! of valid blocks of every zone.
+//!
+//! Both directions are [`PackedArray`]s: an entry takes just enough bits
+//! for the largest block number (18 bits on the `small` profile, three
+//! entries to a 64-bit word). A physical block is valid exactly when its
+//! P2L entry names a logical block whose L2P entry points back at it, so
+//! no separate validity bitmap is kept: the P2L entry of a block is
+//! cleared when the block becomes invalid.
+//!
+//! Readers translate without locks. Every change goes through a method
+//! that takes the [`Journal`] by `&mut`, which only the holder of the
+//! journal lock has: changes are serialized, and each appends its log
+//! record in the same order as it changes the map.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::error::{FtlError, Result};
+use crate::journal::{Journal, Record};
+use crate::layout::Layout;
+use crate::packed::PackedArray;
+
+/// The two-way map and per-zone valid counts.
+///
+/// Thread safety: `Send + Sync`; lookups are lock-free, changes need the
+/// journal lock (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct Map {
+    l2p: PackedArray,
+    p2l: PackedArray,
+    valid: Box<[AtomicU32]>,
+    stride: u32,
+}
+
+impl Map {
+    /// An empty map for `layout`.
+    pub fn new(layout: &Layout) -> Self {
+        let physical = layout.physical();
+        Map {
+            l2p: PackedArray::new(layout.logical as usize, physical as u64 - 1),
+            p2l: PackedArray::new(physical, layout.logical - 1),
+            valid: (0..layout.zones).map(|_| AtomicU32::new(0)).collect(),
+            stride: layout.stride,
+        }
+    }
+
+    /// Logical blocks.
+    pub fn logical(&self) -> u64 {
+        self.l2p.len() as u64
+    }
+
+    /// Where logical block `l` is, if it is mapped.
+    #[inline]
+    pub fn lookup(&self, l: u64) -> Option<u32> {
+        self.l2p.get(l as usize).map(|p| p as u32)
+    }
+
+    /// The logical block whose data physical block `p` holds, if valid.
+    #[inline]
+    pub fn owner(&self, p: u32) -> Option<u64> {
+        self.p2l.get(p as usize)
+    }
+
+    /// Valid blocks in `zone`.
+    #[inline]
+    pub fn valid(&self, zone: u32) -> u32 {
+        self.valid[zone as usize].load(Ordering::Acquire)
+    }
+
+    /// Heap bytes of the map (both directions and the valid counts).
+    pub fn bytes(&self) -> usize {
+        self.l2p.bytes() + self.p2l.bytes() + self.valid.len() * 4
+    }
+
+    #[inline]
+    fn zone(&self, p: u32) -> usize {
+        (p / self.stride) as usize
+    }
+
+    fn invalidate(&self, p: u32) {
+        self.p2l.set(p as usize, None);
+        self.valid[self.zone(p)].fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn validate(&self, l: u64, p: u32) {
+        let before = self.p2l.set(p as usize, Some(l));
+        debug_assert!(before.is_none(), "PBA {p} already holds logical block {before:?}");
+        self.valid[self.zone(p)].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Maps `l` to `p` (newly written data); returns the old location.
+    pub fn assign(&self, journal: &mut Journal, l: u64, p: u32) -> Option<u32> {
+        let old = self.l2p.set(l as usize, Some(p as u64)).map(|o| o as u32);
+        if let Some(o) = old {
+            self.invalidate(o);
+        }
+        self.validate(l, p);
+        journal.push(Record::Map { l: l as u32, p });
+        old
+    }
+
+    /// Moves `l` from `from` to `to` (data relocated by garbage collection)
+    /// if it still lives at `from`; false when it was overwritten or
+    /// discarded meanwhile (the copy at `to` is then garbage).
+    pub fn relocate(&self, journal: &mut Journal, l: u64, from: u32, to: u32) -> bool {
+        if !self.l2p.compare_set(l as usize, Some(from as u64), Some(to as u64)) {
+            return false;
+        }
+        self.invalidate(from);
+        self.validate(l, to);
+        journal.push(Record::Map { l: l as u32, p: to });
+        true
+    }
+
+    /// Unmaps `blocks` logical blocks from `l`.
+    pub fn unmap(&self, journal: &mut Journal, l: u64, blocks: u64) {
+        for i in l..l + blocks {
+            if let Some(o) = self.l2p.set(i as usize, None) {
+                self.invalidate(o as u32);
+            }
+        }
+        journal.push(Record::Unmap { l: l as u32, blocks: blocks as u32 });
+    }
+
+    /// Recovery: sets `l` without bookkeeping ([`Map::rebuild`] follows).
+    pub fn replay_set(&self, l: u64, p: Option<u32>) {
+        self.l2p.set(l as usize, p.map(u64::from));
+    }
+
+    /// Recovery: rebuilds P2L and the valid counts from L2P, checking that
+    /// every mapped block lies in the written part of a data zone
+    /// (`written[zone]` blocks) and that no two logical blocks share one.
+    pub fn rebuild(&self, layout: &Layout, written: &[u32]) -> Result<()> {
+        self.p2l.clear();
+        for v in self.valid.iter() {
+            v.store(0, Ordering::Relaxed);
+        }
+        for l in 0..self.logical() {
+            let Some(p) = self.lookup(l) else { continue };
+            let zone = layout.zone_of(p);
+            let off = layout.offset_of(p);
+            let bad =
+                |reason: String| FtlError::Corrupt { zone: zone as u64, block: off as u64, reason };
+            if zone >= layout.zones || layout.is_meta(zone) {
+                return Err(bad(format!("logical block {l} maps into a metadata or missing zone")));
+            }
+            if off >= written[zone as usize] {
+                return Err(bad(format!(
+                    "logical block {l} maps past the written part of the zone ({} blocks)",
+                    written[zone as usize]
+                )));
+            }
+            if let Some(other) = self.p2l.set(p as usize, Some(l)) {
+                return Err(bad(format!("logical blocks {other} and {l} map to the same block")));
+            }
+            self.valid[zone as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The raw L2P entry of `l` for checkpoints (`u32::MAX` = unmapped).
+    pub fn raw(&self, l: u64) -> u32 {
+        self.lookup(l).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout {
+            block_size: 4096,
+            zone_size: 16,
+            zones: 4,
+            caps: vec![12; 4].into(),
+            stride: 12,
+            meta_zones: 1,
+            mdts_blocks: 8,
+            zasl_blocks: 4,
+            logical: 20,
+        }
+    }
+
+    #[test]
+    fn assign_relocate_unmap_keep_both_directions_and_counts() {
+        let l = layout();
+        let m = Map::new(&l);
+        let mut j = Journal::default();
+        assert_eq!(m.assign(&mut j, 3, 12), None);
+        assert_eq!(m.assign(&mut j, 4, 13), None);
+        assert_eq!((m.valid(1), m.owner(12), m.lookup(3)), (2, Some(3), Some(12)));
+        assert_eq!(m.assign(&mut j, 3, 24), Some(12));
+        assert_eq!((m.valid(1), m.valid(2), m.owner(12)), (1, 1, None));
+        assert!(m.relocate(&mut j, 4, 13, 25));
+        assert!(!m.relocate(&mut j, 4, 13, 26), "stale relocation refused");
+        assert_eq!((m.valid(1), m.valid(2), m.lookup(4)), (0, 2, Some(25)));
+        m.unmap(&mut j, 3, 2);
+        assert_eq!((m.valid(2), m.lookup(3), m.lookup(4)), (0, None, None));
+        assert_eq!(j.pending().len(), 5);
+        assert!(m.bytes() > 0);
+    }
+
+    #[test]
+    fn rebuild_checks_what_recovery_found() {
+        let l = layout();
+        let m = Map::new(&l);
+        m.replay_set(0, Some(12));
+        m.replay_set(1, Some(13));
+        m.rebuild(&l, &[0, 2, 0, 0]).unwrap();
+        assert_eq!((m.valid(1), m.owner(13)), (2, Some(1)));
+        let e = m.rebuild(&l, &[0, 1, 0, 0]).unwrap_err();
+        assert!(e.to_string().contains("past the written part"), "{e}");
+        m.replay_set(1, Some(12));
+        let e = m.rebuild(&l, &[0, 2, 0, 0]).unwrap_err();
+        assert!(e.to_string().contains("same block"), "{e}");
+        m.replay_set(1, Some(3));
+        let e = m.rebuild(&l, &[12, 2, 0, 0]).unwrap_err();
+        assert!(e.to_string().contains("metadata"), "{e}");
+    }
+}

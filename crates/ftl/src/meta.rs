@@ -1,0 +1,261 @@
+//! The metadata log writer.
+//!
+//! Zones `0..meta_zones` hold one log of checksummed pages (see
+//! [`crate::journal`]): each zone starts with a header page (the
+//! superblock), then log pages of mapping records, checkpoints and their
+//! end markers. A checkpoint is a Begin record, the L2P map in chunk
+//! pages, and an End page; recovery loads the newest complete checkpoint
+//! and replays the records logged after its Begin record.
+//!
+//! Ordering rules, which together make every durable record point at
+//! durable data of its own logical block:
+//! - data before log: records are taken from the journal, then the device
+//!   is flushed (the data they name completed before), then they are
+//!   written;
+//! - checkpoint chunks are followed by a flush before the End page, so
+//!   every block a durable checkpoint names is durable;
+//! - a new checkpoint's End is durable before older metadata zones are
+//!   reset;
+//! - a data zone is reset only after the records moving its valid blocks
+//!   away are durable (see [`crate::gc`]).
+
+use parking_lot::Mutex;
+use zns_device::{IoBuffer, Target, ZoneAction, ZoneQueue};
+
+use crate::error::{FtlError, Result};
+use crate::journal::{
+    entries_per_chunk, records_per_page, Body, Journal, Page, Record, Superblock,
+};
+use crate::layout::Layout;
+use crate::map::Map;
+use crate::stats::Counters;
+
+/// Checkpoint pages for `logical` blocks, at most (chunks + Begin + End).
+pub(crate) fn checkpoint_pages(logical: u64, block_size: usize) -> u64 {
+    logical.div_ceil(entries_per_chunk(block_size) as u64) + 2
+}
+
+/// Metadata zones a layout needs, and the free-zone count at which a
+/// checkpoint starts.
+///
+/// With `t` zones for a whole checkpoint: a checkpoint starts when `t + 2`
+/// zones are free (one persist fills at most one more zone before the
+/// check), so even a checkpoint cut short by a power failure leaves a zone
+/// for the next mount; after a checkpoint two zones stay live (the one
+/// holding its Begin record and the current one), which leaves one zone of
+/// log between checkpoints.
+pub(crate) fn meta_zone_plan(logical: u64, block_size: usize, cap: u32) -> (u32, u32) {
+    let t = checkpoint_pages(logical, block_size).div_ceil(cap as u64 - 1) as u32;
+    (t + 5, t + 2)
+}
+
+/// Writes the metadata log.
+///
+/// Thread safety: `Send`; the FTL keeps it behind a mutex, which orders
+/// log pages exactly as their records were taken from the journal.
+pub(crate) struct MetaWriter {
+    q: Box<dyn ZoneQueue>,
+    buf: IoBuffer,
+    pub sb: Superblock,
+    /// First page sequence number of every live metadata zone; `None` =
+    /// empty.
+    pub first_seq: Vec<Option<u64>>,
+    /// Zone being written and the next block in it.
+    pub current: Option<(u32, u32)>,
+    pub next_seq: u64,
+    pub generation: u32,
+    /// Last checkpoint id started.
+    pub ckpt: u64,
+    /// Checkpoint when free metadata zones fall to this.
+    pub trigger: u32,
+}
+
+impl std::fmt::Debug for MetaWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaWriter")
+            .field("current", &self.current)
+            .field("next_seq", &self.next_seq)
+            .field("generation", &self.generation)
+            .field("ckpt", &self.ckpt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a metadata write needs from the rest of the FTL.
+pub(crate) struct MetaCtx<'a> {
+    pub layout: &'a Layout,
+    pub map: &'a Map,
+    pub journal: &'a Mutex<Journal>,
+    pub stats: &'a Counters,
+}
+
+impl MetaWriter {
+    /// A writer continuing a log: `first_seq` says which metadata zones are
+    /// live, `current` where to write next.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        q: Box<dyn ZoneQueue>,
+        layout: &Layout,
+        sb: Superblock,
+        first_seq: Vec<Option<u64>>,
+        current: Option<(u32, u32)>,
+        next_seq: u64,
+        generation: u32,
+        ckpt: u64,
+    ) -> Result<Self> {
+        let buf = q
+            .alloc(layout.mdts_blocks as usize * layout.block_size as usize)
+            .map_err(FtlError::device("allocate a metadata buffer"))?;
+        let (_, trigger) = meta_zone_plan(sb.logical, layout.block_size as usize, layout.cap(0));
+        Ok(MetaWriter { q, buf, sb, first_seq, current, next_seq, generation, ckpt, trigger })
+    }
+
+    /// Free metadata zones.
+    pub fn free_zones(&self) -> u32 {
+        self.first_seq.iter().filter(|s| s.is_none()).count() as u32
+    }
+
+    fn device_flush(&mut self, stats: &Counters) -> Result<()> {
+        self.q.flush().map_err(FtlError::device("flush"))?;
+        Counters::add(&stats.device_flushes, 1);
+        Ok(())
+    }
+
+    /// Writes pages with `bodies` at the end of the log; returns the zone
+    /// each landed in.
+    fn write_pages(
+        &mut self,
+        ctx: &MetaCtx<'_>,
+        bodies: impl IntoIterator<Item = Body>,
+    ) -> Result<Vec<u32>> {
+        let layout = ctx.layout;
+        let bs = layout.block_size as usize;
+        let mut zones = Vec::new();
+        let mut it = bodies.into_iter().peekable();
+        while it.peek().is_some() {
+            let (zone, offset) = match self.current {
+                Some((z, o)) if o < layout.cap(z) => (z, o),
+                _ => {
+                    let Some(z) =
+                        (0..layout.meta_zones).find(|&z| self.first_seq[z as usize].is_none())
+                    else {
+                        return Err(FtlError::Failed(
+                            "the metadata zones are exhausted (no checkpoint could free one)"
+                                .into(),
+                        ));
+                    };
+                    (z, 0)
+                }
+            };
+            let room = (layout.cap(zone) - offset).min(layout.mdts_blocks) as usize;
+            let mut n = 0usize;
+            if offset == 0 {
+                self.first_seq[zone as usize] = Some(self.next_seq);
+                let page = Page {
+                    seq: self.next_seq,
+                    generation: self.generation,
+                    body: Body::Header(self.sb),
+                };
+                page.encode(&mut self.buf[..bs]);
+                self.next_seq += 1;
+                n = 1;
+            }
+            while n < room {
+                let Some(body) = it.next() else { break };
+                let page = Page { seq: self.next_seq, generation: self.generation, body };
+                page.encode(&mut self.buf[n * bs..(n + 1) * bs]);
+                self.next_seq += 1;
+                zones.push(zone);
+                n += 1;
+            }
+            self.buf.set_len(n * bs).map_err(FtlError::device("size a metadata buffer"))?;
+            let r = self.q.write(layout.zone_start(zone) + offset as u64, &self.buf);
+            let full = layout.mdts_blocks as usize * bs;
+            self.buf.set_len(full).map_err(FtlError::device("size a metadata buffer"))?;
+            r.map_err(FtlError::device("write metadata"))?;
+            Counters::add(&ctx.stats.meta_blocks_written, n as u64);
+            self.current = Some((zone, offset + n as u32));
+        }
+        Ok(zones)
+    }
+
+    /// Writes every record waiting in the journal (after a device flush,
+    /// so the data they name is durable first); with `sync`, flushes again
+    /// so the records are durable too. Checkpoints when metadata zones run
+    /// low.
+    pub fn persist(&mut self, ctx: &MetaCtx<'_>, sync: bool) -> Result<()> {
+        let records = ctx.journal.lock().take();
+        let any = !records.is_empty();
+        if any {
+            self.device_flush(ctx.stats)?;
+            let rpp = records_per_page(ctx.layout.block_size as usize);
+            self.write_pages(ctx, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
+        }
+        if sync {
+            self.device_flush(ctx.stats)?;
+        }
+        if any && self.free_zones() <= self.trigger {
+            self.checkpoint(ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a checkpoint of the whole map, then resets the metadata zones
+    /// it makes unnecessary.
+    pub fn checkpoint(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
+        let layout = ctx.layout;
+        let id = self.ckpt + 1;
+        let records = {
+            let mut j = ctx.journal.lock();
+            j.push(Record::CheckpointBegin { id });
+            j.take()
+        };
+        self.device_flush(ctx.stats)?;
+        let rpp = records_per_page(layout.block_size as usize);
+        let zones = self.write_pages(ctx, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
+        let begin_zone = *zones.last().expect("the Begin record was written");
+        self.ckpt = id;
+        // The map, a batch of chunk pages at a time (entries read without
+        // locks: changes made meanwhile are logged after the Begin record).
+        let per = entries_per_chunk(layout.block_size as usize) as u64;
+        let batch = layout.mdts_blocks.max(2) as usize - 1;
+        let mut chunks = 0u64;
+        let mut bodies = Vec::with_capacity(batch);
+        let mut first = 0u64;
+        while first < ctx.map.logical() {
+            let end = (first + per).min(ctx.map.logical());
+            let entries: Vec<u32> = (first..end).map(|l| ctx.map.raw(l)).collect();
+            if entries.iter().any(|&e| e != u32::MAX) {
+                bodies.push(Body::Chunk { ckpt: id, first, entries });
+                chunks += 1;
+            }
+            if bodies.len() >= batch {
+                self.write_pages(ctx, bodies.drain(..))?;
+            }
+            first = end;
+        }
+        self.write_pages(ctx, bodies.drain(..))?;
+        // Every block the chunks name completed before it was read: make it
+        // durable before the checkpoint counts.
+        self.device_flush(ctx.stats)?;
+        self.write_pages(ctx, [Body::End { ckpt: id, chunks }])?;
+        self.device_flush(ctx.stats)?;
+        Counters::add(&ctx.stats.checkpoints, 1);
+        // Zones wholly before the Begin record are no longer needed.
+        let keep_from = self.first_seq[begin_zone as usize].expect("begin zone is live");
+        for z in 0..layout.meta_zones {
+            if matches!(self.first_seq[z as usize], Some(s) if s < keep_from) {
+                self.q
+                    .zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(z)))
+                    .map_err(FtlError::device("reset a metadata zone"))?;
+                Counters::add(&ctx.stats.zone_resets, 1);
+                self.first_seq[z as usize] = None;
+                if matches!(self.current, Some((c, _)) if c == z) {
+                    self.current = None;
+                }
+            }
+        }
+        tracing::debug!(id, chunks, free_meta_zones = self.free_zones(), "checkpoint written");
+        Ok(())
+    }
+}

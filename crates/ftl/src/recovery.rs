@@ -1,0 +1,368 @@
+//! Recovery: rebuilds the map from the metadata log.
+//!
+//! 1. The first non-empty zone must be a metadata zone whose header page
+//!    names the geometry; every metadata zone is read up to its write
+//!    pointer and its pages decoded.
+//! 2. Live zones are ordered by the sequence number of their header page.
+//!    The newest checkpoint whose End page, Begin record and every chunk
+//!    are present is loaded, and every record logged after its Begin
+//!    record is replayed (last change wins).
+//! 3. From the checkpoint's Begin zone on, page sequence numbers must
+//!    follow each other. A page that does not decode is the torn end of a
+//!    mount's log — dropped with a warning — only when no page follows it
+//!    or the next valid page belongs to a later mount; anywhere else it is
+//!    reported as corruption.
+//! 4. Every mapping must point into the written part of a data zone, and
+//!    no two logical blocks may share a block; P2L and valid counts are
+//!    rebuilt. Data zones left open are finished (their unlogged tail is
+//!    garbage), metadata zones older than the checkpoint are reset, and
+//!    the log continues in the newest metadata zone with the next mount
+//!    generation.
+
+use std::sync::Arc;
+
+use zns_device::{ReportFilter, Target, ZoneAction, ZoneQueue, ZoneState, ZonedDevice};
+
+use crate::config::FtlConfig;
+use crate::error::{FtlError, Result};
+use crate::ftl::{Parts, Shared};
+use crate::journal::{Body, Page, PageError, Record};
+use crate::layout::Layout;
+use crate::map::Map;
+use crate::meta::MetaWriter;
+use crate::stats::Counters;
+use crate::zones::Pool;
+
+/// One block of the metadata log as read.
+struct Entry {
+    zone: u32,
+    offset: u32,
+    page: std::result::Result<Page, PageError>,
+}
+
+/// Reads `blocks` blocks of `zone` from its start and decodes them.
+fn read_zone(q: &mut dyn ZoneQueue, layout: &Layout, zone: u32, blocks: u32) -> Result<Vec<Entry>> {
+    let bs = layout.block_size as usize;
+    let mut out = Vec::with_capacity(blocks as usize);
+    let mut buf =
+        q.alloc(layout.mdts_blocks as usize * bs).map_err(FtlError::device("allocate a buffer"))?;
+    let mut at = 0u32;
+    while at < blocks {
+        let n = (blocks - at).min(layout.mdts_blocks);
+        buf.set_len(n as usize * bs).map_err(FtlError::device("size a buffer"))?;
+        q.read(layout.zone_start(zone) + at as u64, &mut buf)
+            .map_err(FtlError::device("read metadata"))?;
+        for i in 0..n as usize {
+            out.push(Entry {
+                zone,
+                offset: at + i as u32,
+                page: Page::decode(&buf[i * bs..(i + 1) * bs]),
+            });
+        }
+        at += n;
+    }
+    Ok(out)
+}
+
+fn corrupt(zone: u32, block: u32, reason: impl Into<String>) -> FtlError {
+    FtlError::Corrupt { zone: zone as u64, block: block as u64, reason: reason.into() }
+}
+
+/// Recovers the FTL on `dev`.
+pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Shared> {
+    let info = dev.info().clone();
+    let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
+    let report = q
+        .report_zones(0, ReportFilter::All, info.zone_count as usize)
+        .map_err(FtlError::device("report zones"))?;
+    let zones = report.len() as u32;
+    let caps: Box<[u32]> = report.iter().map(|z| z.capacity as u32).collect();
+    let stride = caps.iter().copied().max().unwrap_or(0);
+    let written = |i: usize| report[i].written() as u32;
+
+    // The first written zone holds a header naming the geometry.
+    let first =
+        report.iter().position(|z| z.state != ZoneState::Empty).ok_or(FtlError::NotFormatted)?;
+    let mut probe = Layout {
+        block_size: info.block_size,
+        zone_size: info.zone_size,
+        zones,
+        caps: caps.clone(),
+        stride,
+        meta_zones: 0,
+        mdts_blocks: info.max_transfer_blocks().min(u32::MAX as u64) as u32,
+        zasl_blocks: ((info.zasl_bytes / info.block_size as usize) as u32).max(1),
+        logical: 0,
+    };
+    let head = read_zone(q.as_mut(), &probe, first as u32, written(first).min(1))?;
+    let sb = match head.first().map(|e| &e.page) {
+        Some(Ok(Page { body: Body::Header(sb), .. })) => *sb,
+        Some(Err(PageError::Bad(why))) if why.contains("version") => {
+            return Err(FtlError::Incompatible(why.clone()))
+        }
+        _ => return Err(FtlError::NotFormatted),
+    };
+    let geometry = (sb.block_size, sb.zone_size, sb.zones, sb.stride);
+    if geometry != (info.block_size, info.zone_size, zones, stride) {
+        return Err(FtlError::Incompatible(format!(
+            "formatted for {} zones of {} blocks (capacity {}) of {} bytes; the device has {zones} \
+             zones of {} blocks (capacity {stride}) of {} bytes",
+            sb.zones, sb.zone_size, sb.stride, sb.block_size, info.zone_size, info.block_size
+        )));
+    }
+    if first as u32 >= sb.meta_zones || sb.meta_zones >= zones || sb.logical == 0 {
+        return Err(corrupt(first as u32, 0, "the header's metadata zone count does not fit"));
+    }
+    probe.meta_zones = sb.meta_zones;
+    probe.logical = sb.logical;
+    let layout = probe;
+    let physical = layout.physical() as u64;
+
+    // Every live metadata zone, in log order.
+    let mut live: Vec<(u64, Vec<Entry>)> = Vec::new();
+    for z in 0..layout.meta_zones {
+        if report[z as usize].state == ZoneState::Empty {
+            continue;
+        }
+        if matches!(report[z as usize].state, ZoneState::ReadOnly | ZoneState::Offline) {
+            return Err(corrupt(z, 0, format!("metadata zone is {:?}", report[z as usize].state)));
+        }
+        let entries = read_zone(q.as_mut(), &layout, z, written(z as usize))?;
+        let seq = match entries.first().map(|e| &e.page) {
+            Some(Ok(Page { seq, body: Body::Header(h), .. })) if *h == sb => *seq,
+            Some(Ok(Page { body: Body::Header(_), .. })) => {
+                return Err(corrupt(z, 0, "header of another FTL instance or geometry"))
+            }
+            Some(Ok(_)) => return Err(corrupt(z, 0, "metadata zone without a header page")),
+            Some(Err(_)) if entries.len() == 1 => {
+                // A zone whose only block is a torn header: the log had just
+                // moved to it when power failed. Nothing in it counts.
+                tracing::warn!(zone = z, "dropped a metadata zone holding only a torn header");
+                q.zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(z)))
+                    .map_err(FtlError::device("reset a metadata zone"))?;
+                continue;
+            }
+            Some(Err(e)) => return Err(corrupt(z, 0, format!("unreadable header page: {e:?}"))),
+            None => continue,
+        };
+        live.push((seq, entries));
+    }
+    live.sort_by_key(|(s, _)| *s);
+    let list: Vec<Entry> = live.into_iter().flat_map(|(_, e)| e).collect();
+
+    // The newest complete checkpoint.
+    let mut max_ckpt = 0u64;
+    let mut begins = std::collections::HashMap::new();
+    let mut chunk_count = std::collections::HashMap::<u64, u64>::new();
+    for (i, e) in list.iter().enumerate() {
+        match &e.page {
+            Ok(Page { body: Body::Log(records), .. }) => {
+                for (r, rec) in records.iter().enumerate() {
+                    if let Record::CheckpointBegin { id } = rec {
+                        begins.insert(*id, (i, r));
+                        max_ckpt = max_ckpt.max(*id);
+                    }
+                }
+            }
+            Ok(Page { body: Body::Chunk { ckpt, .. }, .. }) => {
+                *chunk_count.entry(*ckpt).or_default() += 1;
+            }
+            Ok(Page { body: Body::End { ckpt, .. }, .. }) => max_ckpt = max_ckpt.max(*ckpt),
+            _ => {}
+        }
+    }
+    let chosen = list.iter().enumerate().rev().find_map(|(i, e)| match &e.page {
+        Ok(Page { body: Body::End { ckpt, chunks }, .. }) => {
+            let &(bi, br) = begins.get(ckpt)?;
+            (bi < i && chunk_count.get(ckpt).copied().unwrap_or(0) == *chunks)
+                .then_some((*ckpt, bi, br))
+        }
+        _ => None,
+    });
+    let Some((ckpt, begin_index, begin_record)) = chosen else {
+        let (z, o) = list.last().map_or((first as u32, 0), |e| (e.zone, e.offset));
+        return Err(corrupt(z, o, "no complete checkpoint in the metadata log"));
+    };
+    let begin_zone = list[begin_index].zone;
+    let start = list.iter().position(|e| e.zone == begin_zone).expect("the begin zone is listed");
+
+    // Strict checks from the checkpoint's zone on.
+    let mut prev: Option<(u64, u32)> = None;
+    let mut torn: Option<(u32, u32, String)> = None;
+    let mut max_generation = 0u32;
+    for e in &list[start..] {
+        match &e.page {
+            Ok(p) => {
+                if let Some((z, o, why)) = torn.take() {
+                    if prev.is_some_and(|(_, g)| p.generation <= g) {
+                        return Err(corrupt(z, o, format!("damaged metadata page ({why})")));
+                    }
+                    tracing::warn!(
+                        zone = z,
+                        block = o,
+                        "dropped the torn end of an earlier mount's log"
+                    );
+                }
+                if let Some((s, _)) = prev {
+                    if p.seq != s + 1 {
+                        return Err(corrupt(
+                            e.zone,
+                            e.offset,
+                            format!("page sequence {} follows {s}", p.seq),
+                        ));
+                    }
+                }
+                prev = Some((p.seq, p.generation));
+                max_generation = max_generation.max(p.generation);
+            }
+            Err(err) => {
+                if torn.is_none() {
+                    let why = match err {
+                        PageError::Blank => "blank".to_string(),
+                        PageError::Bad(w) => w.clone(),
+                    };
+                    torn = Some((e.zone, e.offset, why));
+                }
+            }
+        }
+    }
+    if let Some((z, o, why)) = torn {
+        tracing::warn!(zone = z, block = o, reason = %why, "dropped the torn last page of the metadata log");
+    }
+    let last_seq = prev.map_or(0, |(s, _)| s);
+
+    // Load the checkpoint, then replay what was logged after it began.
+    let map = Map::new(&layout);
+    let in_range = |l: u64, n: u64| l.checked_add(n).is_some_and(|end| end <= layout.logical);
+    for e in &list[begin_index..] {
+        if let Ok(Page { body: Body::Chunk { ckpt: c, first, entries }, .. }) = &e.page {
+            if *c != ckpt {
+                continue;
+            }
+            if !in_range(*first, entries.len() as u64) {
+                return Err(corrupt(
+                    e.zone,
+                    e.offset,
+                    "checkpoint chunk past the logical capacity",
+                ));
+            }
+            for (i, &p) in entries.iter().enumerate() {
+                if p != u32::MAX {
+                    if p as u64 >= physical {
+                        return Err(corrupt(e.zone, e.offset, format!("checkpoint entry {p}")));
+                    }
+                    map.replay_set(first + i as u64, Some(p));
+                }
+            }
+        }
+    }
+    let mut replayed = 0u64;
+    for (i, e) in list.iter().enumerate().skip(begin_index) {
+        let Ok(Page { body: Body::Log(records), .. }) = &e.page else { continue };
+        let skip = if i == begin_index { begin_record + 1 } else { 0 };
+        for r in &records[skip..] {
+            match *r {
+                Record::Map { l, p } => {
+                    if !in_range(l as u64, 1) || p as u64 >= physical {
+                        return Err(corrupt(e.zone, e.offset, format!("record maps {l} to {p}")));
+                    }
+                    map.replay_set(l as u64, Some(p));
+                }
+                Record::Unmap { l, blocks } => {
+                    if !in_range(l as u64, blocks as u64) {
+                        return Err(corrupt(
+                            e.zone,
+                            e.offset,
+                            format!("record unmaps {blocks} at {l}"),
+                        ));
+                    }
+                    for x in l as u64..l as u64 + blocks as u64 {
+                        map.replay_set(x, None);
+                    }
+                }
+                Record::CheckpointBegin { .. } => {}
+            }
+            replayed += 1;
+        }
+    }
+
+    // Data zones: what is written, which pool; close out half-written ones.
+    let mut finishes = 0u64;
+    let mut extent = vec![0u32; zones as usize];
+    let mut pools = Vec::with_capacity(zones as usize);
+    for (i, z) in report.iter().enumerate() {
+        let zone = i as u32;
+        if layout.is_meta(zone) {
+            pools.push(Pool::Meta);
+            continue;
+        }
+        let pool = match z.state {
+            ZoneState::Empty => Pool::Free,
+            ZoneState::Full => {
+                extent[i] = z.capacity as u32;
+                Pool::Full
+            }
+            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed => {
+                extent[i] = written(i);
+                q.zone_action(ZoneAction::Finish, Target::Zone(z.start))
+                    .map_err(FtlError::device("finish a half-written zone"))?;
+                finishes += 1;
+                Pool::Full
+            }
+            ZoneState::ReadOnly => {
+                extent[i] = z.capacity as u32;
+                Pool::Unusable
+            }
+            _ => Pool::Unusable,
+        };
+        pools.push(pool);
+    }
+    map.rebuild(&layout, &extent)?;
+
+    // The metadata log continues in its newest zone.
+    let mut first_seq = vec![None; layout.meta_zones as usize];
+    let mut order: Vec<(u64, u32)> = Vec::new();
+    let mut resets = 0u64;
+    for e in &list {
+        if e.offset == 0 {
+            if let Ok(p) = &e.page {
+                order.push((p.seq, e.zone));
+            }
+        }
+    }
+    let keep_from = order.iter().find(|(_, z)| *z == begin_zone).map_or(0, |(s, _)| *s);
+    for &(seq, z) in &order {
+        if seq < keep_from {
+            q.zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(z)))
+                .map_err(FtlError::device("reset an old metadata zone"))?;
+            resets += 1;
+        } else {
+            first_seq[z as usize] = Some(seq);
+        }
+    }
+    let current = order.last().map(|&(_, z)| (z, written(z as usize)));
+    let meta_q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
+    let meta = MetaWriter::new(
+        meta_q,
+        &layout,
+        sb,
+        first_seq,
+        current,
+        last_seq + 1,
+        max_generation + 1,
+        max_ckpt,
+    )?;
+    let mapped = (0..layout.zones).map(|z| map.valid(z) as u64).sum::<u64>();
+    tracing::info!(
+        checkpoint = ckpt,
+        replayed,
+        mapped,
+        finished = finishes,
+        generation = max_generation + 1,
+        "FTL recovered"
+    );
+    let shared = Shared::new(dev, config, Parts { layout, map, meta, pools, clock: 0 })?;
+    Counters::add(&shared.stats.zone_finishes, finishes);
+    Counters::add(&shared.stats.zone_resets, resets);
+    Ok(shared)
+}

@@ -1,0 +1,511 @@
+//! Zone pools and write heads.
+//!
+//! Every zone is in one pool: metadata, free (empty), open (a write head
+//! of some stream), full, victim (being reclaimed) or unusable (read-only
+//! or offline). Streams own their open zones as *heads*; a writer takes a
+//! [`Grant`] of blocks in a head, writes them, then completes the grant.
+//! A head whose blocks have all completed is sealed: the zone is full and
+//! garbage collection may pick it.
+//!
+//! The FTL never has more zones open than the device allows: each stream
+//! has a fixed most-heads count, and their sum plus the metadata log's zone
+//! is at most the smaller of the open and active limits. Free zones below
+//! the GC reserve go only to garbage collection, which can therefore always
+//! finish a victim and give back a zone.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::config::StreamPlan;
+use crate::error::{FtlError, Result};
+use crate::layout::Layout;
+
+/// The pool a zone is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pool {
+    Meta,
+    Free,
+    Open,
+    Full,
+    Victim,
+    Unusable,
+}
+
+/// Who asks for blocks: users wait for GC when free zones run low; GC
+/// takes from the reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    User,
+    Gc,
+}
+
+/// An open zone of a stream.
+#[derive(Debug)]
+struct Head {
+    zone: u32,
+    cap: u32,
+    /// Blocks handed out (the write pointer, for plain writes).
+    reserved: u32,
+    /// Blocks written.
+    completed: u32,
+    /// A plain writer owns the head.
+    busy: bool,
+}
+
+/// Blocks of a head granted to one writer.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub stream: usize,
+    pub zone: u32,
+    /// First block offset (plain writes write exactly there).
+    pub offset: u32,
+    pub blocks: u32,
+    /// The writer owns the head (plain writes, Copy); otherwise the head is
+    /// shared and the data must be appended.
+    pub exclusive: bool,
+}
+
+/// Per-zone facts for victim selection and temperature inference.
+#[derive(Debug, Default)]
+pub(crate) struct ZoneInfo {
+    /// Sum over written blocks of their birth time (user blocks written
+    /// when the data was first written).
+    birth_sum: AtomicU64,
+    /// Sum over written blocks of the time they were written into this
+    /// zone.
+    write_sum: AtomicU64,
+    /// Blocks written since the last reset.
+    written: AtomicU32,
+    /// Resets done by this FTL instance.
+    pub resets: AtomicU32,
+    /// Stream role the zone was opened for (`Role as u32`).
+    pub role: AtomicU32,
+}
+
+impl ZoneInfo {
+    /// Records `blocks` blocks born at `birth`, written at `now`.
+    pub fn add(&self, birth: u64, now: u64, blocks: u32) {
+        self.birth_sum.fetch_add(birth * blocks as u64, Ordering::Relaxed);
+        self.write_sum.fetch_add(now * blocks as u64, Ordering::Relaxed);
+        self.written.fetch_add(blocks, Ordering::Relaxed);
+    }
+
+    /// Mean time the zone's blocks were written into it (`now` when none
+    /// were).
+    pub fn written_at(&self, now: u64) -> u64 {
+        match self.written.load(Ordering::Relaxed) {
+            0 => now,
+            n => self.write_sum.load(Ordering::Relaxed) / n as u64,
+        }
+    }
+
+    /// Mean birth time of the zone's blocks (`now` when none were written).
+    pub fn birth(&self, now: u64) -> u64 {
+        match self.written.load(Ordering::Relaxed) {
+            0 => now,
+            n => self.birth_sum.load(Ordering::Relaxed) / n as u64,
+        }
+    }
+
+    fn clear(&self) {
+        self.birth_sum.store(0, Ordering::Relaxed);
+        self.write_sum.store(0, Ordering::Relaxed);
+        self.written.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The pools, under one lock.
+#[derive(Debug)]
+pub(crate) struct Pools {
+    pool: Vec<Pool>,
+    free: VecDeque<u32>,
+    heads: Vec<Vec<Head>>,
+    max_heads: Vec<u32>,
+    /// Streams both users and GC write to.
+    shared_with_gc: Vec<bool>,
+    reserve: usize,
+    gc_low: usize,
+    gc_high: usize,
+    /// Users waiting for a free zone.
+    waiting: usize,
+    /// GC found nothing to reclaim while users wait.
+    stalled: bool,
+    /// GC was asked to run (a foreground request or a watermark crossing).
+    pub(crate) gc_requested: bool,
+    pub(crate) shutdown: bool,
+    failed: Option<String>,
+}
+
+impl Pools {
+    /// True when users wait for a zone and none may be given to them.
+    pub fn users_blocked(&self) -> bool {
+        self.waiting > 0 && self.free.len() <= self.reserve
+    }
+
+    /// True when background GC should run.
+    pub fn gc_wanted(&self) -> bool {
+        self.gc_requested || self.free.len() <= self.reserve + self.gc_low
+    }
+
+    /// True when GC has done enough for now.
+    pub fn gc_satisfied(&self) -> bool {
+        self.free.len() >= self.reserve + self.gc_high
+    }
+
+    /// Zones per pool: (free, open, full, victim, meta, unusable).
+    pub fn counts(&self) -> [usize; 6] {
+        let mut c = [0usize; 6];
+        for p in &self.pool {
+            c[match p {
+                Pool::Free => 0,
+                Pool::Open => 1,
+                Pool::Full => 2,
+                Pool::Victim => 3,
+                Pool::Meta => 4,
+                Pool::Unusable => 5,
+            }] += 1;
+        }
+        c
+    }
+
+    /// Blocks written in full zones and open zones: the space that holds
+    /// valid or invalid data.
+    pub fn written_blocks(&self, layout: &Layout) -> u64 {
+        let full: u64 = self.full_zones().map(|z| layout.cap(z) as u64).sum();
+        let open: u64 = self.heads.iter().flatten().map(|h| h.completed as u64).sum();
+        full + open
+    }
+
+    /// Open zones (write heads).
+    pub fn open_zones(&self) -> impl Iterator<Item = u32> + '_ {
+        self.heads.iter().flatten().map(|h| h.zone)
+    }
+
+    /// Full zones, for victim selection.
+    pub fn full_zones(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pool.iter().enumerate().filter(|(_, p)| **p == Pool::Full).map(|(z, _)| z as u32)
+    }
+
+    /// The failure that stopped the FTL, if any.
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+}
+
+/// Zone pools, heads, and per-zone information.
+///
+/// Thread safety: `Send + Sync`; the pools are behind one mutex (taken
+/// twice per write request and once per GC step, never across device
+/// commands), per-zone information is atomic.
+#[derive(Debug)]
+pub(crate) struct Zones {
+    pools: Mutex<Pools>,
+    /// Heads and free zones changed.
+    changed: Condvar,
+    /// Wakes the GC thread.
+    gc_wake: Condvar,
+    pub info: Box<[ZoneInfo]>,
+    /// Times a user waited for a free zone.
+    waits: AtomicU64,
+}
+
+impl Zones {
+    /// Times a user waited for garbage collection to free a zone.
+    pub fn user_waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
+
+    /// Pools for `layout`, with each zone in the pool `pool` gives.
+    pub fn new(
+        layout: &Layout,
+        plan: &StreamPlan,
+        gc_low: u32,
+        gc_high: u32,
+        pool: Vec<Pool>,
+    ) -> Self {
+        let free = pool
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p == Pool::Free)
+            .map(|(z, _)| z as u32)
+            .collect();
+        Zones {
+            pools: Mutex::new(Pools {
+                pool,
+                free,
+                heads: plan.max_heads.iter().map(|_| Vec::new()).collect(),
+                max_heads: plan.max_heads.clone(),
+                shared_with_gc: plan.shared_with_gc(),
+                reserve: plan.reserve as usize,
+                gc_low: gc_low as usize,
+                gc_high: gc_high as usize,
+                waiting: 0,
+                stalled: false,
+                gc_requested: false,
+                shutdown: false,
+                failed: None,
+            }),
+            changed: Condvar::new(),
+            gc_wake: Condvar::new(),
+            info: (0..layout.zones).map(|_| ZoneInfo::default()).collect(),
+            waits: AtomicU64::new(0),
+        }
+    }
+
+    /// The pools, locked.
+    pub fn lock(&self) -> MutexGuard<'_, Pools> {
+        self.pools.lock()
+    }
+
+    /// Grants up to `want` blocks of an open zone of `stream`, opening a
+    /// free zone when the stream's heads are used up. A user waits while
+    /// free zones are at the GC reserve; `exclusive` asks for a head no one
+    /// else writes (plain writes, Copy).
+    pub fn reserve(
+        &self,
+        layout: &Layout,
+        stream: usize,
+        want: u32,
+        who: Who,
+        exclusive: bool,
+        role: u32,
+    ) -> Result<Grant> {
+        let mut p = self.pools.lock();
+        let mut waited = false;
+        let result = loop {
+            if let Some(f) = &p.failed {
+                break Err(FtlError::Failed(f.clone()));
+            }
+            // In a stream GC also writes to, users keep off the open zones
+            // while free zones are at the reserve: GC then needs at most one
+            // new zone per victim, which the victim gives back.
+            let keep_off =
+                who == Who::User && p.shared_with_gc[stream] && p.free.len() <= p.reserve;
+            let heads = &mut p.heads[stream];
+            if let Some(h) = heads.iter_mut().find(|h| h.reserved < h.cap && !h.busy && !keep_off) {
+                let blocks = want.min(h.cap - h.reserved);
+                let g = Grant { stream, zone: h.zone, offset: h.reserved, blocks, exclusive };
+                h.reserved += blocks;
+                h.busy = exclusive;
+                break Ok(g);
+            }
+            if (heads.len() as u32) < p.max_heads[stream] || keep_off {
+                let allowed = match who {
+                    Who::User => p.free.len() > p.reserve,
+                    Who::Gc => !p.free.is_empty(),
+                };
+                if allowed && !keep_off {
+                    let zone = p.free.pop_front().expect("a free zone");
+                    p.pool[zone as usize] = Pool::Open;
+                    let info = &self.info[zone as usize];
+                    info.role.store(role, Ordering::Relaxed);
+                    p.heads[stream].push(Head {
+                        zone,
+                        cap: layout.cap(zone),
+                        reserved: 0,
+                        completed: 0,
+                        busy: false,
+                    });
+                    if p.gc_wanted() {
+                        self.gc_wake.notify_one();
+                    }
+                    continue;
+                }
+                if who == Who::Gc {
+                    break Err(FtlError::Failed(
+                        "garbage collection found no free zone (the GC reserve is exhausted)"
+                            .into(),
+                    ));
+                }
+                if p.stalled {
+                    // GC found nothing to reclaim while free zones were at
+                    // the reserve (it clears this when a zone fills or
+                    // blocks are discarded).
+                    break Err(FtlError::NoSpace);
+                }
+                if !waited {
+                    p.waiting += 1;
+                    waited = true;
+                    self.waits.fetch_add(1, Ordering::Relaxed);
+                }
+                self.gc_wake.notify_one();
+            }
+            self.changed.wait_for(&mut p, Duration::from_millis(50));
+        };
+        if waited {
+            p.waiting -= 1;
+        }
+        result
+    }
+
+    /// Gives back a grant whose blocks are written: the head is free for
+    /// the next writer, and sealed once every block is written.
+    pub fn complete(&self, g: &Grant) {
+        let mut p = self.pools.lock();
+        let heads = &mut p.heads[g.stream];
+        let Some(i) = heads.iter().position(|h| h.zone == g.zone) else {
+            debug_assert!(false, "grant of a zone that is no head");
+            return;
+        };
+        let h = &mut heads[i];
+        h.completed += g.blocks;
+        if g.exclusive {
+            h.busy = false;
+        }
+        if h.completed == h.cap {
+            heads.swap_remove(i);
+            p.pool[g.zone as usize] = Pool::Full;
+            // A new candidate for garbage collection.
+            p.stalled = false;
+        }
+        drop(p);
+        self.changed.notify_all();
+    }
+
+    /// Marks `zone` a victim of garbage collection.
+    pub fn take_victim(&self, p: &mut Pools, zone: u32) {
+        debug_assert_eq!(p.pool[zone as usize], Pool::Full);
+        p.pool[zone as usize] = Pool::Victim;
+    }
+
+    /// A reclaimed (reset) victim becomes free.
+    pub fn release_victim(&self, zone: u32) {
+        let mut p = self.pools.lock();
+        debug_assert_eq!(p.pool[zone as usize], Pool::Victim);
+        p.pool[zone as usize] = Pool::Free;
+        p.free.push_back(zone);
+        p.stalled = false;
+        let info = &self.info[zone as usize];
+        info.clear();
+        info.resets.fetch_add(1, Ordering::Relaxed);
+        drop(p);
+        self.changed.notify_all();
+    }
+
+    /// A victim that could not be reclaimed goes back to the full pool.
+    pub fn return_victim(&self, zone: u32) {
+        let mut p = self.pools.lock();
+        if p.pool[zone as usize] == Pool::Victim {
+            p.pool[zone as usize] = Pool::Full;
+        }
+    }
+
+    /// GC found nothing to reclaim: waiting users get [`FtlError::NoSpace`].
+    pub fn set_stalled(&self, p: &mut Pools, stalled: bool) {
+        p.stalled = stalled;
+        self.changed.notify_all();
+    }
+
+    /// Something became reclaimable (a discard): GC may succeed again.
+    pub fn unstall(&self) {
+        let mut p = self.pools.lock();
+        if p.stalled {
+            p.stalled = false;
+            p.gc_requested = true;
+            self.gc_wake.notify_one();
+        }
+    }
+
+    /// Stops every writer with `why`.
+    pub fn fail(&self, why: &str) {
+        let mut p = self.pools.lock();
+        if p.failed.is_none() {
+            tracing::error!(reason = why, "FTL stopped");
+            p.failed = Some(why.to_string());
+        }
+        drop(p);
+        self.changed.notify_all();
+        self.gc_wake.notify_all();
+    }
+
+    /// Asks the GC thread to stop.
+    pub fn shutdown(&self) {
+        self.pools.lock().shutdown = true;
+        self.gc_wake.notify_all();
+        self.changed.notify_all();
+    }
+
+    /// Waits (the GC thread) until GC is wanted or `timeout` passes.
+    pub fn gc_wait(&self, p: &mut MutexGuard<'_, Pools>, timeout: Duration) {
+        self.gc_wake.wait_for(p, timeout);
+    }
+
+    /// Wakes the GC thread.
+    pub fn gc_notify(&self) {
+        self.gc_wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{FtlConfig, StreamPlan};
+
+    fn setup(zones: u32) -> (Layout, Zones) {
+        let layout = Layout {
+            block_size: 4096,
+            zone_size: 16,
+            zones,
+            caps: vec![10; zones as usize].into(),
+            stride: 10,
+            meta_zones: 1,
+            mdts_blocks: 8,
+            zasl_blocks: 4,
+            logical: 20,
+        };
+        let plan = StreamPlan::new(&FtlConfig::default(), 8).unwrap();
+        let mut pool = vec![Pool::Free; zones as usize];
+        pool[0] = Pool::Meta;
+        let z = Zones::new(&layout, &plan, 1, 2, pool);
+        (layout, z)
+    }
+
+    #[test]
+    fn grants_fill_heads_and_seal_them() {
+        let (l, z) = setup(8);
+        let g = z.reserve(&l, 0, 6, Who::User, true, 0).unwrap();
+        assert_eq!((g.zone, g.offset, g.blocks), (1, 0, 6));
+        z.complete(&g);
+        let g = z.reserve(&l, 0, 6, Who::User, true, 0).unwrap();
+        assert_eq!((g.zone, g.offset, g.blocks), (1, 6, 4));
+        z.complete(&g);
+        assert_eq!(z.lock().counts(), [6, 0, 1, 0, 1, 0]);
+        let g = z.reserve(&l, 1, 3, Who::User, false, 1).unwrap();
+        assert_eq!(g.zone, 2);
+        let g2 = z.reserve(&l, 1, 3, Who::User, false, 1).unwrap();
+        assert_eq!((g2.zone, g2.offset), (2, 3), "shared heads hand out disjoint blocks");
+        z.complete(&g);
+        z.complete(&g2);
+        let mut p = z.lock();
+        assert_eq!(p.full_zones().collect::<Vec<_>>(), vec![1]);
+        z.take_victim(&mut p, 1);
+        drop(p);
+        z.release_victim(1);
+        assert_eq!(z.lock().counts()[0], 6);
+        assert_eq!(z.info[1].resets.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn users_stop_at_the_reserve_and_gc_does_not() {
+        // 1 meta zone, 4 free zones, reserve 3: users get one zone.
+        let (l, z) = setup(5);
+        let g = z.reserve(&l, 0, 10, Who::User, true, 0).unwrap();
+        z.complete(&g);
+        z.fail("test");
+        assert!(matches!(z.reserve(&l, 0, 1, Who::User, true, 0), Err(FtlError::Failed(_))));
+        let (l, z) = setup(5);
+        let g = z.reserve(&l, 0, 10, Who::User, true, 0).unwrap();
+        z.complete(&g);
+        let mut p = z.lock();
+        z.set_stalled(&mut p, true);
+        drop(p);
+        assert!(matches!(z.reserve(&l, 0, 1, Who::User, true, 0), Err(FtlError::NoSpace)));
+        let g = z.reserve(&l, 2, 10, Who::Gc, true, 2).unwrap();
+        assert_eq!(g.blocks, 10);
+    }
+}

@@ -1,0 +1,80 @@
+//! znskit developer automation, run as `cargo xtask COMMAND`.
+//!
+//! - `cargo xtask vmtest`: boots a QEMU guest with QEMU's emulated ZNS
+//!   controller and runs the device conformance suite against it through
+//!   every backend that reaches a real controller: io_uring passthrough
+//!   (`ng:`), the kernel's zoned block device (`zbd:`), and the user-space
+//!   driver over PCIe (`pcie:`) after unbinding the kernel's driver. See
+//!   `cargo xtask vmtest --help`.
+
+mod cpio;
+mod elf;
+mod guest;
+mod kernel;
+mod vmtest;
+
+use std::fmt;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+/// An error with a message for the person running the task.
+#[derive(Debug)]
+pub struct Error(String);
+
+impl Error {
+    /// An error saying `msg`.
+    pub fn new(msg: impl Into<String>) -> Self {
+        Error(msg.into())
+    }
+
+    /// A file-system error about `path`.
+    pub fn io(path: &Path, e: std::io::Error) -> Self {
+        Error(format!("{}: {e}", path.display()))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Result of the tasks.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Runs `cmd`, failing with `what` when it cannot start or exits non-zero.
+pub fn run_checked(cmd: &mut Command, what: &str) -> Result<()> {
+    let status = cmd.status().map_err(|e| Error::new(format!("{what}: {e}")))?;
+    if !status.success() {
+        return Err(Error::new(format!("{what} failed ({status})")));
+    }
+    Ok(())
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  vmtest   run the device conformance suite in a QEMU guest against QEMU's ZNS
+           controller (ng:, zbd: and pcie: backends); `cargo xtask vmtest --help`";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let result = match args.next().as_deref() {
+        Some("vmtest") => vmtest::Options::parse(args).and_then(|o| match o {
+            Some(o) => vmtest::run(&o),
+            None => Ok(()),
+        }),
+        Some("-h" | "--help") | None => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(Error::new(format!("unknown command {other:?}\n{USAGE}"))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
