@@ -27,26 +27,31 @@ impl CompletionEntry {
     pub const SIZE: usize = 16;
 
     /// Phase tag: flips each time the controller wraps the queue.
+    #[inline]
     pub const fn phase(&self) -> bool {
         self.status & 1 != 0
     }
 
     /// The status field (SCT, SC, CRD, More, DNR) without the phase tag.
+    #[inline]
     pub const fn status_field(&self) -> StatusField {
         StatusField(self.status >> 1)
     }
 
     /// SCT and SC.
+    #[inline]
     pub const fn status(&self) -> Status {
         self.status_field().status()
     }
 
     /// DW0 and DW1 as one value (Zone Append: the assigned LBA).
+    #[inline]
     pub const fn result_u64(&self) -> u64 {
         self.dw0 as u64 | ((self.dw1 as u64) << 32)
     }
 
     /// Builds an entry; `phase` is the controller's current phase tag.
+    #[inline]
     pub const fn new(
         result: u64,
         sq_head: u16,
@@ -66,6 +71,7 @@ impl CompletionEntry {
     }
 
     /// The entry's wire image.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; 16] {
         let mut b = [0u8; 16];
         b[0..4].copy_from_slice(&self.dw0.to_le_bytes());
@@ -78,6 +84,7 @@ impl CompletionEntry {
     }
 
     /// Parses a wire image.
+    #[inline]
     pub fn from_bytes(b: &[u8; 16]) -> Self {
         CompletionEntry {
             dw0: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),

@@ -43,6 +43,7 @@ impl SubmissionEntry {
     pub const SIZE: usize = 64;
 
     /// An entry with the opcode and namespace set and every other field zero.
+    #[inline]
     pub const fn new(opcode: u8, nsid: u32) -> Self {
         SubmissionEntry {
             cdw0: opcode as u32,
@@ -62,6 +63,7 @@ impl SubmissionEntry {
     }
 
     /// Opcode (CDW0 bits 7:0).
+    #[inline]
     pub const fn opcode(&self) -> u8 {
         self.cdw0 as u8
     }
@@ -77,27 +79,32 @@ impl SubmissionEntry {
     }
 
     /// Command identifier (CDW0 bits 31:16).
+    #[inline]
     pub const fn cid(&self) -> u16 {
         (self.cdw0 >> 16) as u16
     }
 
     /// Sets the command identifier.
+    #[inline]
     pub fn set_cid(&mut self, cid: u16) {
         self.cdw0 = (self.cdw0 & 0xFFFF) | ((cid as u32) << 16);
     }
 
     /// CDW10 and CDW11 as one 64-bit value (starting LBA in most I/O commands).
+    #[inline]
     pub const fn cdw10_11(&self) -> u64 {
         self.cdw10 as u64 | ((self.cdw11 as u64) << 32)
     }
 
     /// Sets CDW10 and CDW11 from one 64-bit value.
+    #[inline]
     pub fn set_cdw10_11(&mut self, v: u64) {
         self.cdw10 = v as u32;
         self.cdw11 = (v >> 32) as u32;
     }
 
     /// The entry's wire image.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; 64] {
         let mut b = [0u8; 64];
         let dw = [
@@ -125,6 +132,7 @@ impl SubmissionEntry {
     }
 
     /// Parses a wire image. Every bit pattern is a valid entry.
+    #[inline]
     pub fn from_bytes(b: &[u8; 64]) -> Self {
         let dw =
             |i: usize| u32::from_le_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);

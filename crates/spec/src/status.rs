@@ -27,6 +27,7 @@ pub enum StatusCodeType {
 
 impl StatusCodeType {
     /// Decodes the 3-bit SCT field.
+    #[inline]
     pub const fn from_raw(v: u8) -> Self {
         match v & 7 {
             0 => Self::Generic,
@@ -39,6 +40,7 @@ impl StatusCodeType {
     }
 
     /// The 3-bit SCT field value.
+    #[inline]
     pub const fn raw(self) -> u8 {
         match self {
             Self::Generic => 0,
@@ -222,16 +224,19 @@ impl Status {
     pub const SUCCESS: Status = Status::new(StatusCodeType::Generic, 0);
 
     /// Builds a status from its parts.
+    #[inline]
     pub const fn new(sct: StatusCodeType, sc: u8) -> Self {
         Status { sct, sc }
     }
 
     /// True for Successful Completion.
+    #[inline]
     pub const fn is_success(self) -> bool {
         self.sct.raw() == 0 && self.sc == 0
     }
 
     /// The named code, if this pair has a name.
+    #[inline]
     pub const fn code(self) -> Option<StatusCode> {
         StatusCode::from_status(self)
     }
@@ -285,6 +290,7 @@ pub struct StatusField(pub u16);
 
 impl StatusField {
     /// Encodes a status with the More and Do Not Retry flags.
+    #[inline]
     pub const fn new(status: Status, more: bool, dnr: bool) -> Self {
         StatusField(
             (status.sc as u16)
@@ -295,21 +301,25 @@ impl StatusField {
     }
 
     /// SCT and SC.
+    #[inline]
     pub const fn status(self) -> Status {
         Status::new(StatusCodeType::from_raw(((self.0 >> 8) & 7) as u8), self.0 as u8)
     }
 
     /// Command Retry Delay index (bits 12:11 of the field).
+    #[inline]
     pub const fn crd(self) -> u8 {
         ((self.0 >> 11) & 3) as u8
     }
 
     /// More: further information in the Error Information log.
+    #[inline]
     pub const fn more(self) -> bool {
         self.0 & (1 << 13) != 0
     }
 
     /// Do Not Retry.
+    #[inline]
     pub const fn dnr(self) -> bool {
         self.0 & (1 << 14) != 0
     }

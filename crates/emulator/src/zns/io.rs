@@ -227,8 +227,9 @@ impl Zones {
         let first = (slba / g.zone_size) as u32;
         let last = ((end - 1) / g.zone_size) as u32;
 
-        // Learn each zone's written extent (one zone lock at a time).
-        let mut extents = Vec::with_capacity((last - first + 1) as usize);
+        // Learn each zone's written extent (one zone lock at a time). Reads
+        // rarely span more than a few zones: keep those extents on the stack.
+        let mut extents = Extents::new((last - first + 1) as usize);
         for index in first..=last {
             let z = self.lock(index);
             if z.state == ZoneState::Offline {
@@ -260,7 +261,7 @@ impl Zones {
             let zs = g.zone_start(index);
             let lo = slba.max(zs);
             let hi = end.min(zs + g.zone_size);
-            let wp = extents[k].clamp(lo, hi);
+            let wp = extents.get(k).clamp(lo, hi);
             push(lo, wp - lo, true);
             push(wp, hi - wp, false);
         }
@@ -304,4 +305,38 @@ pub(crate) fn enter_full(res: &mut super::Resources, index: u32, zone: &mut Zone
     res.transition(index, zone, ZoneState::Full);
     zone.durable_wp = zone.wp;
     zone.attrs.0 &= !ZoneAttributes::FINISH_RECOMMENDED;
+}
+
+/// Written extents of the zones a read spans: inline for up to four zones,
+/// on the heap beyond (reads across many zones are rare and large).
+enum Extents {
+    Inline([u64; 4], usize),
+    Heap(Vec<u64>),
+}
+
+impl Extents {
+    fn new(zones: usize) -> Self {
+        if zones <= 4 {
+            Extents::Inline([0; 4], 0)
+        } else {
+            Extents::Heap(Vec::with_capacity(zones))
+        }
+    }
+
+    fn push(&mut self, v: u64) {
+        match self {
+            Extents::Inline(a, n) => {
+                a[*n] = v;
+                *n += 1;
+            }
+            Extents::Heap(h) => h.push(v),
+        }
+    }
+
+    fn get(&self, k: usize) -> u64 {
+        match self {
+            Extents::Inline(a, _) => a[k],
+            Extents::Heap(h) => h[k],
+        }
+    }
 }
