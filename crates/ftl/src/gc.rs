@@ -49,10 +49,24 @@ pub(crate) fn run(shared: Arc<Shared>) {
                         running = true;
                         break z;
                     }
-                    // Nothing reclaimable: tell waiting writers, then wait
-                    // for a change (a zone filling, a discard).
-                    let stalled = p.users_blocked();
-                    shared.zones.set_stalled(&mut p, stalled);
+                    // Nothing reclaimable in full zones. If writers are
+                    // blocked, close out an open zone holding invalid blocks
+                    // (it then becomes a candidate); failing that, tell them,
+                    // then wait for a change (a zone filling, a discard).
+                    let blocked = p.users_blocked();
+                    if blocked {
+                        let invalid = |z: u32, written: u32| written - shared.map.valid(z);
+                        if let Some(z) = shared.zones.close_out_head(&mut p, invalid) {
+                            drop(p);
+                            if let Err(e) = finish(&shared, &mut ctx, z) {
+                                shared.fail(e);
+                                return;
+                            }
+                            p = shared.zones.lock();
+                            continue;
+                        }
+                    }
+                    shared.zones.set_stalled(&mut p, blocked);
                 }
                 running = false;
                 p.gc_requested = false;
@@ -67,6 +81,16 @@ pub(crate) fn run(shared: Arc<Shared>) {
             return;
         }
     }
+}
+
+/// Finishes `zone`, whose unwritten rest will never be written.
+fn finish(shared: &Shared, ctx: &mut IoCtx, zone: u32) -> Result<()> {
+    ctx.q
+        .zone_action(ZoneAction::Finish, Target::Zone(shared.layout.zone_start(zone)))
+        .map_err(FtlError::device("finish a zone"))?;
+    Counters::add(&shared.stats.zone_finishes, 1);
+    tracing::debug!(zone, "open zone closed out for garbage collection");
+    Ok(())
 }
 
 /// The best victim among the full zones for the configured policy; `None`
@@ -271,6 +295,23 @@ fn read_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lifetime_scores_follow_the_optimality_condition() {
+        // Same decay rate (uniform writes): the emptier zone wins, as in
+        // greedy.
+        let lambda = 0.5f64;
+        let at = |u: f64| lifetime_score(u, -u.ln() / lambda);
+        assert!(at(0.3) > at(0.5) && at(0.5) > at(0.9));
+        // The two-pool optimum at 90/10, OP 20 % collects hot zones (rate
+        // 9) at u = 0.213 and cold zones (rate 1/9) at u = 0.801: there
+        // the scores are equal.
+        let hot = lifetime_score(0.2127, -(0.2127f64).ln() / 9.0);
+        let cold = lifetime_score(0.8012, -(0.8012f64).ln() / (1.0 / 9.0));
+        assert!((hot / cold - 1.0).abs() < 0.02, "{hot} vs {cold}");
+        // Extremes stay finite.
+        assert!(lifetime_score(0.0, 1.0).is_finite() && lifetime_score(1.0, 1.0).is_finite());
+    }
 
     #[test]
     fn runs_and_copy_batches_respect_limits() {

@@ -45,7 +45,8 @@ pub(crate) fn checkpoint_pages(logical: u64, block_size: usize) -> u64 {
 /// holding its Begin record and the current one), which leaves one zone of
 /// log between checkpoints.
 pub(crate) fn meta_zone_plan(logical: u64, block_size: usize, cap: u32) -> (u32, u32) {
-    let t = checkpoint_pages(logical, block_size).div_ceil(cap as u64 - 1) as u32;
+    let t = checkpoint_pages(logical, block_size).div_ceil((cap as u64).saturating_sub(1).max(1))
+        as u32;
     (t + 5, t + 2)
 }
 

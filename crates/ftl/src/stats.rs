@@ -99,7 +99,8 @@ pub struct FtlStats {
     pub device_flushes: u64,
     /// Zone resets.
     pub zone_resets: u64,
-    /// Zone finishes (only zones closed out at recovery).
+    /// Zone finishes: half-written zones closed out at recovery, and open
+    /// zones GC closed out when no full zone had an invalid block.
     pub zone_finishes: u64,
     /// Times a user write waited for GC to free a zone.
     pub user_waits: u64,

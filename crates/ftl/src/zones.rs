@@ -367,6 +367,25 @@ impl Zones {
         self.changed.notify_all();
     }
 
+    /// Takes the idle head holding the most invalid blocks (per `invalid`)
+    /// out of its stream and makes it full, for the caller to finish on the
+    /// device: the last resort of GC when no full zone has an invalid
+    /// block. `None` when no idle head has one.
+    pub fn close_out_head(&self, p: &mut Pools, invalid: impl Fn(u32, u32) -> u32) -> Option<u32> {
+        let (s, i, _) = p
+            .heads
+            .iter()
+            .enumerate()
+            .flat_map(|(s, hs)| hs.iter().enumerate().map(move |(i, h)| (s, i, h)))
+            .filter(|(_, _, h)| !h.busy && h.completed == h.reserved)
+            .map(|(s, i, h)| (s, i, invalid(h.zone, h.completed)))
+            .filter(|&(_, _, n)| n > 0)
+            .max_by_key(|&(_, _, n)| n)?;
+        let h = p.heads[s].swap_remove(i);
+        p.pool[h.zone as usize] = Pool::Full;
+        Some(h.zone)
+    }
+
     /// Marks `zone` a victim of garbage collection.
     pub fn take_victim(&self, p: &mut Pools, zone: u32) {
         debug_assert_eq!(p.pool[zone as usize], Pool::Full);
