@@ -4,6 +4,10 @@
 //!
 //! - [`overhead`]: host CPU time per I/O spent in the driver, separated from
 //!   the emulated controller's, at queue depth 1 and 32.
+//! - [`characterize`]: a ZNS device's performance model (latency and
+//!   throughput of every command kind, scaling, zone management by
+//!   occupancy, interference), as `results.json` and an HTML report.
 
+pub mod characterize;
 pub mod clock;
 pub mod overhead;

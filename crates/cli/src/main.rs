@@ -6,6 +6,7 @@
 //! bad command-line usage).
 
 mod bench;
+mod characterize;
 mod emu;
 mod identify;
 mod io;
@@ -68,6 +69,10 @@ enum Command {
         #[command(subcommand)]
         command: emu::EmuCommand,
     },
+    /// Measure the device's performance model (latency, scaling, zone
+    /// management by occupancy, interference) into results.json and an
+    /// HTML report; or compare two runs.
+    Characterize(characterize::CharacterizeArgs),
     /// Benchmarks: software overhead per I/O.
     Bench {
         #[command(subcommand)]
@@ -173,6 +178,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
+        Command::Characterize(args) => characterize::run(&cli.device, &args, out),
         Command::Identify { json } => identify::run(open(&cli.device)?.as_ref(), json, out),
         Command::ReportZones(args) => report::run(open(&cli.device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&cli.device)?.as_ref(), &args, out),

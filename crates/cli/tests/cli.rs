@@ -248,7 +248,7 @@ fn list_shows_profiles_and_machine_devices() {
 #[test]
 fn emu_profiles_and_show_profile() {
     let t = zns(&["emu", "profiles"], None).ok().text();
-    assert_eq!(t.lines().count(), 3);
+    assert_eq!(t.lines().count(), 4);
     assert!(t.lines().next().unwrap().starts_with("tiny "));
     let toml = zns(&["emu", "show-profile", "small"], None).ok().text();
     assert!(toml.contains("name = \"small\"") && toml.contains("[[namespace]]"), "{toml}");

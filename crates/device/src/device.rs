@@ -44,8 +44,42 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Now, in nanoseconds since an arbitrary origin, on the clock the
+    /// device's completions follow: the wall clock (monotonic) for real
+    /// devices; for a timed emulator its own clock, virtual by default
+    /// (see [`zns_emulator::clock`]). Measure latencies with this, not
+    /// `Instant`, so they mean the same on either clock.
+    fn now_ns(&self) -> u64 {
+        wall_clock_ns()
+    }
+
+    /// `"real"` or `"virtual"`: which clock [`ZonedDevice::now_ns`] reads.
+    fn clock_name(&self) -> &'static str {
+        "real"
+    }
+
+    /// Lets `ns` nanoseconds pass on the device's clock, for think time
+    /// and rate limits: on a virtual clock time moves forward at once
+    /// (polling alone moves it only while commands are outstanding); on a
+    /// real one the calling thread waits.
+    fn wait_ns(&self, ns: u64) {
+        let until = wall_clock_ns().saturating_add(ns);
+        if ns > 200_000 {
+            std::thread::sleep(Duration::from_nanos(ns - 100_000));
+        }
+        while wall_clock_ns() < until {
+            std::hint::spin_loop();
+        }
+    }
+
     /// The backend's own type, for downcasting.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Monotonic wall-clock nanoseconds since the first call in this process.
+pub fn wall_clock_ns() -> u64 {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// A command's data for [`ZoneQueue::execute`]: the whole buffer moves.

@@ -7,7 +7,8 @@
 //! | `emu:file=PATH` | a persistent device image; its profile is stored in it |
 //! | `emu:file=PATH,profile=NAME` | the same, checking the image holds that profile |
 //! | `emu:PROFILE,media=null` | no data kept: reads return zeroes |
-//! | `emu:PROFILE,timing=off` | commands complete at once (the only timing now) |
+//! | `emu:PROFILE,timing=on\|off` | the timing model (default: on when the profile has one, as `zn540`) |
+//! | `emu:PROFILE,clock=virtual\|real` | the timed emulator's clock (default: virtual) |
 //! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
 //! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
 //! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use zns_driver::PciAddress;
+pub use zns_emulator::clock::ClockMode;
 use zns_emulator::profile::Profile;
 
 use crate::error::DeviceError;
@@ -39,7 +41,7 @@ pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd"];
 pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
-pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing"];
+pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing", "clock"];
 
 /// Where an emulated device keeps its data (file media comes with `file=`).
 ///
@@ -67,19 +69,22 @@ impl EmulatorMedia {
 /// The emulator's timing model.
 ///
 /// Thread safety: plain data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Timing {
+    /// Commands complete when the timing model says (the profile must
+    /// have one).
+    On,
     /// Commands complete as soon as they are processed.
-    #[default]
     Off,
 }
 
 impl Timing {
-    const VALUES: &'static [&'static str] = &["off"];
+    const VALUES: &'static [&'static str] = &["on", "off"];
 
     fn name(self) -> &'static str {
         match self {
+            Timing::On => "on",
             Timing::Off => "off",
         }
     }
@@ -96,8 +101,10 @@ pub struct EmulatorUri {
     pub file: Option<PathBuf>,
     /// Media (RAM unless given; ignored with `file`, which is file media).
     pub media: Option<EmulatorMedia>,
-    /// Timing model.
+    /// Timing model; `None` = on exactly when the profile has one.
     pub timing: Option<Timing>,
+    /// Clock of a timed emulator; `None` = virtual.
+    pub clock: Option<ClockMode>,
 }
 
 impl EmulatorUri {
@@ -306,8 +313,19 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     return Err(dup());
                 }
                 u.timing = Some(match value {
+                    "on" => Timing::On,
                     "off" => Timing::Off,
                     _ => return Err(one_of(key, value, Timing::VALUES)),
+                });
+            }
+            "clock" => {
+                if u.clock.is_some() {
+                    return Err(dup());
+                }
+                u.clock = Some(match value {
+                    "virtual" => ClockMode::Virtual,
+                    "real" => ClockMode::Real,
+                    _ => return Err(one_of(key, value, &["virtual", "real"])),
                 });
             }
             _ => {
@@ -320,6 +338,9 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
     }
     if u.file.is_some() && u.media.is_some() {
         return Err("media= does not combine with file= (an image is file media)".into());
+    }
+    if u.timing == Some(Timing::Off) && u.clock.is_some() {
+        return Err("clock= needs the timing model; it does not combine with timing=off".into());
     }
     Ok(u)
 }
@@ -354,6 +375,9 @@ impl fmt::Display for DeviceUri {
                 if let Some(t) = u.timing {
                     parts.push(format!("timing={}", t.name()));
                 }
+                if let Some(c) = u.clock {
+                    parts.push(format!("clock={}", c.name()));
+                }
                 write!(f, "emu:{}", parts.join(","))
             }
         }
@@ -382,6 +406,9 @@ mod tests {
         assert_eq!(u.profile.as_deref(), Some("tiny"));
         let u = emu("emu:tiny,media=null,timing=off");
         assert_eq!((u.media, u.timing), (Some(EmulatorMedia::Null), Some(Timing::Off)));
+        let u = emu("emu:zn540,timing=on,clock=real");
+        assert_eq!((u.timing, u.clock), (Some(Timing::On), Some(ClockMode::Real)));
+        assert_eq!(emu("emu:clock=virtual").clock, Some(ClockMode::Virtual));
     }
 
     #[test]
@@ -389,6 +416,7 @@ mod tests {
         for s in [
             "emu:zn540",
             "emu:tiny,media=null",
+            "emu:zn540,timing=on,clock=real",
             "emu:file=a.img,profile=small",
             "pcie:0000:00:04.0",
             "ng:/dev/ng0n1",
@@ -422,12 +450,16 @@ mod tests {
         let err = |s: &str| s.parse::<DeviceUri>().unwrap_err().to_string();
         let e = err("emu:tiny,speed=fast");
         assert!(
-            e.contains("\"speed\"") && e.contains("valid options: profile, file, media, timing"),
+            e.contains("\"speed\"")
+                && e.contains("valid options: profile, file, media, timing, clock"),
             "{e}"
         );
         assert!(err("emu:huge").contains("tiny, small, zn540"), "{}", err("emu:huge"));
         assert!(err("emu:tiny,media=tape").contains("ram, null"));
-        assert!(err("emu:tiny,timing=real").contains("valid values: off"));
+        assert!(err("emu:tiny,timing=real").contains("valid values: on, off"));
+        assert!(err("emu:zn540,clock=fast").contains("valid values: virtual, real"));
+        assert!(err("emu:zn540,timing=off,clock=real").contains("does not combine"));
+        assert!(err("emu:zn540,clock=real,clock=real").contains("twice"));
         assert!(err("emu:tiny,profile=small").contains("twice"));
         assert!(err("emu:tiny,,media=null").contains("empty option"));
         assert!(err("emu:tiny,null").contains("key=value"));

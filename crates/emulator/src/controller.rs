@@ -7,6 +7,12 @@
 //! completions. Order is always SQ before CQ, and the admin SQ before any I/O SQ.
 //! Zone state is locked per zone below this layer. The register file has its
 //! own lock, taken only by register accesses other than doorbells.
+//!
+//! With a timing model, I/O commands still run when their doorbell is rung
+//! (their effects are visible at once, as a write buffer makes them), but
+//! their completions go to the model instead of the completion queue; a
+//! poll of the queue posts those whose time has come. The model's lock is
+//! taken after an SQ's lock and never together with a CQ's.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -15,10 +21,12 @@ use parking_lot::Mutex;
 use zns_spec::regs::{self, Aqa, Cap, Cc, Csts, Doorbell, Version};
 use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry};
 
+use crate::clock::{Clock, ClockMode};
 use crate::host::HostMemory;
 use crate::namespace::Namespace;
 use crate::profile::Profile;
 use crate::queue::{CompletionQueue, SubmissionQueue, FETCH_BATCH};
+use crate::timing::{Op, Timing};
 
 /// Smallest and only memory page size the controller supports (CAP.MPSMIN = MPSMAX = 0).
 pub const PAGE_SIZE: usize = 4096;
@@ -62,6 +70,10 @@ pub struct Controller {
     transfer_data: AtomicBool,
     /// Volatile write cache enabled (mirror of feature 06h for the I/O path).
     pub(crate) write_cache: AtomicBool,
+    /// The timing model, when the controller has one.
+    timing: Option<Timing>,
+    /// The controller's clock (a real one when there is no timing model).
+    clock: Arc<Clock>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -76,9 +88,18 @@ impl Controller {
         profile: Profile,
         host: Arc<dyn HostMemory>,
         namespaces: Vec<Namespace>,
+        timed: bool,
+        clock: ClockMode,
     ) -> Arc<Controller> {
         let c = &profile.controller;
         let queues = c.max_io_queues as usize + 1;
+        let clock = Arc::new(Clock::new(clock));
+        let timing = match (&profile.timing, timed) {
+            (Some(t), true) => {
+                Some(Timing::new(t, &profile.namespaces, queues, Arc::clone(&clock)))
+            }
+            _ => None,
+        };
         let cap = Cap(0)
             .with_mqes((c.max_queue_entries - 1) as u16)
             .with_cqr(true)
@@ -103,7 +124,26 @@ impl Controller {
             completed: AtomicU64::new(0),
             transfer_data: AtomicBool::new(true),
             write_cache: AtomicBool::new(true),
+            timing,
+            clock,
         })
+    }
+
+    /// The controller's clock: the one its timing model runs on (virtual
+    /// or real), or a real clock when it has no timing model.
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    /// True when commands complete at times the timing model gives them.
+    pub fn is_timed(&self) -> bool {
+        self.timing.is_some()
+    }
+
+    /// I/O commands of completion queue `cqid` submitted and not yet
+    /// completed by the timing model (0 without one).
+    pub fn timed_outstanding(&self, cqid: u16) -> u32 {
+        self.timing.as_ref().map_or(0, |t| t.outstanding(cqid))
     }
 
     /// The profile this controller was built from.
@@ -203,11 +243,28 @@ impl Controller {
     /// Posts completions whose time has come on completion queue `cqid`.
     /// Without a timing model every completion is posted when its command
     /// runs, so this only makes room for completions that waited for space.
+    /// With one on the virtual clock, a poll of a queue with commands
+    /// outstanding and none due first moves the clock to the earliest
+    /// pending completion (see [`crate::clock`]).
     pub fn poll(&self, cqid: u16) {
-        if let Some(slot) = self.cqs.get(cqid as usize) {
-            if let Some(cq) = slot.lock().as_mut() {
+        let Some(slot) = self.cqs.get(cqid as usize) else { return };
+        if let Some(t) = &self.timing {
+            if cqid != 0 {
+                let mut guard = slot.lock();
+                let Some(cq) = guard.as_mut() else { return };
                 cq.drain_waiting(&*self.host);
+                // The host is waiting only once it has consumed everything
+                // posted; only then may the virtual clock move.
+                let mut due = Vec::new();
+                t.take_ready(cqid, &mut due, cq.all_consumed());
+                if !due.is_empty() {
+                    cq.post_all(&*self.host, &due);
+                }
+                return;
             }
+        }
+        if let Some(cq) = slot.lock().as_mut() {
+            cq.drain_waiting(&*self.host);
         }
     }
 
@@ -280,6 +337,9 @@ impl Controller {
     }
 
     fn reset_queues(&self) {
+        if let Some(t) = &self.timing {
+            t.cancel(None);
+        }
         for q in self.sqs.iter() {
             *q.lock() = None;
         }
@@ -307,6 +367,9 @@ impl Controller {
             *r = Registers::default();
         }
         self.reset_queues();
+        if let Some(t) = &self.timing {
+            t.power_cut();
+        }
         for ns in &self.namespaces {
             if let Some(z) = ns.zones() {
                 for (lba, blocks) in z.power_cut(&mut rng) {
@@ -369,6 +432,9 @@ impl Controller {
     /// with one host-memory read, executed in order, and their completions
     /// posted together under one lock of the completion queue.
     fn process(&self, qid: u16, sq: &mut SubmissionQueue, host: &dyn HostMemory) {
+        if let Some(t) = self.timing.as_ref().filter(|_| qid != 0) {
+            return self.process_timed(t, qid, sq, host);
+        }
         let mut done = [CompletionEntry::default(); FETCH_BATCH];
         loop {
             let n = match sq.fetch(host) {
@@ -388,13 +454,42 @@ impl Controller {
                 let outcome = if qid == 0 {
                     crate::admin::execute(self, &sqe)
                 } else {
-                    crate::io::execute(self, host, &sqe, &mut sq.bounce)
+                    crate::io::execute(self, host, &sqe, &mut sq.bounce, None)
                 };
                 *slot = self.completion(qid, sq.head as u16, &sqe, outcome);
             }
             if let Some(cq) = self.cqs[sq.cqid as usize].lock().as_mut() {
                 cq.post_all(host, &done[..n]);
             }
+            self.completed.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Controller::process`] for an I/O queue of a timed controller: each
+    /// command runs and tells the model what it did; the model completes it.
+    fn process_timed(&self, t: &Timing, qid: u16, sq: &mut SubmissionQueue, host: &dyn HostMemory) {
+        let mut batch: Vec<(CompletionEntry, Op)> = Vec::with_capacity(FETCH_BATCH);
+        loop {
+            let n = match sq.fetch(host) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(_) => {
+                    let mut r = self.regs.lock();
+                    r.csts = r.csts.with_cfs(true);
+                    return;
+                }
+            };
+            for i in 0..n {
+                let sqe = sq.entry(i);
+                sq.advance();
+                let mut op = Op::Other;
+                let outcome = crate::io::execute(self, host, &sqe, &mut sq.bounce, Some(&mut op));
+                if outcome.is_err() {
+                    op = Op::Other;
+                }
+                batch.push((self.completion(qid, sq.head as u16, &sqe, outcome), op));
+            }
+            t.submit(qid, sq.cqid, &mut batch);
             self.completed.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
@@ -460,6 +555,9 @@ impl Controller {
         }
         let slot = self.sqs.get(qid as usize).ok_or(StatusCode::InvalidQueueIdentifier)?;
         let sq = slot.lock().take().ok_or(StatusCode::InvalidQueueIdentifier)?;
+        if let Some(t) = &self.timing {
+            t.cancel(Some(qid));
+        }
         if let Some(cq) = self.cqs[sq.cqid as usize].lock().as_mut() {
             cq.bound_sqs -= 1;
         }

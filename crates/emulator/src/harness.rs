@@ -5,6 +5,11 @@
 //! randomized soak test and its throughput benchmark, which must exercise the
 //! controller through real queues without depending on the driver crate. It
 //! is not a driver: no PRP lists beyond what a test builds, no recovery.
+//!
+//! On a timed controller a completion comes when the controller's clock
+//! reaches it: [`Harness::io`] polls until then (at once on the virtual
+//! clock, whose polls move time), and [`RawQueue::reap`] may return
+//! nothing while commands are outstanding.
 
 use std::sync::Arc;
 
@@ -100,6 +105,8 @@ pub struct Harness {
     pub admin: RawQueue,
     /// I/O queue pair 1.
     pub io: RawQueue,
+    /// Identifier the next [`Harness::add_queue`] takes.
+    next_qid: u16,
 }
 
 impl Harness {
@@ -122,18 +129,41 @@ impl Harness {
             return Err(HarnessError::NotReady(csts));
         }
         let io = RawQueue::new(&memory, 1, entries)?;
-        let mut h = Harness { ctrl, memory, admin, io };
-        let mut cq = SubmissionEntry::new(0x05, 0);
-        cq.prp1 = h.io.cq.addr();
-        cq.cdw10 = 1 | ((entries - 1) << 16);
-        cq.cdw11 = 1;
-        h.admin_command(cq)?;
-        let mut sq = SubmissionEntry::new(0x01, 0);
-        sq.prp1 = h.io.sq.addr();
-        sq.cdw10 = 1 | ((entries - 1) << 16);
-        sq.cdw11 = 1 | (1 << 16);
-        h.admin_command(sq)?;
+        let mut h = Harness { ctrl, memory, admin, io, next_qid: 1 };
+        let (cq, sq) = (h.io.cq.addr(), h.io.sq.addr());
+        h.create_pair(1, cq, sq, entries)?;
+        h.next_qid = 2;
         Ok(h)
+    }
+
+    fn create_pair(
+        &mut self,
+        qid: u16,
+        cq: u64,
+        sq: u64,
+        entries: u32,
+    ) -> Result<(), HarnessError> {
+        let mut c = SubmissionEntry::new(0x05, 0);
+        c.prp1 = cq;
+        c.cdw10 = qid as u32 | ((entries - 1) << 16);
+        c.cdw11 = 1;
+        self.admin_command(c)?;
+        let mut s = SubmissionEntry::new(0x01, 0);
+        s.prp1 = sq;
+        s.cdw10 = qid as u32 | ((entries - 1) << 16);
+        s.cdw11 = 1 | ((qid as u32) << 16);
+        self.admin_command(s)?;
+        Ok(())
+    }
+
+    /// Creates one more I/O queue pair of `entries` entries (queue 2, 3,
+    /// ...), driven like [`Harness::io`] through [`RawQueue`]'s methods.
+    pub fn add_queue(&mut self, entries: u32) -> Result<RawQueue, HarnessError> {
+        let qid = self.next_qid;
+        let q = RawQueue::new(&self.memory, qid, entries)?;
+        self.create_pair(qid, q.cq.addr(), q.sq.addr(), entries)?;
+        self.next_qid += 1;
+        Ok(q)
     }
 
     fn admin_command(&mut self, sqe: SubmissionEntry) -> Result<CompletionEntry, HarnessError> {
@@ -152,11 +182,17 @@ impl Harness {
         self.admin.reap(&self.ctrl, &self.memory).expect("the emulator completes synchronously")
     }
 
-    /// Runs one I/O command to completion.
+    /// Runs one I/O command to completion, polling until its time comes
+    /// on a timed controller.
     pub fn io(&mut self, sqe: SubmissionEntry) -> CompletionEntry {
         self.io.push(&self.memory, sqe);
         self.io.ring(&self.ctrl);
-        self.io.reap(&self.ctrl, &self.memory).expect("the emulator completes synchronously")
+        loop {
+            if let Some(e) = self.io.reap(&self.ctrl, &self.memory) {
+                return e;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Allocates host memory for data.

@@ -16,18 +16,22 @@ use crate::host::HostMemory;
 use crate::media::MediaError;
 use crate::namespace::Namespace;
 use crate::prp;
+use crate::timing::{Op, Runs, ZoneBefore};
 use crate::zns::ZoneError;
 
 /// NSID meaning "every namespace" (Flush).
 const BROADCAST_NSID: u32 = 0xFFFF_FFFF;
 
 /// Executes one I/O command, reaching host memory through `host` (the
-/// controller's host memory, or a pinned view of it).
+/// controller's host memory, or a pinned view of it). With `info` (the
+/// controller has a timing model), a successful command describes what it
+/// did there; it stays [`Op::Other`] otherwise.
 pub(crate) fn execute(
     ctrl: &Controller,
     host: &dyn HostMemory,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
+    info: Option<&mut Op>,
 ) -> Outcome {
     if sqe.fuse() != 0 {
         return Err(StatusCode::InvalidField.into());
@@ -40,21 +44,48 @@ pub(crate) fn execute(
         return Err(StatusCode::InvalidOpcode.into());
     };
     if op == IoOpcode::Flush && sqe.nsid == BROADCAST_NSID {
+        if let Some(i) = info {
+            *i = Op::Flush;
+        }
         return flush_all(ctrl);
     }
     let ns = ctrl.namespace(sqe.nsid).ok_or(StatusCode::InvalidNamespaceOrFormat)?;
     let r = match op {
-        IoOpcode::Flush => flush(ns),
-        IoOpcode::Read => read(ctrl, host, ns, sqe, bounce),
-        IoOpcode::Write => write(ctrl, host, ns, sqe, bounce),
-        IoOpcode::WriteZeroes => write_zeroes(ns, sqe),
-        IoOpcode::ZoneAppend => append(ctrl, host, ns, sqe, bounce),
-        IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe),
-        IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, host, ns, sqe, bounce),
-        IoOpcode::Copy => copy(ctrl, host, ns, sqe),
+        IoOpcode::Flush => flush(ns).inspect(|_| note(info, || Op::Flush)),
+        IoOpcode::Read => read(ctrl, host, ns, sqe, bounce, info),
+        IoOpcode::Write => write(ctrl, host, ns, sqe, bounce, info),
+        IoOpcode::WriteZeroes => write_zeroes(ns, sqe, info),
+        IoOpcode::ZoneAppend => append(ctrl, host, ns, sqe, bounce, info),
+        IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe, info),
+        IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, host, ns, sqe, bounce, info),
+        IoOpcode::Copy => copy(ctrl, host, ns, sqe, info),
         _ => Err(StatusCode::InvalidOpcode),
     };
     r.map_err(Status::from)
+}
+
+/// Records what a command did for the timing model, if it wants to know.
+#[inline]
+fn note(info: Option<&mut Op>, op: impl FnOnce() -> Op) {
+    if let Some(i) = info {
+        *i = op();
+    }
+}
+
+/// The written runs of a read, for the timing model.
+fn written_runs(ns: &Namespace, slba: u64, blocks: u64) -> Runs {
+    let mut runs = Runs::default();
+    match ns.zones() {
+        None => runs.push(slba, blocks),
+        Some(z) => {
+            let _ = z.read_extent(slba, blocks, |lba, count, written| {
+                if written {
+                    runs.push(lba, count);
+                }
+            });
+        }
+    }
+    runs
 }
 
 type IoResult = Result<u64, StatusCode>;
@@ -169,6 +200,7 @@ fn read(
     ns: &Namespace,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
+    info: Option<&mut Op>,
 ) -> IoResult {
     let rw = ReadWrite::decode(sqe);
     let blocks = rw.blocks as u64;
@@ -180,14 +212,20 @@ fn read(
         if let Some(z) = ns.zones() {
             z.read_extent(rw.slba, blocks, |_, _, _| {})?;
         }
-        return Ok(0);
+    } else {
+        if !read_direct(host, ns, sqe, rw.slba, blocks, bytes)? {
+            let buf = &mut bounce[..bytes];
+            read_blocks(ns, rw.slba, blocks, buf)?;
+            dma_to_host(ctrl, host, sqe, buf)?;
+        }
+        transfer_metadata_out(ctrl, host, ns, sqe, rw.slba, blocks)?;
     }
-    if !read_direct(host, ns, sqe, rw.slba, blocks, bytes)? {
-        let buf = &mut bounce[..bytes];
-        read_blocks(ns, rw.slba, blocks, buf)?;
-        dma_to_host(ctrl, host, sqe, buf)?;
-    }
-    transfer_metadata_out(ctrl, host, ns, sqe, rw.slba, blocks)?;
+    note(info, || Op::Read {
+        nsid: ns.nsid,
+        lba: rw.slba,
+        blocks,
+        runs: written_runs(ns, rw.slba, blocks),
+    });
     Ok(0)
 }
 
@@ -343,6 +381,7 @@ fn write(
     ns: &Namespace,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
+    info: Option<&mut Op>,
 ) -> IoResult {
     let rw = ReadWrite::decode(sqe);
     let fua = rw.fua || !ctrl.write_cache_enabled();
@@ -352,15 +391,28 @@ fn write(
     let mut data = |_lba: u64| -> Result<(), StatusCode> {
         store_from_host(ctrl, host, ns, sqe, rw.slba, blocks, buf)
     };
-    match ns.zones() {
+    let (opened, filled) = match ns.zones() {
         Some(z) => {
-            z.write(rw.slba, blocks, fua, data).map_err(zone_status)?;
+            let o = z.write(rw.slba, blocks, fua, data).map_err(zone_status)?;
+            (o.opened, o.filled)
         }
-        None => data(rw.slba)?,
-    }
+        None => {
+            data(rw.slba)?;
+            (false, false)
+        }
+    };
     if fua {
         durable(ns)?;
     }
+    note(info, || Op::Write {
+        nsid: ns.nsid,
+        lba: rw.slba,
+        blocks,
+        opened,
+        filled,
+        dma: true,
+        append: false,
+    });
     Ok(0)
 }
 
@@ -375,6 +427,7 @@ fn append(
     ns: &Namespace,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
+    info: Option<&mut Op>,
 ) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let a = ZoneAppend::decode(sqe);
@@ -382,19 +435,27 @@ fn append(
     let bytes = check_range(ctrl, ns, a.zslba, blocks)?;
     let buf = &mut bounce[..bytes];
     let zasl_blocks = ctrl.zasl_bytes() as u64 / ns.block_size() as u64;
-    let lba = z
+    let o = z
         .append(a.zslba, blocks, zasl_blocks, a.fua, |lba| -> Result<(), StatusCode> {
             store_from_host(ctrl, host, ns, sqe, lba, blocks, buf)
         })
-        .map_err(zone_status)?
-        .lba;
+        .map_err(zone_status)?;
     if a.fua {
         durable(ns)?;
     }
-    Ok(lba)
+    note(info, || Op::Write {
+        nsid: ns.nsid,
+        lba: o.lba,
+        blocks,
+        opened: o.opened,
+        filled: o.filled,
+        dma: true,
+        append: true,
+    });
+    Ok(o.lba)
 }
 
-fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
+fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry, info: Option<&mut Op>) -> IoResult {
     let w = WriteZeroes::decode(sqe);
     let blocks = w.blocks as u64;
     let end = w.slba.checked_add(blocks).ok_or(StatusCode::LbaOutOfRange)?;
@@ -406,15 +467,28 @@ fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry) -> IoResult {
         ns.clear_read_errors(w.slba, blocks);
         Ok(())
     };
-    match ns.zones() {
+    let (opened, filled) = match ns.zones() {
         Some(z) => {
-            z.write(w.slba, blocks, w.fua, zero).map_err(zone_status)?;
+            let o = z.write(w.slba, blocks, w.fua, zero).map_err(zone_status)?;
+            (o.opened, o.filled)
         }
-        None => zero(w.slba)?,
-    }
+        None => {
+            zero(w.slba)?;
+            (false, false)
+        }
+    };
     if w.fua {
         durable(ns)?;
     }
+    note(info, || Op::Write {
+        nsid: ns.nsid,
+        lba: w.slba,
+        blocks,
+        opened,
+        filled,
+        dma: false,
+        append: false,
+    });
     Ok(0)
 }
 
@@ -423,6 +497,7 @@ fn zone_send(
     host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
+    info: Option<&mut Op>,
 ) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let cmd = ZoneSend::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
@@ -436,12 +511,40 @@ fn zone_send(
         dma_from_host(ctrl, host, sqe, &mut ext)?;
     }
     let ext = (!ext.is_empty()).then_some(&ext[..]);
+    // For the timing model: the zones as they were (one, or all of them).
+    let before: Vec<ZoneBefore> = match &info {
+        None => Vec::new(),
+        Some(_) => {
+            let range = if cmd.select_all {
+                0..z.geometry().zones
+            } else {
+                let i = z.zone_of(cmd.slba).unwrap_or(0);
+                i..i + 1
+            };
+            range
+                .filter_map(|i| z.zone_info(i))
+                .map(|zi| ZoneBefore {
+                    index: zi.index,
+                    state: zi.state,
+                    written: zi.written_extent - zi.start,
+                })
+                .collect()
+        }
+    };
     let outcome = z.send_raw(cmd.slba, cmd.action as u8, cmd.select_all, cmd.zrwa_allocate, ext)?;
-    for (lba, blocks) in outcome.released {
+    for (lba, blocks) in outcome.released.iter().copied() {
         // Space of reset zones goes back; a failure here only costs memory.
         let _ = ns.media.deallocate(lba, blocks);
     }
     ns.persist().map_err(|_| StatusCode::WriteFault)?;
+    note(info, || {
+        let zones = if cmd.select_all {
+            before.into_iter().filter(|b| outcome.transitioned.contains(&b.index)).collect()
+        } else {
+            before
+        };
+        Op::ZoneSend { nsid: ns.nsid, action: cmd.action, zones }
+    });
     Ok(0)
 }
 
@@ -451,6 +554,7 @@ fn zone_receive(
     ns: &Namespace,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
+    info: Option<&mut Op>,
 ) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let cmd = ZoneReceive::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
@@ -461,6 +565,7 @@ fn zone_receive(
     let buf = &mut bounce[..bytes];
     z.report(cmd.slba, cmd.filter, cmd.partial, cmd.extended(), buf)?;
     dma_to_host(ctrl, host, sqe, buf)?;
+    note(info, || Op::Report { bytes: bytes as u64 });
     Ok(0)
 }
 
@@ -469,6 +574,7 @@ fn copy(
     host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
+    info: Option<&mut Op>,
 ) -> IoResult {
     let cmd = CopyCmd::decode(sqe);
     if cmd.format != 0 {
@@ -522,14 +628,26 @@ fn copy(
     let place = |_lba: u64| -> Result<(), StatusCode> {
         store(ns, cmd.sdlba, &data, (ms > 0).then_some(&meta[..]), total)
     };
-    match ns.zones() {
+    let (opened, filled) = match ns.zones() {
         Some(z) => {
-            z.write(cmd.sdlba, total, cmd.fua, place).map_err(zone_status)?;
+            let o = z.write(cmd.sdlba, total, cmd.fua, place).map_err(zone_status)?;
+            (o.opened, o.filled)
         }
-        None => place(cmd.sdlba)?,
-    }
+        None => {
+            place(cmd.sdlba)?;
+            (false, false)
+        }
+    };
     if cmd.fua {
         durable(ns)?;
     }
+    note(info, || Op::Copy {
+        nsid: ns.nsid,
+        sources: ranges.iter().map(|r| (r.slba, r.blocks as u64)).collect(),
+        dest: cmd.sdlba,
+        blocks: total,
+        opened,
+        filled,
+    });
     Ok(0)
 }

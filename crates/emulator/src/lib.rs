@@ -11,7 +11,13 @@
 //!   transition and error tables, with open/active resource limits.
 //! - [`media`]: sparse RAM (default), file and null block stores.
 //! - [`image`]: persistent devices whose data and zone state survive restarts.
-//! - [`profile`]: device descriptions as TOML (`tiny`, `small`, `zn540`).
+//! - [`profile`]: device descriptions as TOML (`tiny`, `small`, `zn540`,
+//!   `small-zone`).
+//! - [`timing`] and [`clock`]: when commands complete. A profile with a
+//!   `[timing]` table (`zn540`, `small-zone`) gets a mechanistic model of
+//!   the drive (controller, link, write buffer, channels, dies) and each
+//!   completion is posted when the controller's clock, virtual by default,
+//!   reaches it; `tiny` and `small` complete every command at once.
 //! - Faults: power cuts that drop unflushed writes, zones going read-only or
 //!   offline, unrecoverable reads ([`Controller::power_cut`], [`Namespace`]).
 //!
@@ -25,6 +31,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod clock;
 pub mod exerciser;
 pub mod harness;
 pub mod host;
@@ -32,6 +39,7 @@ pub mod image;
 pub mod media;
 pub mod profile;
 pub mod prp;
+pub mod timing;
 pub mod zns;
 
 mod admin;
@@ -43,6 +51,7 @@ mod queue;
 pub use controller::{Controller, PAGE_SIZE};
 pub use namespace::{Namespace, ZoneStateSink};
 
+use clock::ClockMode;
 use host::HostMemory;
 use image::{DeviceImage, ImageError};
 use media::{FileMedia, Media, MediaError, MediaGeometry, NullMedia, RamMedia};
@@ -73,6 +82,9 @@ pub enum EmulatorError {
     /// The media could not be set up.
     #[error("media: {0}")]
     Media(#[from] MediaError),
+    /// The timing model was asked for and the profile has none.
+    #[error("profile {0:?} has no timing model (no [timing] table)")]
+    NoTimingModel(String),
     /// The stored zone state does not fit the profile or is damaged.
     #[error("zone state of namespace {nsid}: {why}")]
     ZoneState {
@@ -90,19 +102,19 @@ pub struct Emulator;
 impl Emulator {
     /// A builder for a built-in profile by name (`tiny`, `small`, `zn540`).
     pub fn builder(profile: &str) -> Result<EmulatorBuilder, EmulatorError> {
-        Ok(EmulatorBuilder { profile: Profile::by_name(profile)?, media: MediaChoice::Ram })
+        Ok(EmulatorBuilder::new(Profile::by_name(profile)?, MediaChoice::Ram))
     }
 
     /// A builder for a profile value.
     pub fn with_profile(profile: Profile) -> EmulatorBuilder {
-        EmulatorBuilder { profile, media: MediaChoice::Ram }
+        EmulatorBuilder::new(profile, MediaChoice::Ram)
     }
 
     /// A builder for an existing device image; its profile comes from the image.
     pub fn open_image(path: impl Into<PathBuf>) -> Result<EmulatorBuilder, EmulatorError> {
         let path = path.into();
         let img = DeviceImage::open(&path)?;
-        Ok(EmulatorBuilder { profile: img.profile, media: MediaChoice::Image(path) })
+        Ok(EmulatorBuilder::new(img.profile, MediaChoice::Image(path)))
     }
 }
 
@@ -111,9 +123,34 @@ impl Emulator {
 pub struct EmulatorBuilder {
     profile: Profile,
     media: MediaChoice,
+    timing: Option<bool>,
+    clock: ClockMode,
 }
 
 impl EmulatorBuilder {
+    fn new(profile: Profile, media: MediaChoice) -> Self {
+        EmulatorBuilder { profile, media, timing: None, clock: ClockMode::Virtual }
+    }
+
+    /// Switches the timing model on or off. By default it is on exactly
+    /// when the profile has one (a `[timing]` table); asking for it on a
+    /// profile without one fails at [`EmulatorBuilder::build`].
+    pub fn timing(mut self, on: bool) -> Self {
+        self.timing = Some(on);
+        self
+    }
+
+    /// The clock of a timed controller: virtual (the default) or real.
+    pub fn clock(mut self, mode: ClockMode) -> Self {
+        self.clock = mode;
+        self
+    }
+
+    /// Whether the built controller will have a timing model.
+    pub fn timed(&self) -> bool {
+        self.timing.unwrap_or(self.profile.timing.is_some())
+    }
+
     /// Chooses the media (RAM by default).
     pub fn media(mut self, media: MediaChoice) -> Self {
         self.media = media;
@@ -129,6 +166,10 @@ impl EmulatorBuilder {
     /// starts disabled (CC.EN = 0), as after power-on.
     pub fn build(self, host: Arc<dyn HostMemory>) -> Result<Arc<Controller>, EmulatorError> {
         self.profile.validate()?;
+        let timed = self.timed();
+        if timed && self.profile.timing.is_none() {
+            return Err(EmulatorError::NoTimingModel(self.profile.name.clone()));
+        }
         let image = match &self.media {
             MediaChoice::Image(p) => Some(DeviceImage::open(p)?),
             _ => None,
@@ -188,7 +229,8 @@ impl EmulatorBuilder {
             };
             namespaces.push(Namespace::new(nsid, p, zones, media, sink.clone()));
         }
-        Ok(Controller::with_namespaces(self.profile, host, namespaces))
+        let clock = if timed { self.clock } else { ClockMode::Real };
+        Ok(Controller::with_namespaces(self.profile, host, namespaces, timed, clock))
     }
 }
 

@@ -1,11 +1,17 @@
 //! Device profiles: controller and namespace geometry as data.
 //!
 //! Profiles are TOML files; the ones in the crate's `profiles/` folder are
-//! built in and selectable by name (`tiny`, `small`, `zn540`). Users copy and
-//! edit them, and load their own with [`Profile::from_toml`] or
-//! [`Profile::load`].
+//! built in and selectable by name (`tiny`, `small`, `zn540`, `small-zone`).
+//! Users copy and edit them, and load their own with [`Profile::from_toml`]
+//! or [`Profile::load`].
+//!
+//! A profile with a `[timing]` table has a timing model
+//! ([`crate::timing::TimingProfile`]); `timing = "none"`, or no table,
+//! means commands complete as soon as they are processed.
 
 use serde::{Deserialize, Serialize};
+
+use crate::timing::TimingProfile;
 
 /// Problems with a profile's text or values.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +44,7 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("tiny", include_str!("../profiles/tiny.toml")),
     ("small", include_str!("../profiles/small.toml")),
     ("zn540", include_str!("../profiles/zn540.toml")),
+    ("small-zone", include_str!("../profiles/small-zone.toml")),
 ];
 
 /// A device description: controller parameters and its namespaces.
@@ -54,6 +61,52 @@ pub struct Profile {
     /// Namespaces, NSID 1 first.
     #[serde(rename = "namespace")]
     pub namespaces: Vec<NamespaceProfile>,
+    /// The timing model's parameters: a `[timing]` table; absent or
+    /// `timing = "none"` for none.
+    #[serde(default, with = "timing_setting", skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingProfile>,
+}
+
+/// `timing = "none"` or a `[timing]` table.
+mod timing_setting {
+    use std::fmt;
+
+    use serde::de::{self, MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::timing::TimingProfile;
+
+    pub fn serialize<S: Serializer>(t: &Option<TimingProfile>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => t.serialize(s),
+            None => s.serialize_str("none"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TimingProfile>, D::Error> {
+        struct Setting;
+        impl<'de> Visitor<'de> for Setting {
+            type Value = Option<TimingProfile>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a [timing] table or the string \"none\"")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "none" => Ok(None),
+                    _ => Err(E::custom(format!(
+                        "timing = {v:?} is not valid (a [timing] table, or \"none\")"
+                    ))),
+                }
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                TimingProfile::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+            }
+        }
+        d.deserialize_any(Setting)
+    }
 }
 
 /// Controller-wide parameters.
@@ -237,6 +290,9 @@ impl Profile {
         if c.zasl_log2 == 0 || c.zasl_log2 > c.mdts_log2 {
             return bad("zasl_log2 must be in 1..=mdts_log2".into());
         }
+        if let Some(t) = &self.timing {
+            t.validate(4096u64 << c.mdts_log2).map_err(ProfileError::Invalid)?;
+        }
         if self.namespaces.is_empty() || self.namespaces.len() > 16 {
             return bad("a profile needs 1 to 16 namespaces".into());
         }
@@ -309,6 +365,31 @@ mod tests {
         let ns = &z.namespaces[0];
         assert_eq!((ns.zones, ns.zone_size, ns.zone_capacity), (904, 524288, 275712));
         assert_eq!((ns.max_open, ns.max_active), (Some(14), Some(14)));
+    }
+
+    #[test]
+    fn timing_tables() {
+        assert!(Profile::by_name("zn540").unwrap().timing.is_some());
+        assert!(Profile::by_name("tiny").unwrap().timing.is_none());
+        assert!(Profile::by_name("small").unwrap().timing.is_none());
+        let s = Profile::by_name("small-zone").unwrap();
+        let ns = &s.namespaces[0];
+        assert_eq!((ns.zone_capacity * 4096, ns.max_active), (96 << 20, Some(256)));
+        let t = s.timing.as_ref().unwrap();
+        assert_eq!((t.channels, t.dies_per_channel), (16, 8));
+        let bytes = ns.zones as u64 * ns.zone_capacity * 4096;
+        assert!((3.79e12..3.81e12).contains(&(bytes as f64)), "{bytes}");
+        // `timing = "none"` switches a timed profile off.
+        let text = Profile::built_in_text("zn540").unwrap();
+        let head = text.split("[timing]").next().unwrap();
+        let off = head.replacen("[controller]", "timing = \"none\"\n\n[controller]", 1);
+        assert!(Profile::from_toml(&off).unwrap().timing.is_none());
+        let bad = head.replacen("[controller]", "timing = \"fast\"\n\n[controller]", 1);
+        let e = Profile::from_toml(&bad).unwrap_err().to_string();
+        assert!(e.contains("\"none\""), "{e}");
+        let mut p = Profile::by_name("zn540").unwrap();
+        p.timing.as_mut().unwrap().read_us.pop();
+        assert!(p.validate().unwrap_err().to_string().contains("read_us"));
     }
 
     #[test]

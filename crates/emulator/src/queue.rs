@@ -129,7 +129,15 @@ impl CompletionQueue {
     pub fn post_all(&mut self, host: &dyn HostMemory, entries: &[CompletionEntry]) {
         let now = if self.waiting.is_empty() { entries.len().min(self.room()) } else { 0 };
         self.write_slots(host, entries[..now].iter().copied());
-        self.waiting.extend(&entries[now..]);
+        if now < entries.len() {
+            self.waiting.extend(&entries[now..]);
+        }
+    }
+
+    /// True when the host has consumed every completion posted (its head
+    /// doorbell caught up with the tail) and none waits for room.
+    pub fn all_consumed(&self) -> bool {
+        self.head == self.tail && self.waiting.is_empty()
     }
 
     /// Moves waiting completions into freed slots after a head doorbell.

@@ -63,31 +63,60 @@ pub fn qemu_device_args(image_dir: &std::path::Path) -> Vec<String> {
     a
 }
 
-/// One run of the conformance suite in the guest.
+/// The guest program a run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `zns-conformance`: the device conformance suite.
+    Conformance,
+    /// `zns-differential`: random command sequences compared with znskit's
+    /// emulator.
+    Differential,
+}
+
+impl Tool {
+    /// The program's path in the guest.
+    pub fn program(self) -> &'static str {
+        match self {
+            Tool::Conformance => "/bin/zns-conformance",
+            Tool::Differential => "/bin/zns-differential",
+        }
+    }
+}
+
+/// One run of a test program in the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     /// Label in the log.
     pub label: String,
+    /// The program.
+    pub tool: Tool,
     /// The device URI (`pcie:` runs find their address in the guest).
     pub uri: String,
 }
 
 /// The runs, in order: the kernel paths first, then the user-space driver
-/// after the kernel lets go of the controller.
+/// after the kernel lets go of the controller. The differential runs use
+/// the paths that return the controller's own statuses: the passthrough
+/// (`ng:`) on both zoned namespaces, and the user-space driver (`pcie:`,
+/// the first zoned namespace).
 ///
 /// The kernel numbers namespace devices in the order it finds them, not
 /// by namespace ID, so the script looks the names up: `$NS1` and `$NS2`
 /// stand for the `0nX` suffixes of namespaces 1 and 2.
 pub fn default_runs() -> Vec<Run> {
+    use Tool::{Conformance, Differential};
     [
-        ("ng-pow2", "ng:/dev/ng$NS1"),
-        ("ng-npow2", "ng:/dev/ng$NS2"),
-        ("zbd-uring", "zbd:/dev/nvme$NS1"),
-        ("zbd-psync", "zbd:/dev/nvme$NS1,io=psync"),
-        ("pcie", "pcie:"),
+        ("ng-pow2", Conformance, "ng:/dev/ng$NS1"),
+        ("ng-npow2", Conformance, "ng:/dev/ng$NS2"),
+        ("zbd-uring", Conformance, "zbd:/dev/nvme$NS1"),
+        ("zbd-psync", Conformance, "zbd:/dev/nvme$NS1,io=psync"),
+        ("diff-ng-pow2", Differential, "ng:/dev/ng$NS1"),
+        ("diff-ng-npow2", Differential, "ng:/dev/ng$NS2"),
+        ("pcie", Conformance, "pcie:"),
+        ("diff-pcie", Differential, "pcie:"),
     ]
     .into_iter()
-    .map(|(l, u)| Run { label: l.into(), uri: u.into() })
+    .map(|(l, tool, u)| Run { label: l.into(), tool, uri: u.into() })
     .collect()
 }
 
@@ -103,6 +132,11 @@ pub struct Plan {
     pub runs: Vec<Run>,
     /// Extra arguments for every `zns-conformance` run (`--only ...`).
     pub conformance_args: Vec<String>,
+    /// Extra arguments for every `zns-differential` run (`--count ...`).
+    pub differential_args: Vec<String>,
+    /// Seed of the first differential run; each further run adds 1 (the
+    /// runs on the same namespace then try different sequences).
+    pub differential_seed: u64,
     /// 2 MiB huge pages to reserve for the user-space driver.
     pub hugepages: u32,
     /// nvme-cli is in the initramfs (for a description of the device by an
@@ -111,28 +145,31 @@ pub struct Plan {
     /// fio is in the initramfs (for a zoned workload by an independent
     /// tool before the suites).
     pub fio: bool,
+    /// Trace the block layer and io_uring; print the trace on failure.
+    pub trace: bool,
 }
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// The `/init` shell script (run by busybox `sh`).
-pub fn init_script(p: &Plan) -> String {
-    let mut s = String::from(
+/// The start of every `/init` script: mounts, shell helpers (`say`,
+/// `run`), modules (`modules`, files in `/lib/modules`), waiting for the
+/// namespaces, `$NS1` and `$NS2`, and the kernel's view of them.
+fn prologue(purpose: &str, modules: &[String], trace: bool) -> String {
+    let mut s = format!(
         r#"#!/bin/sh
-# znskit vmtest guest: mounts, loads modules, runs the conformance suite
-# against each backend, prints a result marker and powers off.
+# znskit guest: {purpose}
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
-say() { echo "vmtest: $*"; }
+say() {{ echo "vmtest: $*"; }}
 fail=0
-now() { cut -d. -f1 /proc/uptime; }
-run() {
+now() {{ cut -d. -f1 /proc/uptime; }}
+run() {{
     label=$1; shift
     say "RUN $label: $*"
     t0=$(now)
@@ -140,11 +177,21 @@ run() {
     rc=$?
     say "END $label rc=$rc ($(( $(now) - t0 )) s)"
     if [ $rc -ne 0 ]; then fail=1; say "FAILED $label"; fi
-}
+}}
 say "guest up: Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPUs"
-"#,
+"#
     );
-    for m in &p.modules {
+    if trace {
+        s.push_str(
+            r#"mount -t tracefs tracefs /sys/kernel/tracing
+echo 16384 > /sys/kernel/tracing/buffer_size_kb
+for e in block/block_bio_queue block/block_rq_issue block/block_rq_complete block/block_bio_complete io_uring/io_uring_complete io_uring/io_uring_queue_async_work; do
+    echo 1 > /sys/kernel/tracing/events/$e/enable
+done
+"#,
+        );
+    }
+    for m in modules {
         s.push_str(&format!(
             "insmod /lib/modules/{m} || {{ say \"insmod {m} failed\"; fail=1; }}\n"
         ));
@@ -172,6 +219,49 @@ for b in /sys/block/nvme*; do
 done
 "#,
     );
+    s
+}
+
+/// Reserves `hugepages` huge pages and unbinds the controller from the
+/// kernel's `nvme` driver: `$bdf` is its address, `$unbound` 1 on success.
+fn unbind(hugepages: u32) -> String {
+    format!(
+        r#"bdf=$(cat /sys/class/nvme/nvme0/address 2>/dev/null)
+echo {hugepages} > /proc/sys/vm/nr_hugepages
+say "huge pages: $(grep HugePages_Total /proc/meminfo)"
+unbound=0
+if [ -n "$bdf" ] && echo "$bdf" > /sys/bus/pci/drivers/nvme/unbind; then
+    say "unbound $bdf from the kernel's nvme driver"
+    unbound=1
+else
+    say "cannot unbind the controller from the kernel"; fail=1
+fi
+"#
+    )
+}
+
+/// The end of every `/init` script: the kernel log (and trace) on failure,
+/// the result marker, power off.
+fn epilogue() -> String {
+    format!(
+        r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
+if [ $fail -ne 0 ] && [ -e /sys/kernel/tracing/trace ]; then say "trace:"; grep -v nvme0n3 /sys/kernel/tracing/trace | tail -n 120; fi
+if [ $fail -eq 0 ]; then echo "{m} PASS"; else echo "{m} FAIL"; fi
+sync
+poweroff -f
+"#,
+        m = RESULT_MARKER
+    )
+}
+
+/// The `/init` shell script of `cargo xtask vmtest` (run by busybox `sh`).
+pub fn init_script(p: &Plan) -> String {
+    let mut s = prologue(
+        "runs the conformance suite and the differential test against each backend, \
+         prints a result marker and powers off.",
+        &p.modules,
+        p.trace,
+    );
     if p.nvme_cli {
         s.push_str(
             r#"say "nvme-cli's view of the controller:"
@@ -187,36 +277,95 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
 "#,
         );
     }
-    let args: Vec<String> = p.conformance_args.iter().map(|a| quote(a)).collect();
-    let args = args.join(" ");
+    let join = |args: &[String]| args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
+    let mut unbound = false;
+    let mut seed = p.differential_seed;
     for r in &p.runs {
+        let args = match r.tool {
+            Tool::Conformance => join(&p.conformance_args),
+            Tool::Differential => {
+                let mut a = vec!["--seed".to_string(), format!("{seed:#x}")];
+                a.extend(p.differential_args.iter().cloned());
+                seed = seed.wrapping_add(1);
+                join(&a)
+            }
+        };
+        let program = r.tool.program();
         if r.uri == "pcie:" {
+            if !unbound {
+                unbound = true;
+                s.push_str(&unbind(p.hugepages));
+            }
             s.push_str(&format!(
-                r#"bdf=$(cat /sys/class/nvme/nvme0/address 2>/dev/null)
-echo {hp} > /proc/sys/vm/nr_hugepages
-say "huge pages: $(grep HugePages_Total /proc/meminfo)"
-if [ -n "$bdf" ] && echo "$bdf" > /sys/bus/pci/drivers/nvme/unbind; then
-    say "unbound $bdf from the kernel's nvme driver"
-    run {label} /bin/zns-conformance {args} "pcie:$bdf"
-else
-    say "cannot unbind the controller from the kernel"; fail=1
-fi
-"#,
-                hp = p.hugepages,
-                label = r.label,
+                "if [ $unbound -eq 1 ]; then run {} {program} {args} \"pcie:$bdf\"; fi\n",
+                r.label
             ));
         } else {
-            s.push_str(&format!("run {} /bin/zns-conformance {args} \"{}\"\n", r.label, r.uri));
+            s.push_str(&format!("run {} {program} {args} \"{}\"\n", r.label, r.uri));
         }
     }
+    s.push_str(&epilogue());
+    s
+}
+
+/// Marker of the lines `zns-engines` prints with one result each.
+pub const ENGINE_RESULT: &str = "ENGINE-RESULT ";
+
+/// fio's I/O engines `cargo xtask engines` compares with znskit's backends.
+pub const FIO_ENGINES: &[&str] = &["psync", "libaio", "io_uring"];
+
+/// What the `/init` script of `cargo xtask engines` does.
+#[derive(Debug, Clone)]
+pub struct EnginesPlan {
+    /// Kernel modules to load, in order.
+    pub modules: Vec<String>,
+    /// Measured operations of each kind and engine.
+    pub ops: u64,
+    /// Operations before those, not measured.
+    pub warmup: u64,
+    /// 2 MiB huge pages to reserve for the user-space driver.
+    pub hugepages: u32,
+}
+
+/// The `/init` script of `cargo xtask engines`: on the first zoned
+/// namespace, fio's engines (sequential writes, then random reads of what
+/// they wrote; fio's latency logs read by `zns-engines fio`), znskit's
+/// `zbd:` and `ng:` backends, then the user-space driver (`pcie:`) once
+/// the kernel has let go of the controller. Every zone is reset first.
+pub fn engines_script(p: &EnginesPlan) -> String {
+    let mut s = prologue(
+        "measures queue-depth-1 latency through fio and znskit's backends, prints the \
+         results and powers off.",
+        &p.modules,
+        false,
+    );
+    let total = p.ops + p.warmup;
+    let (ops, warmup) = (p.ops, p.warmup);
+    for e in FIO_ENGINES {
+        s.push_str(&format!("run reset-{e} /bin/zns-engines reset \"zbd:/dev/nvme$NS1\"\n"));
+        for op in ["write", "randread"] {
+            s.push_str(&format!(
+                "run fio-{e}-{op} fio --name={op} --filename=/dev/nvme$NS1 --ioengine={e} \
+                 --direct=1 --iodepth=1 --rw={op} --bs=4k --zonemode=zbd --offset=0 --size=1z \
+                 --number_ios={total} --randrepeat=1 --write_lat_log=/tmp/fio-{e}-{op} \
+                 --log_avg_msec=0 --output=/tmp/fio-{e}-{op}.out\n\
+                 run fio-{e}-{op}-log /bin/zns-engines fio --engine fio-{e} --op {op} \
+                 --warmup {warmup} /tmp/fio-{e}-{op}_lat.1.log\n"
+            ));
+        }
+    }
+    for (engine, uri) in [("zbd", "zbd:/dev/nvme$NS1"), ("ng", "ng:/dev/ng$NS1")] {
+        s.push_str(&format!(
+            "run {engine} /bin/zns-engines measure --ops {ops} --warmup {warmup} \
+             --engine {engine} \"{uri}\"\n"
+        ));
+    }
+    s.push_str(&unbind(p.hugepages));
     s.push_str(&format!(
-        r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
-if [ $fail -eq 0 ]; then echo "{m} PASS"; else echo "{m} FAIL"; fi
-sync
-poweroff -f
-"#,
-        m = RESULT_MARKER
+        "if [ $unbound -eq 1 ]; then run pcie /bin/zns-engines measure --ops {ops} \
+         --warmup {warmup} --engine pcie \"pcie:$bdf\"; fi\n"
     ));
+    s.push_str(&epilogue());
     s
 }
 
@@ -230,9 +379,12 @@ mod tests {
             modules: vec!["nvme-core.ko".into(), "nvme.ko".into()],
             runs: default_runs(),
             conformance_args: vec!["--only".into(), "copy,queue_full".into()],
+            differential_args: vec!["--count".into(), "7".into()],
+            differential_seed: 0x2a,
             hugepages: 64,
             nvme_cli: false,
             fio: false,
+            trace: false,
         };
         let s = init_script(&plan);
         assert!(s.starts_with("#!/bin/sh\n"));
@@ -243,13 +395,39 @@ mod tests {
         {
             assert!(s.contains(uri), "{uri}");
         }
-        assert!(s.contains("'--only' 'copy,queue_full'"));
+        assert!(s.contains("/bin/zns-conformance '--only' 'copy,queue_full' \"ng:/dev/ng$NS1\""));
+        assert!(s.contains(
+            "run diff-ng-npow2 /bin/zns-differential '--seed' '0x2b' '--count' '7' \"ng:/dev/ng$NS2\""
+        ));
+        assert!(s.contains(
+            "run diff-pcie /bin/zns-differential '--seed' '0x2c' '--count' '7' \"pcie:$bdf\""
+        ));
+        assert_eq!(s.matches("/sys/bus/pci/drivers/nvme/unbind").count(), 1);
         assert!(s.contains("/sys/bus/pci/drivers/nvme/unbind"));
         assert!(s.contains("echo 64 > /proc/sys/vm/nr_hugepages"));
         assert!(s.contains("VMTEST-RESULT: PASS") && s.contains("VMTEST-RESULT: FAIL"));
         assert!(s.trim_end().ends_with("poweroff -f"));
         assert!(!s.contains("nvme list") && !s.contains("fio "));
         assert_eq!(quote("a'b"), "'a'\\''b'");
+    }
+
+    #[test]
+    fn the_engines_script_measures_every_engine_before_the_driver() {
+        let s = engines_script(&EnginesPlan {
+            modules: vec!["nvme.ko".into()],
+            ops: 100,
+            warmup: 5,
+            hugepages: 64,
+        });
+        for e in FIO_ENGINES {
+            assert!(s.contains(&format!("--ioengine={e} --direct=1 --iodepth=1 --rw=randread")));
+            assert!(s.contains(&format!("--engine fio-{e} --op write --warmup 5")));
+        }
+        assert!(s.contains("--number_ios=105"));
+        let unbind = s.find("/sys/bus/pci/drivers/nvme/unbind").unwrap();
+        assert!(s.find("--engine ng \"ng:/dev/ng$NS1\"").unwrap() < unbind);
+        assert!(s.find("--engine pcie \"pcie:$bdf\"").unwrap() > unbind);
+        assert!(s.trim_end().ends_with("poweroff -f"));
     }
 
     #[test]

@@ -5,10 +5,17 @@
 //!   every backend that reaches a real controller: io_uring passthrough
 //!   (`ng:`), the kernel's zoned block device (`zbd:`), and the user-space
 //!   driver over PCIe (`pcie:`) after unbinding the kernel's driver. See
-//!   `cargo xtask vmtest --help`.
+//!   `cargo xtask vmtest --help`. The same guest runs the differential
+//!   test (`zns-differential`) on `ng:` and `pcie:`.
+//! - `cargo xtask engines`: in the same guest, queue-depth-1 latency of
+//!   4 KiB random reads, sequential writes and zone appends through
+//!   `pcie:`, `ng:`, `zbd:` and fio's psync, libaio and io_uring engines;
+//!   writes `docs/engines.json` and `docs/engines.svg`. See
+//!   `cargo xtask engines --help`.
 
 mod cpio;
 mod elf;
+mod engines;
 mod guest;
 mod kernel;
 mod vmtest;
@@ -54,14 +61,22 @@ pub fn run_checked(cmd: &mut Command, what: &str) -> Result<()> {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  vmtest   run the device conformance suite in a QEMU guest against QEMU's ZNS
-           controller (ng:, zbd: and pcie: backends); `cargo xtask vmtest --help`";
+  vmtest   run the device conformance suite and the differential test in a QEMU
+           guest against QEMU's ZNS controller (ng:, zbd: and pcie: backends);
+           `cargo xtask vmtest --help`
+  engines  compare queue-depth-1 latency of znskit's backends and fio's engines
+           in that guest; writes docs/engines.json and docs/engines.svg;
+           `cargo xtask engines --help`";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let result = match args.next().as_deref() {
         Some("vmtest") => vmtest::Options::parse(args).and_then(|o| match o {
             Some(o) => vmtest::run(&o),
+            None => Ok(()),
+        }),
+        Some("engines") => engines::Options::parse(args).and_then(|o| match o {
+            Some(o) => engines::run(&o),
             None => Ok(()),
         }),
         Some("-h" | "--help") | None => {

@@ -1,12 +1,16 @@
 //! `cargo xtask vmtest`: the device conformance suite inside a QEMU guest,
 //! against QEMU's own NVMe ZNS controller, through the io_uring
-//! passthrough, zoned block device and user-space PCIe driver backends.
+//! passthrough, zoned block device and user-space PCIe driver backends,
+//! and the differential test (random command sequences on QEMU's
+//! controller and on znskit's emulator, compared command by command)
+//! through the passthrough and the user-space driver.
 //!
 //! Steps: install what is missing (Debian packages), fetch and unpack a
-//! Debian cloud kernel, build a statically linked `zns-conformance`, pack
-//! a busybox initramfs whose `/init` runs it, boot QEMU with three
-//! namespaces, stream the serial console, and fail on a failed check, a
-//! missing result marker or a timeout.
+//! Debian cloud kernel, build statically linked `zns-conformance` and
+//! `zns-differential`, pack a busybox initramfs whose `/init` runs them,
+//! boot QEMU with three namespaces, stream the serial console, and fail on
+//! a failed check, an unexplained difference, a missing result marker or a
+//! timeout.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -23,16 +27,24 @@ const USAGE: &str = "usage: cargo xtask vmtest [OPTIONS]
 Boots a QEMU guest (Debian cloud kernel, busybox initramfs) with QEMU's NVMe
 ZNS controller and runs the device conformance suite against ng:/dev/ng0n1,
 ng:/dev/ng0n2, zbd:/dev/nvme0n1 (io_uring and pread/pwrite), and pcie:<bdf>
-after unbinding the controller from the kernel. Exits non-zero on any failure.
+after unbinding the controller from the kernel; and the differential test
+(zns-differential: random command sequences compared with znskit's emulator
+built with the namespace's geometry) on ng:/dev/ng0n1, ng:/dev/ng0n2 and
+pcie:<bdf>. Exits non-zero on any failure or unexplained difference.
 
 options:
-  --timeout SECS     give the guest this long (default 480)
+  --timeout SECS     give the guest this long (default 900)
   --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
   --only CHECK,...   run only these conformance checks
   --repeat N         run the conformance checks N times on each device
-  --runs LABEL,...   only these runs (ng-pow2, ng-npow2, zbd-uring, zbd-psync, pcie)
+  --runs LABEL,...   only these runs (ng-pow2, ng-npow2, zbd-uring, zbd-psync,
+                     diff-ng-pow2, diff-ng-npow2, pcie, diff-pcie)
+  --seed N           seed of the differential runs (default: a new one, printed)
+  --sequences N      random command sequences of each differential run (default 1000)
   --no-install       do not install missing packages or targets; fail instead
   --no-peers         leave nvme-cli and fio out of the guest
+  --trace            trace the guest's block layer and io_uring; print on failure
+  --glibc            link the guest binary statically against glibc, not musl
   --kvm              use KVM (software emulation otherwise: KVM inside some
                      virtual machines fails to run the guest kernel)
   --smp N            guest CPUs (default 2)
@@ -41,33 +53,47 @@ options:
 /// Options of the task.
 #[derive(Debug, Clone)]
 pub struct Options {
-    timeout: Duration,
-    kernel: Option<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) kernel: Option<String>,
     only: Option<String>,
     repeat: u32,
     runs: Option<Vec<String>>,
-    install: bool,
+    seed: Option<u64>,
+    sequences: u64,
+    pub(crate) install: bool,
     peers: bool,
-    kvm: bool,
-    smp: u32,
-    memory: String,
+    pub(crate) kvm: bool,
+    pub(crate) glibc: bool,
+    trace: bool,
+    pub(crate) smp: u32,
+    pub(crate) memory: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            timeout: Duration::from_secs(900),
+            kernel: None,
+            only: None,
+            repeat: 1,
+            runs: None,
+            seed: None,
+            sequences: 1000,
+            install: true,
+            peers: true,
+            kvm: false,
+            glibc: false,
+            trace: false,
+            smp: 2,
+            memory: "1G".into(),
+        }
+    }
 }
 
 impl Options {
     /// Parses the arguments after `vmtest`; `None` after printing help.
     pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-        let mut o = Options {
-            timeout: Duration::from_secs(480),
-            kernel: None,
-            only: None,
-            repeat: 1,
-            runs: None,
-            install: true,
-            peers: true,
-            kvm: false,
-            smp: 2,
-            memory: "1G".into(),
-        };
+        let mut o = Options::default();
         let labels: Vec<String> = guest::default_runs().into_iter().map(|r| r.label).collect();
         while let Some(a) = args.next() {
             let mut value = |name: &str| {
@@ -101,9 +127,24 @@ impl Options {
                     }
                     o.runs = Some(v);
                 }
+                "--seed" => {
+                    let v = value("--seed")?;
+                    let n = match v.strip_prefix("0x") {
+                        Some(h) => u64::from_str_radix(h, 16),
+                        None => v.parse(),
+                    };
+                    o.seed = Some(n.map_err(|_| Error::new(format!("--seed {v:?}")))?);
+                }
+                "--sequences" => {
+                    let v = value("--sequences")?;
+                    o.sequences =
+                        v.parse().map_err(|_| Error::new(format!("--sequences {v:?}")))?;
+                }
                 "--no-install" => o.install = false,
                 "--no-peers" => o.peers = false,
                 "--kvm" => o.kvm = true,
+                "--glibc" => o.glibc = true,
+                "--trace" => o.trace = true,
                 "--smp" => {
                     let v = value("--smp")?;
                     o.smp = v.parse().map_err(|_| Error::new(format!("--smp {v:?}")))?;
@@ -116,16 +157,16 @@ impl Options {
     }
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.ancestors().nth(2).unwrap_or(manifest).to_path_buf()
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
 
-fn which(cmd: &str) -> Option<PathBuf> {
+pub(crate) fn which(cmd: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| p.is_file())
 }
@@ -147,7 +188,7 @@ fn static_busybox() -> Option<PathBuf> {
 }
 
 /// Installs the Debian packages whose programs are missing.
-fn ensure_host_tools(install: bool, peers: bool) -> Result<()> {
+pub(crate) fn ensure_host_tools(install: bool, peers: bool, cache: &Path) -> Result<()> {
     let mut missing: Vec<&str> = Vec::new();
     if which("qemu-system-x86_64").is_none() {
         missing.push("qemu-system-x86");
@@ -177,21 +218,153 @@ fn ensure_host_tools(install: bool, peers: bool) -> Result<()> {
         )));
     }
     println!("vmtest: installing {}", missing.join(" "));
-    let apt = |update: bool| {
-        let mut c = Command::new("apt-get");
-        if update {
-            c.arg("update");
-        } else {
-            c.args(["install", "-y", "--no-install-recommends"]).args(&missing);
+    let others: Vec<String> =
+        missing.iter().filter(|p| **p != "qemu-system-x86").map(|p| p.to_string()).collect();
+    if !others.is_empty() {
+        apt_install(&others, None)?;
+    }
+    if missing.contains(&"qemu-system-x86") {
+        // QEMU's system emulator must match an installed qemu-utils, or apt
+        // removes qemu-img and qemu-nbd to install it; when that qemu-utils
+        // came from backports, so does the emulator.
+        match installed_version("qemu-utils") {
+            Some(v) if v.contains("~bpo") => {
+                let pinned = [format!("qemu-system-x86={v}"), format!("qemu-utils={v}")];
+                apt_install(&pinned, Some(backports_sources(cache)?))?;
+            }
+            Some(v) => apt_install(&["qemu-system-x86".into(), format!("qemu-utils={v}")], None)?,
+            None => apt_install(&["qemu-system-x86".into()], None)?,
         }
-        c.env("DEBIAN_FRONTEND", "noninteractive");
-        c
-    };
-    if run_checked(&mut apt(false), "apt-get install").is_err() {
-        run_checked(&mut apt(true), "apt-get update")?;
-        run_checked(&mut apt(false), "apt-get install")?;
     }
     Ok(())
+}
+
+/// Installs `packages` (without recommends); with `backports` (a sources
+/// list and a lists directory from [`backports_sources`]), from the
+/// release's backports, without touching the machine's apt sources.
+fn apt_install(packages: &[String], backports: Option<(PathBuf, PathBuf, String)>) -> Result<()> {
+    let apt = |args: &[&str]| {
+        let mut c = Command::new("apt-get");
+        if let Some((list, lists_dir, _)) = &backports {
+            c.arg("-o").arg(format!("Dir::Etc::sourcelist={}", list.display()));
+            c.args(["-o", "Dir::Etc::sourceparts=-"]);
+            c.arg("-o").arg(format!("Dir::State::lists={}", lists_dir.display()));
+        }
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    let install = || {
+        let mut args = vec!["install", "-y", "--no-install-recommends"];
+        if let Some((_, _, suite)) = &backports {
+            args.extend(["-t", suite.as_str()]);
+        }
+        args.extend(packages.iter().map(String::as_str));
+        run_checked(&mut apt(&args), "apt-get install")
+    };
+    if backports.is_some() || install().is_err() {
+        run_checked(&mut apt(&["update"]), "apt-get update")?;
+        install()?;
+    }
+    Ok(())
+}
+
+/// The installed version of Debian package `name`.
+fn installed_version(name: &str) -> Option<String> {
+    let out =
+        Command::new("dpkg-query").args(["-W", "-f=${Status} ${Version}", name]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.strip_prefix("install ok installed ").map(|v| v.trim().to_string())
+}
+
+/// A sources list (and a lists directory of its own, under `cache`) with
+/// the release's backports beside the machine's Debian sources, for apt's
+/// `-o Dir::...` options (the machine's own apt configuration is left as
+/// it is), and the backports suite's name.
+fn backports_sources(cache: &Path) -> Result<(PathBuf, PathBuf, String)> {
+    let release = fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let codename = release
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
+        .map(|c| c.trim_matches('"').to_string())
+        .ok_or_else(|| Error::new("no VERSION_CODENAME in /etc/os-release"))?;
+    let mut configured = fs::read_to_string("/etc/apt/sources.list").unwrap_or_default();
+    if let Ok(rd) = fs::read_dir("/etc/apt/sources.list.d") {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "sources" || x == "list") {
+                configured.push('\n');
+                configured.push_str(&fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    let text = with_backports(&configured, &codename).ok_or_else(|| {
+        Error::new(format!("no apt source of Debian {codename} to add backports to"))
+    })?;
+    let dir = cache.join("apt");
+    let lists = dir.join("lists");
+    fs::create_dir_all(lists.join("partial")).map_err(|e| Error::io(&lists, e))?;
+    let list = dir.join("sources.list");
+    fs::write(&list, text).map_err(|e| Error::io(&list, e))?;
+    Ok((list, lists, format!("{codename}-backports")))
+}
+
+/// One-line `deb` entries for the configured sources (one-line or deb822
+/// format) of release `codename` and its updates, plus
+/// `codename-backports` from the archive that serves `codename` itself.
+/// `None` when no configured source serves `codename`.
+pub fn with_backports(configured: &str, codename: &str) -> Option<String> {
+    // (uri, suites, components) of every deb source.
+    let mut entries: Vec<(String, Vec<String>, String)> = Vec::new();
+    for stanza in configured.split("\n\n") {
+        let field = |name: &str| {
+            stanza.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim().eq_ignore_ascii_case(name)).then(|| v.trim().to_string())
+            })
+        };
+        if let (Some(types), Some(uris), Some(suites)) =
+            (field("Types"), field("URIs"), field("Suites"))
+        {
+            if types.split_whitespace().any(|t| t == "deb") {
+                let comps = field("Components").unwrap_or_else(|| "main".into());
+                for uri in uris.split_whitespace() {
+                    let suites = suites.split_whitespace().map(str::to_string).collect();
+                    entries.push((uri.to_string(), suites, comps.clone()));
+                }
+            }
+            continue;
+        }
+        for line in stanza.lines() {
+            let mut w = line.split_whitespace();
+            if w.next() != Some("deb") {
+                continue;
+            }
+            let mut rest: Vec<&str> = w.collect();
+            if rest.first().is_some_and(|x| x.starts_with('[')) {
+                rest.retain(|x| !x.starts_with('[') && !x.ends_with(']'));
+            }
+            if rest.len() >= 2 {
+                entries.push((rest[0].into(), vec![rest[1].into()], rest[2..].join(" ")));
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut main_archive = None;
+    for (uri, suites, comps) in &entries {
+        for suite in suites {
+            if suite == codename || suite.starts_with(&format!("{codename}-")) {
+                out.push_str(&format!("deb {uri} {suite} {comps}\n"));
+                if suite == codename {
+                    main_archive.get_or_insert_with(|| (uri.clone(), comps.clone()));
+                }
+            }
+        }
+    }
+    let (uri, comps) = main_archive?;
+    if !out.contains(&format!(" {codename}-backports ")) {
+        out.push_str(&format!("deb {uri} {codename}-backports {comps}\n"));
+    }
+    Some(out)
 }
 
 const MUSL: &str = "x86_64-unknown-linux-musl";
@@ -221,40 +394,52 @@ fn static_target(install: bool) -> (&'static str, bool) {
     (GNU, true)
 }
 
-/// Builds `zns-conformance` statically for the guest.
-fn build_guest_binary(root: &Path, target: &Path, install: bool) -> Result<PathBuf> {
-    let (triple, crt_static) = static_target(install);
+/// The test programs the guest runs (binaries of the `zns-device` package).
+pub const GUEST_PROGRAMS: &[&str] = &["zns-conformance", "zns-differential"];
+
+/// Builds `programs` (binaries of `zns-device`) statically for the guest
+/// (against glibc when `glibc`, else musl where rustup has it); returns
+/// their paths, in order.
+pub fn build_guest_binaries(
+    root: &Path,
+    target: &Path,
+    install: bool,
+    glibc: bool,
+    programs: &[&str],
+) -> Result<Vec<PathBuf>> {
+    let (triple, crt_static) = if glibc { (GNU, true) } else { static_target(install) };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args([
-        "build",
-        "--release",
-        "--package",
-        "zns-device",
-        "--bin",
-        "zns-conformance",
-        "--target",
-        triple,
-    ]);
+    cmd.current_dir(root).args(["build", "--release", "--package", "zns-device"]);
+    for p in programs {
+        cmd.args(["--bin", p]);
+    }
+    cmd.args(["--target", triple]);
     if crt_static {
         let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
         flags.push_str(" -C target-feature=+crt-static");
         cmd.env("RUSTFLAGS", flags.trim());
     }
-    println!("vmtest: building zns-conformance for {triple}");
-    run_checked(&mut cmd, "cargo build (guest binary)")?;
-    let bin = target.join(triple).join("release/zns-conformance");
-    let bytes = fs::read(&bin).map_err(|e| Error::io(&bin, e))?;
-    match elf::is_static_executable(&bytes) {
-        Ok(true) => Ok(bin),
-        Ok(false) => Err(Error::new(format!("{} is dynamically linked", bin.display()))),
-        Err(e) => Err(Error::new(format!("{}: {e}", bin.display()))),
+    println!("vmtest: building {} for {triple}", programs.join(", "));
+    run_checked(&mut cmd, "cargo build (guest binaries)")?;
+    let mut out = Vec::new();
+    for p in programs {
+        let bin = target.join(triple).join("release").join(p);
+        let bytes = fs::read(&bin).map_err(|e| Error::io(&bin, e))?;
+        match elf::is_static_executable(&bytes) {
+            Ok(true) => out.push(bin),
+            Ok(false) => {
+                return Err(Error::new(format!("{} is dynamically linked", bin.display())))
+            }
+            Err(e) => return Err(Error::new(format!("{}: {e}", bin.display()))),
+        }
     }
+    Ok(out)
 }
 
 /// A dynamically linked program with the shared objects it needs
 /// (from `ldd`), as (path in the guest = path on the host) files.
-fn with_libraries(program: &Path) -> Option<Vec<PathBuf>> {
+pub(crate) fn with_libraries(program: &Path) -> Option<Vec<PathBuf>> {
     let out = Command::new("ldd").arg(program).output().ok()?;
     if !out.status.success() {
         return None;
@@ -291,11 +476,11 @@ fn add_host_file(a: &mut cpio::Archive, dirs: &mut Vec<String>, path: &Path) -> 
 }
 
 /// Packs the initramfs; returns its path.
-fn pack_initramfs(
+pub(crate) fn pack_initramfs(
     out: &Path,
-    conformance: &Path,
+    programs: &[PathBuf],
     modules: &[kernel::Module],
-    plan: &Plan,
+    init: &str,
     peer_files: &[PathBuf],
 ) -> Result<PathBuf> {
     let mut a = cpio::Archive::new();
@@ -310,15 +495,18 @@ fn pack_initramfs(
     let bb = fs::read(&busybox).map_err(|e| Error::io(&busybox, e))?;
     a.file("bin/busybox", 0o755, &bb);
     a.symlink("bin/sh", "busybox");
-    let bin = fs::read(conformance).map_err(|e| Error::io(conformance, e))?;
-    a.file("bin/zns-conformance", 0o755, &bin);
+    for p in programs {
+        let bin = fs::read(p).map_err(|e| Error::io(p, e))?;
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        a.file(&format!("bin/{name}"), 0o755, &bin);
+    }
     for m in modules {
         a.file(&format!("lib/modules/{}", m.name), 0o644, &m.bytes);
     }
     for f in peer_files {
         add_host_file(&mut a, &mut dirs, f)?;
     }
-    a.file("init", 0o755, guest::init_script(plan).as_bytes());
+    a.file("init", 0o755, init.as_bytes());
     let path = out.join("initramfs.cpio");
     let mut f = fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
     a.write_to(&mut f).map_err(|e| Error::io(&path, e))?;
@@ -326,7 +514,7 @@ fn pack_initramfs(
 }
 
 /// Fresh, sparse backing files for the namespaces.
-fn make_images(dir: &Path) -> Result<()> {
+pub(crate) fn make_images(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     for ns in guest::NAMESPACES {
         let p = dir.join(ns.image);
@@ -338,24 +526,40 @@ fn make_images(dir: &Path) -> Result<()> {
 
 /// What the guest reported.
 #[derive(Debug, Default)]
-struct Outcome {
-    result: Option<bool>,
-    summaries: Vec<String>,
-    failures: Vec<String>,
+pub(crate) struct Outcome {
+    /// The result marker's verdict, if the guest printed it.
+    pub(crate) result: Option<bool>,
+    /// Summary lines of the runs.
+    pub(crate) summaries: Vec<String>,
+    /// Lines reporting failures.
+    pub(crate) failures: Vec<String>,
+    /// `zns-engines` results (the JSON after the marker).
+    pub(crate) engine_results: Vec<String>,
 }
 
-fn observe(line: &str, o: &mut Outcome) {
+pub(crate) fn observe(line: &str, o: &mut Outcome) {
     if let Some(rest) = line.split(RESULT_MARKER).nth(1) {
         o.result = Some(rest.trim() == "PASS");
-    } else if line.starts_with("FAIL ") || line.contains("vmtest: FAILED") {
+    } else if let Some(json) = line.strip_prefix(guest::ENGINE_RESULT) {
+        o.engine_results.push(json.to_string());
+    } else if line.starts_with("FAIL ")
+        || line.starts_with("ENGINE-FAIL ")
+        || line.starts_with("DIFF ")
+        || line.starts_with("differential: FAIL")
+        || line.contains("vmtest: FAILED")
+    {
         o.failures.push(line.to_string());
-    } else if line.starts_with("conformance: ") || line.contains("vmtest: END ") {
+    } else if line.starts_with("conformance: ")
+        || line.contains("vmtest: END ")
+        || (line.starts_with("differential: ")
+            && (line.contains(" vs ") || line.contains("unexplained differences")))
+    {
         o.summaries.push(line.to_string());
     }
 }
 
 /// Boots the guest and follows its console until it powers off.
-fn boot(
+pub(crate) fn boot(
     kernel: &kernel::Kernel,
     initramfs: &Path,
     images: &Path,
@@ -371,7 +575,11 @@ fn boot(
         cmd.args(["-accel", "tcg,thread=multi"]);
     }
     cmd.arg("-kernel").arg(&kernel.vmlinuz).arg("-initrd").arg(initramfs);
-    cmd.args(["-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init"]);
+    // Without native multipath the namespace block devices are the
+    // namespaces themselves, whichever QEMU (newer ones put every
+    // controller in a subsystem, which makes Linux put a multipath head in
+    // front of each namespace).
+    cmd.args(["-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init nvme_core.multipath=N"]);
     cmd.args(guest::qemu_device_args(images));
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     println!(
@@ -444,6 +652,19 @@ fn boot(
     Ok(outcome)
 }
 
+/// A seed from the clock, for runs that do not name one.
+fn new_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    // SplitMix64's finalizer: nearby times give unrelated seeds.
+    let mut z = t ^ ((std::process::id() as u64) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Runs the whole task.
 pub fn run(o: &Options) -> Result<()> {
     let start = Instant::now();
@@ -451,10 +672,10 @@ pub fn run(o: &Options) -> Result<()> {
     let target = target_dir(&root);
     let cache = target.join("vmtest");
     fs::create_dir_all(&cache).map_err(|e| Error::io(&cache, e))?;
-    ensure_host_tools(o.install, o.peers)?;
+    ensure_host_tools(o.install, o.peers, &cache)?;
     let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_to_load(&kernel)?;
-    let conformance = build_guest_binary(&root, &target, o.install)?;
+    let programs = build_guest_binaries(&root, &target, o.install, o.glibc, GUEST_PROGRAMS)?;
     let mut peer_files = Vec::new();
     let (mut nvme_cli, mut fio) = (false, false);
     if o.peers {
@@ -474,25 +695,38 @@ pub fn run(o: &Options) -> Result<()> {
     if let Some(keep) = &o.runs {
         runs.retain(|r| keep.contains(&r.label));
     }
+    let mut conformance_args = Vec::new();
+    if let Some(only) = &o.only {
+        conformance_args.extend(["--only".to_string(), only.clone()]);
+    }
+    if o.repeat > 1 {
+        conformance_args.extend(["--repeat".to_string(), o.repeat.to_string()]);
+    }
+    if o.trace {
+        conformance_args.push("--fail-fast".into());
+    }
+    let seed = o.seed.unwrap_or_else(new_seed);
+    if runs.iter().any(|r| r.tool == guest::Tool::Differential) {
+        println!(
+            "vmtest: differential runs with seeds from {seed:#x} (one more each run), {} \
+             sequences each",
+            o.sequences
+        );
+    }
+    let differential_args = vec!["--count".into(), o.sequences.to_string()];
     let plan = Plan {
         modules: modules.iter().map(|m| m.name.clone()).collect(),
         runs,
-        conformance_args: o
-            .only
-            .iter()
-            .flat_map(|c| ["--only".to_string(), c.clone()])
-            .chain(
-                (o.repeat > 1)
-                    .then(|| ["--repeat".to_string(), o.repeat.to_string()])
-                    .into_iter()
-                    .flatten(),
-            )
-            .collect(),
+        conformance_args,
+        differential_args,
+        differential_seed: seed,
         hugepages: 64,
         nvme_cli,
         fio,
+        trace: o.trace,
     };
-    let initramfs = pack_initramfs(&cache, &conformance, &modules, &plan, &peer_files)?;
+    let init = guest::init_script(&plan);
+    let initramfs = pack_initramfs(&cache, &programs, &modules, &init, &peer_files)?;
     let images = cache.join("images");
     make_images(&images)?;
     let prepared = start.elapsed();
@@ -550,16 +784,47 @@ mod tests {
             "FAIL zbd:/dev/nvme0n1 copy (0.10 s): boom",
             "conformance: 16 passed, 1 failed",
             "vmtest: END ng-pow2 rc=0 (12 s)",
+            "differential: ng:/dev/ng0n1 vs emu, seed 0x1: 1000 sequences, 9 commands",
+            "differential: commands: write 5",
+            "DIFF sequence 3 command 4 (replay: ...): write 1 blocks at LBA 0",
+            "differential: 1 unexplained differences",
+            "ENGINE-RESULT {\"engine\":\"ng\"}",
             "VMTEST-RESULT: FAIL",
         ] {
             observe(l, &mut o);
         }
         assert_eq!(o.result, Some(false));
-        assert_eq!(o.failures.len(), 1);
-        assert_eq!(o.summaries.len(), 2);
+        assert_eq!(o.failures.len(), 2);
+        assert_eq!(o.summaries.len(), 4);
+        assert_eq!(o.engine_results, ["{\"engine\":\"ng\"}"]);
         let mut o = Outcome::default();
         observe("VMTEST-RESULT: PASS", &mut o);
         assert_eq!(o.result, Some(true));
+    }
+
+    #[test]
+    fn backports_come_from_the_configured_archive() {
+        let deb822 = "Types: deb\nURIs: http://mirror.example/debian\n\
+                      Suites: bookworm bookworm-updates\nComponents: main\n\n\
+                      Types: deb\nURIs: http://mirror.example/debian-security\n\
+                      Suites: bookworm-security\nComponents: main\n";
+        let one_line = "deb [arch=amd64] https://other.example/apt stable main\n";
+        let text = with_backports(&format!("{deb822}\n{one_line}"), "bookworm").unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "deb http://mirror.example/debian bookworm main",
+                "deb http://mirror.example/debian bookworm-updates main",
+                "deb http://mirror.example/debian-security bookworm-security main",
+                "deb http://mirror.example/debian bookworm-backports main",
+            ]
+        );
+        let legacy = "deb http://mirror.example/debian bookworm main contrib\n";
+        assert!(with_backports(legacy, "bookworm")
+            .unwrap()
+            .ends_with("deb http://mirror.example/debian bookworm-backports main contrib\n"));
+        assert!(with_backports(one_line, "bookworm").is_none());
     }
 
     #[test]

@@ -406,6 +406,28 @@ impl Borrowed<'_> {
     }
 }
 
+/// How a write goes through the ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WriteHow {
+    /// Durable on completion (`RWF_DSYNC`; FUA on a block device).
+    pub dsync: bool,
+    /// Issued from a kernel worker (`IOSQE_ASYNC`), where it may block,
+    /// instead of first trying without blocking.
+    pub from_worker: bool,
+}
+
+impl WriteHow {
+    fn apply(self, w: opcode::Write) -> squeue::Entry {
+        let flags = if self.dsync { libc::RWF_DSYNC } else { 0 };
+        let e = w.rw_flags(flags).build();
+        if self.from_worker {
+            e.flags(squeue::Flags::ASYNC)
+        } else {
+            e
+        }
+    }
+}
+
 /// A completion taken off the ring.
 #[derive(Debug)]
 pub(crate) struct Cqe {
@@ -669,23 +691,19 @@ impl Ring<Plain> {
         unsafe { self.push_entry(slot, e, held) }
     }
 
-    /// Pushes a write of `held`'s buffer at byte `offset` of `fd`; with
-    /// `dsync`, durable on completion (`RWF_DSYNC`, FUA on a block device).
+    /// Pushes a write of `held`'s buffer at byte `offset` of `fd`.
     pub(crate) fn push_write(
         &mut self,
         slot: u32,
         fd: BorrowedFd<'_>,
         offset: u64,
-        dsync: bool,
+        how: WriteHow,
         held: Held,
     ) -> Result<(), PushRefused> {
         let Held::Buffer(b) = &held else { return Err(PushRefused(held)) };
         let Ok(len) = u32::try_from(b.len()) else { return Err(PushRefused(held)) };
-        let flags = if dsync { libc::RWF_DSYNC } else { 0 };
-        let e = opcode::Write::new(types::Fd(fd.as_raw_fd()), b.as_ptr(), len)
-            .offset(offset)
-            .rw_flags(flags)
-            .build();
+        let e = how
+            .apply(opcode::Write::new(types::Fd(fd.as_raw_fd()), b.as_ptr(), len).offset(offset));
         // SAFETY: the entry's only address is that of `held`'s buffer.
         unsafe { self.push_entry(slot, e, held) }
     }
@@ -698,15 +716,15 @@ impl Ring<Plain> {
     }
 
     /// Runs a read into or a write from `data` (borrowed) at byte `offset`
-    /// of `fd` (with `dsync`, a durable write), and waits for it;
-    /// completions of other commands go to `other`.
+    /// of `fd` (writes as `how` says), and waits for it; completions of
+    /// other commands go to `other`.
     pub(crate) fn run_borrowed_rw(
         &mut self,
         slot: u32,
         fd: BorrowedFd<'_>,
         offset: u64,
         data: Borrowed<'_>,
-        dsync: bool,
+        how: WriteHow,
         other: &mut dyn FnMut(Cqe),
     ) -> io::Result<Cqe> {
         let fd = types::Fd(fd.as_raw_fd());
@@ -714,8 +732,7 @@ impl Ring<Plain> {
             Borrowed::None => return Err(io::Error::other("a read or write needs data")),
             Borrowed::ToDevice(d) => {
                 let len = u32::try_from(d.len()).map_err(io::Error::other)?;
-                let flags = if dsync { libc::RWF_DSYNC } else { 0 };
-                opcode::Write::new(fd, d.as_ptr(), len).offset(offset).rw_flags(flags).build()
+                how.apply(opcode::Write::new(fd, d.as_ptr(), len).offset(offset))
             }
             Borrowed::FromDevice(d) => {
                 let len = u32::try_from(d.len()).map_err(io::Error::other)?;
@@ -922,7 +939,8 @@ mod tests {
         let fd = file.as_fd();
         let mut b = IoBuffer::aligned(8192).unwrap();
         b.fill(0x5A);
-        ring.push_write(0, fd, 4096, false, Held::Buffer(b)).unwrap();
+        let how = WriteHow { dsync: false, from_worker: true };
+        ring.push_write(0, fd, 4096, how, Held::Buffer(b)).unwrap();
         ring.push_fsync(1, fd).unwrap();
         assert!(ring.push_fsync(1, fd).is_err(), "slot 1 is taken");
         ring.submit().unwrap();
@@ -936,7 +954,7 @@ mod tests {
         assert_eq!(done[1].res, 0);
         let mut back = vec![0u8; 4096];
         let c = ring
-            .run_borrowed_rw(2, fd, 8192, Borrowed::FromDevice(&mut back), false, &mut |_| ())
+            .run_borrowed_rw(2, fd, 8192, Borrowed::FromDevice(&mut back), how, &mut |_| ())
             .unwrap();
         assert_eq!(c.res, 4096);
         assert!(back.iter().all(|&x| x == 0x5A));

@@ -38,7 +38,7 @@ use zns_spec::{
     ReportFilter, ReportHeader, StatusCode, ZoneAttributes, ZoneDescriptor, ZoneState, ZoneType,
 };
 
-use super::sys::{self, BlkZone, Borrowed, Cqe, Held, Plain, Ring};
+use super::sys::{self, BlkZone, Borrowed, Cqe, Held, Plain, Ring, WriteHow};
 use super::{os_error, sysfs, MAX_QUEUE_DEPTH};
 use crate::buffer::IoBuffer;
 use crate::command;
@@ -173,6 +173,9 @@ struct Track {
     writes: u32,
     /// An emulated append holds the zone.
     appending: bool,
+    /// A write to the zone failed and none has succeeded since: the
+    /// kernel may still be recovering the zone's write pointer.
+    recovering: bool,
 }
 
 /// What the device and its queues share.
@@ -233,7 +236,7 @@ impl Shared {
     }
 
     /// Starts an append to the zone at `zslba` if nothing else holds it.
-    fn acquire_append(&self, op: &ZoneOp, zslba: u64, blocks: u64) -> Acquire {
+    fn acquire_append(&self, op: &ZoneOp, zslba: u64) -> Acquire {
         let zone = self.zone_of(zslba);
         let mut t = self.track(zone);
         if t.appending || t.writes > 0 {
@@ -268,7 +271,6 @@ impl Shared {
         if wp >= t.end && t.end > 0 {
             return Acquire::Failed(op.error(StatusCode::ZoneIsFull.status()));
         }
-        let _ = blocks;
         t.appending = true;
         t.writes += 1;
         t.wp = Some(wp);
@@ -280,10 +282,22 @@ impl Shared {
         self.track(self.zone_of(lba)).writes += 1;
     }
 
+    /// How a write to the zone holding `lba` goes through io_uring: after
+    /// a failed write to the zone, from a kernel worker. The kernel's zone
+    /// write plugging recovers the zone's write pointer asynchronously
+    /// after a failure, and meanwhile fails writes that do not wait
+    /// (io_uring's first, non-blocking attempt) with `EIO`; a worker's
+    /// write waits for the recovery, as `pwrite` does.
+    fn write_how(&self, lba: u64, fua: bool) -> WriteHow {
+        let from_worker = self.track(self.zone_of(lba)).recovering;
+        WriteHow { dsync: fua, from_worker }
+    }
+
     /// Ends a write (or append) of `blocks` at `lba`: on success the write
     /// pointer moves past it, on failure it is forgotten.
     fn end_write(&self, lba: u64, blocks: u64, ok: bool, append: bool) {
         let mut t = self.track(self.zone_of(lba));
+        t.recovering = !ok;
         t.writes = t.writes.saturating_sub(1);
         if append {
             t.appending = false;
@@ -301,6 +315,9 @@ impl Shared {
     /// what went wrong, the report is what lets the kernel's zone write
     /// plugging (Linux 6.10 and later) accept writes to the zone again.
     fn assess_write_failure(&self, target: u64, blocks: u64, errno: i32) -> WriteFailure {
+        if (target / self.info.zone_size) < self.zones.len() as u64 {
+            self.track(self.zone_of(target)).recovering = true;
+        }
         let zone = self.query(target).ok();
         let code = classify_write_failure(errno, zone.as_ref(), target, blocks);
         // The device would have taken this write: the kernel refused it
@@ -783,7 +800,7 @@ impl ZonedBlockQueue {
                     self.done(i, Err(op.error(StatusCode::InvalidField.status())), None);
                     return true;
                 }
-                match sh.acquire_append(&op, *zslba, blocks) {
+                match sh.acquire_append(&op, *zslba) {
                     Acquire::Busy => false,
                     Acquire::Failed(e) => {
                         self.done(i, Err(e), None);
@@ -852,7 +869,7 @@ impl ZonedBlockQueue {
         if let Some(ring) = &mut self.ring {
             let held = Held::Buffer(buf);
             let r = if write {
-                ring.push_write(i, sh.fd(), offset, fua, held)
+                ring.push_write(i, sh.fd(), offset, sh.write_how(offset / sh.bs(), fua), held)
             } else {
                 ring.push_read(i, sh.fd(), offset, held)
             };
@@ -1018,7 +1035,7 @@ impl ZonedBlockQueue {
             }
             let start = Instant::now();
             loop {
-                match sh.acquire_append(op, lba, blocks) {
+                match sh.acquire_append(op, lba) {
                     Acquire::Ready(wp) => break wp,
                     Acquire::Failed(e) => return Err(e),
                     Acquire::Busy => {
@@ -1072,6 +1089,7 @@ impl ZonedBlockQueue {
         fua: bool,
     ) -> Option<i32> {
         let sh = Arc::clone(&self.shared);
+        let how = sh.write_how(lba, fua);
         let data = match data {
             Borrowed::FromDevice(d) => Borrowed::FromDevice(d),
             Borrowed::ToDevice(d) => Borrowed::ToDevice(d),
@@ -1082,7 +1100,7 @@ impl ZonedBlockQueue {
                 let slot = self.free.pop().expect("make_room left a free slot");
                 let mut got = Vec::new();
                 let r = ring
-                    .run_borrowed_rw(slot, sh.fd(), lba * sh.bs(), data, fua, &mut |c| got.push(c));
+                    .run_borrowed_rw(slot, sh.fd(), lba * sh.bs(), data, how, &mut |c| got.push(c));
                 self.free.push(slot);
                 for c in got {
                     self.on_cqe(c);

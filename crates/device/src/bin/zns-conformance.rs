@@ -2,7 +2,7 @@
 //! `cargo test` runs against the emulator) against any device URI.
 //!
 //! ```text
-//! zns-conformance [--list] [--only CHECK,...] [--skip CHECK,...] [--repeat N] URI...
+//! zns-conformance [--list] [--only CHECK,...] [--skip CHECK,...] [--repeat N] [--fail-fast] URI...
 //! ```
 //!
 //! Every check resets every zone of the device: use scratch devices only.
@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: zns-conformance [--list] [--only CHECK,...] [--skip CHECK,...] [--repeat N] URI...
+    "usage: zns-conformance [--list] [--only CHECK,...] [--skip CHECK,...] [--repeat N] [--fail-fast] URI...
 Runs the device conformance suite against each device URI (emu:, pcie:, ng:, zbd:).
 Every check resets every zone: use scratch devices only.";
 
@@ -40,11 +40,13 @@ struct Args {
     only: Option<Vec<String>>,
     skip: Vec<String>,
     repeat: u32,
+    fail_fast: bool,
     uris: Vec<String>,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a = Args { only: None, skip: Vec::new(), repeat: 1, uris: Vec::new() };
+    let mut a =
+        Args { only: None, skip: Vec::new(), repeat: 1, fail_fast: false, uris: Vec::new() };
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--list" => {
@@ -59,6 +61,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String>
             }
             "--only" => a.only = Some(names(&args.next().ok_or("--only needs a list")?)?),
             "--skip" => a.skip.extend(names(&args.next().ok_or("--skip needs a list")?)?),
+            "--fail-fast" => a.fail_fast = true,
             "--repeat" => {
                 let n = args.next().ok_or("--repeat needs a count")?;
                 a.repeat = n.parse().map_err(|_| format!("--repeat {n:?}: not a count"))?;
@@ -71,10 +74,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String>
         return Err(USAGE.into());
     }
     Ok(Some(a))
-}
-
-fn a_repeat(a: &Args) -> usize {
-    a.repeat.max(1) as usize
 }
 
 fn main() -> ExitCode {
@@ -111,8 +110,8 @@ fn main() -> ExitCode {
             i.mdts_bytes >> 10,
             i.zasl_bytes >> 10
         );
-        let checks =
-            conformance::CHECKS.iter().cycle().take(conformance::CHECKS.len() * a_repeat(&args));
+        let rounds = args.repeat.max(1) as usize;
+        let checks = conformance::CHECKS.iter().cycle().take(conformance::CHECKS.len() * rounds);
         for (name, check) in checks {
             let selected = args.only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
             if !selected || args.skip.iter().any(|n| n == name) {
@@ -134,6 +133,10 @@ fn main() -> ExitCode {
                         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_else(|| "panic".into());
                     println!("FAIL {uri} {name} ({secs:.2} s): {msg}");
+                    if args.fail_fast {
+                        println!("conformance: {passed} passed, {failed} failed");
+                        return ExitCode::FAILURE;
+                    }
                 }
             }
         }

@@ -19,7 +19,7 @@ use crate::buffer::IoBuffer;
 use crate::device::{ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
 use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
-use crate::uri::{EmulatorMedia, EmulatorUri};
+use crate::uri::{EmulatorMedia, EmulatorUri, Timing};
 
 /// What the device and its queues share.
 #[derive(Debug)]
@@ -80,6 +80,26 @@ impl DriverDevice {
                 Emulator::builder(uri.profile_name())?.media(media)
             }
         };
+        let mut builder = builder;
+        match uri.timing {
+            Some(Timing::On) => builder = builder.timing(true),
+            Some(Timing::Off) => builder = builder.timing(false),
+            None => {}
+        }
+        if let Some(clock) = uri.clock {
+            if !builder.timed() {
+                return Err(DeviceError::uri(
+                    text,
+                    format!(
+                        "clock={} needs the timing model, and the {:?} profile has none \
+                         (or timing=off was given)",
+                        clock.name(),
+                        builder.profile().name
+                    ),
+                ));
+            }
+            builder = builder.clock(clock);
+        }
         let host: Arc<dyn HostMemory> = memory.clone();
         let emu = builder.build(host)?;
         Self::from_emulator(emu, memory, text)
@@ -212,6 +232,29 @@ impl ZonedDevice for DriverDevice {
         self.emulator.as_ref()
     }
 
+    fn now_ns(&self) -> u64 {
+        match &self.emulator {
+            Some(e) => e.clock().now_ns(),
+            None => crate::device::wall_clock_ns(),
+        }
+    }
+
+    fn clock_name(&self) -> &'static str {
+        self.emulator.as_ref().map_or("real", |e| e.clock().name())
+    }
+
+    fn wait_ns(&self, ns: u64) {
+        match &self.emulator {
+            Some(e) => e.clock().wait_ns(ns),
+            None => {
+                let until = crate::device::wall_clock_ns().saturating_add(ns);
+                while crate::device::wall_clock_ns() < until {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -292,5 +335,34 @@ fn describe(
             namespace: ns.identify.clone(),
             zns_namespace: z.identify.clone(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn emulator_clocks_follow_the_uri() {
+        let dev = crate::open("emu:zn540").unwrap();
+        assert_eq!(dev.clock_name(), "virtual");
+        let mut q = dev.queue(4).unwrap();
+        let buf = dev.alloc(4096).unwrap();
+        q.write(0, &buf).unwrap();
+        let t0 = dev.now_ns();
+        q.write(1, &buf).unwrap();
+        // The model's QD 1 write of 4 KiB: 11.36 µs, in virtual time.
+        assert_eq!(dev.now_ns() - t0, 11_360);
+        let t1 = dev.now_ns();
+        dev.wait_ns(1_000_000);
+        assert_eq!(dev.now_ns() - t1, 1_000_000);
+        assert_eq!(crate::open("emu:zn540,timing=off").unwrap().clock_name(), "real");
+        assert_eq!(crate::open("emu:zn540,clock=real").unwrap().clock_name(), "real");
+        let tiny = crate::open("emu:tiny").unwrap();
+        assert_eq!(tiny.clock_name(), "real");
+        let a = tiny.now_ns();
+        assert!(tiny.now_ns() >= a);
+        let e = crate::open("emu:tiny,timing=on").unwrap_err().to_string();
+        assert!(e.contains("no timing model"), "{e}");
+        let e = crate::open("emu:tiny,clock=virtual").unwrap_err().to_string();
+        assert!(e.contains("needs the timing model"), "{e}");
     }
 }

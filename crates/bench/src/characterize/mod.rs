@@ -1,0 +1,203 @@
+//! `zns characterize`: measures a ZNS device's performance model and draws
+//! it.
+//!
+//! One call of [`run`] measures, on any [`ZonedDevice`], what a ZNS
+//! application needs to know to plan its I/O:
+//!
+//! | experiment | what |
+//! |---|---|
+//! | `qd1` | latency and throughput of write, append and read at queue depth 1, 4 KiB to 128 KiB |
+//! | `intra_zone` | appends into one zone by queue depth |
+//! | `inter_zone` | writes (one per zone in flight) and appends to 1 .. max-open zones |
+//! | `open` | explicit against implicit open, and the first I/O after each |
+//! | `zone_mgmt` | open, close, finish and reset latency against zone occupancy; reset after finish against without |
+//! | `reads` | random and sequential reads by queue depth and by zone count |
+//! | `read_under_write` | reads while writes run at a rate from 0 to the write bandwidth |
+//! | `reset_interference` | I/O latency and throughput while zones are reset, and reset latency under I/O |
+//!
+//! Latency is device time ([`clock`]) from just before a command's
+//! submission to the poll that delivers its completion, into HdrHistograms
+//! ([`stats`]); throughput is completed commands over device time elapsed.
+//! The outcome is a [`Results`] (`results.json`, schema in
+//! docs/results-json.md), an HTML report with SVG plots ([`report`]), and,
+//! for emulated devices whose profile has reference figures, a table of
+//! measured against reference ([`reference`]). [`compare`] sets two runs
+//! side by side.
+
+pub mod clock;
+pub mod compare;
+mod engine;
+mod experiments;
+mod plan;
+pub mod plot;
+pub mod progress;
+pub mod reference;
+pub mod report;
+pub mod results;
+pub mod stats;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use zns_device::{DeviceError, ZonedDevice};
+
+pub use plan::EXPERIMENTS;
+pub use progress::{NoProgress, Observer, TerminalProgress};
+pub use results::{Point, Results, SCHEMA_VERSION};
+
+/// Which suite to run: how many points and samples.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Suite {
+    /// A handful of commands per point: checks the machinery in tests
+    /// (seconds on `emu:tiny`).
+    Smoke,
+    /// Every experiment with few points and samples.
+    #[default]
+    Quick,
+    /// Every experiment with more points and samples.
+    Full,
+}
+
+impl Suite {
+    /// Its name (`smoke`, `quick`, `full`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Suite::Smoke => "smoke",
+            Suite::Quick => "quick",
+            Suite::Full => "full",
+        }
+    }
+}
+
+impl fmt::Display for Suite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Suite {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "smoke" => Ok(Suite::Smoke),
+            "quick" => Ok(Suite::Quick),
+            "full" => Ok(Suite::Full),
+            _ => Err(format!("unknown suite {s:?} (smoke, quick, full)")),
+        }
+    }
+}
+
+/// Options of a run.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Points and samples.
+    pub suite: Suite,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Run only these experiments (names of [`EXPERIMENTS`]); empty: all.
+    pub only: Vec<String>,
+    /// Reset every zone first when some are not Empty (their data is
+    /// lost); without it such a device is refused.
+    pub force: bool,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CharacterizeError {
+    /// The device refused or failed a command.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A command the suite needed failed.
+    #[error("{what}: {source}")]
+    Command {
+        /// The command.
+        what: String,
+        /// Its failure.
+        source: DeviceError,
+    },
+    /// The device or its queue stopped making progress.
+    #[error("no progress: {0}")]
+    Stalled(String),
+    /// Zones hold data; the suite writes and resets zones.
+    #[error(
+        "{0} zones are not empty; characterize writes and resets zones: \
+         reset them first or pass --force to reset every zone"
+    )]
+    NotEmpty(u64),
+    /// The suite ran out of usable zones.
+    #[error("no empty zone left for the suite")]
+    NoZones,
+    /// A bad option.
+    #[error("{0}")]
+    Invalid(String),
+    /// Files could not be written or read.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A bug in the suite.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Runs the suite on `dev`, reporting progress to `obs`.
+///
+/// The device must have its zones Empty (or `opts.force`): every zone the
+/// suite writes is reset after the experiment that wrote it, and a final
+/// sweep resets anything left, so the device ends all-empty where the
+/// device allows.
+pub fn run(
+    dev: &dyn ZonedDevice,
+    opts: &Options,
+    obs: &dyn Observer,
+) -> Result<Results, CharacterizeError> {
+    experiments::run(dev, opts, obs)
+}
+
+/// Writes `results.json` and `report.html` into `dir` (created if needed);
+/// returns their paths.
+pub fn write_outputs(
+    results: &Results,
+    dir: &Path,
+) -> Result<(PathBuf, PathBuf), CharacterizeError> {
+    let io = |what: String| move |source| CharacterizeError::Io { what, source };
+    std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    let json = dir.join("results.json");
+    let text = serde_json::to_string_pretty(results)
+        .map_err(|e| CharacterizeError::Internal(e.to_string()))?;
+    std::fs::write(&json, text + "\n").map_err(io(format!("write {}", json.display())))?;
+    let html = dir.join("report.html");
+    std::fs::write(&html, report::html(results))
+        .map_err(io(format!("write {}", html.display())))?;
+    Ok((json, html))
+}
+
+/// Reads a `results.json`.
+pub fn read_results(path: &Path) -> Result<Results, CharacterizeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CharacterizeError::Io {
+        what: format!("read {}", path.display()),
+        source,
+    })?;
+    Results::from_json(&text)
+        .map_err(|e| CharacterizeError::Invalid(format!("{}: {e}", path.display())))
+}
+
+/// "4KiB", "128KiB", "1MiB", "512B".
+pub fn size_label(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{}MiB", bytes >> 20)
+    } else if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{}KiB", bytes >> 10)
+    } else {
+        format!("{bytes}B")
+    }
+}

@@ -1,0 +1,823 @@
+//! The HTML report: one self-contained page with inline SVG plots.
+//!
+//! [`html`] draws one run; [`sections`] draws any number of runs on the
+//! same axes (the first solid, the others dashed), which the comparison
+//! page uses.
+
+use std::fmt::Write as _;
+
+use super::plot::{self, Axis, Bars, Chart, Scale, Series};
+use super::results::{Point, Results};
+
+/// One part of the page: a heading, a sentence and charts.
+#[derive(Debug, Clone)]
+pub struct Section {
+    /// Heading.
+    pub title: String,
+    /// What the charts show.
+    pub text: String,
+    /// SVG charts.
+    pub charts: Vec<String>,
+}
+
+/// Escapes text for HTML.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Page style shared by the report and the comparison.
+pub(crate) const STYLE: &str =
+    "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;font-size:13px;margin:8px 0}\
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
+.charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{border:1px solid #eee}\
+.bad{background:#fde2e2}.good{background:#e2f5e2}.note{color:#666;font-size:13px}\
+code{background:#f4f4f4;padding:0 3px}";
+
+/// The report of one run.
+pub fn html(r: &Results) -> String {
+    let mut h = String::new();
+    let dev = &r.device;
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ZNS characterization: {}</title>\
+         <style>{STYLE}</style></head><body>\n<h1>ZNS characterization of <code>{}</code></h1>\n",
+        esc(&dev.uri),
+        esc(&dev.uri)
+    );
+    let _ = writeln!(h, "<table>{}</table>", device_rows(r));
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">Latency: device time from submission to the poll that delivered the \
+         completion. Throughput: completed commands over device time. Clock: <b>{}</b>{}.</p>",
+        esc(&dev.clock),
+        if dev.clock == "virtual" {
+            " (simulated device time: independent of how busy the host was)"
+        } else {
+            ""
+        }
+    );
+    for s in sections(&[("", r)]) {
+        push_section(&mut h, &s);
+    }
+    if let Some(t) = &r.reference {
+        let _ = write!(
+            h,
+            "<h2 id=\"reference\">Measured against the reference</h2>\n<p class=\"note\">\
+             Reference: {} ({}). Ratio = measured / reference; cells more than 25% off are \
+             marked.</p>\n<table><tr><th>figure</th><th>what</th><th>reference</th>\
+             <th>measured</th><th>ratio</th></tr>\n",
+            esc(&t.device),
+            esc(&t.source)
+        );
+        for row in &t.rows {
+            let (m, ratio, class) = match (row.measured, row.ratio) {
+                (Some(m), Some(q)) => (fmt(m), format!("{q:.2}"), ratio_class(q)),
+                (Some(m), None) => (fmt(m), "-".into(), ""),
+                _ => ("not measured".into(), "-".into(), ""),
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{m}</td>\
+                 <td class=\"{class}\">{ratio}</td></tr>",
+                esc(&row.figure),
+                esc(&row.what),
+                fmt(row.reference)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str(
+        "<h2>Experiments</h2>\n<table><tr><th>experiment</th><th>points</th>\
+                <th>device time (s)</th><th>wall time (s)</th><th>notes</th></tr>\n",
+    );
+    for e in &r.experiments {
+        let mut notes: Vec<String> = e.skipped.iter().map(|s| esc(s)).collect();
+        if let Some(err) = &e.error {
+            notes.insert(0, format!("<b>stopped: {}</b>", esc(err)));
+        }
+        let _ = writeln!(
+            h,
+            "<tr><td>{} <span class=\"note\">{}</span></td><td>{}</td><td>{:.3}</td>\
+             <td>{:.3}</td><td style=\"text-align:left\">{}</td></tr>",
+            esc(&e.name),
+            esc(&e.title),
+            e.points,
+            e.duration.device_ns as f64 / 1e9,
+            e.duration.wall_ns as f64 / 1e9,
+            notes.join("; ")
+        );
+    }
+    h.push_str("</table>\n");
+    h.push_str("<h2>Every point</h2>\n<details><summary>table</summary>\n");
+    h.push_str(&points_table(&r.points));
+    h.push_str("</details>\n</body></html>\n");
+    h
+}
+
+fn device_rows(r: &Results) -> String {
+    let i = &r.device.info;
+    let get = |k: &str| i.get(k).map(|v| v.to_string().trim_matches('"').to_string());
+    let mut rows = vec![
+        ("suite", format!("{} (seed {})", r.suite, r.seed)),
+        ("clock", r.device.clock.clone()),
+        ("profile", r.device.profile.clone().unwrap_or_else(|| "-".into())),
+        ("model", get("model").unwrap_or_default()),
+        ("transport", get("transport").unwrap_or_default()),
+        (
+            "zones",
+            format!(
+                "{} of {} blocks, capacity {}, block {} B",
+                get("zone_count").unwrap_or_default(),
+                get("zone_size").unwrap_or_default(),
+                get("zone_capacity").unwrap_or_default(),
+                get("block_size").unwrap_or_default()
+            ),
+        ),
+        (
+            "limits",
+            format!(
+                "max open {}, max active {}, MDTS {} B, ZASL {} B",
+                get("max_open").unwrap_or_default(),
+                get("max_active").unwrap_or_default(),
+                get("mdts_bytes").unwrap_or_default(),
+                get("zasl_bytes").unwrap_or_default()
+            ),
+        ),
+        (
+            "run time",
+            format!(
+                "{:.2} s device time, {:.2} s wall time",
+                r.duration.device_ns as f64 / 1e9,
+                r.duration.wall_ns as f64 / 1e9
+            ),
+        ),
+    ];
+    if !r.only.is_empty() {
+        rows.push(("experiments", r.only.join(", ")));
+    }
+    rows.iter()
+        .map(|(k, v)| {
+            format!("<tr><th>{}</th><td style=\"text-align:left\">{}</td></tr>", k, esc(v))
+        })
+        .collect()
+}
+
+pub(crate) fn push_section(h: &mut String, s: &Section) {
+    let _ = write!(
+        h,
+        "<h2>{}</h2>\n<p class=\"note\">{}</p>\n<div class=\"charts\">\n",
+        esc(&s.title),
+        esc(&s.text)
+    );
+    for c in &s.charts {
+        h.push_str(c);
+        h.push('\n');
+    }
+    h.push_str("</div>\n");
+}
+
+pub(crate) fn ratio_class(q: f64) -> &'static str {
+    if !(0.75..=1.0 / 0.75).contains(&q) {
+        "bad"
+    } else {
+        "good"
+    }
+}
+
+/// A number with as many digits as it deserves.
+pub(crate) fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.1 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn points_table(points: &[Point]) -> String {
+    let mut h = String::from(
+        "<table><tr><th>point</th><th>ops</th><th>KIOPS</th><th>MiB/s</th><th>mean µs</th>\
+         <th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th></tr>\n",
+    );
+    for p in points {
+        let l = &p.latency;
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&p.id),
+            p.ops,
+            if p.is_zone_management() { "-".into() } else { fmt(p.iops / 1000.0) },
+            if p.bytes > 0 { fmt(p.mib_s) } else { "-".into() },
+            fmt(l.mean_us),
+            fmt(l.p50_us),
+            fmt(l.p95_us),
+            fmt(l.p99_us),
+            fmt(l.p99_9_us),
+            fmt(l.p99_99_us),
+            fmt(l.max_us)
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// Which statistic a chart plots.
+#[derive(Clone, Copy)]
+enum Stat {
+    Kiops,
+    MibS,
+    Mean,
+    P50,
+    P99,
+}
+
+impl Stat {
+    fn of(self, p: &Point) -> f64 {
+        match self {
+            Stat::Kiops => p.iops / 1000.0,
+            Stat::MibS => p.mib_s,
+            Stat::Mean => p.latency.mean_us,
+            Stat::P50 => p.latency.p50_us,
+            Stat::P99 => p.latency.p99_us,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Stat::Kiops => "KIOPS",
+            Stat::MibS => "MiB/s",
+            Stat::Mean => "mean",
+            Stat::P50 => "p50",
+            Stat::P99 => "p99",
+        }
+    }
+}
+
+/// Runs to draw: `(label, results)`; one run has an empty label.
+type Runs<'a> = [(&'a str, &'a Results)];
+
+/// Points of `r` whose id starts with `prefix`, as `(x, stat)` sorted by x.
+fn series_points(
+    r: &Results,
+    prefix: &str,
+    x: fn(&Point) -> Option<f64>,
+    y: Stat,
+) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = r
+        .points
+        .iter()
+        .filter(|p| p.id.starts_with(prefix) && p.ops > 0)
+        .filter_map(|p| Some((x(p)?, y.of(p))))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// Distinct series prefixes of the points whose id starts with `group`:
+/// the id without its last part (`intra_zone/append/4KiB`).
+fn prefixes(runs: &Runs<'_>, group: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (_, r) in runs {
+        for p in &r.points {
+            if let Some((pre, _)) = p.id.rsplit_once('/') {
+                if p.id.starts_with(group) && !out.iter().any(|o| o == pre) {
+                    out.push(pre.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run_name(label: &str, name: &str) -> String {
+    if label.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} [{label}]")
+    }
+}
+
+/// One line per (series, stat, run): runs after the first are dashed, and
+/// with one run, tail statistics are dashed.
+fn lines(
+    runs: &Runs<'_>,
+    series: &[(String, String)],
+    x: fn(&Point) -> Option<f64>,
+    stats: &[Stat],
+) -> Vec<Series> {
+    let mut out = Vec::new();
+    let multi = runs.len() > 1;
+    for (ri, (label, r)) in runs.iter().enumerate() {
+        for (si, (prefix, name)) in series.iter().enumerate() {
+            for (ti, &stat) in stats.iter().enumerate() {
+                // With several runs, only the first statistic is drawn.
+                if multi && ti > 0 {
+                    continue;
+                }
+                let pts = series_points(r, prefix, x, stat);
+                if pts.is_empty() {
+                    continue;
+                }
+                let n = if stats.len() > 1 && !multi {
+                    format!("{name} {}", stat.name())
+                } else {
+                    name.clone()
+                };
+                let mut s = Series::new(run_name(label, &n), pts, si);
+                if ri > 0 || (!multi && ti > 0) {
+                    s = s.dashed();
+                }
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+fn chart(title: &str, x: Axis, y: Axis, series: Vec<Series>) -> String {
+    let from_zero = y.scale == Scale::Linear;
+    let legend_right = x.scale == Scale::Log10 && y.scale == Scale::Log10;
+    plot::line_chart(&Chart {
+        title: title.into(),
+        x,
+        y,
+        series,
+        y_from_zero: from_zero,
+        legend_right,
+    })
+}
+
+fn x_bytes(p: &Point) -> Option<f64> {
+    p.block_bytes.map(|b| b as f64)
+}
+
+fn x_qd(p: &Point) -> Option<f64> {
+    p.queue_depth.map(f64::from)
+}
+
+fn x_zones(p: &Point) -> Option<f64> {
+    p.zones.map(f64::from)
+}
+
+fn x_occupancy(p: &Point) -> Option<f64> {
+    p.occupancy.map(|o| o * 100.0)
+}
+
+fn ms(v: f64) -> String {
+    plot::number(v)
+}
+
+/// The charts of every experiment, for one run or several.
+pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
+    let mut out = Vec::new();
+    let has =
+        |prefix: &str| runs.iter().any(|(_, r)| r.points.iter().any(|p| p.id.starts_with(prefix)));
+    let size_axis = || Axis::new("request size", Scale::Log2).with_format(plot::bytes);
+    let us_axis = |what: &str| Axis::new(&format!("{what} latency (µs)"), Scale::Linear);
+
+    if has("qd1/") {
+        let ops: Vec<(String, String)> = ["write", "append", "read"]
+            .iter()
+            .map(|o| (format!("qd1/{o}/"), o.to_string()))
+            .collect();
+        out.push(Section {
+            title: "Queue depth 1: latency and throughput by request size".into(),
+            text: "One command in flight. Writes go to the write pointer of one zone, appends to \
+                   one zone, reads to random offsets of written data. Solid: mean; dashed: p99."
+                .into(),
+            charts: vec![
+                chart(
+                    "QD 1 latency by request size",
+                    size_axis(),
+                    us_axis(""),
+                    lines(runs, &ops, x_bytes, &[Stat::Mean, Stat::P99]),
+                ),
+                chart(
+                    "QD 1 throughput by request size",
+                    size_axis(),
+                    Axis::new("MiB/s", Scale::Linear),
+                    lines(runs, &ops, x_bytes, &[Stat::MibS]),
+                ),
+                chart(
+                    "QD 1 IOPS by request size",
+                    size_axis(),
+                    Axis::new("KIOPS", Scale::Linear),
+                    lines(runs, &ops, x_bytes, &[Stat::Kiops]),
+                ),
+            ],
+        });
+    }
+    if has("intra_zone/") {
+        let s: Vec<(String, String)> = prefixes(runs, "intra_zone/")
+            .into_iter()
+            .map(|p| {
+                let n = p.trim_start_matches("intra_zone/").replace('/', " ");
+                (p + "/", n)
+            })
+            .collect();
+        out.push(Section {
+            title: "Intra-zone scaling: appends to one zone by queue depth".into(),
+            text: "Zone Appends into a single zone with more and more in flight.".into(),
+            charts: vec![
+                chart(
+                    "Appends to one zone: IOPS by queue depth",
+                    Axis::new("queue depth", Scale::Log2),
+                    Axis::new("KIOPS", Scale::Linear),
+                    lines(runs, &s, x_qd, &[Stat::Kiops]),
+                ),
+                chart(
+                    "Appends to one zone: latency by queue depth",
+                    Axis::new("queue depth", Scale::Log2),
+                    us_axis(""),
+                    lines(runs, &s, x_qd, &[Stat::Mean, Stat::P99]),
+                ),
+            ],
+        });
+    }
+    if has("inter_zone/") {
+        let s: Vec<(String, String)> = prefixes(runs, "inter_zone/")
+            .into_iter()
+            .map(|p| {
+                let n = p.trim_start_matches("inter_zone/").replace('/', " ");
+                (p + "/", n)
+            })
+            .collect();
+        out.push(Section {
+            title: "Inter-zone scaling: writes and appends to several zones".into(),
+            text: "One command in flight per zone, 1 to max-open zones at once.".into(),
+            charts: vec![
+                chart(
+                    "Writes and appends over zones: IOPS",
+                    Axis::new("zones", Scale::Log2),
+                    Axis::new("KIOPS", Scale::Linear),
+                    lines(runs, &s, x_zones, &[Stat::Kiops]),
+                ),
+                chart(
+                    "Writes and appends over zones: latency",
+                    Axis::new("zones", Scale::Log2),
+                    us_axis(""),
+                    lines(runs, &s, x_zones, &[Stat::Mean, Stat::P99]),
+                ),
+            ],
+        });
+    }
+    if has("read_qd/") || has("read_zones/") {
+        let by_qd: Vec<(String, String)> = prefixes(runs, "read_qd/")
+            .into_iter()
+            .map(|p| {
+                let n = p.trim_start_matches("read_qd/").replace('/', " ");
+                (p + "/", n)
+            })
+            .collect();
+        let random: Vec<(String, String)> =
+            by_qd.iter().filter(|s| s.0.contains("/random/")).cloned().collect();
+        let sequential: Vec<(String, String)> =
+            by_qd.iter().filter(|s| s.0.contains("/sequential/")).cloned().collect();
+        let by_zone: Vec<(String, String)> = prefixes(runs, "read_zones/")
+            .into_iter()
+            .map(|p| {
+                let n = p.trim_start_matches("read_zones/").replace('/', " ");
+                (p + "/", n)
+            })
+            .collect();
+        let zr: Vec<(String, String)> =
+            by_zone.iter().filter(|s| s.0.contains("/random/")).cloned().collect();
+        let zs: Vec<(String, String)> =
+            by_zone.iter().filter(|s| s.0.contains("/sequential/")).cloned().collect();
+        out.push(Section {
+            title: "Reads by queue depth and by zone count".into(),
+            text: "Random reads at block-aligned offsets of written data, and sequential reads \
+                   through it. By zone count, the same total queue depth is spread over 1 .. n \
+                   zones."
+                .into(),
+            charts: vec![
+                chart(
+                    "Random reads: IOPS by queue depth",
+                    Axis::new("queue depth", Scale::Log2),
+                    Axis::new("KIOPS", Scale::Linear),
+                    lines(runs, &random, x_qd, &[Stat::Kiops]),
+                ),
+                chart(
+                    "Random reads: latency by queue depth",
+                    Axis::new("queue depth", Scale::Log2),
+                    us_axis(""),
+                    lines(runs, &random, x_qd, &[Stat::P50, Stat::P99]),
+                ),
+                chart(
+                    "Sequential reads: throughput by queue depth",
+                    Axis::new("queue depth", Scale::Log2),
+                    Axis::new("MiB/s", Scale::Linear),
+                    lines(runs, &sequential, x_qd, &[Stat::MibS]),
+                ),
+                chart(
+                    "Random reads by zone count",
+                    Axis::new("zones", Scale::Log2),
+                    Axis::new("KIOPS", Scale::Linear),
+                    lines(runs, &zr, x_zones, &[Stat::Kiops]),
+                ),
+                chart(
+                    "Sequential reads by zone count",
+                    Axis::new("zones", Scale::Log2),
+                    Axis::new("MiB/s", Scale::Linear),
+                    lines(runs, &zs, x_zones, &[Stat::MibS]),
+                ),
+            ],
+        });
+    }
+    // Latency distributions.
+    let ccdf_sets: [(&str, Vec<&str>); 3] = [
+        ("QD 1, 4 KiB", vec!["qd1/write/4KiB", "qd1/append/4KiB", "qd1/read/4KiB"]),
+        (
+            "Zone resets",
+            vec![
+                "zone_mgmt/reset/empty",
+                "zone_mgmt/reset/50%",
+                "zone_mgmt/reset/full",
+                "zone_mgmt/reset_after_finish/50%",
+                "reset_interference/reset/idle",
+                "reset_interference/reset/under_read",
+            ],
+        ),
+        ("Writes and appends at scale", {
+            let mut v = Vec::new();
+            for (_, r) in runs.iter().take(1) {
+                for pre in ["intra_zone/append/4KiB/qd=", "inter_zone/write/4KiB/zones="] {
+                    if let Some(p) = r
+                        .points
+                        .iter()
+                        .filter(|p| p.id.starts_with(pre))
+                        .max_by_key(|p| p.queue_depth.unwrap_or(0))
+                    {
+                        v.push(p.id.as_str());
+                    }
+                }
+            }
+            v
+        }),
+    ];
+    let mut ccdfs = Vec::new();
+    for (title, ids) in &ccdf_sets {
+        let mut series = Vec::new();
+        for (ri, (label, r)) in runs.iter().enumerate() {
+            for (i, id) in ids.iter().enumerate() {
+                let Some(h) = r.point(id).and_then(Point::decode_histogram) else { continue };
+                let pts: Vec<(f64, f64)> =
+                    h.ccdf(300).into_iter().map(|(ns, f)| (ns / 1000.0, f)).collect();
+                let mut s = Series::new(run_name(label, id), pts, i);
+                if ri > 0 {
+                    s = s.dashed();
+                }
+                series.push(s);
+            }
+        }
+        if !series.is_empty() {
+            ccdfs.push(chart(
+                &format!("Latency CCDF: {title}"),
+                Axis::new("latency (µs)", Scale::Log10),
+                Axis::new("fraction of commands slower", Scale::Log10),
+                series,
+            ));
+        }
+    }
+    if !ccdfs.is_empty() {
+        out.push(Section {
+            title: "Latency distributions".into(),
+            text: "Complementary CDFs: the fraction of commands slower than a latency, on \
+                   logarithmic axes; tails show at the bottom right."
+                .into(),
+            charts: ccdfs,
+        });
+    }
+    if has("zone_mgmt/") {
+        let ms_axis =
+            |what: &str| Axis::new(&format!("{what} latency (ms)"), Scale::Log10).with_format(ms);
+        let mut reset_lines = Vec::new();
+        let mut oc_lines = Vec::new();
+        for (ri, (label, r)) in runs.iter().enumerate() {
+            for (i, (prefix, name)) in [
+                ("zone_mgmt/reset/", "reset"),
+                ("zone_mgmt/reset_after_finish/", "reset after finish"),
+                ("zone_mgmt/finish/", "finish"),
+            ]
+            .iter()
+            .enumerate()
+            {
+                let pts: Vec<(f64, f64)> = series_points(r, prefix, x_occupancy, Stat::P50)
+                    .into_iter()
+                    .map(|(x, y)| (x, y / 1000.0))
+                    .collect();
+                if pts.is_empty() {
+                    continue;
+                }
+                let mut s = Series::new(run_name(label, name), pts, i);
+                if ri > 0 {
+                    s = s.dashed();
+                }
+                reset_lines.push(s);
+            }
+            for (i, (prefix, name)) in
+                [("zone_mgmt/open/", "open"), ("zone_mgmt/close/", "close")].iter().enumerate()
+            {
+                let pts = series_points(r, prefix, x_occupancy, Stat::Mean);
+                if pts.is_empty() {
+                    continue;
+                }
+                let mut s = Series::new(run_name(label, name), pts, i);
+                if ri > 0 {
+                    s = s.dashed();
+                }
+                oc_lines.push(s);
+            }
+        }
+        out.push(Section {
+            title: "Zone management by occupancy".into(),
+            text: "Each command on one zone written to the occupancy shown (0% = empty, 100% = \
+                   full), nothing else running. Reset: of a zone left open; reset after finish: \
+                   of a zone finished first. Medians; open and close means."
+                .into(),
+            charts: vec![
+                chart(
+                    "Reset and finish by occupancy (median)",
+                    Axis::new("occupancy (%)", Scale::Linear),
+                    ms_axis(""),
+                    reset_lines,
+                ),
+                chart(
+                    "Open and close by occupancy (mean)",
+                    Axis::new("occupancy (%)", Scale::Linear),
+                    us_axis(""),
+                    oc_lines,
+                ),
+            ],
+        });
+    }
+    if has("open/") {
+        let ids = [
+            ("open/explicit_open", "explicit open"),
+            ("open/first_write/implicit", "write 1, implicit"),
+            ("open/first_write/explicit", "write 1, explicit"),
+            ("open/next_write/implicit", "write 2, implicit"),
+            ("open/next_write/explicit", "write 2, explicit"),
+            ("open/first_append/implicit", "append 1, implicit"),
+            ("open/first_append/explicit", "append 1, explicit"),
+            ("open/next_append/implicit", "append 2, implicit"),
+            ("open/next_append/explicit", "append 2, explicit"),
+        ];
+        let cats: Vec<String> = ids.iter().map(|i| i.1.to_string()).collect();
+        let mut series = Vec::new();
+        for (label, r) in runs {
+            let vals: Vec<Option<f64>> =
+                ids.iter().map(|(id, _)| r.point(id).map(|p| p.latency.mean_us)).collect();
+            series.push((run_name(label, "mean"), vals));
+        }
+        out.push(Section {
+            title: "Explicit and implicit open".into(),
+            text: "Latency of an explicit open, and of the first and second I/O to a zone that \
+                   was opened explicitly or implicitly (by the I/O itself)."
+                .into(),
+            charts: vec![plot::bar_chart(&Bars {
+                title: "Open and first I/O (mean)".into(),
+                y_label: "latency (µs)".into(),
+                categories: cats,
+                series,
+            })],
+        });
+    }
+    if has("read_under_write/") {
+        let mut lat = Vec::new();
+        let mut thr = Vec::new();
+        for (ri, (label, r)) in runs.iter().enumerate() {
+            // x: the write rate achieved at each point.
+            let pts: Vec<(f64, &Point)> = r
+                .points
+                .iter()
+                .filter(|p| p.id.starts_with("read_under_write/read/"))
+                .map(|p| {
+                    let rate = p.id.rsplit_once("rate=").map(|x| x.1).unwrap_or("");
+                    let w = r
+                        .points
+                        .iter()
+                        .find(|w| {
+                            w.id.starts_with("read_under_write/write/")
+                                && w.id.ends_with(&format!("rate={rate}"))
+                        })
+                        .map_or(0.0, |w| w.mib_s);
+                    (w, p)
+                })
+                .collect();
+            let mk = |stat: Stat, color: usize, dashed: bool| {
+                let mut v: Vec<(f64, f64)> = pts.iter().map(|(w, p)| (*w, stat.of(p))).collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let mut s =
+                    Series::new(run_name(label, &format!("read {}", stat.name())), v, color);
+                if dashed {
+                    s = s.dashed();
+                }
+                s
+            };
+            lat.push(mk(Stat::P50, 0, ri > 0));
+            if runs.len() == 1 {
+                lat.push(mk(Stat::P99, 1, true));
+            }
+            thr.push(mk(Stat::Kiops, 0, ri > 0));
+        }
+        out.push(Section {
+            title: "Reads under rate-limited writes".into(),
+            text: "Random reads at a fixed queue depth while writes run at 0 .. 100% of the \
+                   write bandwidth (x: the write rate achieved)."
+                .into(),
+            charts: vec![
+                chart(
+                    "Read latency under writes",
+                    Axis::new("write MiB/s", Scale::Linear),
+                    us_axis("read"),
+                    lat,
+                ),
+                chart(
+                    "Read IOPS under writes",
+                    Axis::new("write MiB/s", Scale::Linear),
+                    Axis::new("read KIOPS", Scale::Linear),
+                    thr,
+                ),
+            ],
+        });
+    }
+    if has("reset_interference/") {
+        let conds = ["idle", "under_read", "under_write", "under_append"];
+        let mut reset_series = Vec::new();
+        let mut io_series = Vec::new();
+        let mut io_thr = Vec::new();
+        let kinds = ["read", "write", "append"];
+        for (label, r) in runs {
+            for (stat, name) in [(Stat::P50, "p50"), (Stat::P99, "p99")] {
+                reset_series.push((
+                    run_name(label, name),
+                    conds
+                        .iter()
+                        .map(|c| {
+                            r.point(&format!("reset_interference/reset/{c}"))
+                                .map(|p| stat.of(p) / 1000.0)
+                        })
+                        .collect::<Vec<_>>(),
+                ));
+            }
+            for cond in ["baseline", "under_resets"] {
+                io_series.push((
+                    run_name(label, &format!("p99 {cond}")),
+                    kinds
+                        .iter()
+                        .map(|k| {
+                            r.point(&format!("reset_interference/{k}/{cond}"))
+                                .map(|p| p.latency.p99_us)
+                        })
+                        .collect::<Vec<_>>(),
+                ));
+                io_thr.push((
+                    run_name(label, cond),
+                    kinds
+                        .iter()
+                        .map(|k| {
+                            r.point(&format!("reset_interference/{k}/{cond}"))
+                                .map(|p| p.iops / 1000.0)
+                        })
+                        .collect::<Vec<_>>(),
+                ));
+            }
+        }
+        out.push(Section {
+            title: "Resets and I/O".into(),
+            text: "Zones reset one after another while reads, writes or appends run, against \
+                   each alone."
+                .into(),
+            charts: vec![
+                plot::bar_chart(&Bars {
+                    title: "Reset latency, alone and under I/O".into(),
+                    y_label: "latency (ms)".into(),
+                    categories: conds.iter().map(|c| c.replace('_', " ")).collect(),
+                    series: reset_series,
+                }),
+                plot::bar_chart(&Bars {
+                    title: "I/O tail latency with and without resets".into(),
+                    y_label: "p99 latency (µs)".into(),
+                    categories: kinds.iter().map(|k| k.to_string()).collect(),
+                    series: io_series,
+                }),
+                plot::bar_chart(&Bars {
+                    title: "I/O throughput with and without resets".into(),
+                    y_label: "KIOPS".into(),
+                    categories: kinds.iter().map(|k| k.to_string()).collect(),
+                    series: io_thr,
+                }),
+            ],
+        });
+    }
+    out
+}

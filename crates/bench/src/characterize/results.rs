@@ -1,0 +1,279 @@
+//! `results.json`: everything a characterization run measured, in a
+//! versioned schema (documented field by field in docs/results-json.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::{LatencyHistogram, LatencyStats};
+
+/// Version of the `results.json` schema this build writes. Readers accept
+/// files of the same major version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One characterization run.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    /// The program that wrote the file.
+    pub tool: Tool,
+    /// Suite run: `smoke`, `quick` or `full`.
+    pub suite: String,
+    /// Seed of every random choice (read offsets).
+    pub seed: u64,
+    /// Experiments asked for with `--only` (empty: all).
+    #[serde(default)]
+    pub only: Vec<String>,
+    /// Start of the run, seconds since the Unix epoch (wall clock).
+    pub started_unix_s: u64,
+    /// The device measured.
+    pub device: DeviceDescription,
+    /// Device time and wall time the whole run took.
+    pub duration: Duration,
+    /// Each experiment run, in order.
+    pub experiments: Vec<ExperimentRecord>,
+    /// Each measured configuration.
+    pub points: Vec<Point>,
+    /// Derived figures (ceilings) keyed by figure name.
+    pub summary: BTreeMap<String, f64>,
+    /// Measured against reference figures, when the device's profile has
+    /// them.
+    pub reference: Option<ReferenceTable>,
+}
+
+/// Name and version of the writer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tool {
+    /// `zns-bench`.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// What was measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceDescription {
+    /// The URI the device was opened with.
+    pub uri: String,
+    /// Device time: `virtual` or `real`.
+    pub clock: String,
+    /// The emulator profile, for emulated devices.
+    pub profile: Option<String>,
+    /// Geometry, limits and capabilities (the device layer's `DeviceInfo`).
+    pub info: serde_json::Value,
+}
+
+/// Time a run or an experiment took.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Duration {
+    /// Device time, ns.
+    pub device_ns: u64,
+    /// Wall-clock time, ns.
+    pub wall_ns: u64,
+}
+
+/// One experiment of the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExperimentRecord {
+    /// Identifier (`qd1`, `intra_zone`, ...).
+    pub name: String,
+    /// One line for humans.
+    pub title: String,
+    /// Time it took (preparation and clean-up included).
+    pub duration: Duration,
+    /// Points it produced.
+    pub points: usize,
+    /// Parts left out, and why (a device without Zone Append, limits too
+    /// small, ...).
+    #[serde(default)]
+    pub skipped: Vec<String>,
+    /// Why it stopped early, if it did; its points up to then are kept.
+    pub error: Option<String>,
+}
+
+/// One measured configuration: a stream of commands of one kind, or one
+/// kind of command sampled one at a time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Point {
+    /// Unique name, e.g. `intra_zone/append/4KiB/qd=8`.
+    pub id: String,
+    /// The experiment that measured it.
+    pub experiment: String,
+    /// Command measured: `read`, `write`, `append`, `open`, `close`,
+    /// `finish`, `reset`.
+    pub op: String,
+    /// Access pattern or variant (`random`, `sequential`, `implicit`,
+    /// `explicit`, `after_finish`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Condition the point ran under (`baseline`, `under_resets`, `idle`,
+    /// `under_read`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// Bytes per command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_bytes: Option<u64>,
+    /// Commands kept in flight (total over all zones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<u32>,
+    /// Zones the commands went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<u32>,
+    /// Zone occupancy before a zone management command: written blocks
+    /// over zone capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occupancy: Option<f64>,
+    /// The occupancy's name (`empty`, `1LBA`, `6.25%`, ..., `full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occupancy_label: Option<String>,
+    /// Background write rate asked for, as a fraction of the device's
+    /// write bandwidth (1 = unthrottled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_fraction: Option<f64>,
+    /// Background write rate asked for, MiB/s (absent when unthrottled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_mib_s: Option<f64>,
+    /// Commands completed and measured.
+    pub ops: u64,
+    /// Bytes those commands moved.
+    pub bytes: u64,
+    /// Device time from the first submission to the last completion, ns;
+    /// for commands sampled one at a time, the sum of their latencies.
+    pub elapsed_ns: u64,
+    /// Commands per second of device time.
+    pub iops: f64,
+    /// MiB per second of device time.
+    pub mib_s: f64,
+    /// Latency statistics, µs.
+    pub latency: LatencyStats,
+    /// The latency histogram.
+    pub histogram: HistogramData,
+}
+
+impl Point {
+    /// True for zone management commands, whose throughput means little.
+    pub fn is_zone_management(&self) -> bool {
+        matches!(self.op.as_str(), "open" | "close" | "finish" | "reset")
+    }
+
+    /// The histogram, decoded from its serialized form.
+    pub fn decode_histogram(&self) -> Option<LatencyHistogram> {
+        LatencyHistogram::from_base64(&self.histogram.hdr)
+    }
+
+    /// Every figure of this point: `(stat, value)`; a figure's full name is
+    /// `<id>:<stat>`.
+    pub fn figures(&self) -> Vec<(&'static str, f64)> {
+        let l = &self.latency;
+        let mut v = vec![
+            ("mean_us", l.mean_us),
+            ("p50_us", l.p50_us),
+            ("p95_us", l.p95_us),
+            ("p99_us", l.p99_us),
+            ("p99_9_us", l.p99_9_us),
+            ("p99_99_us", l.p99_99_us),
+        ];
+        if !self.is_zone_management() {
+            v.push(("kiops", self.iops / 1000.0));
+            if self.bytes > 0 {
+                v.push(("mib_s", self.mib_s));
+            }
+        }
+        v
+    }
+}
+
+/// A histogram in `results.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HistogramData {
+    /// `[percentile, ns]` pairs (0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9,
+    /// 99.99, 99.999, 100).
+    pub percentiles: Vec<[f64; 2]>,
+    /// HdrHistogram V2 serialization with deflate, base64 (values in ns).
+    pub hdr: String,
+}
+
+impl HistogramData {
+    /// The JSON form of `h`.
+    pub fn of(h: &LatencyHistogram) -> HistogramData {
+        HistogramData { percentiles: h.ladder(), hdr: h.to_base64() }
+    }
+}
+
+/// Measured against reference figures of a real device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReferenceTable {
+    /// Profile the reference belongs to.
+    pub profile: String,
+    /// The device the reference figures were measured on.
+    pub device: String,
+    /// Where they come from.
+    pub source: String,
+    /// One row per reference figure.
+    pub rows: Vec<ReferenceRow>,
+}
+
+/// One reference figure and what this run measured for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReferenceRow {
+    /// Figure name (`<point id>:<stat>` or a summary name).
+    pub figure: String,
+    /// What the figure is.
+    pub what: String,
+    /// The reference value (unit in the figure name).
+    pub reference: f64,
+    /// This run's value, if it measured the figure.
+    pub measured: Option<f64>,
+    /// measured / reference.
+    pub ratio: Option<f64>,
+}
+
+impl Results {
+    /// Every figure of the run by name, in the order of the points, then
+    /// the summary.
+    pub fn figures(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        for p in &self.points {
+            for (stat, v) in p.figures() {
+                out.push((format!("{}:{stat}", p.id), v));
+            }
+        }
+        for (k, v) in &self.summary {
+            out.push((k.clone(), *v));
+        }
+        out
+    }
+
+    /// One figure by name.
+    pub fn figure(&self, name: &str) -> Option<f64> {
+        if let Some(v) = self.summary.get(name) {
+            return Some(*v);
+        }
+        let (id, stat) = name.rsplit_once(':')?;
+        let p = self.points.iter().find(|p| p.id == id)?;
+        p.figures().into_iter().find(|(s, _)| *s == stat).map(|(_, v)| v)
+    }
+
+    /// The point named `id`.
+    pub fn point(&self, id: &str) -> Option<&Point> {
+        self.points.iter().find(|p| p.id == id)
+    }
+
+    /// Parses a `results.json`, checking its schema version.
+    pub fn from_json(text: &str) -> Result<Results, String> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        match v.get("schema_version").and_then(|s| s.as_u64()) {
+            Some(n) if n == u64::from(SCHEMA_VERSION) => {}
+            Some(n) => {
+                return Err(format!(
+                    "schema_version {n}; this build reads version {SCHEMA_VERSION}"
+                ))
+            }
+            None => return Err("no schema_version: not a characterization result".into()),
+        }
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+}

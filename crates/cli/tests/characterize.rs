@@ -1,0 +1,387 @@
+//! `zns characterize` as a user runs it: the smoke suite on `emu:tiny`,
+//! `results.json` checked against every field docs/results-json.md
+//! documents (and nothing undocumented), the HTML report, the reference
+//! table on `emu:zn540`, comparisons, and devices that hold data.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn zns(args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_zns"))
+        .args(args)
+        .env_remove("ZNS_DEVICE")
+        .env_remove("ZNS_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run zns");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn ok(o: Out) -> Out {
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    o
+}
+
+fn characterize(dir: &Path, extra: &[&str]) -> (Out, Value, String) {
+    let out = dir.to_str().unwrap();
+    let mut args = vec!["characterize", "--suite", "smoke", "--out", out];
+    args.extend_from_slice(extra);
+    let o = zns(&args);
+    let json = std::fs::read_to_string(dir.join("results.json")).unwrap_or_default();
+    let v = serde_json::from_str(&json).unwrap_or(Value::Null);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap_or_default();
+    (o, v, html)
+}
+
+/// One documented field: its path (`points[].latency.p99_us`), its type
+/// word, whether it may be absent and whether it may be null.
+#[derive(Debug)]
+struct Field {
+    path: String,
+    kind: String,
+    optional: bool,
+    nullable: bool,
+}
+
+fn documented_fields() -> Vec<Field> {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-json.md");
+    let text = std::fs::read_to_string(&doc).expect("docs/results-json.md");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() != 3 || !cells[0].starts_with('`') {
+            continue;
+        }
+        let kind = cells[1];
+        let Some(word) = ["integer", "number", "string", "array", "object"]
+            .into_iter()
+            .find(|w| kind.starts_with(w))
+        else {
+            continue;
+        };
+        out.push(Field {
+            path: cells[0].trim_matches('`').to_string(),
+            kind: word.to_string(),
+            optional: kind.contains("optional"),
+            nullable: kind.contains("or null"),
+        });
+    }
+    assert!(out.len() > 60, "the field tables of docs/results-json.md were not found");
+    out
+}
+
+/// Every value at `path` (`[]` walks every element of an array); `None`
+/// for a missing key.
+fn values_at<'a>(v: &'a Value, path: &str) -> Vec<Option<&'a Value>> {
+    let mut cur: Vec<Option<&Value>> = vec![Some(v)];
+    for seg in path.split('.') {
+        let (key, each) = match seg.strip_suffix("[]") {
+            Some(k) => (k, true),
+            None => (seg, false),
+        };
+        let mut next = Vec::new();
+        for c in cur {
+            let Some(c) = c else { continue };
+            if c.is_null() {
+                continue;
+            }
+            let child = c.get(key);
+            if each {
+                match child.and_then(Value::as_array) {
+                    Some(a) => next.extend(a.iter().map(Some)),
+                    None => next.push(None),
+                }
+            } else {
+                next.push(child);
+            }
+        }
+        cur = next;
+    }
+    cur
+}
+
+fn type_ok(v: &Value, kind: &str) -> bool {
+    match kind {
+        "integer" => v.is_u64() || v.is_i64(),
+        "number" => v.is_number(),
+        "string" => v.is_string(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        _ => false,
+    }
+}
+
+/// Every path in `v`, arrays as `[]`, not descending into free-form maps.
+fn paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
+    const FREE_FORM: &[&str] = &["device.info", "summary"];
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                out.push(p.clone());
+                if !FREE_FORM.contains(&p.as_str()) {
+                    paths(child, &p, out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                if child.is_object() {
+                    let p = format!("{prefix}[]");
+                    paths(child, &p, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_against_docs(v: &Value) {
+    let fields = documented_fields();
+    for f in &fields {
+        for (i, found) in values_at(v, &f.path).into_iter().enumerate() {
+            match found {
+                None => assert!(f.optional, "{} (#{i}) is missing", f.path),
+                Some(Value::Null) => assert!(f.nullable, "{} (#{i}) is null", f.path),
+                Some(x) => assert!(type_ok(x, &f.kind), "{} (#{i}) is not {}: {x}", f.path, f.kind),
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    paths(v, "", &mut seen);
+    seen.sort();
+    seen.dedup();
+    for p in seen {
+        assert!(
+            fields.iter().any(|f| f.path == p),
+            "results.json has {p}, which docs/results-json.md does not document"
+        );
+    }
+}
+
+const EXPERIMENTS: [&str; 8] = [
+    "qd1",
+    "intra_zone",
+    "inter_zone",
+    "open",
+    "zone_mgmt",
+    "reads",
+    "read_under_write",
+    "reset_interference",
+];
+
+#[test]
+fn smoke_suite_on_tiny_writes_documented_results_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (o, v, html) = characterize(&out, &["--device", "emu:tiny", "--seed", "7"]);
+    let o = ok(o);
+    assert!(o.stdout.contains("wrote"), "{}", o.stdout);
+    assert!(o.stdout.contains("experiment"), "{}", o.stdout);
+
+    check_against_docs(&v);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["suite"], "smoke");
+    assert_eq!(v["seed"], 7);
+    assert_eq!(v["device"]["uri"], "emu:tiny");
+    assert_eq!(v["device"]["profile"], "tiny");
+    assert!(["real", "virtual"].contains(&v["device"]["clock"].as_str().unwrap()));
+    assert_eq!(v["device"]["info"]["zone_count"], 16);
+    assert!(v["reference"].is_null(), "tiny has no reference figures");
+
+    let exps = v["experiments"].as_array().unwrap();
+    let names: Vec<&str> = exps.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, EXPERIMENTS);
+    for e in exps {
+        assert!(e["error"].is_null(), "{e}");
+        assert!(e["points"].as_u64().unwrap() > 0, "{e}");
+    }
+
+    let points = v["points"].as_array().unwrap();
+    let mut ids: Vec<&str> = points.iter().map(|p| p["id"].as_str().unwrap()).collect();
+    for p in points {
+        assert!(p["ops"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!(p["latency"]["count"], p["ops"]);
+        let l = &p["latency"];
+        let f = |k: &str| l[k].as_f64().unwrap();
+        assert!(f("min_us") <= f("p50_us") && f("p50_us") <= f("p99_us"), "{p}");
+        assert!(f("p99_us") <= f("p99_99_us") && f("p99_99_us") <= f("max_us"), "{p}");
+        assert_eq!(p["histogram"]["percentiles"].as_array().unwrap().len(), 14);
+        assert!(!p["histogram"]["hdr"].as_str().unwrap().is_empty());
+        if !["open", "close", "finish", "reset"].contains(&p["op"].as_str().unwrap()) {
+            assert!(p["iops"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    for want in [
+        "qd1/write/4KiB",
+        "qd1/append/16KiB",
+        "qd1/read/4KiB",
+        "intra_zone/append/4KiB/qd=4",
+        "inter_zone/write/4KiB/zones=4",
+        "inter_zone/append/4KiB/zones=2",
+        "open/explicit_open",
+        "open/first_write/implicit",
+        "open/first_append/explicit",
+        "zone_mgmt/open/empty",
+        "zone_mgmt/close/after_write",
+        "zone_mgmt/finish/1LBA",
+        "zone_mgmt/finish/full",
+        "zone_mgmt/reset/full-1LBA",
+        "zone_mgmt/reset_after_finish/50%",
+        "read_qd/random/4KiB/qd=8",
+        "read_qd/sequential/16KiB/qd=4",
+        "read_zones/random/4KiB/zones=3",
+        "read_under_write/read/4KiB/rate=0%",
+        "read_under_write/read/4KiB/rate=100%",
+        "read_under_write/write/16KiB/rate=100%",
+        "reset_interference/reset/idle",
+        "reset_interference/reset/under_read",
+        "reset_interference/append/under_resets",
+        "reset_interference/write/baseline",
+    ] {
+        assert!(ids.contains(&want), "no point {want}: {ids:?}");
+    }
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "point ids are unique");
+    assert!(v["summary"]["ceiling/write_mib_s"].as_f64().unwrap() > 0.0);
+    assert!(v["summary"]["intra_zone/append/4KiB:max_kiops"].as_f64().unwrap() > 0.0);
+
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.trim_end().ends_with("</html>"));
+    assert!(html.matches("<svg").count() >= 15, "{} charts", html.matches("<svg").count());
+    assert!(!html.contains("src=\"http"), "self-contained");
+
+    // The device was left all-empty: a file-backed run checks that below.
+}
+
+#[test]
+fn compare_prints_both_runs_and_writes_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    ok(characterize(&a, &["--device", "emu:tiny", "--only", "qd1,zone_mgmt"]).0);
+    ok(characterize(&b, &["--device", "emu:tiny", "--only", "qd1"]).0);
+    let (ja, jb) = (a.join("results.json"), b.join("results.json"));
+    let page = dir.path().join("cmp.html");
+    let o = ok(zns(&[
+        "characterize",
+        "--compare",
+        ja.to_str().unwrap(),
+        jb.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]));
+    let header = o.stdout.lines().find(|l| l.starts_with("figure")).expect("table header");
+    assert!(header.contains('A') && header.contains("B/A"), "{header}");
+    let row = o.stdout.lines().find(|l| l.starts_with("qd1/write/4KiB:mean_us")).expect("row");
+    assert_eq!(row.split_whitespace().count(), 4, "{row}");
+    // In A only: no B and no ratio.
+    let only_a = o.stdout.lines().find(|l| l.starts_with("zone_mgmt/reset/full:p50_us")).unwrap();
+    assert!(only_a.ends_with(" -"), "{only_a}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains("B/A"));
+
+    // A run against itself: every ratio is 1.
+    let o = ok(zns(&["characterize", "--compare", ja.to_str().unwrap(), ja.to_str().unwrap()]));
+    for line in o.stdout.lines().skip(3) {
+        let ratio = line.split_whitespace().last().unwrap();
+        assert!(ratio == "1.000" || ratio == "-", "{line}");
+    }
+
+    // Not a results file.
+    let bogus = dir.path().join("bogus.json");
+    std::fs::write(&bogus, "{\"hello\": 1}").unwrap();
+    let o = zns(&["characterize", "--compare", bogus.to_str().unwrap(), ja.to_str().unwrap()]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("schema_version"), "{}", o.stderr);
+}
+
+#[test]
+fn zn540_runs_get_the_reference_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, v, html) = characterize(dir.path(), &["--device", "emu:zn540", "--only", "qd1"]);
+    let o = ok(o);
+    assert!(o.stdout.contains("reference"), "{}", o.stdout);
+    let r = &v["reference"];
+    assert_eq!(r["profile"], "zn540");
+    let rows = r["rows"].as_array().unwrap();
+    let row = rows.iter().find(|x| x["figure"] == "qd1/write/4KiB:mean_us").expect("row");
+    assert_eq!(row["reference"], 11.36);
+    let (m, q) = (row["measured"].as_f64().unwrap(), row["ratio"].as_f64().unwrap());
+    assert!((q - m / 11.36).abs() < 1e-9);
+    // Figures of experiments that did not run are listed, unmeasured.
+    let reset = rows.iter().find(|x| x["figure"] == "zone_mgmt/reset/full:p50_us").unwrap();
+    assert!(reset["measured"].is_null() && reset["ratio"].is_null());
+    assert!(html.contains("Measured against the reference"));
+}
+
+fn image(dir: &Path) -> (PathBuf, String) {
+    let path = dir.join("dev.img");
+    ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", "tiny"]));
+    let uri = format!("emu:file={}", path.display());
+    (path, uri)
+}
+
+#[test]
+fn devices_holding_data_are_refused_unless_forced_and_left_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, uri) = image(dir.path());
+    let data = dir.path().join("data");
+    std::fs::write(&data, b"precious").unwrap();
+    ok(zns(&["--device", &uri, "write", "--lba", "0", "--input", data.to_str().unwrap()]));
+
+    let out = dir.path().join("out");
+    let (o, _, _) = characterize(&out, &["--device", &uri, "--only", "qd1"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("not empty") && o.stderr.contains("--force"), "{}", o.stderr);
+
+    let (o, v, _) =
+        characterize(&out, &["--device", &uri, "--force", "--only", "qd1,open,zone_mgmt"]);
+    ok(o);
+    assert_eq!(v["experiments"].as_array().unwrap().len(), 3);
+    let report = ok(zns(&["--device", &uri, "report-zones", "--format", "json"]));
+    let zones: Value = serde_json::from_str(&report.stdout).unwrap();
+    for z in zones["zones"].as_array().unwrap() {
+        assert_eq!(z["state"], "EMPTY", "{z}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let o = zns(&["--device", "emu:tiny", "characterize", "--only", "nonsense"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("unknown experiment"), "{}", o.stderr);
+    let o = zns(&["characterize", "--suite", "huge"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let o = zns(&["characterize", "--html", "x.html"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+}
+
+#[test]
+fn same_seed_same_figures_on_a_virtual_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let (o, va, _) = characterize(&a, &["--device", "emu:tiny", "--only", "qd1,reads"]);
+    ok(o);
+    if va["device"]["clock"] != "virtual" {
+        // Real time differs from run to run; nothing to compare.
+        return;
+    }
+    let (o, vb, _) = characterize(&b, &["--device", "emu:tiny", "--only", "qd1,reads"]);
+    ok(o);
+    assert_eq!(va["points"], vb["points"], "a virtual clock makes runs repeatable");
+}

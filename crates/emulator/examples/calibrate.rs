@@ -1,0 +1,59 @@
+//! Measures every figure of the ZN540 reference on the `zn540` profile's
+//! timing model (through real queues, on the virtual clock) and prints
+//! JSON: measured, reference and ratio per figure.
+//!
+//! ```text
+//! cargo run --release -p zns-emulator --example calibrate [-- --quick] [-- --profile FILE.toml]
+//! ```
+//!
+//! Exits with status 1 when a figure is off by more than 10 %, the 128 KiB
+//! write tail percentiles excepted: they are reported (`"tail": true`) as
+//! far as the mechanism gives them, not required.
+
+use zns_emulator::profile::Profile;
+use zns_emulator::timing::calibration::zn540_figures;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let profile = match args.iter().position(|a| a == "--profile") {
+        Some(i) => {
+            let path = args.get(i + 1).expect("--profile needs a file");
+            Profile::load(std::path::Path::new(path)).expect("profile")
+        }
+        None => Profile::by_name("zn540").expect("built-in profile"),
+    };
+    let started = std::time::Instant::now();
+    let figures = zn540_figures(&profile, quick).expect("calibration run");
+    let rows: Vec<serde_json::Value> = figures
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "figure": f.name,
+                "unit": f.unit,
+                "reference": f.reference,
+                "measured": (f.measured * 1000.0).round() / 1000.0,
+                "ratio": (f.ratio() * 1000.0).round() / 1000.0,
+                "within_10_percent": f.within(0.10),
+                "tail": is_tail(&f.name),
+            })
+        })
+        .collect();
+    let off = figures.iter().filter(|f| !f.within(0.10) && !is_tail(&f.name)).count();
+    let report = serde_json::json!({
+        "profile": profile.name,
+        "clock": "virtual",
+        "figures": rows,
+        "outside_10_percent": off,
+        "wall_seconds": started.elapsed().as_secs_f64(),
+    });
+    println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+    if off > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// The 128 KiB write tail percentiles: informational.
+fn is_tail(name: &str) -> bool {
+    name.starts_with("128 KiB write p9")
+}

@@ -1,0 +1,250 @@
+//! The timing model: when each command completes.
+//!
+//! A mechanistic model of an SSD, not a table of outputs. Every command
+//! moves through the parts of a drive (parameters in [`TimingProfile`]):
+//!
+//! 1. **Host interface.** The submission entry is fetched (`fetch_ns`); a
+//!    transfer over two memory pages first fetches its PRP list
+//!    (`prp_list_ns`); data crosses the PCIe link, one pipe per direction
+//!    shared by all commands (`link_to_host_mbps`, `link_from_host_mbps`);
+//!    the completion reaches the host after `post_ns`.
+//! 2. **Controller.** `processing_units` firmware cores execute commands
+//!    first come, first served, each command costing its opcode's time
+//!    (`read_ns`, `write_ns`, `append_ns`, `open_ns`, ...). A write's
+//!    bookkeeping (`write_overlap_ns`) overlaps its data transfer. A Zone
+//!    Append additionally takes the zone's write pointer once its data is
+//!    in the buffer (`append_serial_ns`), so appends to one zone take
+//!    turns there while appends to different zones do not. The first
+//!    write to a zone it opens implicitly pays for opening it.
+//! 3. **Write buffer.** A write completes once its data is in the buffer
+//!    (`write_buffer_kib`). The buffer drains to the dies one program unit
+//!    at a time; when it is full, writes wait for room. Reads of data still
+//!    in the buffer need no flash.
+//! 4. **Flash.** `channels` × `dies_per_channel` dies of `planes` planes,
+//!    `page_kib` pages, `bits_per_cell` pages per word line programmed
+//!    together: the program unit. A zone's consecutive program units
+//!    rotate over its set of `zone_stripe_dies` dies (each to the least
+//!    busy die of the set, so a zone written alone rotates in order and
+//!    zones written together spread over the dies rather than queueing on
+//!    one). A read senses its pages
+//!    (`read_us` by page level) and moves them over its die's channel
+//!    (`channel_mbps` plus `channel_overhead_ns` per transfer); a program
+//!    moves a unit over the channel and programs it (`program_us`); an
+//!    erase takes `erase_us` per `block_kib` block. A die does one thing
+//!    at a time and prefers reads to programs to erases, without
+//!    preempting: reads wait for the program or erase under way on their
+//!    die, and that is where interference comes from.
+//! 5. **Zone management.** Finish pads the rest of a written zone through
+//!    the buffer and the dies (the drive's write bandwidth) and completes
+//!    when all of it is programmed; Finish of an empty zone only costs
+//!    processing. Reset updates the zone's metadata on a management core
+//!    (`reset_metadata_us`, so resets do not hold up I/O processing), drops
+//!    the zone's data still in the buffer, then erases the blocks holding
+//!    the zone's host data on every die in parallel: in proportion to what
+//!    was written. A zone that was neither finished nor filled has a
+//!    partly programmed block on each of its dies, closed first
+//!    (`close_block_us`); blocks holding Finish padding are erased in the
+//!    background. Close costs more while the zone has data in the buffer.
+//!
+//! The simulation is event driven (module `sim`); completions are posted when
+//! the controller's [`Clock`] reaches them. Admin commands are not timed.
+
+pub mod calibration;
+mod profile;
+pub(crate) mod sim;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use zns_spec::{CompletionEntry, ZoneSendAction, ZoneState};
+
+pub use profile::TimingProfile;
+
+use crate::clock::Clock;
+use sim::{NsGeometry, Sim};
+
+/// The written runs of a read, `(lba, blocks)`: a few inline.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Runs {
+    inline: [(u64, u64); 4],
+    len: usize,
+}
+
+impl Runs {
+    /// Adds a run; past four, the last run absorbs the rest.
+    pub fn push(&mut self, lba: u64, blocks: u64) {
+        if self.len < self.inline.len() {
+            self.inline[self.len] = (lba, blocks);
+            self.len += 1;
+        } else {
+            let last = &mut self.inline[self.len - 1];
+            last.1 = lba + blocks - last.0;
+        }
+    }
+
+    pub fn as_slice(&self) -> &[(u64, u64)] {
+        &self.inline[..self.len]
+    }
+}
+
+/// A zone before a Zone Management Send acted on it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ZoneBefore {
+    pub index: u32,
+    pub state: ZoneState,
+    /// Blocks written.
+    pub written: u64,
+}
+
+/// What the model needs to know of a command that ran.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Op {
+    /// Processing only (failed commands, and commands of no other kind).
+    #[default]
+    Other,
+    Flush,
+    /// Zone Management Receive moving `bytes` to the host.
+    Report {
+        bytes: u64,
+    },
+    Read {
+        nsid: u32,
+        lba: u64,
+        blocks: u64,
+        /// Runs that are written (the rest reads as zeros).
+        runs: Runs,
+    },
+    /// Write, Write Zeroes (no `dma`), Zone Append (`append`; `lba` is the
+    /// assigned one).
+    Write {
+        nsid: u32,
+        lba: u64,
+        blocks: u64,
+        opened: bool,
+        filled: bool,
+        dma: bool,
+        append: bool,
+    },
+    Copy {
+        nsid: u32,
+        sources: Vec<(u64, u64)>,
+        dest: u64,
+        blocks: u64,
+        opened: bool,
+        filled: bool,
+    },
+    ZoneSend {
+        nsid: u32,
+        action: ZoneSendAction,
+        zones: Vec<ZoneBefore>,
+    },
+}
+
+/// How long (real time) a completion that fell due on one queue may stay
+/// untaken and still hold the virtual clock for its host thread; past
+/// this, that thread counts as busy elsewhere and the others go on.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The timing model of one controller and its clock.
+///
+/// Thread safety: `Send + Sync`; the simulation sits behind one mutex,
+/// taken once per doorbell batch and once per poll.
+#[derive(Debug)]
+pub(crate) struct Timing {
+    clock: Arc<Clock>,
+    sim: Mutex<Sim>,
+    profile: TimingProfile,
+    ns: Vec<NsGeometry>,
+    queues: usize,
+}
+
+impl Timing {
+    pub fn new(
+        profile: &TimingProfile,
+        namespaces: &[crate::profile::NamespaceProfile],
+        queues: usize,
+        clock: Arc<Clock>,
+    ) -> Self {
+        let ns: Vec<NsGeometry> = namespaces
+            .iter()
+            .map(|n| NsGeometry {
+                block_bytes: n.block_size as u64,
+                zone_blocks: match n.kind {
+                    crate::profile::NamespaceKind::Zoned => n.zone_size,
+                    crate::profile::NamespaceKind::Conventional => 0,
+                },
+                cap_blocks: n.zone_capacity,
+            })
+            .collect();
+        Timing {
+            sim: Mutex::new(Sim::new(profile, ns.clone(), queues)),
+            clock,
+            profile: profile.clone(),
+            ns,
+            queues,
+        }
+    }
+
+    /// Hands the commands of one doorbell to the model: they arrive now.
+    pub fn submit(&self, sqid: u16, cqid: u16, batch: &mut Vec<(CompletionEntry, Op)>) {
+        let mut sim = self.sim.lock();
+        let now = self.clock.now_ns().max(sim.now());
+        sim.set_wall(std::time::Instant::now());
+        sim.run_until(now);
+        for (cqe, op) in batch.drain(..) {
+            sim.submit(sqid, cqid, cqe, op);
+        }
+    }
+
+    /// Moves the completions of `cqid` whose time has come into `out`. On
+    /// the virtual clock, when none has come but commands are outstanding
+    /// and the host `waiting` (it consumed everything posted), the clock
+    /// first moves to the earliest pending completion of any queue, unless
+    /// another queue holds a completion that fell due and was not taken yet
+    /// (its host thread is about to take it and must see it at its due
+    /// time): see [`crate::clock`].
+    pub fn take_ready(&self, cqid: u16, out: &mut Vec<CompletionEntry>, waiting: bool) {
+        let mut sim = self.sim.lock();
+        let now = self.clock.now_ns().max(sim.now());
+        let wall = std::time::Instant::now();
+        sim.set_wall(wall);
+        sim.run_until(now);
+        if self.clock.is_virtual()
+            && waiting
+            && !sim.has_ready(cqid)
+            && sim.inflight(cqid) > 0
+            && !sim.others_ready(cqid, wall, STALE_AFTER)
+        {
+            let before = sim.completions();
+            while sim.completions() == before {
+                match sim.step() {
+                    Some(t) => self.clock.advance_to(t),
+                    None => break,
+                }
+            }
+        }
+        sim.take(cqid, out);
+    }
+
+    /// Commands of `cqid` submitted and not yet completed.
+    pub fn outstanding(&self, cqid: u16) -> u32 {
+        self.sim.lock().inflight(cqid)
+    }
+
+    /// Forgets the commands of submission queue `sqid` (deleted queue) or
+    /// of every queue (controller reset): they never complete.
+    pub fn cancel(&self, sqid: Option<u16>) {
+        self.sim.lock().cancel(sqid);
+    }
+
+    /// Power loss: everything in the device is gone.
+    pub fn power_cut(&self) {
+        let mut sim = self.sim.lock();
+        let now = sim.now();
+        *sim = Sim::new(&self.profile, self.ns.clone(), self.queues);
+        sim.run_until(now);
+    }
+}

@@ -1,0 +1,198 @@
+//! The `[timing]` table of a device profile: every parameter of the timing
+//! model, with its unit in its name (`_ns`, `_us`, `_mbps` = 10^6 bytes per
+//! second, `_kib`).
+
+use serde::{Deserialize, Serialize};
+
+/// Parameters of the timing model ([`crate::timing`]). Users copy a
+/// profile and edit these; [`TimingProfile::validate`] checks them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingProfile {
+    // --- host interface -------------------------------------------------
+    /// Doorbell to command in the controller: SQ entry fetch (a fixed
+    /// delay, pipelined: it takes no resource).
+    pub fetch_ns: u64,
+    /// Completion entry write and the host noticing it (fixed, pipelined).
+    pub post_ns: u64,
+    /// Device-to-host data (reads, reports), shared by all commands.
+    pub link_to_host_mbps: u64,
+    /// Host-to-device data (writes, appends), shared by all commands. Lower
+    /// than the other direction: the device must request every byte with
+    /// read requests of limited number in flight.
+    pub link_from_host_mbps: u64,
+    /// Fetching a PRP list from host memory, for transfers over two memory
+    /// pages, before the data moves.
+    pub prp_list_ns: u64,
+
+    // --- controller -----------------------------------------------------
+    /// Processing units (firmware cores) executing commands; each command
+    /// occupies one for its processing costs below, first come first served.
+    pub processing_units: u32,
+    /// Read: processing before the flash reads.
+    pub read_ns: u64,
+    /// Write: processing before the data transfer.
+    pub write_ns: u64,
+    /// Write: processing overlapping the data transfer (buffer and mapping
+    /// bookkeeping).
+    pub write_overlap_ns: u64,
+    /// Zone Append: processing before the data transfer.
+    pub append_ns: u64,
+    /// Zone Append: processing overlapping the data transfer.
+    pub append_overlap_ns: u64,
+    /// Zone Append: assigning the write pointer once the data is in the
+    /// buffer; appends to one zone take turns here.
+    pub append_serial_ns: u64,
+    /// Extra processing for the first write or append to a zone it opens
+    /// implicitly (allocating the zone's write resources).
+    pub implicit_open_ns: u64,
+    /// Flush (the write buffer is power-loss protected: nothing drains).
+    pub flush_ns: u64,
+    /// Write Zeroes, Copy and other commands: processing.
+    pub other_ns: u64,
+    /// Zone Management Receive: processing (plus its data transfer).
+    pub report_ns: u64,
+    /// Explicit Open Zone.
+    pub open_ns: u64,
+    /// Close Zone.
+    pub close_ns: u64,
+    /// Close Zone of a zone with data in the write buffer (saving its
+    /// write context), on top of `close_ns`.
+    pub close_buffered_ns: u64,
+    /// Finish Zone: processing (an Empty zone needs nothing more; otherwise
+    /// the rest of the zone is padded through the write path).
+    pub finish_ns: u64,
+    /// Reset Zone: processing on the processing units.
+    pub reset_ns: u64,
+    /// Reset Zone: the zone's metadata update, on the management unit (a
+    /// core of its own, so resets do not hold up I/O), before the erases.
+    pub reset_metadata_us: u64,
+
+    // --- flash ------------------------------------------------------------
+    /// Flash channels (buses); die `d` sits on channel `d % channels`.
+    pub channels: u32,
+    /// Dies on each channel.
+    pub dies_per_channel: u32,
+    /// Planes per die, read and programmed together.
+    pub planes: u32,
+    /// Flash page size in KiB.
+    pub page_kib: u32,
+    /// Bits per cell: pages of one word line programmed in one operation
+    /// (3 = TLC one-shot programming).
+    pub bits_per_cell: u32,
+    /// Channel transfer rate.
+    pub channel_mbps: u64,
+    /// Per channel transfer overhead (command and address cycles, status
+    /// polling).
+    pub channel_overhead_ns: u64,
+    /// Array read time (tR) by page level of the word line (LSB, CSB, MSB
+    /// for TLC): `bits_per_cell` entries.
+    pub read_us: Vec<f64>,
+    /// Program time of one program unit (tPROG): `planes` × `bits_per_cell`
+    /// pages of `page_kib`.
+    pub program_us: u64,
+    /// Spread of program times: each program takes `program_us` × (1 ± up
+    /// to this fraction), the same for the same place in the same zone every
+    /// run (word lines differ in how many program pulses they need). 0 for
+    /// identical programs.
+    #[serde(default)]
+    pub program_variation: f64,
+    /// Program and erase suspend: a read for a die busy programming or
+    /// erasing suspends it, waits this long, reads, and the operation
+    /// resumes after this long again with the time it still needed.
+    #[serde(default)]
+    pub suspend_us: u64,
+    /// Times one program or erase may be suspended; past that, reads wait
+    /// for it to end. 0: reads always wait (no suspend).
+    #[serde(default)]
+    pub suspend_limit: u32,
+    /// Erase time of one erase block (tBERS).
+    pub erase_us: u64,
+    /// Erase block of one die in KiB: a whole number of program units.
+    pub block_kib: u32,
+    /// Closing a partly programmed erase block before it can be erased
+    /// (programming its rest with filler), per die, when a zone is reset
+    /// without having been finished or filled.
+    pub close_block_us: u64,
+
+    // --- write buffer and zones ---------------------------------------
+    /// Write buffer in KiB. A write completes once its data is in the
+    /// buffer; the buffer drains to the dies a program unit at a time;
+    /// when it is full, writes wait for room.
+    pub write_buffer_kib: u32,
+    /// Dies a zone is striped over: its consecutive program units rotate
+    /// over this many dies (all dies when equal to their number).
+    pub zone_stripe_dies: u32,
+}
+
+impl TimingProfile {
+    /// Dies in the device.
+    pub fn dies(&self) -> u32 {
+        self.channels * self.dies_per_channel
+    }
+
+    /// Bytes of one program unit (what one die programs at once, and the
+    /// unit a zone's data is striped in).
+    pub fn program_unit_bytes(&self) -> u64 {
+        self.page_kib as u64 * 1024 * self.planes as u64 * self.bits_per_cell as u64
+    }
+
+    /// Checks the values; `max_transfer` is the largest data transfer
+    /// (MDTS) in bytes.
+    pub fn validate(&self, max_transfer: u64) -> Result<(), String> {
+        let nonzero = [
+            ("link_to_host_mbps", self.link_to_host_mbps),
+            ("link_from_host_mbps", self.link_from_host_mbps),
+            ("processing_units", self.processing_units as u64),
+            ("channels", self.channels as u64),
+            ("dies_per_channel", self.dies_per_channel as u64),
+            ("planes", self.planes as u64),
+            ("page_kib", self.page_kib as u64),
+            ("bits_per_cell", self.bits_per_cell as u64),
+            ("channel_mbps", self.channel_mbps),
+            ("block_kib", self.block_kib as u64),
+            ("write_buffer_kib", self.write_buffer_kib as u64),
+            ("zone_stripe_dies", self.zone_stripe_dies as u64),
+        ];
+        for (name, v) in nonzero {
+            if v == 0 {
+                return Err(format!("timing.{name} must be at least 1"));
+            }
+        }
+        if self.processing_units > 64 {
+            return Err("timing.processing_units must be at most 64".into());
+        }
+        if self.dies() > 4096 {
+            return Err("timing: at most 4096 dies (channels × dies_per_channel)".into());
+        }
+        if self.zone_stripe_dies > self.dies() {
+            return Err("timing.zone_stripe_dies exceeds the number of dies".into());
+        }
+        if self.read_us.len() != self.bits_per_cell as usize
+            || self.read_us.iter().any(|t| !t.is_finite() || *t < 0.0)
+        {
+            return Err(format!(
+                "timing.read_us needs bits_per_cell ({}) non-negative times",
+                self.bits_per_cell
+            ));
+        }
+        if !(0.0..1.0).contains(&self.program_variation) {
+            return Err("timing.program_variation must be in 0..1".into());
+        }
+        let unit = self.program_unit_bytes();
+        if (self.block_kib as u64 * 1024) % unit != 0 {
+            return Err(format!(
+                "timing.block_kib must be a multiple of the program unit ({} KiB)",
+                unit / 1024
+            ));
+        }
+        let buffer = self.write_buffer_kib as u64 * 1024;
+        if buffer < unit + max_transfer {
+            return Err(format!(
+                "timing.write_buffer_kib must hold a program unit and the largest transfer ({} KiB)",
+                (unit + max_transfer) / 1024
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1250 @@
+//! The discrete-event simulation behind the timing model.
+//!
+//! A command becomes a job: a list of steps ([`Step`]) executed in order,
+//! each taking a resource for a while or waiting for something. Resources:
+//!
+//! * processing units (first come, first served, `processing_units` of
+//!   them) and one management unit for zone metadata work;
+//! * the host link, one pipe per direction;
+//! * the write buffer (bytes; writers wait in order for room);
+//! * per zone, the append write-pointer step;
+//! * flash channels (one transfer at a time) and dies. A die runs one
+//!   operation at a time (read: sense then transfer; program: transfer
+//!   then program; erase) and picks the next by class: reads, then
+//!   programs, then erases of resets, then background erases. Nothing is
+//!   preempted, so a read waits for the program or erase under way on its
+//!   die: interference between reads, writes and resets comes out of this.
+//!
+//! Data written sits in the buffer and is counted per zone; whenever a
+//! zone has a whole program unit, the unit is programmed on the die its
+//! place in the zone maps to (the zone's program units rotate over its
+//! dies), and the buffer room comes back when the program ends. Reads of
+//! data still in the buffer, or of unwritten blocks, touch no die.
+//!
+//! Events are processed in time order, ties in the order they were
+//! scheduled, and every collection iterated is ordered: the same
+//! submissions at the same times give the same completion times.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use zns_spec::{CompletionEntry, ZoneSendAction, ZoneState};
+
+use super::profile::TimingProfile;
+use super::{Op, ZoneBefore};
+
+/// (NSID, zone index), or [`CONVENTIONAL`] for a conventional namespace.
+pub(crate) type ZoneKey = (u32, u32);
+
+/// Zone index standing for a whole conventional namespace.
+pub(crate) const CONVENTIONAL: u32 = u32::MAX;
+
+/// A program unit whose die the model does not know (written before).
+const UNKNOWN_DIE: u16 = u16::MAX;
+
+/// Memory page size for PRP purposes.
+const MEMORY_PAGE: u64 = 4096;
+
+/// Die operation classes, highest priority first.
+const CLASS_READ: usize = 0;
+const CLASS_PROGRAM: usize = 1;
+const CLASS_ERASE: usize = 2;
+const CLASS_BACKGROUND: usize = 3;
+const CLASSES: usize = 4;
+
+/// Geometry of one namespace as the model needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NsGeometry {
+    /// Logical block size in bytes.
+    pub block_bytes: u64,
+    /// Zone size in blocks (0 for a conventional namespace).
+    pub zone_blocks: u64,
+    /// Zone capacity in blocks.
+    pub cap_blocks: u64,
+}
+
+/// The profile in the units the simulation uses (nanoseconds, bytes).
+#[derive(Debug, Clone)]
+struct Params {
+    fetch: u64,
+    post: u64,
+    to_host_mbps: u64,
+    from_host_mbps: u64,
+    prp_list: u64,
+    units: usize,
+    read: u64,
+    write: u64,
+    write_overlap: u64,
+    append: u64,
+    append_overlap: u64,
+    append_serial: u64,
+    implicit_open: u64,
+    flush: u64,
+    other: u64,
+    report: u64,
+    open: u64,
+    close: u64,
+    close_buffered: u64,
+    finish: u64,
+    reset: u64,
+    reset_metadata: u64,
+    channels: u32,
+    dies: u32,
+    stripe: u32,
+    channel_mbps: u64,
+    channel_overhead: u64,
+    /// Bytes sensed at once (a page on every plane).
+    sense_bytes: u64,
+    read_levels: Vec<u64>,
+    program: u64,
+    program_variation: f64,
+    suspend: u64,
+    suspend_limit: u32,
+    erase: u64,
+    close_block: u64,
+    /// Program unit bytes.
+    unit: u64,
+    /// Program units per erase block.
+    units_per_block: u64,
+    buffer: u64,
+}
+
+impl Params {
+    fn new(p: &TimingProfile) -> Self {
+        let us = |v: u64| v.saturating_mul(1000);
+        Params {
+            fetch: p.fetch_ns,
+            post: p.post_ns,
+            to_host_mbps: p.link_to_host_mbps,
+            from_host_mbps: p.link_from_host_mbps,
+            prp_list: p.prp_list_ns,
+            units: p.processing_units as usize,
+            read: p.read_ns,
+            write: p.write_ns,
+            write_overlap: p.write_overlap_ns,
+            append: p.append_ns,
+            append_overlap: p.append_overlap_ns,
+            append_serial: p.append_serial_ns,
+            implicit_open: p.implicit_open_ns,
+            flush: p.flush_ns,
+            other: p.other_ns,
+            report: p.report_ns,
+            open: p.open_ns,
+            close: p.close_ns,
+            close_buffered: p.close_buffered_ns,
+            finish: p.finish_ns,
+            reset: p.reset_ns,
+            reset_metadata: us(p.reset_metadata_us),
+            channels: p.channels,
+            dies: p.dies(),
+            stripe: p.zone_stripe_dies,
+            channel_mbps: p.channel_mbps,
+            channel_overhead: p.channel_overhead_ns,
+            sense_bytes: p.page_kib as u64 * 1024 * p.planes as u64,
+            read_levels: p.read_us.iter().map(|t| (t * 1000.0).round() as u64).collect(),
+            program: us(p.program_us),
+            program_variation: p.program_variation,
+            suspend: us(p.suspend_us),
+            suspend_limit: p.suspend_limit,
+            erase: us(p.erase_us),
+            close_block: us(p.close_block_us),
+            unit: p.program_unit_bytes(),
+            units_per_block: (p.block_kib as u64 * 1024 / p.program_unit_bytes()).max(1),
+            buffer: p.write_buffer_kib as u64 * 1024,
+        }
+    }
+}
+
+/// Nanoseconds to move `bytes` at `mbps` (10^6 bytes per second).
+#[inline]
+fn xfer(bytes: u64, mbps: u64) -> u64 {
+    (bytes.saturating_mul(1000)).div_ceil(mbps.max(1))
+}
+
+/// Whether a transfer of `bytes` needs a PRP list (more than two pages).
+#[inline]
+fn needs_prp_list(bytes: u64) -> bool {
+    bytes.div_ceil(MEMORY_PAGE) > 2
+}
+
+/// A read of one die: `bytes` sensed in `sense` ns, then transferred.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    die: u32,
+    bytes: u64,
+    sense: u64,
+}
+
+/// Work put on a die by a reset (erases, block closes).
+#[derive(Debug, Clone, Copy)]
+struct DieWork {
+    die: u32,
+    ns: u64,
+    class: usize,
+    /// The job waits for it (background erases it does not).
+    wait: bool,
+}
+
+/// One step of a job.
+#[derive(Debug)]
+enum Step {
+    Delay(u64),
+    Unit(u64),
+    Mgmt(u64),
+    Read(Vec<Piece>),
+    LinkOut(u64),
+    Admit(u64),
+    /// Data into the buffer: the host transfer (when `dma`) alongside
+    /// `overlap` ns of processing.
+    Transfer {
+        bytes: u64,
+        dma: bool,
+        overlap: u64,
+    },
+    ZoneAdd {
+        zone: ZoneKey,
+        bytes: u64,
+        filled: bool,
+    },
+    Serial(ZoneKey),
+    Pad {
+        zone: ZoneKey,
+        left: u64,
+    },
+    AwaitProgrammed(ZoneKey),
+    DieOps(Vec<DieWork>),
+    Post,
+    Complete,
+}
+
+#[derive(Debug)]
+struct Job {
+    steps: Vec<Step>,
+    at: usize,
+    /// Sub-operations (die reads, erases) still running.
+    pending: u32,
+    /// Buffer bytes granted while waiting.
+    granted: u64,
+    sqid: u16,
+    cqid: u16,
+    cqe: CompletionEntry,
+    cancelled: bool,
+}
+
+/// An operation on a die.
+#[derive(Debug, Clone, Copy)]
+enum DieOp {
+    Read { job: u32, bytes: u64, sense: u64 },
+    Program(u32),
+    Timed { job: Option<u32>, ns: u64 },
+}
+
+#[derive(Debug, Default)]
+struct Die {
+    current: Option<DieOp>,
+    queues: [VecDeque<DieOp>; CLASSES],
+    /// Bumped when the current operation is suspended: its pending end
+    /// event is then stale.
+    epoch: u32,
+    /// When the current program or erase does its array work (a program
+    /// first moves its data over the channel).
+    array_from: u64,
+    /// When the current operation ends.
+    until: u64,
+    /// A program or erase suspended for reads: the operation, the array
+    /// time it still needs, and how often it was suspended.
+    suspended: Option<(DieOp, u64, u32)>,
+    /// Suspensions of the current program or erase so far.
+    suspends: u32,
+}
+
+/// A program of `[start, start + bytes)` of a zone.
+#[derive(Debug, Clone, Copy)]
+struct Prog {
+    zone: ZoneKey,
+    gen: u32,
+    start: u64,
+    bytes: u64,
+}
+
+/// What the model knows of one zone's data.
+#[derive(Debug)]
+struct ZoneSim {
+    gen: u32,
+    /// Bytes that reached the buffer, from the zone start.
+    fill: u64,
+    /// Bytes handed to programs.
+    dispatched: u64,
+    /// Bytes programmed, contiguous from the zone start.
+    programmed: u64,
+    /// Programmed ranges past `programmed` (start → end).
+    done: BTreeMap<u64, u64>,
+    /// Programs queued or running.
+    inflight: u32,
+    /// When the append write-pointer step is free.
+    serial_free: u64,
+    /// Host data before a Finish padded the rest.
+    host_end: Option<u64>,
+    /// Jobs waiting for everything to be programmed.
+    waiters: Vec<u32>,
+    /// The die each program unit went to, by unit index.
+    unit_dies: Vec<u16>,
+    /// Position in the zone's die set of the last die chosen.
+    rotation: u32,
+}
+
+impl ZoneSim {
+    fn new(gen: u32, on_flash: u64) -> Self {
+        ZoneSim {
+            gen,
+            fill: on_flash,
+            dispatched: on_flash,
+            programmed: on_flash,
+            done: BTreeMap::new(),
+            inflight: 0,
+            serial_free: 0,
+            host_end: None,
+            waiters: Vec::new(),
+            unit_dies: Vec::new(),
+            rotation: u32::MAX,
+        }
+    }
+
+    fn is_programmed(&self, off: u64) -> bool {
+        off < self.programmed
+            || self.done.range(..=off).next_back().is_some_and(|(_, &end)| off < end)
+    }
+
+    fn settled(&self) -> bool {
+        self.inflight == 0 && self.dispatched == self.fill
+    }
+}
+
+/// Events, ordered by time then by scheduling order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Job(u32),
+    SenseDone(u32, u32),
+    DieFree(u32, u32),
+}
+
+/// The simulation state. Not thread safe by itself: the controller keeps
+/// it behind one mutex.
+#[derive(Debug)]
+pub(crate) struct Sim {
+    p: Params,
+    ns: Vec<NsGeometry>,
+    now: u64,
+    seq: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    jobs: Vec<Option<Job>>,
+    free_jobs: Vec<u32>,
+    units: Vec<u64>,
+    mgmt_free: u64,
+    to_host_free: u64,
+    from_host_free: u64,
+    channel_free: Vec<u64>,
+    dies: Vec<Die>,
+    progs: Vec<Option<Prog>>,
+    free_progs: Vec<u32>,
+    progs_live: u32,
+    buffer_used: u64,
+    buffer_waiters: VecDeque<(u32, u64)>,
+    zones: BTreeMap<ZoneKey, ZoneSim>,
+    next_gen: u32,
+    ready: Vec<VecDeque<CompletionEntry>>,
+    /// When each queue's ready list last became non-empty (real time).
+    ready_since: Vec<Option<std::time::Instant>>,
+    /// Real time of the call processing events (for `ready_since`).
+    wall: Option<std::time::Instant>,
+    inflight: Vec<u32>,
+    /// Completions produced so far (for the virtual clock's jumps).
+    completions: u64,
+}
+
+impl Sim {
+    pub fn new(profile: &TimingProfile, ns: Vec<NsGeometry>, queues: usize) -> Self {
+        let p = Params::new(profile);
+        Sim {
+            ns,
+            now: 0,
+            seq: 0,
+            events: BinaryHeap::new(),
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            units: vec![0; p.units],
+            mgmt_free: 0,
+            to_host_free: 0,
+            from_host_free: 0,
+            channel_free: vec![0; p.channels as usize],
+            dies: (0..p.dies).map(|_| Die::default()).collect(),
+            progs: Vec::new(),
+            free_progs: Vec::new(),
+            progs_live: 0,
+            buffer_used: 0,
+            buffer_waiters: VecDeque::new(),
+            zones: BTreeMap::new(),
+            next_gen: 1,
+            ready: (0..queues).map(|_| VecDeque::new()).collect(),
+            ready_since: vec![None; queues],
+            wall: None,
+            inflight: vec![0; queues],
+            completions: 0,
+            p,
+        }
+    }
+
+    /// Simulated time reached.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Completions produced since creation.
+    pub fn completions(&self) -> u64 {
+        self.completions
+    }
+
+    /// Commands of completion queue `cqid` not yet completed.
+    pub fn inflight(&self, cqid: u16) -> u32 {
+        self.inflight.get(cqid as usize).copied().unwrap_or(0)
+    }
+
+    /// Moves the completions of `cqid` whose time has come into `out`,
+    /// oldest first.
+    pub fn take(&mut self, cqid: u16, out: &mut Vec<CompletionEntry>) {
+        if let Some(r) = self.ready.get_mut(cqid as usize) {
+            out.extend(r.drain(..));
+            self.ready_since[cqid as usize] = None;
+        }
+    }
+
+    /// True when `cqid` has completions whose time has come.
+    pub fn has_ready(&self, cqid: u16) -> bool {
+        self.ready.get(cqid as usize).is_some_and(|r| !r.is_empty())
+    }
+
+    /// True when a queue other than `cqid` holds completions that became
+    /// due less than `fresh` ago (real time) and are not taken yet.
+    pub fn others_ready(
+        &self,
+        cqid: u16,
+        now: std::time::Instant,
+        fresh: std::time::Duration,
+    ) -> bool {
+        self.ready_since.iter().enumerate().any(|(q, since)| {
+            q != cqid as usize && since.is_some_and(|s| now.saturating_duration_since(s) < fresh)
+        })
+    }
+
+    /// Sets the real time the next completions count as due from.
+    pub fn set_wall(&mut self, now: std::time::Instant) {
+        self.wall = Some(now);
+    }
+
+    /// Time of the next event, if any.
+    pub fn next_event(&self) -> Option<u64> {
+        self.events.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// Processes every event up to and including time `t`; the simulated
+    /// time becomes `t`.
+    pub fn run_until(&mut self, t: u64) {
+        while let Some(&Reverse((when, _, ev))) = self.events.peek() {
+            if when > t {
+                break;
+            }
+            self.events.pop();
+            self.now = when;
+            self.handle(ev);
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// Processes the events of the earliest pending time only; returns
+    /// that time, or `None` when nothing is pending.
+    pub fn step(&mut self) -> Option<u64> {
+        let t = self.next_event()?;
+        self.run_until(t);
+        Some(t)
+    }
+
+    /// Drops the completions of every command of submission queue `sqid`
+    /// (all queues for `None`) still in flight; their internal work goes on.
+    pub fn cancel(&mut self, sqid: Option<u16>) {
+        for job in self.jobs.iter_mut().flatten() {
+            if !job.cancelled && sqid.is_none_or(|q| q == job.sqid) {
+                job.cancelled = true;
+                if let Some(n) = self.inflight.get_mut(job.cqid as usize) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        match sqid {
+            None => self.ready.iter_mut().for_each(|r| r.clear()),
+            Some(q) => {
+                for r in self.ready.iter_mut() {
+                    r.retain(|c| c.sq_id != q);
+                }
+            }
+        }
+        for (r, since) in self.ready.iter().zip(self.ready_since.iter_mut()) {
+            if r.is_empty() {
+                *since = None;
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Takes command `op` arriving now from queue `sqid`, to complete with
+    /// `cqe` on `cqid`.
+    pub fn submit(&mut self, sqid: u16, cqid: u16, cqe: CompletionEntry, op: Op) {
+        let steps = self.plan(op);
+        let job = Job { steps, at: 0, pending: 0, granted: 0, sqid, cqid, cqe, cancelled: false };
+        let id = match self.free_jobs.pop() {
+            Some(id) => {
+                self.jobs[id as usize] = Some(job);
+                id
+            }
+            None => {
+                self.jobs.push(Some(job));
+                (self.jobs.len() - 1) as u32
+            }
+        };
+        if let Some(n) = self.inflight.get_mut(cqid as usize) {
+            *n += 1;
+        }
+        self.advance(id);
+    }
+
+    // ---- planning -----------------------------------------------------
+
+    fn geometry(&self, nsid: u32) -> NsGeometry {
+        self.ns.get((nsid as usize).wrapping_sub(1)).copied().unwrap_or(NsGeometry {
+            block_bytes: 4096,
+            zone_blocks: 0,
+            cap_blocks: 0,
+        })
+    }
+
+    /// The zone holding `lba` and the byte offset of `lba` in it.
+    fn locate(&self, nsid: u32, lba: u64) -> (ZoneKey, u64) {
+        let g = self.geometry(nsid);
+        if g.zone_blocks == 0 {
+            return ((nsid, CONVENTIONAL), lba * g.block_bytes);
+        }
+        let z = lba / g.zone_blocks;
+        ((nsid, z as u32), (lba - z * g.zone_blocks) * g.block_bytes)
+    }
+
+    /// Die `i` (of `zone_stripe_dies`) of a zone's die set: a zone's set
+    /// is `zone_stripe_dies` consecutive dies (consecutive dies sit on
+    /// different channels), sets of neighbouring zones side by side.
+    fn set_die(&self, zone: ZoneKey, i: u64) -> u32 {
+        let d = self.p.dies as u64;
+        let s = self.p.stripe as u64;
+        match zone.1 {
+            CONVENTIONAL => (i % d) as u32,
+            z => ((z as u64 * s + i % s) % d) as u32,
+        }
+    }
+
+    /// The die holding program unit `k` of `zone`: where it was programmed,
+    /// or, for data written before the model knew the zone, the die the
+    /// plain rotation over the zone's set gives.
+    fn die_of(&self, zone: ZoneKey, k: u64) -> u32 {
+        match self.zones.get(&zone).and_then(|z| z.unit_dies.get(k as usize)) {
+            Some(&d) if d != UNKNOWN_DIE => d as u32,
+            _ => self.set_die(zone, k + zone.1 as u64),
+        }
+    }
+
+    /// Chooses the die for the next program unit of `zone`: the least busy
+    /// die of its set, ties going to the next die in rotation. A zone
+    /// written alone thus rotates over its dies; zones written together
+    /// spread their units over the dies instead of queueing on one.
+    fn choose_die(&mut self, zone: ZoneKey) -> u32 {
+        let s = self.p.stripe;
+        let start = self.zones.get(&zone).map_or(0, |z| z.rotation.wrapping_add(1)) % s;
+        let mut best = (usize::MAX, 0u32, 0u32);
+        for j in 0..s {
+            let i = (start + j) % s;
+            let die = self.set_die(zone, i as u64);
+            let d = &self.dies[die as usize];
+            let load =
+                d.queues.iter().map(|q| q.len()).sum::<usize>() + d.current.is_some() as usize;
+            if load < best.0 {
+                best = (load, die, i);
+            }
+        }
+        if let Some(z) = self.zones.get_mut(&zone) {
+            z.rotation = best.2;
+        }
+        best.1
+    }
+
+    /// Array read time of `[off, off + bytes)` inside one program unit:
+    /// one sense per page group (a page on every plane) touched, each as
+    /// long as its page level.
+    fn sense(&self, off_in_unit: u64, bytes: u64) -> u64 {
+        let sb = self.p.sense_bytes;
+        let levels = &self.p.read_levels;
+        let (g0, g1) = (off_in_unit / sb, (off_in_unit + bytes - 1) / sb);
+        (g0..=g1).map(|g| levels[g as usize % levels.len()]).sum()
+    }
+
+    /// Die reads for the written runs of a read: pieces split at program
+    /// unit boundaries; data still in the buffer needs none.
+    fn pieces(&self, nsid: u32, runs: &[(u64, u64)], out: &mut Vec<Piece>) {
+        let bs = self.geometry(nsid).block_bytes;
+        let unit = self.p.unit;
+        for &(lba, blocks) in runs {
+            let (zone, mut off) = self.locate(nsid, lba);
+            let end = off + blocks * bs;
+            let sim = self.zones.get(&zone);
+            while off < end {
+                let k = off / unit;
+                let piece_end = end.min((k + 1) * unit);
+                let bytes = piece_end - off;
+                let on_flash = match (zone.1, sim) {
+                    (CONVENTIONAL, _) | (_, None) => true,
+                    (_, Some(z)) => z.is_programmed(off),
+                };
+                if on_flash {
+                    out.push(Piece {
+                        die: self.die_of(zone, k),
+                        bytes,
+                        sense: self.sense(off - k * unit, bytes),
+                    });
+                }
+                off = piece_end;
+            }
+        }
+    }
+
+    fn plan(&mut self, op: Op) -> Vec<Step> {
+        let p = &self.p;
+        let mut s = vec![Step::Delay(p.fetch)];
+        match op {
+            Op::Other => s.push(Step::Unit(p.other)),
+            Op::Flush => s.push(Step::Unit(p.flush)),
+            Op::Report { bytes } => {
+                s.push(Step::Unit(p.report));
+                s.push(Step::LinkOut(bytes));
+            }
+            Op::Read { nsid, lba, blocks, runs } => {
+                s.push(Step::Unit(p.read));
+                let mut pieces = Vec::new();
+                self.pieces(nsid, runs.as_slice(), &mut pieces);
+                s.push(Step::Read(pieces));
+                s.push(Step::LinkOut(blocks * self.geometry(nsid).block_bytes));
+                let _ = lba;
+            }
+            Op::Write { nsid, lba, blocks, opened, filled, dma, append } => {
+                let bytes = blocks * self.geometry(nsid).block_bytes;
+                let (zone, _) = self.locate(nsid, lba);
+                let p = &self.p;
+                let (pre, overlap) =
+                    if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
+                let open = if opened { p.implicit_open } else { 0 };
+                s.push(Step::Unit(pre + open));
+                s.push(Step::Admit(bytes));
+                s.push(Step::Transfer { bytes, dma, overlap });
+                s.push(Step::ZoneAdd { zone, bytes, filled });
+                if append {
+                    s.push(Step::Serial(zone));
+                }
+            }
+            Op::Copy { nsid, sources, dest, blocks, opened, filled } => {
+                let bytes = blocks * self.geometry(nsid).block_bytes;
+                let (zone, _) = self.locate(nsid, dest);
+                let open = if opened { p.implicit_open } else { 0 };
+                s.push(Step::Unit(p.other + open));
+                let mut pieces = Vec::new();
+                self.pieces(nsid, &sources, &mut pieces);
+                s.push(Step::Read(pieces));
+                s.push(Step::Admit(bytes));
+                s.push(Step::Transfer { bytes, dma: false, overlap: self.p.write_overlap });
+                s.push(Step::ZoneAdd { zone, bytes, filled });
+            }
+            Op::ZoneSend { nsid, action, zones } => {
+                self.plan_zone_send(nsid, action, &zones, &mut s)
+            }
+        }
+        s.push(Step::Post);
+        s.push(Step::Complete);
+        s
+    }
+
+    fn plan_zone_send(
+        &mut self,
+        nsid: u32,
+        action: ZoneSendAction,
+        zones: &[ZoneBefore],
+        s: &mut Vec<Step>,
+    ) {
+        let n = zones.len().max(1) as u64;
+        let p = &self.p;
+        match action {
+            ZoneSendAction::Open => s.push(Step::Unit(p.open * n)),
+            ZoneSendAction::Close => {
+                let buffered = zones
+                    .iter()
+                    .filter(|z| {
+                        self.zones.get(&(nsid, z.index)).is_some_and(|zs| zs.fill > zs.dispatched)
+                    })
+                    .count() as u64;
+                s.push(Step::Unit(p.close * n + p.close_buffered * buffered));
+            }
+            ZoneSendAction::Finish => {
+                s.push(Step::Unit(p.finish * n));
+                for z in zones {
+                    self.plan_finish(nsid, z, s);
+                }
+            }
+            ZoneSendAction::Reset => {
+                s.push(Step::Unit(p.reset * n));
+                s.push(Step::Mgmt(p.reset_metadata * n));
+                let mut work = Vec::new();
+                for z in zones {
+                    self.plan_reset(nsid, z, &mut work);
+                }
+                if !work.is_empty() {
+                    s.push(Step::DieOps(work));
+                }
+            }
+            _ => s.push(Step::Unit(p.other * n)),
+        }
+    }
+
+    /// Finish: a zone with data is padded to its capacity through the
+    /// buffer, and done when all of it is programmed.
+    fn plan_finish(&mut self, nsid: u32, z: &ZoneBefore, s: &mut Vec<Step>) {
+        let g = self.geometry(nsid);
+        if z.written == 0 || z.state == ZoneState::Full || g.zone_blocks == 0 {
+            return;
+        }
+        let key = (nsid, z.index);
+        let written = z.written * g.block_bytes;
+        let gen = self.next_gen;
+        let sim = self.zones.entry(key).or_insert_with(|| ZoneSim::new(gen, written));
+        if sim.gen == gen {
+            self.next_gen += 1;
+        }
+        sim.host_end = Some(written);
+        let left = (g.cap_blocks * g.block_bytes).saturating_sub(written);
+        s.push(Step::Pad { zone: key, left });
+        s.push(Step::AwaitProgrammed(key));
+    }
+
+    /// Reset: the zone's data still in the buffer is dropped and its queued
+    /// programs cancelled; every die holding its data erases its blocks
+    /// (closing a partly programmed block first when the zone was neither
+    /// finished nor filled); blocks of Finish padding are erased in the
+    /// background.
+    fn plan_reset(&mut self, nsid: u32, z: &ZoneBefore, work: &mut Vec<DieWork>) {
+        let g = self.geometry(nsid);
+        if g.zone_blocks == 0 || z.written == 0 && z.state == ZoneState::Empty {
+            return;
+        }
+        let key = (nsid, z.index);
+        let unit = self.p.unit;
+        let cap = g.cap_blocks * g.block_bytes;
+        let written = z.written * g.block_bytes;
+        let (flash, host, map) = match self.zones.remove(&key) {
+            Some(old) => {
+                let mut freed = old.fill - old.dispatched;
+                for die in self.dies.iter_mut() {
+                    let q = &mut die.queues[CLASS_PROGRAM];
+                    q.retain(|op| match op {
+                        DieOp::Program(id) => {
+                            let pr = self.progs[*id as usize].expect("queued program is live");
+                            if pr.zone == key && pr.gen == old.gen {
+                                freed += pr.bytes;
+                                self.progs[*id as usize] = None;
+                                self.free_progs.push(*id);
+                                self.progs_live -= 1;
+                                false
+                            } else {
+                                true
+                            }
+                        }
+                        _ => true,
+                    });
+                }
+                let cancelled = freed - (old.fill - old.dispatched);
+                let flash = old.dispatched - cancelled;
+                for w in old.waiters {
+                    self.schedule(self.now, Ev::Job(w));
+                }
+                self.free_buffer(freed);
+                (flash, old.host_end.unwrap_or(flash).min(flash), old.unit_dies)
+            }
+            None => {
+                let host = written.min(cap);
+                let finished = z.state == ZoneState::Full && written < cap;
+                (if finished { cap } else { host }, host, Vec::new())
+            }
+        };
+        // Program units on flash per die: (host data, all).
+        let (units, host_units) = (flash.div_ceil(unit), host.div_ceil(unit));
+        let mut per_die: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+        for k in 0..units {
+            let die = match map.get(k as usize) {
+                Some(&d) if d != UNKNOWN_DIE => d as u32,
+                _ => self.set_die(key, k + key.1 as u64),
+            };
+            let e = per_die.entry(die).or_default();
+            e.0 += u64::from(k < host_units);
+            e.1 += 1;
+        }
+        let upb = self.p.units_per_block;
+        let unfinished = z.state != ZoneState::Full;
+        for (die, (h, all)) in per_die {
+            if h > 0 && unfinished && h % upb != 0 {
+                let ns = self.p.close_block;
+                work.push(DieWork { die, ns, class: CLASS_ERASE, wait: true });
+            }
+            for _ in 0..h.div_ceil(upb) {
+                work.push(DieWork { die, ns: self.p.erase, class: CLASS_ERASE, wait: true });
+            }
+            for _ in 0..all.div_ceil(upb).saturating_sub(h.div_ceil(upb)) {
+                work.push(DieWork { die, ns: self.p.erase, class: CLASS_BACKGROUND, wait: false });
+            }
+        }
+    }
+
+    // ---- execution ------------------------------------------------------
+
+    fn job(&mut self, id: u32) -> &mut Job {
+        self.jobs[id as usize].as_mut().expect("live job")
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Job(id) => self.advance(id),
+            Ev::SenseDone(die, epoch) => {
+                let d = &self.dies[die as usize];
+                if d.epoch != epoch {
+                    return;
+                }
+                if let Some(DieOp::Read { bytes, .. }) = d.current {
+                    let end = self.channel(die, bytes);
+                    self.dies[die as usize].until = end;
+                    self.schedule(end, Ev::DieFree(die, epoch));
+                }
+            }
+            Ev::DieFree(die, epoch) => {
+                if self.dies[die as usize].epoch == epoch {
+                    self.die_free(die);
+                }
+            }
+        }
+    }
+
+    /// Runs job `id` from its current step until it has to wait.
+    fn advance(&mut self, id: u32) {
+        loop {
+            let now = self.now;
+            let job = self.job(id);
+            let step = std::mem::replace(&mut job.steps[job.at], Step::Complete);
+            job.at += 1;
+            match step {
+                Step::Delay(ns) => {
+                    self.schedule(now + ns, Ev::Job(id));
+                    return;
+                }
+                Step::Unit(ns) => {
+                    let end = self.unit(now, ns);
+                    self.schedule(end, Ev::Job(id));
+                    return;
+                }
+                Step::Mgmt(ns) => {
+                    let start = self.mgmt_free.max(now);
+                    self.mgmt_free = start + ns;
+                    self.schedule(start + ns, Ev::Job(id));
+                    return;
+                }
+                Step::Read(pieces) => {
+                    let n = pieces.len() as u32;
+                    for pc in pieces {
+                        let op = DieOp::Read { job: id, bytes: pc.bytes, sense: pc.sense };
+                        self.die_request(pc.die, op, CLASS_READ);
+                    }
+                    if n > 0 {
+                        self.job(id).pending += n;
+                        return;
+                    }
+                }
+                Step::LinkOut(bytes) => {
+                    let start = now + if needs_prp_list(bytes) { self.p.prp_list } else { 0 };
+                    let begin = self.to_host_free.max(start);
+                    self.to_host_free = begin + xfer(bytes, self.p.to_host_mbps);
+                    self.schedule(self.to_host_free, Ev::Job(id));
+                    return;
+                }
+                Step::Admit(bytes) => {
+                    let bytes = bytes.min(self.p.buffer);
+                    let job = self.job(id);
+                    if job.granted >= bytes {
+                        job.granted -= bytes;
+                    } else if !self.try_admit(bytes) {
+                        let job = self.job(id);
+                        job.at -= 1;
+                        job.steps[job.at] = Step::Admit(bytes);
+                        self.buffer_waiters.push_back((id, bytes));
+                        self.relieve();
+                        return;
+                    }
+                }
+                Step::Transfer { bytes, dma, overlap } => {
+                    let mut end = if overlap > 0 { self.unit(now, overlap) } else { now };
+                    if dma {
+                        let start = now + if needs_prp_list(bytes) { self.p.prp_list } else { 0 };
+                        let begin = self.from_host_free.max(start);
+                        self.from_host_free = begin + xfer(bytes, self.p.from_host_mbps);
+                        end = end.max(self.from_host_free);
+                    }
+                    self.schedule(end, Ev::Job(id));
+                    return;
+                }
+                Step::ZoneAdd { zone, bytes, filled } => {
+                    self.zone_add(zone, bytes);
+                    // A Finish waiting on the zone flushes late data too.
+                    let waited = self.zones.get(&zone).is_some_and(|z| !z.waiters.is_empty());
+                    self.dispatch(zone, filled || waited);
+                }
+                Step::Serial(zone) => {
+                    let ns = self.p.append_serial;
+                    let gen = self.next_gen;
+                    let z = self.zones.entry(zone).or_insert_with(|| ZoneSim::new(gen, 0));
+                    if z.gen == gen {
+                        self.next_gen += 1;
+                    }
+                    let start = z.serial_free.max(now);
+                    z.serial_free = start + ns;
+                    self.schedule(start + ns, Ev::Job(id));
+                    return;
+                }
+                Step::Pad { zone, mut left } => {
+                    let granted = std::mem::take(&mut self.job(id).granted);
+                    if granted > 0 {
+                        self.zone_add(zone, granted);
+                        left -= granted.min(left);
+                        self.dispatch(zone, false);
+                    }
+                    while left > 0 {
+                        let fill = self.zones.get(&zone).map_or(0, |z| z.fill);
+                        let len = left.min(self.p.unit - fill % self.p.unit);
+                        if !self.try_admit(len) {
+                            let job = self.job(id);
+                            job.at -= 1;
+                            job.steps[job.at] = Step::Pad { zone, left };
+                            self.buffer_waiters.push_back((id, len));
+                            self.relieve();
+                            return;
+                        }
+                        self.zone_add(zone, len);
+                        left -= len;
+                        self.dispatch(zone, false);
+                    }
+                    self.dispatch(zone, true);
+                }
+                Step::AwaitProgrammed(zone) => {
+                    self.dispatch(zone, true);
+                    if let Some(z) = self.zones.get_mut(&zone) {
+                        if !z.settled() {
+                            z.waiters.push(id);
+                            return;
+                        }
+                    }
+                }
+                Step::DieOps(work) => {
+                    let mut n = 0;
+                    for w in work {
+                        let job = w.wait.then_some(id);
+                        n += u32::from(w.wait);
+                        self.die_request(w.die, DieOp::Timed { job, ns: w.ns }, w.class);
+                    }
+                    if n > 0 {
+                        self.job(id).pending += n;
+                        return;
+                    }
+                }
+                Step::Post => {
+                    self.schedule(now + self.p.post, Ev::Job(id));
+                    return;
+                }
+                Step::Complete => {
+                    let job = self.jobs[id as usize].take().expect("live job");
+                    self.free_jobs.push(id);
+                    if !job.cancelled {
+                        if let Some(r) = self.ready.get_mut(job.cqid as usize) {
+                            if r.is_empty() {
+                                self.ready_since[job.cqid as usize] = self.wall;
+                            }
+                            r.push_back(job.cqe);
+                        }
+                        if let Some(n) = self.inflight.get_mut(job.cqid as usize) {
+                            *n = n.saturating_sub(1);
+                        }
+                        self.completions += 1;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A sub-operation of job `id` finished.
+    fn piece_done(&mut self, id: u32) {
+        let job = self.job(id);
+        job.pending -= 1;
+        if job.pending == 0 {
+            self.schedule(self.now, Ev::Job(id));
+        }
+    }
+
+    /// Reserves a processing unit for `ns` from `t`; returns the end.
+    fn unit(&mut self, t: u64, ns: u64) -> u64 {
+        let (i, free) = self
+            .units
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(i, f)| (f, i))
+            .expect("at least one unit");
+        let end = free.max(t) + ns;
+        self.units[i] = end;
+        end
+    }
+
+    /// Reserves die `die`'s channel for a transfer of `bytes` from now;
+    /// returns its end.
+    fn channel(&mut self, die: u32, bytes: u64) -> u64 {
+        let ch = (die % self.p.channels) as usize;
+        let start = self.channel_free[ch].max(self.now);
+        let end = start + self.p.channel_overhead + xfer(bytes, self.p.channel_mbps);
+        self.channel_free[ch] = end;
+        end
+    }
+
+    /// tPROG of one program: the nominal time, varied by a fixed amount
+    /// for its place (zone, unit) so runs repeat exactly.
+    fn program_time(&self, prog: &Prog) -> u64 {
+        let v = self.p.program_variation;
+        if v == 0.0 {
+            return self.p.program;
+        }
+        let mut x = (prog.zone.0 as u64) << 32 ^ prog.zone.1 as u64;
+        x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (prog.start / self.p.unit);
+        // splitmix64 finalizer
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        (self.p.program as f64 * (1.0 + v * u)).round() as u64
+    }
+
+    fn die_request(&mut self, die: u32, op: DieOp, class: usize) {
+        let d = &self.dies[die as usize];
+        let array_op = matches!(d.current, Some(DieOp::Program(_) | DieOp::Timed { .. }));
+        if d.current.is_none() {
+            self.die_start(die, op, 0);
+        } else if class == CLASS_READ
+            && array_op
+            && d.suspended.is_none()
+            && d.suspends < self.p.suspend_limit
+        {
+            // Suspend the program or erase under way (once its data is
+            // on the die) and read first.
+            let d = &mut self.dies[die as usize];
+            let at = self.now.max(d.array_from);
+            let left = d.until.saturating_sub(at);
+            let current = d.current.take().expect("busy die");
+            d.suspended = Some((current, left, d.suspends + 1));
+            d.epoch += 1;
+            let delay = at - self.now + self.p.suspend;
+            self.die_start(die, op, delay);
+        } else {
+            self.dies[die as usize].queues[class].push_back(op);
+        }
+    }
+
+    /// Starts `op` on an idle die, `delay` ns from now.
+    fn die_start(&mut self, die: u32, op: DieOp, delay: u64) {
+        let now = self.now + delay;
+        let epoch = self.dies[die as usize].epoch;
+        self.dies[die as usize].current = Some(op);
+        match op {
+            DieOp::Read { sense, .. } => self.schedule(now + sense, Ev::SenseDone(die, epoch)),
+            DieOp::Program(id) => {
+                let prog = self.progs[id as usize].expect("live program");
+                let array_from = self.channel(die, prog.bytes);
+                let until = array_from + self.program_time(&prog);
+                let d = &mut self.dies[die as usize];
+                (d.array_from, d.until, d.suspends) = (array_from, until, 0);
+                self.schedule(until, Ev::DieFree(die, epoch));
+            }
+            DieOp::Timed { ns, .. } => {
+                let d = &mut self.dies[die as usize];
+                (d.array_from, d.until, d.suspends) = (now, now + ns, 0);
+                self.schedule(now + ns, Ev::DieFree(die, epoch));
+            }
+        }
+    }
+
+    fn die_free(&mut self, die: u32) {
+        match self.dies[die as usize].current.take() {
+            Some(DieOp::Read { job, .. }) => self.piece_done(job),
+            Some(DieOp::Program(id)) => self.program_done(id),
+            Some(DieOp::Timed { job: Some(job), .. }) => self.piece_done(job),
+            _ => {}
+        }
+        let d = &mut self.dies[die as usize];
+        if d.current.is_some() {
+            return;
+        }
+        if let Some(read) = d.queues[CLASS_READ].pop_front() {
+            self.die_start(die, read, 0);
+        } else if let Some((op, left, suspends)) = d.suspended.take() {
+            // Resume: the rest of the array work, after the resume latency.
+            let until = self.now + self.p.suspend + left;
+            let epoch = d.epoch;
+            (d.current, d.array_from, d.until, d.suspends) = (Some(op), self.now, until, suspends);
+            self.schedule(until, Ev::DieFree(die, epoch));
+        } else if let Some(op) = d.queues.iter_mut().find_map(|q| q.pop_front()) {
+            self.die_start(die, op, 0);
+        }
+    }
+
+    // ---- buffer and programs ----------------------------------------
+
+    fn try_admit(&mut self, bytes: u64) -> bool {
+        if self.buffer_waiters.is_empty() && self.buffer_used + bytes <= self.p.buffer {
+            self.buffer_used += bytes;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn free_buffer(&mut self, bytes: u64) {
+        self.buffer_used = self.buffer_used.saturating_sub(bytes);
+        while let Some(&(job, b)) = self.buffer_waiters.front() {
+            if self.buffer_used + b > self.p.buffer {
+                break;
+            }
+            self.buffer_waiters.pop_front();
+            self.buffer_used += b;
+            self.job(job).granted += b;
+            self.schedule(self.now, Ev::Job(job));
+        }
+    }
+
+    /// With writers waiting and no program under way to make room, the
+    /// zone with buffered data first in order has its partial program unit
+    /// programmed as it is.
+    fn relieve(&mut self) {
+        if self.buffer_waiters.is_empty() || self.progs_live > 0 {
+            return;
+        }
+        let key = self.zones.iter().find(|(_, z)| z.fill > z.dispatched).map(|(k, _)| *k);
+        if let Some(k) = key {
+            self.dispatch(k, true);
+        }
+    }
+
+    fn zone_add(&mut self, zone: ZoneKey, bytes: u64) {
+        let gen = self.next_gen;
+        let z = self.zones.entry(zone).or_insert_with(|| ZoneSim::new(gen, 0));
+        if z.gen == gen {
+            self.next_gen += 1;
+        }
+        z.fill += bytes;
+    }
+
+    /// Programs the zone's complete program units (and, with `all`, the
+    /// partial one at the end).
+    fn dispatch(&mut self, zone: ZoneKey, all: bool) {
+        let unit = self.p.unit;
+        loop {
+            let Some(z) = self.zones.get_mut(&zone) else { return };
+            let pending = z.fill - z.dispatched;
+            if pending == 0 {
+                return;
+            }
+            let boundary = (z.dispatched / unit + 1) * unit;
+            let len = boundary - z.dispatched;
+            if pending < len && !all {
+                return;
+            }
+            let len = len.min(pending);
+            let prog = Prog { zone, gen: z.gen, start: z.dispatched, bytes: len };
+            z.dispatched += len;
+            z.inflight += 1;
+            let k = prog.start / unit;
+            let id = match self.free_progs.pop() {
+                Some(id) => {
+                    self.progs[id as usize] = Some(prog);
+                    id
+                }
+                None => {
+                    self.progs.push(Some(prog));
+                    (self.progs.len() - 1) as u32
+                }
+            };
+            self.progs_live += 1;
+            let known = self.zones.get(&zone).and_then(|z| z.unit_dies.get(k as usize).copied());
+            let die = match known {
+                Some(d) if d != UNKNOWN_DIE => d as u32,
+                _ => {
+                    let die = self.choose_die(zone);
+                    if let Some(z) = self.zones.get_mut(&zone) {
+                        let k = k as usize;
+                        if z.unit_dies.len() <= k {
+                            z.unit_dies.resize(k + 1, UNKNOWN_DIE);
+                        }
+                        z.unit_dies[k] = die as u16;
+                    }
+                    die
+                }
+            };
+            self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
+        }
+    }
+
+    fn program_done(&mut self, id: u32) {
+        let prog = self.progs[id as usize].take().expect("live program");
+        self.free_progs.push(id);
+        self.progs_live -= 1;
+        if let Some(z) = self.zones.get_mut(&prog.zone) {
+            if z.gen == prog.gen {
+                z.inflight -= 1;
+                let end = prog.start + prog.bytes;
+                if prog.start <= z.programmed {
+                    z.programmed = z.programmed.max(end);
+                    while let Some((&s, &e)) = z.done.first_key_value() {
+                        if s > z.programmed {
+                            break;
+                        }
+                        z.programmed = z.programmed.max(e);
+                        z.done.pop_first();
+                    }
+                } else {
+                    z.done.insert(prog.start, end);
+                }
+                if z.settled() && !z.waiters.is_empty() {
+                    for w in std::mem::take(&mut z.waiters) {
+                        self.schedule(self.now, Ev::Job(w));
+                    }
+                }
+            }
+        }
+        self.free_buffer(prog.bytes);
+        self.relieve();
+    }
+}

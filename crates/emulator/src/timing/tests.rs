@@ -1,0 +1,243 @@
+//! The timing model against the ZN540 reference (a cheap subset: the full
+//! set is `cargo run --release -p zns-emulator --example calibrate`), and
+//! the model's mechanics. Virtual time is deterministic: these are not
+//! timed tests.
+
+use zns_spec::ZoneSendAction;
+
+use super::calibration::{zn540_figures, Bench};
+use crate::profile::Profile;
+
+fn zn540() -> Profile {
+    Profile::by_name("zn540").unwrap()
+}
+
+#[test]
+fn zn540_subset_within_ten_percent() {
+    let figures = zn540_figures(&zn540(), true).unwrap();
+    assert!(figures.len() >= 15, "{figures:?}");
+    let off: Vec<String> = figures
+        .iter()
+        // The write tail needs thousands of writes; the full run checks it.
+        .filter(|f| !f.within(0.10) && !f.name.contains("128 KiB write p"))
+        .map(|f| {
+            format!(
+                "{}: {:.2} {} vs {:.2} ({:.3})",
+                f.name,
+                f.measured,
+                f.unit,
+                f.reference,
+                f.ratio()
+            )
+        })
+        .collect();
+    assert!(off.is_empty(), "outside ±10%:\n{}", off.join("\n"));
+}
+
+#[test]
+fn same_commands_same_times() {
+    let run = || {
+        let mut b = Bench::new(&zn540()).unwrap();
+        let z = b.zone(3);
+        let s = b.stream(2, 8, 3000, 0, |q, i| {
+            if q == 0 {
+                Bench::append(z, 1 + (i % 4))
+            } else {
+                Bench::read(z + i % 64, 1)
+            }
+        });
+        (s.latencies, b.now())
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn appends_to_one_zone_take_turns_appends_to_many_do_not() {
+    // A controller with processing to spare and a slow write-pointer step.
+    let mut p = zn540();
+    let t = p.timing.as_mut().unwrap();
+    t.processing_units = 8;
+    t.append_serial_ns = 10_000;
+    let mut b = Bench::new(&p).unwrap();
+    let z = b.zone(1);
+    let one = b.stream(1, 16, 4000, 1000, |_, _| Bench::append(z, 1));
+    let zs: Vec<u64> = (0..4).map(|i| b.zone(10 + i)).collect();
+    let many = b.stream(4, 4, 4000, 1000, |q, _| Bench::append(zs[q], 1));
+    assert!((one.iops() - 100_000.0).abs() < 2_000.0, "{}", one.iops());
+    // Four zones: four write pointers, up to the drain of the buffer to
+    // the dies (about 1.2 GB/s, 290 K appends of 4 KiB per second).
+    assert!(many.iops() > 2.5 * one.iops(), "{} vs {}", many.iops(), one.iops());
+}
+
+#[test]
+fn reads_wait_for_programs_and_erases() {
+    let p = zn540();
+    // Reads alone.
+    let mut b = Bench::new(&p).unwrap();
+    let z = b.zone(2);
+    b.fill(z, b.blocks(64 << 20), b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let quiet = b.stream(1, 8, 2000, 200, |_, i| Bench::read(z + (i * 7919) % 16384, 1));
+    // The same reads while another zone is written at full speed.
+    let w = b.zone(4);
+    let mut busy_lat = Vec::new();
+    let s = b.stream(2, 8, 8000, 1000, |q, i| {
+        if q == 0 {
+            Bench::read(z + (i * 7919) % 16384, 1)
+        } else {
+            Bench::write(w + i * 32, 32)
+        }
+    });
+    busy_lat.extend(s.latencies);
+    let q99 = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() * 99 / 100]
+    };
+    let (calm, loaded) = (q99(quiet.latencies.clone()), q99(busy_lat));
+    assert!(loaded > 2 * calm, "p99 {calm} ns alone, {loaded} ns under writes");
+}
+
+#[test]
+fn finish_pads_and_reset_follows_occupancy() {
+    let p = zn540();
+    let mut b = Bench::new(&p).unwrap();
+    let cap = b.zone_cap;
+    let z = b.zone(7);
+    b.fill(z, cap / 16, b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let reset_small = b.latency_us(Bench::send(z, ZoneSendAction::Reset));
+    b.fill(z, cap / 4, b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let reset_big = b.latency_us(Bench::send(z, ZoneSendAction::Reset));
+    assert!(reset_big > reset_small + 2000.0, "{reset_small} us, {reset_big} us");
+    b.fill(z, cap - 1, b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let finish = b.latency_us(Bench::send(z, ZoneSendAction::Finish));
+    assert!((2000.0..4000.0).contains(&finish), "{finish} us");
+}
+
+#[test]
+fn real_clock_completions_wait_for_their_time() {
+    use crate::clock::ClockMode;
+    use crate::harness::Harness;
+    use crate::host::ProcessMemory;
+    let memory = ProcessMemory::new();
+    let ctrl = crate::Emulator::builder("zn540")
+        .unwrap()
+        .media(crate::MediaChoice::Null)
+        .clock(ClockMode::Real)
+        .build(memory.clone())
+        .unwrap();
+    ctrl.set_data_transfer(false);
+    assert_eq!(ctrl.clock().name(), "real");
+    let mut h = Harness::start(ctrl, memory, 64).unwrap();
+    // An explicit open: 9.56 µs in the model.
+    let t0 = std::time::Instant::now();
+    let e = h.io(Bench::send(0, ZoneSendAction::Open));
+    assert!(e.status().is_success());
+    assert!(t0.elapsed() >= std::time::Duration::from_nanos(9_560));
+    // Submitted, not yet due: a poll right away finds nothing.
+    h.io.push(&h.memory, Bench::send(0, ZoneSendAction::Reset));
+    h.io.ring(&h.ctrl);
+    assert!(h.io.reap(&h.ctrl, &h.memory).is_none(), "a reset takes 1.6 ms");
+    assert_eq!(h.ctrl.timed_outstanding(1), 1);
+}
+
+#[test]
+fn threads_share_the_virtual_clock() {
+    use crate::harness::Harness;
+    use crate::host::ProcessMemory;
+    let memory = ProcessMemory::new();
+    let ctrl = crate::Emulator::builder("zn540")
+        .unwrap()
+        .media(crate::MediaChoice::Null)
+        .build(memory.clone())
+        .unwrap();
+    ctrl.set_data_transfer(false);
+    let mut h = Harness::start(ctrl, memory, 64).unwrap();
+    let queues: Vec<_> = (0..4).map(|_| h.add_queue(64).unwrap()).collect();
+    let zone = h.ctrl.namespaces()[0].zones().unwrap().geometry().zone_size;
+    let start = h.ctrl.clock().now_ns();
+    std::thread::scope(|s| {
+        for (i, mut q) in queues.into_iter().enumerate() {
+            let (ctrl, memory) = (&h.ctrl, &h.memory);
+            s.spawn(move || {
+                let z = (i as u64 + 1) * zone;
+                for n in 0..2000 {
+                    q.push(memory, Bench::write(z + n, 1));
+                    q.ring(ctrl);
+                    let e = loop {
+                        if let Some(e) = q.reap(ctrl, memory) {
+                            break e;
+                        }
+                        std::hint::spin_loop();
+                    };
+                    assert!(e.status().is_success());
+                }
+            });
+        }
+    });
+    // 8000 writes on one processing unit: at least 8000 × 5.36 µs.
+    let elapsed = h.ctrl.clock().now_ns() - start;
+    assert!(elapsed >= 8000 * 5_360, "{elapsed} ns");
+    assert!(elapsed < 8000 * 11_360 * 2, "{elapsed} ns");
+}
+
+#[test]
+fn random_commands_on_a_small_timed_device_all_complete() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use zns_spec::command::{Flush, WriteZeroes, ZoneReceive};
+    use zns_spec::{ReportFilter, SubmissionEntry};
+
+    // The tiny geometry (and its conventional namespace) with the zn540's
+    // timing: zones of two program units, every state reached quickly;
+    // once more with the smallest write buffer and several processing
+    // units. Every command must complete: nothing waits forever.
+    for (seed, small) in [(1u64, false), (2, true), (3, false), (4, true)] {
+        let mut p = Profile::by_name("tiny").unwrap();
+        p.timing = zn540().timing;
+        if small {
+            let t = p.timing.as_mut().unwrap();
+            t.write_buffer_kib = 256;
+            t.processing_units = 3;
+        }
+        let mut b = Bench::new(&p).unwrap();
+        let (zone, zones) = (b.zone_size, 16u64);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let actions = [
+            ZoneSendAction::Open,
+            ZoneSendAction::Close,
+            ZoneSendAction::Finish,
+            ZoneSendAction::Reset,
+        ];
+        let mut make = move || -> SubmissionEntry {
+            let z = rng.gen_range(0..zones) * zone;
+            let n = rng.gen_range(1..=8u64);
+            match rng.gen_range(0..12) {
+                0..=2 => Bench::write(z + rng.gen_range(0..48), n),
+                3..=4 => Bench::append(z, n),
+                5..=6 => Bench::read(rng.gen_range(0..zones * zone - 8), n),
+                7 => {
+                    let mut e = Bench::send(z, actions[rng.gen_range(0..4)]);
+                    if rng.gen_bool(0.1) {
+                        e.cdw13 |= 1 << 8; // Select All
+                    }
+                    e
+                }
+                8 => WriteZeroes::new(1, z + rng.gen_range(0..48), n as u32).to_entry().unwrap(),
+                9 => Flush { nsid: 1 }.to_entry(),
+                10 => ZoneReceive::report(1, z, 4096, ReportFilter::All).to_entry().unwrap(),
+                // The conventional namespace, and garbage.
+                _ => {
+                    let mut e = Bench::write(rng.gen_range(0..1000), n);
+                    e.nsid = if rng.gen_bool(0.5) { 2 } else { 7 };
+                    e
+                }
+            }
+        };
+        let s = b.stream(1 + seed as usize % 3, 1 + seed as usize * 3, 8000, 0, |_, _| make());
+        assert_eq!(s.ops, 8000);
+        assert!(s.errors > 0 && s.errors < 8000);
+    }
+}
