@@ -14,7 +14,7 @@
 //! poll of the queue posts those whose time has come. The model's lock is
 //! taken after an SQ's lock and never together with a CQ's.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -59,6 +59,10 @@ pub struct Controller {
     pub(crate) css: AtomicU8,
     /// Selected I/O Command Set Profile index (feature 19h).
     pub(crate) iocs_index: AtomicU8,
+    /// Each SQ's head as last fetched, readable without the SQ lock: a timed
+    /// completion posted later reports the head at posting time, so the
+    /// host's view of free SQ slots never moves backward.
+    sq_heads: Box<[AtomicU16]>,
     sqs: Box<[Mutex<Option<SubmissionQueue>>]>,
     cqs: Box<[Mutex<Option<CompletionQueue>>]>,
     pub(crate) namespaces: Vec<Namespace>,
@@ -118,6 +122,7 @@ impl Controller {
             enabled: AtomicBool::new(false),
             css: AtomicU8::new(Cc::CSS_NVM),
             iocs_index: AtomicU8::new(0),
+            sq_heads: (0..queues).map(|_| AtomicU16::new(0)).collect(),
             sqs: (0..queues).map(|_| Mutex::new(None)).collect(),
             cqs: (0..queues).map(|_| Mutex::new(None)).collect(),
             namespaces,
@@ -257,6 +262,11 @@ impl Controller {
                 // posted; only then may the virtual clock move.
                 let mut due = Vec::new();
                 t.take_ready(cqid, &mut due, cq.all_consumed());
+                for e in due.iter_mut() {
+                    if let Some(h) = self.sq_heads.get(e.sq_id as usize) {
+                        e.sq_head = h.load(Ordering::Relaxed);
+                    }
+                }
                 if !due.is_empty() {
                     cq.post_all(&*self.host, &due);
                 }
@@ -482,6 +492,7 @@ impl Controller {
             for i in 0..n {
                 let sqe = sq.entry(i);
                 sq.advance();
+                self.sq_heads[qid as usize].store(sq.head as u16, Ordering::Relaxed);
                 let mut op = Op::Other;
                 let outcome = crate::io::execute(self, host, &sqe, &mut sq.bounce, Some(&mut op));
                 if outcome.is_err() {
@@ -544,6 +555,7 @@ impl Controller {
         let mut cqg = self.cqs.get(cqid as usize).ok_or(StatusCode::CompletionQueueInvalid)?.lock();
         let cq = cqg.as_mut().ok_or(StatusCode::CompletionQueueInvalid)?;
         cq.bound_sqs += 1;
+        self.sq_heads[qid as usize].store(0, Ordering::Relaxed);
         *g = Some(SubmissionQueue::new(base, size, cqid, self.max_transfer_bytes()));
         Ok(())
     }

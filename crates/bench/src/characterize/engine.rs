@@ -351,6 +351,8 @@ pub(crate) struct Stream {
     next_at: u64,
     in_flight: usize,
     submitted: u64,
+    /// Commands submitted, measured or not.
+    issued: u64,
     exhausted: bool,
     /// A command the queue refused for lack of room, submitted again first.
     pending: Option<(ZoneOp, usize, bool)>,
@@ -381,6 +383,7 @@ impl Stream {
             next_at: 0,
             in_flight: 0,
             submitted: 0,
+            issued: 0,
             exhausted: false,
             pending: None,
             buffers: Vec::new(),
@@ -428,10 +431,13 @@ impl Stream {
         self.first_submit.map_or(0, |f| self.last_complete.saturating_sub(f))
     }
 
+    /// A window ends a stream only once it has submitted something, so
+    /// every measured point has at least one command, however late the
+    /// host gets to it.
     fn stopped_submitting(&self, now: u64) -> bool {
         self.exhausted
             || self.limit.is_some_and(|l| self.submitted >= l)
-            || self.until.is_some_and(|u| now >= u)
+            || (self.until.is_some_and(|u| now >= u) && self.issued > 0)
     }
 
     fn finished(&self, now: u64) -> bool {
@@ -445,6 +451,9 @@ impl Stream {
         now: u64,
         force: bool,
     ) -> Result<Next, CharacterizeError> {
+        if let Some((op, len, record)) = self.pending.take() {
+            return Ok(Next::Op(op, len, record));
+        }
         if !force && self.rate.is_some() && now < self.next_at {
             return Ok(Next::Wait);
         }
@@ -557,7 +566,18 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, streams: &mut [Stream]) -> Result<(), Chara
     let mut last_progress = Instant::now();
     let mut force = false;
     let mut queue_full = 0u64;
+    let mut report_at = Instant::now() + Duration::from_secs(10);
     loop {
+        if Instant::now() > report_at {
+            report_at = Instant::now() + Duration::from_secs(10);
+            tracing::debug!(
+                device_ns = ctx.now(),
+                outstanding = ctx.q.outstanding(),
+                completed = streams.iter().map(|s| s.ops).sum::<u64>(),
+                queue_full,
+                "still running"
+            );
+        }
         let now = ctx.now();
         let foreground_done =
             streams.iter().filter(|s| !s.background).all(|s| s.stopped_submitting(now));
@@ -600,6 +620,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, streams: &mut [Stream]) -> Result<(), Chara
                 }
                 slots[slot] = Some(InFlight { stream: i, submitted_at: t, bytes: len, record });
                 s.in_flight += 1;
+                s.issued += 1;
                 if record {
                     s.submitted += 1;
                     s.first_submit.get_or_insert(t);

@@ -119,9 +119,9 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Start a linear vertical axis at zero.
     pub y_from_zero: bool,
-    /// Put the legend in the upper right corner instead of the upper left
-    /// (for curves that start high on the left, such as CCDFs).
-    pub legend_right: bool,
+    /// Put the legend in the lower left corner instead of the upper left
+    /// (for curves that fall from the upper left, such as CCDFs).
+    pub legend_lower: bool,
 }
 
 /// Compact tick text: 0.5, 12, 1.5k, 2M.
@@ -142,8 +142,10 @@ pub fn number(v: f64) -> String {
         format!("{v:.0}")
     } else if a >= 1.0 {
         trim(format!("{v:.2}"))
-    } else {
+    } else if a >= 0.001 {
         trim(format!("{v:.4}"))
+    } else {
+        format!("{v:.0e}")
     }
 }
 
@@ -289,8 +291,8 @@ fn draw_lines(chart: &Chart, out: &mut String) -> Result<(), Box<dyn std::error:
         }
         if !series.is_empty() {
             c.configure_series_labels()
-                .position(if chart.legend_right {
-                    SeriesLabelPosition::UpperRight
+                .position(if chart.legend_lower {
+                    SeriesLabelPosition::LowerLeft
                 } else {
                     SeriesLabelPosition::UpperLeft
                 })
@@ -410,7 +412,7 @@ mod tests {
                 Series::new("second run", vec![(1.0, 50.0), (32.0, 120.0)], 1).dashed(),
             ],
             y_from_zero: true,
-            legend_right: false,
+            legend_lower: false,
         };
         let svg = line_chart(&chart);
         assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
@@ -437,6 +439,7 @@ mod tests {
         assert_eq!(number(15_000.0), "15k");
         assert_eq!(number(2_000_000.0), "2M");
         assert_eq!(number(0.001), "0.001");
+        assert_eq!(number(0.0001), "1e-4");
         assert_eq!(bytes(4096.0), "4K");
         assert_eq!(bytes(131072.0), "128K");
         assert_eq!(bytes(1048576.0), "1M");

@@ -34,7 +34,7 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{border:1px solid #eee}\
 .bad{background:#fde2e2}.good{background:#e2f5e2}.note{color:#666;font-size:13px}\
-code{background:#f4f4f4;padding:0 3px}";
+code{background:#f4f4f4;padding:0 3px}.ref td:nth-child(2){text-align:left}";
 
 /// The report of one run.
 pub fn html(r: &Results) -> String {
@@ -67,7 +67,7 @@ pub fn html(r: &Results) -> String {
             h,
             "<h2 id=\"reference\">Measured against the reference</h2>\n<p class=\"note\">\
              Reference: {} ({}). Ratio = measured / reference; cells more than 25% off are \
-             marked.</p>\n<table><tr><th>figure</th><th>what</th><th>reference</th>\
+             marked.</p>\n<table class=\"ref\"><tr><th>figure</th><th>what</th><th>reference</th>\
              <th>measured</th><th>ratio</th></tr>\n",
             esc(&t.device),
             esc(&t.source)
@@ -344,14 +344,14 @@ fn lines(
 
 fn chart(title: &str, x: Axis, y: Axis, series: Vec<Series>) -> String {
     let from_zero = y.scale == Scale::Linear;
-    let legend_right = x.scale == Scale::Log10 && y.scale == Scale::Log10;
+    let legend_lower = x.scale == Scale::Log10 && y.scale == Scale::Log10;
     plot::line_chart(&Chart {
         title: title.into(),
         x,
         y,
         series,
         y_from_zero: from_zero,
-        legend_right,
+        legend_lower,
     })
 }
 

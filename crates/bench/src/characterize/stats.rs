@@ -107,22 +107,27 @@ impl LatencyHistogram {
         PERCENTILE_LADDER.iter().map(|&p| [p, self.percentile(p) as f64]).collect()
     }
 
-    /// Points `(ns, P(latency > ns))` of the complementary CDF, at most
-    /// about `max_points` of them, spread evenly on log scales; the last
-    /// value (where the fraction above is 0) is left out so the curve fits
-    /// a logarithmic axis.
+    /// The complementary CDF as a step curve for plotting: points
+    /// `(ns, P(latency > ns))`, starting at `(smallest, 1)`, dropping at
+    /// each recorded value to the fraction still above it, and ending at
+    /// the largest value before the fraction reaches 0 (which a logarithmic
+    /// axis cannot show). At most about `max_points` points, spread evenly
+    /// on log scales.
     pub fn ccdf(&self, max_points: usize) -> Vec<(f64, f64)> {
         let total = self.h.len();
         let mut all = Vec::new();
         let mut below = 0u64;
+        let mut prev = 1.0;
         for v in self.h.iter_recorded() {
             below += v.count_since_last_iteration();
+            let value = self.h.highest_equivalent(v.value_iterated_to()) as f64;
+            all.push((value, prev));
             let above = total - below;
             if above == 0 {
                 break;
             }
-            let value = self.h.highest_equivalent(v.value_iterated_to()) as f64;
-            all.push((value, above as f64 / total as f64));
+            prev = above as f64 / total as f64;
+            all.push((value, prev));
         }
         thin_log(&all, max_points)
     }
@@ -245,15 +250,36 @@ mod tests {
     fn ccdf_points_fall_and_match_the_distribution() {
         let h = uniform(1000);
         let c = h.ccdf(10_000);
-        // Every value but the largest: P(X > v) = (1000 - v) / 1000.
-        assert_eq!(c.len(), 999);
-        for &(ns, frac) in &c {
+        // A step at every value: (v, fraction above the previous value),
+        // then (v, fraction above v) for every value but the largest.
+        assert_eq!(c.len(), 1999);
+        assert_eq!(c[0], (1000.0, 1.0));
+        for pair in c[1..].chunks(2) {
+            let (ns, frac) = pair[0];
             let v = (ns / 1000.0).round();
             let want = (1000.0 - v) / 1000.0;
             assert!((frac - want).abs() < 0.0015, "{ns} {frac} {want}");
         }
-        assert!(c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 > w[1].1));
-        assert!(c.iter().all(|p| p.1 > 0.0 && p.1 < 1.0));
+        assert!(c.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 >= w[1].1));
+        assert!(c.iter().all(|p| p.1 > 0.0 && p.1 <= 1.0));
+        let last = c[c.len() - 1];
+        assert!((last.0 - 1_000_000.0).abs() < 1000.0 && (last.1 - 0.001).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ccdf_of_a_constant_is_one_point_and_a_tail_drops() {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..100 {
+            h.record(11_000);
+        }
+        assert_eq!(h.ccdf(100), vec![(11_000.0 + 7.0, 1.0)]);
+        h.record(50_000);
+        let c = h.ccdf(100);
+        // 1 at 11 µs, dropping to 1/101, which holds out to 50 µs.
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].1, 1.0);
+        assert!((c[1].1 - 1.0 / 101.0).abs() < 1e-12 && c[1].0 == c[0].0);
+        assert!((c[2].0 - 50_000.0).abs() < 50.0 && c[2].1 == c[1].1);
     }
 
     #[test]
@@ -264,7 +290,7 @@ mod tests {
         }
         let c = h.ccdf(100);
         assert!(c.len() <= 210 && c.len() > 50, "{}", c.len());
-        assert!(c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 >= w[1].1));
+        assert!(c.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 >= w[1].1));
     }
 
     #[test]
