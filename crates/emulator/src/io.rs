@@ -388,22 +388,10 @@ fn write(
     let blocks = rw.blocks as u64;
     let bytes = check_range(ctrl, ns, rw.slba, blocks)?;
     let buf = &mut bounce[..bytes];
-    let mut data = |_lba: u64| -> Result<(), StatusCode> {
+    let data = |_lba: u64| -> Result<(), StatusCode> {
         store_from_host(ctrl, host, ns, sqe, rw.slba, blocks, buf)
     };
-    let (opened, filled) = match ns.zones() {
-        Some(z) => {
-            let o = z.write(rw.slba, blocks, fua, data).map_err(zone_status)?;
-            (o.opened, o.filled)
-        }
-        None => {
-            data(rw.slba)?;
-            (false, false)
-        }
-    };
-    if fua {
-        durable(ns)?;
-    }
+    let (opened, filled) = place(ns, rw.slba, blocks, fua, data)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: rw.slba,
@@ -419,6 +407,32 @@ fn write(
 fn durable(ns: &Namespace) -> Result<(), StatusCode> {
     ns.media.sync().map_err(media_status)?;
     ns.persist().map_err(|_| StatusCode::WriteFault)
+}
+
+/// Places `blocks` blocks at `slba` through the zone rules (when zoned),
+/// with `data` storing them, then makes them durable for FUA. Returns
+/// whether the command implicitly opened its zone and whether it filled it.
+fn place(
+    ns: &Namespace,
+    slba: u64,
+    blocks: u64,
+    fua: bool,
+    data: impl FnOnce(u64) -> Result<(), StatusCode>,
+) -> Result<(bool, bool), StatusCode> {
+    let (opened, filled) = match ns.zones() {
+        Some(z) => {
+            let o = z.write(slba, blocks, fua, data).map_err(zone_status)?;
+            (o.opened, o.filled)
+        }
+        None => {
+            data(slba)?;
+            (false, false)
+        }
+    };
+    if fua {
+        durable(ns)?;
+    }
+    Ok((opened, filled))
 }
 
 fn append(
@@ -467,19 +481,7 @@ fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry, info: Option<&mut Op>) ->
         ns.clear_read_errors(w.slba, blocks);
         Ok(())
     };
-    let (opened, filled) = match ns.zones() {
-        Some(z) => {
-            let o = z.write(w.slba, blocks, w.fua, zero).map_err(zone_status)?;
-            (o.opened, o.filled)
-        }
-        None => {
-            zero(w.slba)?;
-            (false, false)
-        }
-    };
-    if w.fua {
-        durable(ns)?;
-    }
+    let (opened, filled) = place(ns, w.slba, blocks, w.fua, zero)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: w.slba,
@@ -625,22 +627,10 @@ fn copy(
         }
         at += n;
     }
-    let place = |_lba: u64| -> Result<(), StatusCode> {
+    let copy_in = |_lba: u64| -> Result<(), StatusCode> {
         store(ns, cmd.sdlba, &data, (ms > 0).then_some(&meta[..]), total)
     };
-    let (opened, filled) = match ns.zones() {
-        Some(z) => {
-            let o = z.write(cmd.sdlba, total, cmd.fua, place).map_err(zone_status)?;
-            (o.opened, o.filled)
-        }
-        None => {
-            place(cmd.sdlba)?;
-            (false, false)
-        }
-    };
-    if cmd.fua {
-        durable(ns)?;
-    }
+    let (opened, filled) = place(ns, cmd.sdlba, total, cmd.fua, copy_in)?;
     note(info, || Op::Copy {
         nsid: ns.nsid,
         sources: ranges.iter().map(|r| (r.slba, r.blocks as u64)).collect(),
