@@ -173,16 +173,36 @@ fn flush_all(ctrl: &Controller) -> Outcome {
 /// Reads blocks into `buf` as the zone layer sees them: written runs from
 /// media, the rest zeros.
 fn read_blocks(ns: &Namespace, slba: u64, blocks: u64, buf: &mut [u8]) -> Result<(), StatusCode> {
-    let bs = ns.block_size();
+    read_visible(ns, slba, blocks, ns.block_size(), buf, |lba, part| ns.media.read(lba, part))
+}
+
+/// Reads the metadata of blocks into `buf` the same way.
+fn read_metadata(ns: &Namespace, slba: u64, blocks: u64, buf: &mut [u8]) -> Result<(), StatusCode> {
+    read_visible(ns, slba, blocks, ns.metadata_size(), buf, |lba, part| {
+        ns.media.read_metadata(lba, part)
+    })
+}
+
+/// Fills `buf` (`unit` bytes per block) with `read` for the runs the zone
+/// layer reports written, and zeros for the rest; conventional namespaces
+/// read everything.
+fn read_visible(
+    ns: &Namespace,
+    slba: u64,
+    blocks: u64,
+    unit: usize,
+    buf: &mut [u8],
+    read: impl Fn(u64, &mut [u8]) -> Result<(), MediaError>,
+) -> Result<(), StatusCode> {
     match ns.zones() {
-        None => ns.media.read(slba, buf).map_err(media_status),
+        None => read(slba, buf).map_err(media_status),
         Some(z) => {
             let mut failed = None;
             z.read_extent(slba, blocks, |lba, count, written| {
-                let off = (lba - slba) as usize * bs;
-                let part = &mut buf[off..off + count as usize * bs];
+                let off = (lba - slba) as usize * unit;
+                let part = &mut buf[off..off + count as usize * unit];
                 if written {
-                    if let Err(e) = ns.media.read(lba, part) {
+                    if let Err(e) = read(lba, part) {
                         failed.get_or_insert(media_status(e));
                     }
                 } else {
@@ -312,26 +332,7 @@ fn transfer_metadata_out(
         return Ok(());
     }
     let mut meta = vec![0u8; ms * blocks as usize];
-    match ns.zones() {
-        None => ns.media.read_metadata(slba, &mut meta).map_err(media_status)?,
-        Some(z) => {
-            let mut failed = None;
-            z.read_extent(slba, blocks, |lba, count, written| {
-                let off = (lba - slba) as usize * ms;
-                let part = &mut meta[off..off + count as usize * ms];
-                if written {
-                    if let Err(e) = ns.media.read_metadata(lba, part) {
-                        failed.get_or_insert(media_status(e));
-                    }
-                } else {
-                    part.fill(0);
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
-    }
+    read_metadata(ns, slba, blocks, &mut meta)?;
     host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError)
 }
 
