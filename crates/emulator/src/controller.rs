@@ -464,6 +464,11 @@ impl Controller {
                 let outcome = if qid == 0 {
                     crate::admin::execute(self, &sqe)
                 } else {
+                    // Overlap the next read's first cache misses with this
+                    // command, as a controller pipelines its media reads.
+                    if i + 1 < n {
+                        crate::io::prefetch(self, &sq.entry(i + 1));
+                    }
                     crate::io::execute(self, host, &sqe, &mut sq.bounce, None)
                 };
                 *slot = self.completion(qid, sq.head as u16, &sqe, outcome);

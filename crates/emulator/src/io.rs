@@ -64,6 +64,20 @@ pub(crate) fn execute(
     r.map_err(Status::from)
 }
 
+/// Hints the media that `sqe`, if a well-formed Read, is about to run, so
+/// its data starts moving into the CPU caches while the command before it
+/// executes. Checks nothing it does not need: a hint changes no outcome.
+#[inline]
+pub(crate) fn prefetch(ctrl: &Controller, sqe: &SubmissionEntry) {
+    if sqe.opcode() != IoOpcode::Read as u8 || !ctrl.transfers_data() {
+        return;
+    }
+    if let Some(ns) = ctrl.namespace(sqe.nsid) {
+        let rw = ReadWrite::decode(sqe);
+        ns.media.prefetch(rw.slba, rw.blocks as u64);
+    }
+}
+
 /// Records what a command did for the timing model, if it wants to know.
 #[inline]
 fn note(info: Option<&mut Op>, op: impl FnOnce() -> Op) {

@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+mod arena;
 mod file;
 mod null;
 mod ram;
@@ -213,6 +214,12 @@ pub enum MediaError {
     /// fit a file offset.
     #[error("invalid media file layout: {0}")]
     InvalidLayout(String),
+    /// The process could not map memory for a chunk of a [`RamMedia`].
+    #[error("out of memory: could not map {bytes} bytes for media data")]
+    OutOfMemory {
+        /// Bytes of the mapping that failed.
+        bytes: usize,
+    },
     /// The backing file failed.
     #[error("media I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -249,6 +256,14 @@ pub trait Media: Send + Sync + fmt::Debug {
     /// zeros afterwards, and the memory or disk space holding them is
     /// released where the backend can.
     fn deallocate(&self, lba: u64, blocks: u64) -> Result<(), MediaError>;
+
+    /// A hint that blocks `lba..lba + blocks` are about to be read: a
+    /// backend may start pulling them into the CPU caches. Does nothing by
+    /// default; never fails and never changes what a read returns, so
+    /// callers pass unchecked ranges.
+    fn prefetch(&self, lba: u64, blocks: u64) {
+        let _ = (lba, blocks);
+    }
 
     /// Makes everything written so far durable (for a file, `fdatasync`).
     /// A no-op for memory and null media.
