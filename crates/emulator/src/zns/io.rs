@@ -227,18 +227,16 @@ impl Zones {
         let first = (slba / g.zone_size) as u32;
         let last = ((end - 1) / g.zone_size) as u32;
 
-        // Learn each zone's written extent (one zone lock at a time). Reads
-        // rarely span more than a few zones: keep those extents on the stack.
+        // Learn each zone's written extent from its published view, without
+        // its lock. Reads rarely span more than a few zones: keep those
+        // extents on the stack.
         let mut extents = Extents::new((last - first + 1) as usize);
         for index in first..=last {
-            let z = self.lock(index);
-            if z.state == ZoneState::Offline {
-                return Err(StatusCode::ZoneIsOffline);
-            }
+            let wp = self.zones[index as usize].read_view().ok_or(StatusCode::ZoneIsOffline)?;
             if index == first && last != first && !g.read_across_boundaries {
                 return Err(StatusCode::ZoneBoundaryError);
             }
-            extents.push(z.wp);
+            extents.push(wp);
         }
 
         // Emit runs, merging neighbours of the same kind.

@@ -69,6 +69,9 @@ mod tests;
 
 use std::fmt;
 
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::{Mutex, MutexGuard};
 use zns_spec::{StatusCode, ZoneDescriptor, ZoneState};
 
@@ -131,7 +134,7 @@ struct ChangedZones {
 /// `&self`.
 pub struct Zones {
     geometry: ZoneGeometry,
-    zones: Box<[Mutex<Zone>]>,
+    zones: Box<[ZoneCell]>,
     resources: Mutex<Resources>,
     changed: Mutex<ChangedZones>,
 }
@@ -152,7 +155,10 @@ impl Zones {
         geometry.validate()?;
         let zones = (0..geometry.zones)
             .map(|i| {
-                Mutex::new(Zone::new(geometry.zone_start(i), geometry.descriptor_extension_bytes))
+                ZoneCell::new(Zone::new(
+                    geometry.zone_start(i),
+                    geometry.descriptor_extension_bytes,
+                ))
             })
             .collect();
         Ok(Zones {
@@ -283,7 +289,7 @@ impl Zones {
     }
 
     /// Locks zone `index`.
-    fn lock(&self, index: u32) -> MutexGuard<'_, Zone> {
+    fn lock(&self, index: u32) -> ZoneGuard<'_> {
         self.zones[index as usize].lock()
     }
 
@@ -302,5 +308,75 @@ impl Zones {
             c.listed[index as usize] = true;
             c.order.push_back(index);
         }
+    }
+}
+
+/// A zone behind its lock, with the part reads need published outside it.
+///
+/// Reads only need to know how far a zone is written (and whether it is
+/// Offline); they load [`ZoneCell::read_view`] instead of taking the lock,
+/// so a read costs no atomic read-modify-write here. Every change to a zone
+/// goes through a [`ZoneGuard`], which publishes the view when it unlocks:
+/// a reader sees a write pointer only after the data below it is stored,
+/// as it would by taking the lock after the writer.
+struct ZoneCell {
+    zone: Mutex<Zone>,
+    /// The write pointer, or [`OFFLINE_VIEW`].
+    view: AtomicU64,
+}
+
+/// [`ZoneCell::view`] of an Offline zone (no LBA reaches it).
+const OFFLINE_VIEW: u64 = u64::MAX;
+
+impl ZoneCell {
+    fn new(zone: Zone) -> ZoneCell {
+        let view = AtomicU64::new(Self::view_of(&zone));
+        ZoneCell { zone: Mutex::new(zone), view }
+    }
+
+    fn view_of(zone: &Zone) -> u64 {
+        if zone.state == ZoneState::Offline {
+            OFFLINE_VIEW
+        } else {
+            zone.wp
+        }
+    }
+
+    fn lock(&self) -> ZoneGuard<'_> {
+        ZoneGuard { guard: self.zone.lock(), view: &self.view }
+    }
+
+    /// The zone's write pointer as of the last unlock, or `None` when the
+    /// zone is Offline.
+    #[inline]
+    fn read_view(&self) -> Option<u64> {
+        Some(self.view.load(Ordering::Acquire)).filter(|&v| v != OFFLINE_VIEW)
+    }
+}
+
+/// A locked zone; publishes the zone's read view when dropped.
+struct ZoneGuard<'a> {
+    guard: MutexGuard<'a, Zone>,
+    view: &'a AtomicU64,
+}
+
+impl Deref for ZoneGuard<'_> {
+    type Target = Zone;
+
+    fn deref(&self) -> &Zone {
+        &self.guard
+    }
+}
+
+impl DerefMut for ZoneGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Zone {
+        &mut self.guard
+    }
+}
+
+impl Drop for ZoneGuard<'_> {
+    fn drop(&mut self) {
+        // Release: the media stores made under the lock happen before.
+        self.view.store(ZoneCell::view_of(&self.guard), Ordering::Release);
     }
 }
