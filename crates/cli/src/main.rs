@@ -8,6 +8,7 @@
 mod bench;
 mod characterize;
 mod emu;
+mod ftl;
 mod identify;
 mod io;
 mod list;
@@ -18,7 +19,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use zns_device::{DeviceError, Target, ZoneAction, ZonedDevice, DEFAULT_URI};
 
 use num::parse_num;
@@ -78,6 +80,11 @@ enum Command {
         #[command(subcommand)]
         command: bench::BenchCommand,
     },
+    /// The host-side FTL on the device: format, stats, check, bench.
+    Ftl {
+        #[command(subcommand)]
+        command: ftl::FtlCommand,
+    },
 }
 
 /// Which zone(s) a zone management command acts on.
@@ -119,10 +126,14 @@ impl ZoneCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    // `zns ftl bench` picks its own device unless one was asked for.
+    let device_given =
+        matches.value_source("device").is_some_and(|s| s != ValueSource::DefaultValue);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(cli.log.as_deref());
     let mut out = std::io::stdout().lock();
-    match run(cli, &mut out).and_then(|()| out.flush().map_err(Into::into)) {
+    match run(cli, device_given, &mut out).and_then(|()| out.flush().map_err(Into::into)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
@@ -173,8 +184,9 @@ fn open(uri: &str) -> Result<std::sync::Arc<dyn ZonedDevice>> {
     Ok(zns_device::open(uri)?)
 }
 
-fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
+fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
     match cli.command {
+        Command::Ftl { command } => ftl::run(&cli.device, device_given, command, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),

@@ -30,40 +30,10 @@ use std::time::Instant;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zns_ftl::analytic::{greedy_waf, two_pool_oracle};
+use zns_ftl::bench::Workload;
 use zns_ftl::{BlockDevice, Ftl, FtlConfig, StreamLayout, VictimPolicy, WriteMode};
 
 const URI: &str = "emu:small,media=null";
-
-#[derive(Clone, Copy)]
-enum Workload {
-    Uniform,
-    HotCold { writes: f64, data: f64 },
-}
-
-impl Workload {
-    fn name(self) -> String {
-        match self {
-            Workload::Uniform => "uniform".into(),
-            Workload::HotCold { writes, data } => {
-                format!("hot-cold-{:.0}-{:.0}", writes * 100.0, data * 100.0)
-            }
-        }
-    }
-
-    fn next(self, rng: &mut SmallRng, n: u64) -> u64 {
-        match self {
-            Workload::Uniform => rng.gen_range(0..n),
-            Workload::HotCold { writes, data } => {
-                let hot = ((n as f64 * data) as u64).max(1);
-                if rng.gen_bool(writes) {
-                    rng.gen_range(0..hot)
-                } else {
-                    rng.gen_range(hot..n)
-                }
-            }
-        }
-    }
-}
 
 struct Args {
     warmup: f64,
@@ -143,11 +113,12 @@ fn run(workload: Workload, config: FtlConfig, a: &Args, seed: u64) -> Outcome {
         ftl.write(l, &big[..k as usize * bs]).expect("fill");
         l += k;
     }
+    let gen = workload.generator(n).expect("workload");
     let mut rng = SmallRng::seed_from_u64(seed);
     let block = vec![0x22u8; bs];
     let warm = (a.warmup * n as f64) as u64;
     for _ in 0..warm {
-        ftl.write(workload.next(&mut rng, n), &block).expect("warm-up write");
+        ftl.write(gen.next(&mut rng), &block).expect("warm-up write");
     }
     let s0 = ftl.stats();
     let t0 = Instant::now();
@@ -155,7 +126,7 @@ fn run(workload: Workload, config: FtlConfig, a: &Args, seed: u64) -> Outcome {
     let (mut invalid_sum, mut samples) = (0f64, 0u64);
     let mut sampling = 0f64;
     for i in 0..meas {
-        ftl.write(workload.next(&mut rng, n), &block).expect("write");
+        ftl.write(gen.next(&mut rng), &block).expect("write");
         if i % 2048 == 0 {
             let t = Instant::now();
             invalid_sum += ftl.stats().invalid_blocks as f64;

@@ -84,7 +84,7 @@ impl std::fmt::Debug for Shared {
 /// any number of threads. Each call uses its own device queue; reads take
 /// no lock on the map.
 pub struct Ftl {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     gc: Option<JoinHandle<()>>,
 }
 
@@ -694,7 +694,10 @@ impl Ftl {
                 if let Some(f) = p.failed() {
                     return Err(FtlError::Failed(f.to_string()));
                 }
-                if p.gc_satisfied() || p.full_zones().next().is_none() {
+                // Nothing reclaimable: no full zone holds an invalid block.
+                let reclaimable =
+                    p.full_zones().any(|z| self.shared.map.valid(z) < self.shared.layout.cap(z));
+                if p.gc_satisfied() || !reclaimable {
                     return Ok(());
                 }
             }

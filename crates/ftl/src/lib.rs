@@ -21,6 +21,8 @@
 //! | [`block`] | the [`BlockDevice`] trait and [`MemoryBlockDevice`], the reference model |
 //! | [`analytic`] | greedy's analytic write amplification and the two-pool oracle |
 //! | [`Ftl`] | reads, writes, discards, flushes; format and recovery |
+//! | `check` | [`Ftl::check`]: the FTL's invariants against themselves and the device |
+//! | [`bench`] | workload generators and the benchmark runner of `zns ftl bench` |
 //! | `map` | packed L2P and P2L maps, per-zone valid counts |
 //! | `zones` | free / open / full / victim pools, write heads within the open-zone limits |
 //! | `gc` | background garbage collection, victim policies, Copy-based relocation |
@@ -33,7 +35,9 @@
 #![warn(missing_docs)]
 
 pub mod analytic;
+pub mod bench;
 pub mod block;
+mod check;
 mod config;
 mod crc;
 mod error;
@@ -50,6 +54,7 @@ pub mod testkit;
 mod zones;
 
 pub use block::{BlockDevice, MemoryBlockDevice};
+pub use check::{CheckProblem, CheckReport, MAX_PROBLEMS};
 pub use config::{FtlConfig, StreamLayout, VictimPolicy, WriteMode};
 pub use error::{FtlError, Result};
 pub use ftl::Ftl;

@@ -1,0 +1,711 @@
+//! `zns ftl`: the host-side FTL (`zns-ftl`) on the device: format it,
+//! print its statistics, check its invariants, and benchmark it against
+//! the raw device.
+//!
+//! `format`, `stats` and `check` work on `--device`; an FTL outlives the
+//! command only on a persistent device (`emu:file=PATH`, `pcie:`, `ng:`,
+//! `zbd:`). `bench` formats a device of its own: `emu:small,media=null`
+//! unless `--device` (or `$ZNS_DEVICE`) names one, and it refuses to
+//! overwrite a persistent device without `--force`.
+
+use std::cell::RefCell;
+use std::io::{IsTerminal, Write};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+use zns_device::DeviceUri;
+use zns_ftl::bench::{self, BenchOptions, BenchReport, Observer, Phase, Workload};
+use zns_ftl::{
+    CheckReport, Ftl, FtlConfig, FtlError, FtlStats, StreamLayout, VictimPolicy, WriteMode,
+};
+
+/// The device `zns ftl bench` uses when `--device` is not given.
+pub const BENCH_DEFAULT_URI: &str = "emu:small,media=null";
+
+#[derive(Debug, Subcommand)]
+pub enum FtlCommand {
+    /// Format an FTL on the device (every zone is reset: all data is lost).
+    Format(FormatArgs),
+    /// Open (recover) the FTL on the device, print its statistics, close it.
+    Stats {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open the FTL and verify its invariants (map, valid counts, zone
+    /// states); exit status 1 when a problem is found.
+    Check {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also read every mapped block back.
+        #[arg(long)]
+        read_all: bool,
+    },
+    /// Measure the FTL (first-pass IOPS, steady-state write amplification,
+    /// map RAM) against the raw device. Formats the device; default device
+    /// emu:small,media=null.
+    Bench(BenchArgs),
+}
+
+/// Stream layouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamsArg {
+    /// One log for user and GC writes.
+    Single,
+    /// User hot/cold and GC streams.
+    Separated,
+}
+
+/// Write paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WriteModeArg {
+    /// Write commands at the write pointer (one writer per open zone).
+    Write,
+    /// Zone Append (writers share open zones).
+    Append,
+}
+
+/// FTL options shared by `format` and `bench`.
+#[derive(Debug, Args)]
+pub struct FtlOptions {
+    /// Over-provisioning: spare space in percent of the exposed capacity.
+    #[arg(long, default_value = "10", value_parser = parse_op, value_name = "PCT")]
+    pub op: f64,
+    /// Garbage collection victim policy: greedy, cost-benefit, lifetime,
+    /// cost-age-time.
+    #[arg(long, default_value = "lifetime", value_parser = parse_policy, value_name = "POLICY")]
+    pub policy: VictimPolicy,
+    /// Stream layout (changes the exposed capacity: each open zone is held
+    /// out of it).
+    #[arg(long, value_enum, default_value = "separated")]
+    pub streams: StreamsArg,
+    /// Open zones per user stream [default: 1; for bench with plain writes,
+    /// the thread count].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub heads: Option<u32>,
+    /// How user data reaches its zone.
+    #[arg(long, value_enum, default_value = "write")]
+    pub write_mode: WriteModeArg,
+    /// Relocate by read and write even when the device has NVMe Copy.
+    #[arg(long)]
+    pub no_copy: bool,
+}
+
+impl FtlOptions {
+    fn config(&self, default_heads: u32) -> FtlConfig {
+        FtlConfig {
+            op: self.op,
+            policy: self.policy,
+            streams: match self.streams {
+                StreamsArg::Single => StreamLayout::Single,
+                StreamsArg::Separated => StreamLayout::Separated,
+            },
+            write_mode: match self.write_mode {
+                WriteModeArg::Write => WriteMode::Write,
+                WriteModeArg::Append => WriteMode::Append,
+            },
+            heads_per_stream: self.heads.unwrap_or(default_heads),
+            use_copy: !self.no_copy,
+            ..FtlConfig::default()
+        }
+    }
+}
+
+/// Arguments of `zns ftl format`.
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    #[command(flatten)]
+    pub ftl: FtlOptions,
+    /// Metadata zones [default: what a checkpoint of the capacity needs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub meta_zones: Option<u32>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `zns ftl bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Address distribution: uniform, zipfian, hot-cold-80-20,
+    /// hot-cold-90-10 (or hot-cold-W-D).
+    #[arg(long, default_value = "uniform", value_parser = parse_workload, value_name = "NAME")]
+    pub workload: Workload,
+    /// Exponent of the zipfian workload.
+    #[arg(long, default_value_t = bench::DEFAULT_ZIPF_THETA, value_name = "THETA")]
+    pub zipf_theta: f64,
+    /// Percentage of reads mixed into the warm-up and measured phases.
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(0..=99))]
+    pub read_pct: u32,
+    /// Threads issuing requests, each with its own queues.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: u32,
+    #[command(flatten)]
+    pub ftl: FtlOptions,
+    /// Warm-up writes before the measured window, in device capacities.
+    #[arg(long, default_value_t = 2.0, value_name = "X")]
+    pub warmup: f64,
+    /// Measured writes, in device capacities.
+    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    pub measure: f64,
+    /// Random reads in each read phase (FTL and raw).
+    #[arg(long, default_value_t = 200_000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub reads: u64,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Allow a persistent device (its data is destroyed).
+    #[arg(long)]
+    pub force: bool,
+    /// One JSON object instead of a table (and no progress bars).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_op(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('%');
+    let v: f64 = t.parse().map_err(|_| format!("{s:?} is not a percentage"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 1000.0) {
+        return Err(format!("{s:?}: over-provisioning must be more than 0 and at most 1000 %"));
+    }
+    Ok(v / 100.0)
+}
+
+fn parse_policy(s: &str) -> Result<VictimPolicy, String> {
+    s.parse().map_err(|e: FtlError| e.to_string())
+}
+
+fn parse_workload(s: &str) -> Result<Workload, String> {
+    s.parse().map_err(|e: FtlError| e.to_string())
+}
+
+/// True for devices that keep nothing after the process ends: `emu:`
+/// without `file=`.
+fn process_private(uri: &str) -> Result<bool> {
+    Ok(match uri.parse::<DeviceUri>()? {
+        DeviceUri::Emulator(e) => e.file.is_none(),
+        _ => false,
+    })
+}
+
+/// Opens the FTL on `uri` with the default run-time configuration.
+fn open_ftl(uri: &str) -> Result<Ftl> {
+    let private = process_private(uri)?;
+    let dev = zns_device::open(uri)?;
+    match Ftl::open(dev, FtlConfig::default()) {
+        Ok(f) => Ok(f),
+        Err(FtlError::NotFormatted) if private => bail!(
+            "open the FTL: {uri} holds no FTL: an emu: device without file= starts empty in \
+             every command (format one on emu:file=PATH)"
+        ),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("open the FTL on {uri}"))),
+    }
+}
+
+pub fn run(uri: &str, device_given: bool, cmd: FtlCommand, out: &mut dyn Write) -> Result<()> {
+    match cmd {
+        FtlCommand::Format(args) => format(uri, &args, out),
+        FtlCommand::Stats { json } => stats(uri, json, out),
+        FtlCommand::Check { json, read_all } => check(uri, json, read_all, out),
+        FtlCommand::Bench(args) => {
+            let uri = if device_given { uri } else { BENCH_DEFAULT_URI };
+            bench_cmd(uri, &args, out)
+        }
+    }
+}
+
+fn human_bytes(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", units[u])
+}
+
+fn streams_name(s: StreamLayout) -> &'static str {
+    match s {
+        StreamLayout::Single => "single",
+        StreamLayout::Separated => "separated",
+    }
+}
+
+fn mode_name(m: WriteMode) -> &'static str {
+    match m {
+        WriteMode::Write => "write",
+        WriteMode::Append => "append",
+    }
+}
+
+fn format(uri: &str, args: &FormatArgs, out: &mut dyn Write) -> Result<()> {
+    if process_private(uri)? {
+        eprintln!(
+            "zns: warning: {uri} exists only while this command runs: the FTL formatted on it \
+             vanishes when zns exits (use --device emu:file=PATH, made by `zns emu create`)"
+        );
+    }
+    let mut config = args.ftl.config(1);
+    config.meta_zones = args.meta_zones;
+    let dev = zns_device::open(uri)?;
+    let info = dev.info().clone();
+    let ftl = Ftl::format(dev, config).with_context(|| format!("format an FTL on {uri}"))?;
+    let st = ftl.stats();
+    let c = ftl.config().clone();
+    let meta = ftl.meta_zones() as u64;
+    let unusable = st.pools.unusable as u64;
+    let data = info.zone_count - meta - unusable;
+    let bytes = st.logical_blocks * st.block_size as u64;
+    let (_, open_max) = ftl.open_zone_limits();
+    ftl.close().context("close the FTL")?;
+    if args.json {
+        let v = json!({
+            "device": uri,
+            "logical_blocks": st.logical_blocks,
+            "block_size": st.block_size,
+            "bytes": bytes,
+            "op": c.op,
+            "zones": info.zone_count,
+            "meta_zones": meta,
+            "data_zones": data,
+            "unusable_zones": unusable,
+            "streams": streams_name(c.streams),
+            "heads_per_stream": c.heads_per_stream,
+            "open_zones_max": open_max,
+            "map_bytes_per_block": st.map_bytes_per_block,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    writeln!(out, "formatted an FTL on {uri}")?;
+    writeln!(
+        out,
+        "  exposed         {} blocks of {} bytes ({})",
+        st.logical_blocks,
+        st.block_size,
+        human_bytes(bytes)
+    )?;
+    writeln!(out, "  over-provision  {:.1} %", c.op * 100.0)?;
+    writeln!(
+        out,
+        "  zones           {} data, {meta} metadata, {unusable} unusable (of {})",
+        data, info.zone_count
+    )?;
+    writeln!(
+        out,
+        "  streams         {}, {} open zone(s) per user stream, at most {open_max} open with the log",
+        streams_name(c.streams),
+        c.heads_per_stream
+    )?;
+    writeln!(out, "  map RAM         {:.2} bytes per exposed block", st.map_bytes_per_block)?;
+    Ok(())
+}
+
+fn stats_json(uri: &str, s: &FtlStats) -> Value {
+    let p = &s.pools;
+    json!({
+        "device": uri,
+        "logical_blocks": s.logical_blocks,
+        "block_size": s.block_size,
+        "user_blocks_written": s.user_blocks_written,
+        "user_blocks_read": s.user_blocks_read,
+        "user_writes": s.user_writes,
+        "user_reads": s.user_reads,
+        "user_flushes": s.user_flushes,
+        "blocks_discarded": s.blocks_discarded,
+        "data_blocks_written": s.data_blocks_written,
+        "gc_blocks_copied": s.gc_blocks_copied,
+        "gc_blocks_discarded_copies": s.gc_blocks_discarded_copies,
+        "gc_copy_commands": s.gc_copy_commands,
+        "gc_victims": s.gc_victims,
+        "gc_seconds": s.gc_seconds,
+        "meta_blocks_written": s.meta_blocks_written,
+        "checkpoints": s.checkpoints,
+        "device_flushes": s.device_flushes,
+        "zone_resets": s.zone_resets,
+        "zone_finishes": s.zone_finishes,
+        "user_waits": s.user_waits,
+        "waf": s.waf,
+        "waf_total": s.waf_total,
+        "pools": {
+            "free": p.free,
+            "open": p.open,
+            "full": p.full,
+            "victim": p.victim,
+            "meta": p.meta,
+            "unusable": p.unusable,
+        },
+        "valid_blocks": s.valid_blocks,
+        "invalid_blocks": s.invalid_blocks,
+        "map_bytes": s.map_bytes,
+        "map_bytes_per_block": s.map_bytes_per_block,
+    })
+}
+
+fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
+    let ftl = open_ftl(uri)?;
+    let s = ftl.stats();
+    ftl.close().context("close the FTL")?;
+    if as_json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&stats_json(uri, &s))?)?;
+        return Ok(());
+    }
+    let p = &s.pools;
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "logical blocks",
+            format!(
+                "{} of {} bytes ({})",
+                s.logical_blocks,
+                s.block_size,
+                human_bytes(s.logical_blocks * s.block_size as u64)
+            ),
+        ),
+        ("valid blocks", s.valid_blocks.to_string()),
+        ("invalid blocks", s.invalid_blocks.to_string()),
+        (
+            "zones",
+            format!(
+                "{} free, {} open, {} full, {} victim, {} metadata, {} unusable",
+                p.free, p.open, p.full, p.victim, p.meta, p.unusable
+            ),
+        ),
+        (
+            "map RAM",
+            format!(
+                "{} ({:.2} bytes per block)",
+                human_bytes(s.map_bytes as u64),
+                s.map_bytes_per_block
+            ),
+        ),
+        ("", "counters since this open (recovery included):".into()),
+        ("user blocks written", s.user_blocks_written.to_string()),
+        ("user blocks read", s.user_blocks_read.to_string()),
+        ("data blocks written", s.data_blocks_written.to_string()),
+        ("metadata blocks", s.meta_blocks_written.to_string()),
+        ("checkpoints", s.checkpoints.to_string()),
+        ("device flushes", s.device_flushes.to_string()),
+        ("zone resets", s.zone_resets.to_string()),
+        ("zone finishes", s.zone_finishes.to_string()),
+        ("GC victims", s.gc_victims.to_string()),
+        ("GC blocks copied", s.gc_blocks_copied.to_string()),
+    ];
+    writeln!(out, "FTL on {uri}")?;
+    for (k, v) in rows {
+        writeln!(out, "  {k:<20} {v}")?;
+    }
+    Ok(())
+}
+
+fn check_json(uri: &str, r: &CheckReport) -> Value {
+    json!({
+        "device": uri,
+        "ok": r.is_ok(),
+        "logical_blocks": r.logical_blocks,
+        "mapped_blocks": r.mapped_blocks,
+        "zones": r.zones,
+        "meta_zones": r.meta_zones,
+        "full_zones": r.full_zones,
+        "open_zones": r.open_zones,
+        "free_zones": r.free_zones,
+        "unusable_zones": r.unusable_zones,
+        "physical_blocks_checked": r.physical_blocks_checked,
+        "read_all": r.read_all,
+        "blocks_read": r.blocks_read,
+        "problems_total": r.problems_total,
+        "problems": r.problems.iter().map(|p| json!({
+            "kind": p.kind(),
+            "zone": p.zone(),
+            "message": p.to_string(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn check(uri: &str, as_json: bool, read_all: bool, out: &mut dyn Write) -> Result<()> {
+    let ftl = open_ftl(uri)?;
+    let r = ftl.check(read_all).context("check the FTL")?;
+    if r.is_ok() {
+        ftl.close().context("close the FTL")?;
+    } else {
+        // Keep the device as it is for a closer look: no checkpoint of a
+        // map with problems (the log is still flushed).
+        drop(ftl);
+    }
+    if as_json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&check_json(uri, &r))?)?;
+    } else {
+        writeln!(
+            out,
+            "checked the FTL on {uri}: {} of {} logical blocks mapped; zones: {} full, {} open, \
+             {} free, {} metadata, {} unusable",
+            r.mapped_blocks,
+            r.logical_blocks,
+            r.full_zones,
+            r.open_zones,
+            r.free_zones,
+            r.meta_zones,
+            r.unusable_zones
+        )?;
+        if read_all {
+            writeln!(out, "read back {} blocks", r.blocks_read)?;
+        }
+        for p in &r.problems {
+            writeln!(out, "problem: {p}")?;
+        }
+        if r.problems_total > r.problems.len() as u64 {
+            writeln!(out, "... and {} more", r.problems_total - r.problems.len() as u64)?;
+        }
+        if r.is_ok() {
+            writeln!(out, "no problems found")?;
+        }
+    }
+    if !r.is_ok() {
+        out.flush()?;
+        bail!("the FTL check found {} problem(s)", r.problems_total);
+    }
+    Ok(())
+}
+
+/// Progress bars on stderr, one per phase; hidden when stderr is not a
+/// terminal or the output is JSON.
+struct Bars {
+    multi: MultiProgress,
+    bar: RefCell<Option<ProgressBar>>,
+}
+
+impl Bars {
+    fn new(visible: bool) -> Bars {
+        let target =
+            if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Bars { multi: MultiProgress::with_draw_target(target), bar: RefCell::new(None) }
+    }
+}
+
+impl Observer for Bars {
+    fn phase_started(&self, phase: Phase, units: u64) {
+        let unit = match phase {
+            Phase::Read | Phase::RawRead => "reads",
+            _ => "writes",
+        };
+        let style = ProgressStyle::with_template(&format!(
+            "{{prefix:>9}} [{{bar:30}}] {{percent:>3}}%  {{human_pos}}/{{human_len}} {unit}  \
+             {{elapsed}}, about {{eta}} left"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        let bar = self.multi.add(ProgressBar::new(units.max(1)));
+        bar.set_style(style);
+        bar.set_prefix(phase.name());
+        *self.bar.borrow_mut() = Some(bar);
+    }
+
+    fn progress(&self, _phase: Phase, done: u64) {
+        if let Some(b) = self.bar.borrow().as_ref() {
+            b.set_position(done);
+        }
+    }
+
+    fn phase_finished(&self, phase: Phase, units: u64, seconds: f64) {
+        if let Some(b) = self.bar.borrow_mut().take() {
+            b.set_style(
+                ProgressStyle::with_template("{prefix:>9} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            b.finish_with_message(format!(
+                "{units} in {seconds:.2} s: {:.0} per second",
+                units as f64 / seconds.max(1e-9)
+            ));
+        }
+        let _ = phase;
+    }
+}
+
+fn bench_cmd(uri: &str, args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
+    let private = process_private(uri)?;
+    if !private && !args.force {
+        bail!(
+            "ftl bench formats and overwrites {uri}; add --force to destroy its data (or leave \
+             out --device and $ZNS_DEVICE to use {BENCH_DEFAULT_URI})"
+        );
+    }
+    if !(args.warmup.is_finite() && args.warmup >= 0.0) {
+        bail!("--warmup {}: must be a number of capacities >= 0", args.warmup);
+    }
+    if !(args.measure.is_finite() && args.measure > 0.0) {
+        bail!("--measure {}: must be a number of capacities > 0", args.measure);
+    }
+    let workload = args.workload.with_zipf_theta(args.zipf_theta);
+    let default_heads = match args.ftl.write_mode {
+        WriteModeArg::Write => args.threads,
+        WriteModeArg::Append => 1,
+    };
+    let opts = BenchOptions {
+        workload,
+        read_pct: args.read_pct,
+        threads: args.threads,
+        config: args.ftl.config(default_heads),
+        warmup: args.warmup,
+        measure: args.measure,
+        reads: args.reads,
+        seed: args.seed,
+    };
+    let bars = Bars::new(!args.json && std::io::stderr().is_terminal());
+    let owned = uri.to_string();
+    let report = bench::run(&|| zns_device::open(&owned), &opts, &bars)
+        .with_context(|| format!("FTL benchmark on {uri}"))?;
+    let v = bench_json(uri, &opts, &report);
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else {
+        bench_table(&opts, &report, out)?;
+    }
+    Ok(())
+}
+
+fn bench_json(uri: &str, o: &BenchOptions, r: &BenchReport) -> Value {
+    let c = &o.config;
+    let w = &r.window;
+    let theta = match o.workload {
+        Workload::Zipfian { theta } => Some(theta),
+        _ => None,
+    };
+    let phases: Vec<Value> = r
+        .phases
+        .iter()
+        .map(|p| {
+            json!({
+                "phase": p.phase.name(),
+                "units": p.units,
+                "mixed_reads": p.extra_reads,
+                "seconds": p.seconds,
+                "cpu_seconds": p.cpu_seconds,
+            })
+        })
+        .collect();
+    let gc = json!({
+        "victims": w.gc_victims,
+        "blocks_copied": w.gc_blocks_copied,
+        "copy_commands": w.gc_copy_commands,
+        "seconds": w.gc_seconds,
+        "user_waits": w.user_waits,
+        "zone_resets": w.zone_resets,
+    });
+    let fields: Vec<(&str, Value)> = vec![
+        ("device", json!(uri)),
+        ("workload", json!(o.workload.name())),
+        ("zipf_theta", json!(theta)),
+        ("read_pct", json!(o.read_pct)),
+        ("threads", json!(o.threads)),
+        ("op", json!(c.op)),
+        ("policy", json!(c.policy.name())),
+        ("streams", json!(streams_name(c.streams))),
+        ("write_mode", json!(mode_name(c.write_mode))),
+        ("heads_per_stream", json!(c.heads_per_stream)),
+        ("block_size", json!(r.block_size)),
+        ("logical_blocks", json!(r.logical_blocks)),
+        ("meta_zones", json!(r.meta_zones)),
+        ("waf", json!(r.waf)),
+        ("waf_total", json!(r.waf_total)),
+        ("map_bytes_per_block", json!(r.map_bytes_per_block)),
+        ("write_iops", json!(r.write_iops)),
+        ("read_iops", json!(r.read_iops)),
+        ("raw_write_iops", json!(r.raw_write_iops)),
+        ("raw_read_iops", json!(r.raw_read_iops)),
+        ("write_vs_raw", json!(r.write_iops / r.raw_write_iops)),
+        ("read_vs_raw", json!(r.read_iops / r.raw_read_iops)),
+        ("ns_per_io", json!(r.ns_per_io)),
+        ("ns_per_io_write", json!(r.ns_per_io_write)),
+        ("ns_per_io_read", json!(r.ns_per_io_read)),
+        ("wall_ns_per_io_write", json!(r.wall_ns_per_io_write)),
+        ("wall_ns_per_io_read", json!(r.wall_ns_per_io_read)),
+        ("write_vs_raw_cpu", json!(r.write_vs_raw_cpu)),
+        ("read_vs_raw_cpu", json!(r.read_vs_raw_cpu)),
+        ("first_pass_gc_victims", json!(r.first_pass_gc_victims)),
+        ("steady_write_iops", json!(r.steady_write_iops)),
+        ("steady_read_iops", json!(r.steady_read_iops)),
+        ("gc", gc),
+        ("user_blocks_measured", json!(w.user_blocks_written)),
+        ("data_blocks_measured", json!(w.data_blocks_written)),
+        ("meta_blocks_measured", json!(w.meta_blocks_written)),
+        ("warmup", json!(o.warmup)),
+        ("measure", json!(o.measure)),
+        ("reads", json!(o.reads)),
+        ("seed", json!(o.seed)),
+        ("phases", Value::Array(phases)),
+        ("duration_seconds", json!(r.seconds)),
+    ];
+    Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+fn bench_table(o: &BenchOptions, r: &BenchReport, out: &mut dyn Write) -> Result<()> {
+    let c = &o.config;
+    writeln!(
+        out,
+        "{} on {}: {} blocks exposed, OP {:.1} %, {} policy, {} streams, {} mode, {} thread(s)",
+        o.workload,
+        r.device,
+        r.logical_blocks,
+        c.op * 100.0,
+        c.policy.name(),
+        streams_name(c.streams),
+        mode_name(c.write_mode),
+        o.threads
+    )?;
+    writeln!(
+        out,
+        "{:<8} {:>12} {:>12} {:>8} {:>12} {:>12}",
+        "4 KiB", "FTL IOPS", "raw IOPS", "FTL/raw", "FTL/raw CPU", "+CPU ns/I/O"
+    )?;
+    for (name, f, raw, cpu, ns) in [
+        ("write", r.write_iops, r.raw_write_iops, r.write_vs_raw_cpu, r.ns_per_io_write),
+        ("read", r.read_iops, r.raw_read_iops, r.read_vs_raw_cpu, r.ns_per_io_read),
+    ] {
+        writeln!(out, "{name:<8} {f:>12.0} {raw:>12.0} {:>8.3} {cpu:>12.3} {ns:>12.1}", f / raw)?;
+    }
+    writeln!(
+        out,
+        "steady state ({} capacities of warm-up, {} measured): WAF {:.3} ({:.3} with metadata), \
+         {:.0} writes/s, {:.0} reads/s, {} zones reclaimed",
+        o.warmup,
+        o.measure,
+        r.waf,
+        r.waf_total,
+        r.steady_write_iops,
+        r.steady_read_iops,
+        r.window.gc_victims
+    )?;
+    writeln!(out, "map RAM: {:.2} bytes per exposed block", r.map_bytes_per_block)?;
+    if r.first_pass_gc_victims > 0 {
+        writeln!(
+            out,
+            "note: garbage collection ran during the first pass ({} zones): its IOPS include it",
+            r.first_pass_gc_victims
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse() {
+        assert_eq!(parse_op("10"), Ok(0.10));
+        assert_eq!(parse_op("7%"), Ok(0.07));
+        assert!(parse_op("0").is_err() && parse_op("x").is_err() && parse_op("inf").is_err());
+        assert!(parse_policy("greedy").is_ok() && parse_policy("lru").is_err());
+        assert!(parse_workload("hot-cold-90-10").is_ok() && parse_workload("hot").is_err());
+        assert!(process_private("emu:tiny").unwrap());
+        assert!(!process_private("emu:file=x.img").unwrap());
+        assert!(!process_private("zbd:/dev/nvme0n1").unwrap());
+        assert!(process_private("bogus").is_err());
+    }
+}

@@ -1,0 +1,166 @@
+//! `zns ftl` as a user runs it: format on a persistent image, stats and
+//! check on it, a short benchmark, and the errors of an unformatted device.
+
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn zns(args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_zns"))
+        .args(args)
+        .env_remove("ZNS_DEVICE")
+        .env_remove("ZNS_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run zns");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn ok(o: Out) -> Out {
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    o
+}
+
+/// A fresh `tiny` image in a temporary directory, and its URI.
+fn image() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", "tiny"]));
+    let uri = format!("emu:file={}", path.display());
+    (dir, uri)
+}
+
+fn json(o: &Out) -> Value {
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", o.stdout))
+}
+
+#[test]
+fn format_stats_check_on_a_persistent_image() {
+    let (_dir, uri) = image();
+    let f = ok(zns(&["--device", &uri, "ftl", "format", "--op", "20"]));
+    assert!(f.stdout.contains("formatted an FTL"), "{}", f.stdout);
+    assert!(f.stdout.contains("blocks of 4096 bytes"), "{}", f.stdout);
+    assert!(f.stderr.is_empty(), "a persistent device needs no warning: {}", f.stderr);
+
+    let s = ok(zns(&["--device", &uri, "ftl", "stats", "--json"]));
+    let v = json(&s);
+    assert!(v["logical_blocks"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["block_size"], 4096);
+    assert_eq!(v["valid_blocks"], 0);
+    assert_eq!(v["user_blocks_written"], 0);
+    assert!(v["map_bytes_per_block"].as_f64().unwrap() > 0.0);
+    assert!(v["pools"]["meta"].as_u64().unwrap() > 0);
+
+    let c = ok(zns(&["--device", &uri, "ftl", "check", "--read-all"]));
+    assert!(c.stdout.contains("no problems found"), "{}", c.stdout);
+    let c = ok(zns(&["--device", &uri, "ftl", "check", "--json"]));
+    let v = json(&c);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0);
+    // Human stats too, after the FTL was opened and closed twice.
+    let s = ok(zns(&["--device", &uri, "ftl", "stats"]));
+    assert!(s.stdout.contains("logical blocks"), "{}", s.stdout);
+}
+
+#[test]
+fn format_on_a_process_device_warns_but_works() {
+    let f = ok(zns(&["--device", "emu:tiny", "ftl", "format", "--json"]));
+    assert!(f.stderr.contains("warning") && f.stderr.contains("vanishes"), "{}", f.stderr);
+    let v = json(&f);
+    assert!(v["logical_blocks"].as_u64().unwrap() > 0);
+    assert!(v["meta_zones"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn unformatted_devices_and_bad_options_fail_cleanly() {
+    let (_dir, uri) = image();
+    for cmd in [["ftl", "stats"], ["ftl", "check"]] {
+        let mut args = vec!["--device", uri.as_str()];
+        args.extend_from_slice(&cmd);
+        let o = zns(&args);
+        assert_eq!(o.code, 1, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+        assert!(o.stdout.is_empty(), "{}", o.stdout);
+        assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+        assert!(o.stderr.starts_with("zns: "), "{}", o.stderr);
+        assert!(o.stderr.contains("format it first"), "{}", o.stderr);
+        assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    }
+    let o = zns(&["--device", "emu:tiny", "ftl", "stats"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("holds no FTL"), "{}", o.stderr);
+    // A persistent device is not benchmarked without --force.
+    let o = zns(&["--device", &uri, "ftl", "bench", "--json"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--force"), "{}", o.stderr);
+    // Bad option values are usage errors.
+    for bad in [
+        &["ftl", "format", "--op", "0"][..],
+        &["ftl", "bench", "--workload", "pareto"],
+        &["ftl", "bench", "--policy", "lru"],
+        &["ftl", "bench", "--read-pct", "100"],
+    ] {
+        let o = zns(bad);
+        assert_eq!(o.code, 2, "{bad:?}: {}", o.stderr);
+    }
+}
+
+#[test]
+fn a_short_bench_prints_every_key() {
+    let o = ok(zns(&[
+        "--device",
+        "emu:tiny,media=null",
+        "ftl",
+        "bench",
+        "--json",
+        "--workload",
+        "zipfian",
+        "--warmup",
+        "0.5",
+        "--measure",
+        "0.5",
+        "--reads",
+        "2000",
+        "--read-pct",
+        "10",
+    ]));
+    assert!(o.stderr.is_empty(), "no progress bars into a pipe: {}", o.stderr);
+    let v = json(&o);
+    for key in [
+        "workload",
+        "op",
+        "waf",
+        "map_bytes_per_block",
+        "write_iops",
+        "read_iops",
+        "raw_write_iops",
+        "raw_read_iops",
+        "ns_per_io",
+        "device",
+        "threads",
+        "policy",
+        "write_mode",
+        "gc",
+        "duration_seconds",
+    ] {
+        assert!(!v[key].is_null(), "{key} missing: {v}");
+    }
+    assert_eq!(v["workload"], "zipfian");
+    assert_eq!(v["zipf_theta"], 0.99);
+    assert_eq!(v["device"], "emu:tiny,media=null");
+    assert!(v["waf"].as_f64().unwrap() >= 1.0, "{v}");
+    for key in ["write_iops", "read_iops", "raw_write_iops", "raw_read_iops"] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    assert_eq!(v["phases"].as_array().unwrap().len(), 6);
+}
