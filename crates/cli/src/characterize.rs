@@ -125,6 +125,10 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
             e.duration.wall_ns as f64 / 1e9
         )?;
     }
+    match &r.overhead {
+        Some(o) => writeln!(out, "engine overhead: {}", characterize::describe_overhead(o))?,
+        None => writeln!(out, "engine overhead: not measured")?,
+    }
     let key = [
         "qd1/write/4KiB:mean_us",
         "qd1/append/4KiB:mean_us",

@@ -71,6 +71,9 @@ pub enum Tool {
     /// `zns-differential`: random command sequences compared with znskit's
     /// emulator.
     Differential,
+    /// `zns characterize --suite smoke`: the characterization suite, short,
+    /// checked for its `results.json` and `report.html`.
+    Characterize,
 }
 
 impl Tool {
@@ -79,6 +82,7 @@ impl Tool {
         match self {
             Tool::Conformance => "/bin/zns-conformance",
             Tool::Differential => "/bin/zns-differential",
+            Tool::Characterize => "/bin/zns",
         }
     }
 }
@@ -98,13 +102,14 @@ pub struct Run {
 /// after the kernel lets go of the controller. The differential runs use
 /// the paths that return the controller's own statuses: the passthrough
 /// (`ng:`) on both zoned namespaces, and the user-space driver (`pcie:`,
-/// the first zoned namespace).
+/// the first zoned namespace). The characterization suite's smoke run
+/// goes through the passthrough on the first zoned namespace.
 ///
 /// The kernel numbers namespace devices in the order it finds them, not
 /// by namespace ID, so the script looks the names up: `$NS1` and `$NS2`
 /// stand for the `0nX` suffixes of namespaces 1 and 2.
 pub fn default_runs() -> Vec<Run> {
-    use Tool::{Conformance, Differential};
+    use Tool::{Characterize, Conformance, Differential};
     [
         ("ng-pow2", Conformance, "ng:/dev/ng$NS1"),
         ("ng-npow2", Conformance, "ng:/dev/ng$NS2"),
@@ -112,12 +117,36 @@ pub fn default_runs() -> Vec<Run> {
         ("zbd-psync", Conformance, "zbd:/dev/nvme$NS1,io=psync"),
         ("diff-ng-pow2", Differential, "ng:/dev/ng$NS1"),
         ("diff-ng-npow2", Differential, "ng:/dev/ng$NS2"),
+        ("characterize-ng", Characterize, "ng:/dev/ng$NS1"),
         ("pcie", Conformance, "pcie:"),
         ("diff-pcie", Differential, "pcie:"),
     ]
     .into_iter()
     .map(|(l, tool, u)| Run { label: l.into(), tool, uri: u.into() })
     .collect()
+}
+
+/// Prefix of the line a characterization run prints when its outputs are
+/// there.
+pub const CHARACTERIZE_SUMMARY: &str = "characterize: ";
+
+/// The lines of a characterization run labelled `label` on `uri`: the
+/// smoke suite (`--force`: the conformance runs before it leave zones
+/// written), its progress and log on stderr kept in a file (the console is
+/// a terminal), then a check that `results.json` and `report.html` are
+/// there and not empty.
+fn characterize_lines(label: &str, uri: &str) -> String {
+    let out = format!("/tmp/{label}");
+    format!(
+        r#"run {label} /bin/zns characterize --device "{uri}" --suite smoke --force --out {out} 2>{out}.stderr
+if [ -s {out}/results.json ] && [ -s {out}/report.html ]; then
+    echo "{CHARACTERIZE_SUMMARY}{label}: results.json $(wc -c < {out}/results.json) bytes, report.html $(wc -c < {out}/report.html) bytes"
+else
+    echo "FAIL {label}: no results.json or report.html in {out}"; fail=1
+    tail -n 20 {out}.stderr
+fi
+"#
+    )
 }
 
 /// Marker the guest prints last: followed by `PASS` or `FAIL`.
@@ -281,8 +310,12 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
     let mut unbound = false;
     let mut seed = p.differential_seed;
     for r in &p.runs {
+        if r.tool == Tool::Characterize {
+            s.push_str(&characterize_lines(&r.label, &r.uri));
+            continue;
+        }
         let args = match r.tool {
-            Tool::Conformance => join(&p.conformance_args),
+            Tool::Conformance | Tool::Characterize => join(&p.conformance_args),
             Tool::Differential => {
                 let mut a = vec!["--seed".to_string(), format!("{seed:#x}")];
                 a.extend(p.differential_args.iter().cloned());
@@ -402,6 +435,15 @@ mod tests {
         assert!(s.contains(
             "run diff-pcie /bin/zns-differential '--seed' '0x2c' '--count' '7' \"pcie:$bdf\""
         ));
+        let c = s
+            .find(
+                "run characterize-ng /bin/zns characterize --device \"ng:/dev/ng$NS1\" \
+                 --suite smoke --force --out /tmp/characterize-ng",
+            )
+            .expect("a characterization run");
+        assert!(c < s.find("/sys/bus/pci/drivers/nvme/unbind").unwrap());
+        assert!(s.contains("[ -s /tmp/characterize-ng/results.json ]"));
+        assert!(s.contains("[ -s /tmp/characterize-ng/report.html ]"));
         assert_eq!(s.matches("/sys/bus/pci/drivers/nvme/unbind").count(), 1);
         assert!(s.contains("/sys/bus/pci/drivers/nvme/unbind"));
         assert!(s.contains("echo 64 > /proc/sys/vm/nr_hugepages"));

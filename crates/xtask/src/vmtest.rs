@@ -3,11 +3,12 @@
 //! passthrough, zoned block device and user-space PCIe driver backends,
 //! and the differential test (random command sequences on QEMU's
 //! controller and on znskit's emulator, compared command by command)
-//! through the passthrough and the user-space driver.
+//! through the passthrough and the user-space driver, and a short run of
+//! `zns characterize` (the smoke suite) through the passthrough.
 //!
 //! Steps: install what is missing (Debian packages), fetch and unpack a
-//! Debian cloud kernel, build statically linked `zns-conformance` and
-//! `zns-differential`, pack a busybox initramfs whose `/init` runs them,
+//! Debian cloud kernel, build statically linked `zns-conformance`,
+//! `zns-differential` and `zns`, pack a busybox initramfs whose `/init` runs them,
 //! boot QEMU with three namespaces, stream the serial console, and fail on
 //! a failed check, an unexplained difference, a missing result marker or a
 //! timeout.
@@ -30,7 +31,9 @@ ng:/dev/ng0n2, zbd:/dev/nvme0n1 (io_uring and pread/pwrite), and pcie:<bdf>
 after unbinding the controller from the kernel; and the differential test
 (zns-differential: random command sequences compared with znskit's emulator
 built with the namespace's geometry) on ng:/dev/ng0n1, ng:/dev/ng0n2 and
-pcie:<bdf>. Exits non-zero on any failure or unexplained difference.
+pcie:<bdf>; and `zns characterize --suite smoke` on ng:/dev/ng0n1, checked
+for its results.json and report.html. Exits non-zero on any failure or
+unexplained difference.
 
 options:
   --timeout SECS     give the guest this long (default 900)
@@ -38,7 +41,8 @@ options:
   --only CHECK,...   run only these conformance checks
   --repeat N         run the conformance checks N times on each device
   --runs LABEL,...   only these runs (ng-pow2, ng-npow2, zbd-uring, zbd-psync,
-                     diff-ng-pow2, diff-ng-npow2, pcie, diff-pcie)
+                     diff-ng-pow2, diff-ng-npow2, characterize-ng, pcie,
+                     diff-pcie)
   --seed N           seed of the differential runs (default: a new one, printed)
   --sequences N      random command sequences of each differential run (default 1000)
   --no-install       do not install missing packages or targets; fail instead
@@ -394,12 +398,21 @@ fn static_target(install: bool) -> (&'static str, bool) {
     (GNU, true)
 }
 
-/// The test programs the guest runs (binaries of the `zns-device` package).
-pub const GUEST_PROGRAMS: &[&str] = &["zns-conformance", "zns-differential"];
+/// The test programs the guest runs (binaries of the `zns-device` package,
+/// and `zns`, the command line of `zns-cli`, for the characterization run).
+pub const GUEST_PROGRAMS: &[&str] = &["zns-conformance", "zns-differential", "zns"];
 
-/// Builds `programs` (binaries of `zns-device`) statically for the guest
-/// (against glibc when `glibc`, else musl where rustup has it); returns
-/// their paths, in order.
+/// The package a guest program comes from.
+fn package_of(program: &str) -> &'static str {
+    match program {
+        "zns" => "zns-cli",
+        _ => "zns-device",
+    }
+}
+
+/// Builds `programs` (binaries of `zns-device`, or `zns` of `zns-cli`)
+/// statically for the guest (against glibc when `glibc`, else musl where
+/// rustup has it); returns their paths, in order.
 pub fn build_guest_binaries(
     root: &Path,
     target: &Path,
@@ -410,7 +423,13 @@ pub fn build_guest_binaries(
     let (triple, crt_static) = if glibc { (GNU, true) } else { static_target(install) };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(["build", "--release", "--package", "zns-device"]);
+    cmd.current_dir(root).args(["build", "--release"]);
+    let mut packages: Vec<&str> = programs.iter().map(|p| package_of(p)).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    for p in packages {
+        cmd.args(["--package", p]);
+    }
     for p in programs {
         cmd.args(["--bin", p]);
     }
@@ -550,6 +569,7 @@ pub(crate) fn observe(line: &str, o: &mut Outcome) {
     {
         o.failures.push(line.to_string());
     } else if line.starts_with("conformance: ")
+        || line.starts_with(guest::CHARACTERIZE_SUMMARY)
         || line.contains("vmtest: END ")
         || (line.starts_with("differential: ")
             && (line.contains(" vs ") || line.contains("unexplained differences")))
@@ -788,6 +808,7 @@ mod tests {
             "differential: commands: write 5",
             "DIFF sequence 3 command 4 (replay: ...): write 1 blocks at LBA 0",
             "differential: 1 unexplained differences",
+            "characterize: characterize-ng: results.json 90000 bytes, report.html 80000 bytes",
             "ENGINE-RESULT {\"engine\":\"ng\"}",
             "VMTEST-RESULT: FAIL",
         ] {
@@ -795,7 +816,7 @@ mod tests {
         }
         assert_eq!(o.result, Some(false));
         assert_eq!(o.failures.len(), 2);
-        assert_eq!(o.summaries.len(), 4);
+        assert_eq!(o.summaries.len(), 5);
         assert_eq!(o.engine_results, ["{\"engine\":\"ng\"}"]);
         let mut o = Outcome::default();
         observe("VMTEST-RESULT: PASS", &mut o);

@@ -167,6 +167,7 @@ mod tests {
             points,
             summary,
             reference: None,
+            overhead: None,
         }
     }
 

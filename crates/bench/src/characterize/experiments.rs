@@ -14,7 +14,7 @@ use super::results::{
     SCHEMA_VERSION,
 };
 use super::stats::LatencyHistogram;
-use super::{clock, reference, size_label, CharacterizeError, Options};
+use super::{clock, overhead, reference, size_label, CharacterizeError, Options};
 
 /// Zones assumed when the device sets no open or active limit.
 const UNLIMITED_ZONES: usize = 16;
@@ -169,8 +169,18 @@ pub(crate) fn run(
     }
     r.drop_dataset()?;
     r.sweep()?;
-    obs.suite_finished();
     let device_ns = r.ctx.now().saturating_sub(device0);
+    let clock_name = clock::clock_name(dev);
+    let overhead =
+        match overhead::measure(r.plan.overhead_ios, r.plan.overhead_passes, clock_name, &r.points)
+        {
+            Ok(o) => Some(o),
+            Err(e) => {
+                tracing::warn!(error = %e, "the engine's overhead could not be measured");
+                None
+            }
+        };
+    obs.suite_finished();
     let summary = summarize(&r.points);
     let mut results = Results {
         schema_version: SCHEMA_VERSION,
@@ -181,7 +191,7 @@ pub(crate) fn run(
         started_unix_s,
         device: DeviceDescription {
             uri: info.uri.clone(),
-            clock: clock::clock_name(dev).into(),
+            clock: clock_name.into(),
             profile: dev.emulator().map(|c| c.profile().name.clone()),
             info: serde_json::to_value(&info).unwrap_or(serde_json::Value::Null),
         },
@@ -190,6 +200,7 @@ pub(crate) fn run(
         points: std::mem::take(&mut r.points),
         summary,
         reference: None,
+        overhead,
     };
     results.reference = reference::table_for(&results);
     Ok(results)

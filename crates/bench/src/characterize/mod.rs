@@ -28,6 +28,7 @@ pub mod clock;
 pub mod compare;
 mod engine;
 mod experiments;
+pub mod overhead;
 mod plan;
 pub mod plot;
 pub mod progress;
@@ -42,9 +43,10 @@ use std::str::FromStr;
 
 use zns_device::{DeviceError, ZonedDevice};
 
+pub use overhead::{describe_overhead, OVERHEAD_URI};
 pub use plan::EXPERIMENTS;
 pub use progress::{NoProgress, Observer, TerminalProgress};
-pub use results::{Point, Results, SCHEMA_VERSION};
+pub use results::{Overhead, Point, Results, SCHEMA_VERSION};
 
 /// Which suite to run: how many points and samples.
 ///

@@ -88,6 +88,10 @@ pub(crate) struct Plan {
     /// experiments and before reads are measured (ns): the writes' data
     /// reaches the media meanwhile.
     pub settle_ns: u64,
+    /// Writes per pass of the engine overhead measurement.
+    pub overhead_ios: u64,
+    /// Passes of each loop of the engine overhead measurement.
+    pub overhead_passes: u32,
 }
 
 const MS: u64 = 1_000_000;
@@ -128,6 +132,8 @@ impl Plan {
                 ri_append_qd: 2,
                 point_cap_ns: 2_000 * MS,
                 settle_ns: MS,
+                overhead_ios: 1_000,
+                overhead_passes: 5,
             },
             Suite::Quick => Plan {
                 qd1_sizes: vec![4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB],
@@ -162,6 +168,8 @@ impl Plan {
                 ri_append_qd: 4,
                 point_cap_ns: 10_000 * MS,
                 settle_ns: 50 * MS,
+                overhead_ios: 4_000,
+                overhead_passes: 25,
             },
             Suite::Full => Plan {
                 qd1_sizes: vec![4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB],
@@ -196,6 +204,8 @@ impl Plan {
                 ri_append_qd: 4,
                 point_cap_ns: 30_000 * MS,
                 settle_ns: 100 * MS,
+                overhead_ios: 5_000,
+                overhead_passes: 40,
             },
         }
     }

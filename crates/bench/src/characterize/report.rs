@@ -158,6 +158,9 @@ fn device_rows(r: &Results) -> String {
     if !r.only.is_empty() {
         rows.push(("experiments", r.only.join(", ")));
     }
+    if let Some(o) = &r.overhead {
+        rows.push(("tool overhead", super::overhead::describe_overhead(o)));
+    }
     rows.iter()
         .map(|(k, v)| {
             format!("<tr><th>{}</th><td style=\"text-align:left\">{}</td></tr>", k, esc(v))

@@ -42,6 +42,48 @@ pub struct Results {
     /// Measured against reference figures, when the device's profile has
     /// them.
     pub reference: Option<ReferenceTable>,
+    /// The characterization engine's own host time per I/O (null in files
+    /// written before it was measured, or when it could not be).
+    #[serde(default)]
+    pub overhead: Option<Overhead>,
+}
+
+/// The characterization engine's own cost per I/O, in host (wall) time,
+/// and what it amounts to against this run's QD 1 write latency (see
+/// docs/characterize.md, "The tool's own overhead").
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Overhead {
+    /// How it was measured: `differential` (the engine against a bare
+    /// submit / ring / poll loop on the same device).
+    pub method: String,
+    /// The device both loops ran on (an emulator whose commands cost no
+    /// device time).
+    pub device: String,
+    /// QD 1 4 KiB writes per pass.
+    pub ios: u64,
+    /// Passes of each loop; the fastest of each counts.
+    pub passes: u32,
+    /// Wall ns per write through the engine.
+    pub engine_ns_per_io: f64,
+    /// Wall ns per write of the bare loop.
+    pub bare_ns_per_io: f64,
+    /// The engine's own cost: `engine_ns_per_io - bare_ns_per_io` (at
+    /// least 0).
+    pub ns_per_io: f64,
+    /// This run's `qd1/write/4KiB:mean_us`, if it ran that point.
+    pub qd1_write_mean_us: Option<f64>,
+    /// `ns_per_io` over that latency.
+    pub fraction_of_qd1_write: Option<f64>,
+    /// Device time per QD 1 4 KiB write of this run that no latency
+    /// covers (from one completion's time stamp to the next submission),
+    /// ns.
+    pub qd1_write_gap_ns: Option<f64>,
+    /// `yes` when device time is a real clock, so the engine's cost falls
+    /// into measured time; `no` on a virtual clock (host time costs no
+    /// device time).
+    pub applies: String,
 }
 
 /// Name and version of the writer.

@@ -31,9 +31,14 @@
 //!    (`channel_mbps` plus `channel_overhead_ns` per transfer); a program
 //!    moves a unit over the channel and programs it (`program_us`); an
 //!    erase takes `erase_us` per `block_kib` block. A die does one thing
-//!    at a time and prefers reads to programs to erases, without
-//!    preempting: reads wait for the program or erase under way on their
-//!    die, and that is where interference comes from.
+//!    at a time and prefers reads to programs to erases. A read for a die
+//!    that is programming suspends the program (`suspend_us`, at most
+//!    `suspend_limit` times per program, then it waits): reads under
+//!    writes wait, and that is where interference comes from. A reset's
+//!    die work (erases, block closes) is suspended the same way at its own
+//!    cost (`erase_suspend_us`, `erase_suspend_limit`): on the `zn540`
+//!    profile cheaply and without practical limit, so reads barely notice
+//!    resets while resets take longer under reads, as on the drive.
 //! 5. **Zone management.** Finish pads the rest of a written zone through
 //!    the buffer and the dies (the drive's write bandwidth) and completes
 //!    when all of it is programmed; Finish of an empty zone only costs

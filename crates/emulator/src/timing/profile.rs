@@ -106,6 +106,17 @@ pub struct TimingProfile {
     /// for it to end. 0: reads always wait (no suspend).
     #[serde(default)]
     pub suspend_limit: u32,
+    /// Erase suspend, when it differs from program suspend: a read for a
+    /// die busy with a reset's work (erasing a block, or programming the
+    /// rest of a partly programmed block before its erase) suspends it,
+    /// waits this long, reads, and the erase resumes after this long again.
+    /// Absent: `suspend_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_suspend_us: Option<f64>,
+    /// Times one erase may be suspended; past that, reads wait for it to
+    /// end. 0: reads always wait. Absent: `suspend_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_suspend_limit: Option<u32>,
     /// Erase time of one erase block (tBERS).
     pub erase_us: u64,
     /// Erase block of one die in KiB: a whole number of program units.
@@ -175,6 +186,9 @@ impl TimingProfile {
                 "timing.read_us needs bits_per_cell ({}) non-negative times",
                 self.bits_per_cell
             ));
+        }
+        if self.erase_suspend_us.is_some_and(|t| !t.is_finite() || t < 0.0) {
+            return Err("timing.erase_suspend_us must be a non-negative time".into());
         }
         if !(0.0..1.0).contains(&self.program_variation) {
             return Err("timing.program_variation must be in 0..1".into());

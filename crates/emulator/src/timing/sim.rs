@@ -11,9 +11,11 @@
 //! * flash channels (one transfer at a time) and dies. A die runs one
 //!   operation at a time (read: sense then transfer; program: transfer
 //!   then program; erase) and picks the next by class: reads, then
-//!   programs, then erases of resets, then background erases. Nothing is
-//!   preempted, so a read waits for the program or erase under way on its
-//!   die: interference between reads, writes and resets comes out of this.
+//!   programs, then erases of resets, then background erases. A read for
+//!   a die busy programming or erasing suspends that operation (program
+//!   suspend and erase suspend each with their own latency and limit) or,
+//!   past the limit, waits for it: interference between reads, writes
+//!   and resets comes out of this.
 //!
 //! Data written sits in the buffer and is counted per zone; whenever a
 //! zone has a whole program unit, the unit is programmed on the die its
@@ -100,6 +102,8 @@ struct Params {
     program_variation: f64,
     suspend: u64,
     suspend_limit: u32,
+    erase_suspend: u64,
+    erase_suspend_limit: u32,
     erase: u64,
     close_block: u64,
     /// Program unit bytes.
@@ -146,6 +150,10 @@ impl Params {
             program_variation: p.program_variation,
             suspend: us(p.suspend_us),
             suspend_limit: p.suspend_limit,
+            erase_suspend: p
+                .erase_suspend_us
+                .map_or(us(p.suspend_us), |t| (t * 1000.0).round() as u64),
+            erase_suspend_limit: p.erase_suspend_limit.unwrap_or(p.suspend_limit),
             erase: us(p.erase_us),
             close_block: us(p.close_block_us),
             unit: p.program_unit_bytes(),
@@ -1049,16 +1057,23 @@ impl Sim {
         (self.p.program as f64 * (1.0 + v * u)).round() as u64
     }
 
+    /// Suspend latency and most suspensions of a die operation: programs
+    /// use program suspend; a reset's die work (erases, and the programs
+    /// closing a block before its erase) uses erase suspend.
+    fn suspension(&self, op: &DieOp) -> (u64, u32) {
+        match op {
+            DieOp::Timed { .. } => (self.p.erase_suspend, self.p.erase_suspend_limit),
+            _ => (self.p.suspend, self.p.suspend_limit),
+        }
+    }
+
     fn die_request(&mut self, die: u32, op: DieOp, class: usize) {
         let d = &self.dies[die as usize];
         let array_op = matches!(d.current, Some(DieOp::Program(_) | DieOp::Timed { .. }));
+        let (suspend, limit) = d.current.as_ref().map_or((0, 0), |c| self.suspension(c));
         if d.current.is_none() {
             self.die_start(die, op, 0);
-        } else if class == CLASS_READ
-            && array_op
-            && d.suspended.is_none()
-            && d.suspends < self.p.suspend_limit
-        {
+        } else if class == CLASS_READ && array_op && d.suspended.is_none() && d.suspends < limit {
             // Suspend the program or erase under way (once its data is
             // on the die) and read first.
             let d = &mut self.dies[die as usize];
@@ -1067,7 +1082,7 @@ impl Sim {
             let current = d.current.take().expect("busy die");
             d.suspended = Some((current, left, d.suspends + 1));
             d.epoch += 1;
-            let delay = at - self.now + self.p.suspend;
+            let delay = at - self.now + suspend;
             self.die_start(die, op, delay);
         } else {
             self.dies[die as usize].queues[class].push_back(op);
@@ -1112,7 +1127,9 @@ impl Sim {
             self.die_start(die, read, 0);
         } else if let Some((op, left, suspends)) = d.suspended.take() {
             // Resume: the rest of the array work, after the resume latency.
-            let until = self.now + self.p.suspend + left;
+            let (suspend, _) = self.suspension(&op);
+            let d = &mut self.dies[die as usize];
+            let until = self.now + suspend + left;
             let epoch = d.epoch;
             (d.current, d.array_from, d.until, d.suspends) = (Some(op), self.now, until, suspends);
             self.schedule(until, Ev::DieFree(die, epoch));

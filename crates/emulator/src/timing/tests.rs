@@ -98,6 +98,49 @@ fn reads_wait_for_programs_and_erases() {
 }
 
 #[test]
+fn reads_suspend_reset_erases_and_slow_them_down() {
+    let p = zn540();
+    let mut b = Bench::new(&p).unwrap();
+    let cap = b.zone_cap;
+    let data = b.zone(2);
+    b.fill(data, b.blocks(64 << 20), b.blocks(128 << 10));
+    let (r1, r2) = (b.zone(5), b.zone(6));
+    b.fill(r1, cap / 16, b.blocks(128 << 10));
+    b.fill(r2, cap / 16, b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let read = |i: u64| Bench::read(data + (i * 7919) % 16384, 1);
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+    // Reads alone (as many in flight as below), then a reset alone.
+    let quiet = b.stream(2, 8, 400, 0, |q, i| read(q as u64 * 100_000 + i));
+    let idle_reset = b.latency_us(Bench::send(r1, ZoneSendAction::Reset)) * 1e3;
+    // The same reads while the second zone is reset: the reset is the
+    // first command of the second queue, the rest are reads; the reads
+    // end before the reset does.
+    let s = b.stream(2, 8, 400, 0, |q, i| {
+        if q == 1 && i == 0 {
+            Bench::send(r2, ZoneSendAction::Reset)
+        } else {
+            read(q as u64 * 100_000 + i)
+        }
+    });
+    assert_eq!(s.errors, 0);
+    let mut lat = s.latencies;
+    lat.sort_unstable();
+    let busy_reset = lat.pop().unwrap() as f64;
+    let under = mean(&lat);
+    let calm = mean(&quiet.latencies);
+    assert!(busy_reset > 1e6, "the reset took {busy_reset} ns");
+    // Erases give way to reads at a small suspend cost: reads barely
+    // notice the reset (the real drive's reads do not) ...
+    assert!(under < 1.10 * calm, "reads: {calm} ns alone, {under} ns under a reset");
+    // ... and the reset takes longer for every read that suspended it.
+    assert!(
+        busy_reset > 1.05 * idle_reset,
+        "reset: {idle_reset} ns alone, {busy_reset} ns under reads"
+    );
+}
+
+#[test]
 fn finish_pads_and_reset_follows_occupancy() {
     let p = zn540();
     let mut b = Bench::new(&p).unwrap();
