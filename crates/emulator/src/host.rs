@@ -142,13 +142,22 @@ impl Region {
 pub struct ProcessMemory {
     regions: ArcSwap<Vec<Region>>,
     update: parking_lot::Mutex<()>,
+    /// Region index last found for each 4 KiB page, by page number modulo
+    /// [`PAGE_HINTS`]: a queue's data buffers are used in turn, and a
+    /// lookup that hits here skips the binary search. Only hints: any
+    /// value is safe, because a hit is checked against the snapshot.
+    page_hints: [AtomicUsize; PAGE_HINTS],
 }
+
+/// Entries of [`ProcessMemory::page_hints`].
+const PAGE_HINTS: usize = 256;
 
 impl Default for ProcessMemory {
     fn default() -> Self {
         ProcessMemory {
             regions: ArcSwap::from_pointee(Vec::new()),
             update: parking_lot::Mutex::new(()),
+            page_hints: std::array::from_fn(|_| AtomicUsize::new(0)),
         }
     }
 }
@@ -195,17 +204,17 @@ impl ProcessMemory {
 impl HostMemory for ProcessMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
         let snapshot = self.regions.load();
-        View::new(&snapshot).read(addr, buf)
+        View::new(&snapshot, &self.page_hints).read(addr, buf)
     }
 
     fn write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
         let snapshot = self.regions.load();
-        View::new(&snapshot).write(addr, data)
+        View::new(&snapshot, &self.page_hints).write(addr, data)
     }
 
     fn with_pinned(&self, f: &mut dyn FnMut(&dyn HostMemory)) {
         let snapshot = self.regions.load();
-        f(&View::new(&snapshot));
+        f(&View::new(&snapshot, &self.page_hints));
     }
 
     unsafe fn with_mut(
@@ -216,7 +225,7 @@ impl HostMemory for ProcessMemory {
     ) -> Result<(), DmaError> {
         let snapshot = self.regions.load();
         // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { View::new(&snapshot).with_mut(addr, len, f) }
+        unsafe { View::new(&snapshot, &self.page_hints).with_mut(addr, len, f) }
     }
 
     unsafe fn with_ref(
@@ -227,7 +236,7 @@ impl HostMemory for ProcessMemory {
     ) -> Result<(), DmaError> {
         let snapshot = self.regions.load();
         // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { View::new(&snapshot).with_ref(addr, len, f) }
+        unsafe { View::new(&snapshot, &self.page_hints).with_ref(addr, len, f) }
     }
 }
 
@@ -238,11 +247,13 @@ struct View<'a> {
     /// Index of the region the last lookup found: accesses come in runs
     /// to the same ring or buffer. Only a hint; any value is safe.
     hint: AtomicUsize,
+    /// The memory's per-page hints (see [`ProcessMemory::page_hints`]).
+    page_hints: &'a [AtomicUsize; PAGE_HINTS],
 }
 
 impl<'a> View<'a> {
-    fn new(regions: &'a [Region]) -> Self {
-        View { regions, hint: AtomicUsize::new(0) }
+    fn new(regions: &'a [Region], page_hints: &'a [AtomicUsize; PAGE_HINTS]) -> Self {
+        View { regions, hint: AtomicUsize::new(0), page_hints }
     }
 
     /// Translates a bus range into a pointer, or fails if any byte of it lies
@@ -254,18 +265,23 @@ impl<'a> View<'a> {
         let err = DmaError { addr, len };
         let end = addr.checked_add(len as u64).ok_or(err)?;
         let hint = self.hint.load(Ordering::Relaxed);
+        let page = &self.page_hints[(addr >> 12) as usize % PAGE_HINTS];
         let r = match self.regions.get(hint) {
             Some(r) if r.contains(addr, end) => r,
-            _ => {
-                let at = self.regions.partition_point(|r| r.start <= addr).checked_sub(1);
-                let at = at.ok_or(err)?;
-                let r = &self.regions[at];
-                if !r.contains(addr, end) {
-                    return Err(err);
+            _ => match self.regions.get(page.load(Ordering::Relaxed)) {
+                Some(r) if r.contains(addr, end) => r,
+                _ => {
+                    let at = self.regions.partition_point(|r| r.start <= addr).checked_sub(1);
+                    let at = at.ok_or(err)?;
+                    let r = &self.regions[at];
+                    if !r.contains(addr, end) {
+                        return Err(err);
+                    }
+                    self.hint.store(at, Ordering::Relaxed);
+                    page.store(at, Ordering::Relaxed);
+                    r
                 }
-                self.hint.store(at, Ordering::Relaxed);
-                r
-            }
+            },
         };
         // In bounds: `addr - start + len <= end - start`, the allocation's size.
         let offset = (addr - r.start) as usize;
