@@ -78,6 +78,9 @@ pub(crate) fn prefetch(ctrl: &Controller, sqe: &SubmissionEntry) {
     }
 }
 
+/// Zeros for metadata the host did not supply.
+static ZEROS: [u8; 4096] = [0; 4096];
+
 /// Records what a command did for the timing model, if it wants to know.
 #[inline]
 fn note(info: Option<&mut Op>, op: impl FnOnce() -> Op) {
@@ -345,9 +348,24 @@ fn transfer_metadata_out(
     if ms == 0 || sqe.mptr == 0 || !ctrl.transfers_data() {
         return Ok(());
     }
-    let mut meta = vec![0u8; ms * blocks as usize];
-    read_metadata(ns, slba, blocks, &mut meta)?;
-    host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError)
+    if ms > 4096 {
+        let mut meta = vec![0u8; ms * blocks as usize];
+        read_metadata(ns, slba, blocks, &mut meta)?;
+        return host.write(sqe.mptr, &meta).map_err(|_| StatusCode::DataTransferError);
+    }
+    // Through a stack buffer, a bounded run of blocks at a time.
+    let mut chunk = [0u8; 4096];
+    let per = (chunk.len() / ms) as u64;
+    let mut at = 0;
+    while at < blocks {
+        let n = per.min(blocks - at);
+        let part = &mut chunk[..n as usize * ms];
+        read_metadata(ns, slba + at, n, part)?;
+        let addr = sqe.mptr + at * ms as u64;
+        host.write(addr, part).map_err(|_| StatusCode::DataTransferError)?;
+        at += n;
+    }
+    Ok(())
 }
 
 fn metadata_in(
@@ -380,10 +398,21 @@ fn store(
     if ms > 0 {
         match meta {
             Some(m) => ns.media.write_metadata(lba, m).map_err(media_status)?,
-            None => ns
-                .media
-                .write_metadata(lba, &vec![0u8; ms * blocks as usize])
-                .map_err(media_status)?,
+            None if ms > ZEROS.len() => {
+                let zeros = vec![0u8; ms * blocks as usize];
+                ns.media.write_metadata(lba, &zeros).map_err(media_status)?;
+            }
+            None => {
+                // Zeros, a bounded run of blocks at a time: no allocation.
+                let per = (ZEROS.len() / ms) as u64;
+                let mut at = 0;
+                while at < blocks {
+                    let n = per.min(blocks - at);
+                    let zeros = &ZEROS[..n as usize * ms];
+                    ns.media.write_metadata(lba + at, zeros).map_err(media_status)?;
+                    at += n;
+                }
+            }
         }
     }
     ns.clear_read_errors(lba, blocks);
@@ -636,9 +665,8 @@ fn copy(
         }
         read_blocks(ns, r.slba, n as u64, &mut data[at * bs..(at + n) * bs])?;
         if ms > 0 {
-            ns.media
-                .read_metadata(r.slba, &mut meta[at * ms..(at + n) * ms])
-                .map_err(media_status)?;
+            // As a read would return it: zeros for unwritten blocks.
+            read_metadata(ns, r.slba, n as u64, &mut meta[at * ms..(at + n) * ms])?;
         }
         at += n;
     }
