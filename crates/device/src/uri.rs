@@ -9,6 +9,7 @@
 //! | `emu:PROFILE,media=null` | no data kept: reads return zeroes |
 //! | `emu:PROFILE,timing=on\|off` | the timing model (default: on when the profile has one, as `zn540`) |
 //! | `emu:PROFILE,clock=virtual\|real` | the timed emulator's clock (default: virtual) |
+//! | `emu:PROFILE,zones=N` | the profile's zoned namespace cut (or grown) to `N` zones, geometry and timing unchanged: quick experiments on a large profile |
 //! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
 //! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
 //! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
@@ -41,7 +42,7 @@ pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd"];
 pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
-pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing", "clock"];
+pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing", "clock", "zones"];
 
 /// Where an emulated device keeps its data (file media comes with `file=`).
 ///
@@ -105,6 +106,8 @@ pub struct EmulatorUri {
     pub timing: Option<Timing>,
     /// Clock of a timed emulator; `None` = virtual.
     pub clock: Option<ClockMode>,
+    /// Number of zones of the zoned namespace, instead of the profile's.
+    pub zones: Option<u32>,
 }
 
 impl EmulatorUri {
@@ -328,6 +331,15 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     _ => return Err(one_of(key, value, &["virtual", "real"])),
                 });
             }
+            "zones" => {
+                if u.zones.is_some() {
+                    return Err(dup());
+                }
+                match value.parse::<u32>() {
+                    Ok(n) if n > 0 => u.zones = Some(n),
+                    _ => return Err(format!("zones={value:?}: expected a number of zones >= 1")),
+                }
+            }
             _ => {
                 return Err(format!(
                     "unknown option {key:?} (valid options: {})",
@@ -335,6 +347,9 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                 ))
             }
         }
+    }
+    if u.file.is_some() && u.zones.is_some() {
+        return Err("zones= does not combine with file= (an image keeps its geometry)".into());
     }
     if u.file.is_some() && u.media.is_some() {
         return Err("media= does not combine with file= (an image is file media)".into());
@@ -378,6 +393,9 @@ impl fmt::Display for DeviceUri {
                 if let Some(c) = u.clock {
                     parts.push(format!("clock={}", c.name()));
                 }
+                if let Some(n) = u.zones {
+                    parts.push(format!("zones={n}"));
+                }
                 write!(f, "emu:{}", parts.join(","))
             }
         }
@@ -404,6 +422,10 @@ mod tests {
         let u = emu("emu:file=/tmp/x.img,profile=tiny");
         assert_eq!(u.file, Some(PathBuf::from("/tmp/x.img")));
         assert_eq!(u.profile.as_deref(), Some("tiny"));
+        assert_eq!(emu("emu:zn540,zones=16").zones, Some(16));
+        assert!("emu:zn540,zones=0".parse::<DeviceUri>().is_err());
+        assert!("emu:zn540,zones=x".parse::<DeviceUri>().is_err());
+        assert!("emu:file=/tmp/x.img,zones=4".parse::<DeviceUri>().is_err());
         let u = emu("emu:tiny,media=null,timing=off");
         assert_eq!((u.media, u.timing), (Some(EmulatorMedia::Null), Some(Timing::Off)));
         let u = emu("emu:zn540,timing=on,clock=real");

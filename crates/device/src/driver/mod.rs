@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use zns_driver::{Controller, ControllerOptions, Namespace, PciAddress};
 use zns_emulator::host::{HostMemory, ProcessMemory};
-use zns_emulator::{Emulator, MediaChoice};
+use zns_emulator::profile::{NamespaceKind, Profile};
+use zns_emulator::{Emulator, EmulatorError, MediaChoice};
 use zns_spec::identify::{IdentifyController, Oncs, ZnsController};
 use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 
@@ -77,7 +78,21 @@ impl DriverDevice {
                     EmulatorMedia::Ram => MediaChoice::Ram,
                     EmulatorMedia::Null => MediaChoice::Null,
                 };
-                Emulator::builder(uri.profile_name())?.media(media)
+                let mut profile =
+                    Profile::by_name(uri.profile_name()).map_err(EmulatorError::from)?;
+                if let Some(n) = uri.zones {
+                    let zoned =
+                        profile.namespaces.iter_mut().find(|ns| ns.kind == NamespaceKind::Zoned);
+                    let Some(ns) = zoned else {
+                        return Err(DeviceError::uri(
+                            text,
+                            format!("zones= needs a zoned namespace; {:?} has none", profile.name),
+                        ));
+                    };
+                    ns.zones = n;
+                    profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))?;
+                }
+                Emulator::with_profile(profile).media(media)
             }
         };
         let mut builder = builder;
