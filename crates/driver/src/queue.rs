@@ -624,7 +624,9 @@ impl QueuePair {
     /// for the next [`QueuePair::poll`]. On timeout the controller is reset
     /// (its DMA stops) and every queue becomes unusable.
     fn wait_for(&mut self, cid: Cid) -> Result<Completion> {
-        let start = Instant::now();
+        // Read the clock only once the wait is long: most commands complete
+        // within a few polls, and a clock read costs as much as a poll.
+        let mut start: Option<Instant> = None;
         let mut spins: u32 = 0;
         loop {
             let mut found = None;
@@ -645,7 +647,7 @@ impl QueuePair {
             }
             spins = spins.wrapping_add(1);
             if spins % 256 == 0 {
-                let waited = start.elapsed();
+                let waited = start.get_or_insert_with(Instant::now).elapsed();
                 if waited > self.timeout {
                     self.health.fail_and_reset();
                     return Err(Error::Timeout { what: "a command completion", after: waited });

@@ -187,6 +187,9 @@ impl Shared {
     }
 
     fn check_failed(&self) -> Result<()> {
+        if !self.zones.has_failed() {
+            return Ok(());
+        }
         match self.zones.lock().failed() {
             Some(f) => Err(FtlError::Failed(f.to_string())),
             None => Ok(()),
@@ -204,6 +207,12 @@ impl Shared {
         if self.journal.lock().pending().len() < self.persist_batch {
             return Ok(());
         }
+        self.persist_batch_now()
+    }
+
+    /// Writes the pending log records (not durably) unless another thread
+    /// is writing the log already.
+    fn persist_batch_now(&self) -> Result<()> {
         let Some(mut m) = self.meta.try_lock() else { return Ok(()) };
         m.persist(&self.meta_ctx(), false).map_err(|e| self.fail(e))
     }
@@ -352,6 +361,9 @@ impl Shared {
         let stream = self.plan.stream(role);
         let exclusive = self.config.write_mode == WriteMode::Write;
         let bs = self.layout.block_size as usize;
+        // Whether the log has a batch to write, learnt under the journal
+        // lock taken for the map anyway.
+        let mut batch_ready = false;
         self.with_ctx(|ctx| {
             let mut done = 0u64;
             while done < n {
@@ -379,6 +391,7 @@ impl Shared {
                             l += 1;
                         }
                     }
+                    batch_ready = j.pending().len() >= self.persist_batch;
                 }
                 self.zones.info[g.zone as usize].add(now, now, g.blocks);
                 Counters::add(&self.stats.data_blocks_written, g.blocks as u64);
@@ -389,7 +402,10 @@ impl Shared {
             Ok(())
         })?;
         Counters::add(&self.stats.user_writes, 1);
-        self.maybe_persist()
+        if batch_ready {
+            self.persist_batch_now()?;
+        }
+        Ok(())
     }
 
     fn do_read(&self, lba: u64, buf: &mut [u8]) -> Result<()> {

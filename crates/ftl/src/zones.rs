@@ -14,7 +14,7 @@
 //! finish a victim and give back a zone.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -212,9 +212,18 @@ pub(crate) struct Zones {
     pub info: Box<[ZoneInfo]>,
     /// Times a user waited for a free zone.
     waits: AtomicU64,
+    /// Set once `Pools::failed` is: lets the I/O paths check for failure
+    /// without taking the pools' lock.
+    stopped: AtomicBool,
 }
 
 impl Zones {
+    /// Whether [`Zones::fail`] was called; the reason is in the pools.
+    #[inline]
+    pub fn has_failed(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
     /// Times a user waited for garbage collection to free a zone.
     pub fn user_waits(&self) -> u64 {
         self.waits.load(Ordering::Relaxed)
@@ -254,6 +263,7 @@ impl Zones {
             gc_wake: Condvar::new(),
             info: (0..layout.zones).map(|_| ZoneInfo::default()).collect(),
             waits: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
         }
     }
 
@@ -436,6 +446,7 @@ impl Zones {
         if p.failed.is_none() {
             tracing::error!(reason = why, "FTL stopped");
             p.failed = Some(why.to_string());
+            self.stopped.store(true, Ordering::Release);
         }
         drop(p);
         self.changed.notify_all();

@@ -132,7 +132,8 @@ impl DriverQueue {
     /// Polls the driver until the queue has room for one more command,
     /// keeping the completions for [`ZoneQueue::poll`].
     fn make_room(&mut self) -> Result<()> {
-        let start = Instant::now();
+        // The clock is read only when the queue has stayed full a while.
+        let mut start: Option<Instant> = None;
         let mut idle: u32 = 0;
         while self.qp.is_full() {
             let (slots, free, deferred) = (&mut self.slots, &mut self.free, &mut self.deferred);
@@ -150,10 +151,11 @@ impl DriverQueue {
             }
             idle = idle.saturating_add(1);
             if idle % 64 == 0 {
-                if start.elapsed() > self.qp.timeout() {
+                let waited = start.get_or_insert_with(Instant::now).elapsed();
+                if waited > self.qp.timeout() {
                     return Err(DeviceError::Timeout {
                         what: "room in a full queue",
-                        after: start.elapsed(),
+                        after: waited,
                     });
                 }
                 std::thread::yield_now();
