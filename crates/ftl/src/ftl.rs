@@ -20,6 +20,37 @@ use crate::stats::{Counters, FtlStats, PoolCounts};
 use crate::zones::{Grant, Pool, Who, Zones};
 
 /// A queue and its buffers, used by one thread at a time.
+/// Where the runs of a grant's data landed, `(PBA, blocks)` in data order:
+/// one run for a Write (no allocation on the write path), one per append
+/// for Zone Appends.
+pub(crate) enum Placed {
+    One(Option<(u32, u32)>),
+    Many(std::vec::IntoIter<(u32, u32)>),
+}
+
+impl Placed {
+    /// A single run.
+    pub(crate) fn one(pba: u32, blocks: u32) -> Placed {
+        Placed::One(Some((pba, blocks)))
+    }
+
+    /// Runs in data order.
+    pub(crate) fn many(runs: Vec<(u32, u32)>) -> Placed {
+        Placed::Many(runs.into_iter())
+    }
+}
+
+impl Iterator for Placed {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        match self {
+            Placed::One(run) => run.take(),
+            Placed::Many(runs) => runs.next(),
+        }
+    }
+}
+
 pub(crate) struct IoCtx {
     pub q: Box<dyn ZoneQueue>,
     /// A buffer of the largest transfer (MDTS).
@@ -246,7 +277,7 @@ impl Shared {
 
     /// Writes `data` into the blocks of grant `g`; returns where each run
     /// of the data landed (PBA, blocks), in data order.
-    pub fn write_grant(&self, ctx: &mut IoCtx, g: &Grant, data: &[u8]) -> Result<Vec<(u32, u32)>> {
+    pub fn write_grant(&self, ctx: &mut IoCtx, g: &Grant, data: &[u8]) -> Result<Placed> {
         let bs = self.layout.block_size as usize;
         if g.exclusive {
             let mut done = 0u32;
@@ -258,9 +289,9 @@ impl Shared {
                 ctx.q.write(lba, &ctx.big).map_err(FtlError::device("write data"))?;
                 done += k;
             }
-            return Ok(vec![(self.layout.pba(g.zone, g.offset), g.blocks)]);
+            return Ok(Placed::one(self.layout.pba(g.zone, g.offset), g.blocks));
         }
-        self.append(ctx, g, data)
+        self.append(ctx, g, data).map(Placed::many)
     }
 
     /// Zone Appends `data` into the zone of shared grant `g`, several in

@@ -21,7 +21,7 @@ use zns_device::{Target, ZoneAction};
 
 use crate::config::{Role, VictimPolicy, WriteMode};
 use crate::error::{FtlError, Result};
-use crate::ftl::{IoCtx, Shared};
+use crate::ftl::{IoCtx, Placed, Shared};
 use crate::stats::Counters;
 use crate::zones::{Pools, Who};
 
@@ -193,7 +193,7 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
                 let dest = layout.lba(layout.pba(g.zone, g.offset));
                 ctx.q.copy(&ranges, dest).map_err(FtlError::device("copy valid blocks"))?;
                 Counters::add(&shared.stats.gc_copy_commands, 1);
-                vec![(layout.pba(g.zone, g.offset), g.blocks)]
+                Placed::one(layout.pba(g.zone, g.offset), g.blocks)
             }
             None => {
                 let mut data = std::mem::take(&mut ctx.staging);
