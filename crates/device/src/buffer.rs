@@ -85,6 +85,9 @@ enum Inner {
 /// whose queue uses it.
 pub struct IoBuffer {
     inner: Inner,
+    /// Per-LBA metadata travelling with the data (NVMe separate metadata,
+    /// MPTR): `blocks × metadata size` bytes.
+    metadata: Option<Box<IoBuffer>>,
 }
 
 impl fmt::Debug for IoBuffer {
@@ -93,6 +96,7 @@ impl fmt::Debug for IoBuffer {
             .field("kind", &if self.is_dma() { "dma" } else { "aligned" })
             .field("len", &self.len())
             .field("capacity", &self.capacity())
+            .field("metadata", &self.metadata.as_ref().map(|m| m.len()))
             .finish()
     }
 }
@@ -100,12 +104,12 @@ impl fmt::Debug for IoBuffer {
 impl IoBuffer {
     /// A zero-filled buffer of plain page-aligned process memory.
     pub fn aligned(len: usize) -> Result<Self> {
-        Ok(IoBuffer { inner: Inner::Aligned(AlignedMemory::new(len)?) })
+        Ok(IoBuffer { inner: Inner::Aligned(AlignedMemory::new(len)?), metadata: None })
     }
 
     /// Wraps a DMA buffer of the user-space driver.
     pub fn from_dma(buffer: DmaBuffer) -> Self {
-        IoBuffer { inner: Inner::Dma(buffer) }
+        IoBuffer { inner: Inner::Dma(buffer), metadata: None }
     }
 
     /// The DMA buffer behind this buffer, if it is one.
@@ -124,12 +128,40 @@ impl IoBuffer {
         }
     }
 
-    /// Unwraps the DMA buffer; gives the buffer back when it is not one.
+    /// Unwraps the DMA buffer; gives the buffer back when it is not one,
+    /// or when metadata is attached (detach it first).
     pub fn into_dma(self) -> std::result::Result<DmaBuffer, IoBuffer> {
-        match self.inner {
-            Inner::Dma(b) => Ok(b),
-            inner => Err(IoBuffer { inner }),
+        match (self.inner, self.metadata) {
+            (Inner::Dma(b), None) => Ok(b),
+            (inner, metadata) => Err(IoBuffer { inner, metadata }),
         }
+    }
+
+    /// Attaches per-LBA metadata to the data: a Read, Write or Zone
+    /// Append of this buffer then moves `blocks × metadata size` bytes of
+    /// metadata too (NVMe separate metadata), which `meta`'s length must
+    /// be. Only devices whose format has metadata accept it
+    /// ([`crate::DeviceInfo::metadata_size`],
+    /// [`crate::Capabilities::metadata`]). Replaces metadata attached
+    /// before. Allocate `meta` like the data, with the device's or queue's
+    /// `alloc`, so it needs no copy.
+    pub fn attach_metadata(&mut self, meta: IoBuffer) {
+        self.metadata = Some(Box::new(meta));
+    }
+
+    /// The attached metadata.
+    pub fn metadata(&self) -> Option<&IoBuffer> {
+        self.metadata.as_deref()
+    }
+
+    /// The attached metadata, writable.
+    pub fn metadata_mut(&mut self) -> Option<&mut IoBuffer> {
+        self.metadata.as_deref_mut()
+    }
+
+    /// Removes and returns the attached metadata.
+    pub fn detach_metadata(&mut self) -> Option<IoBuffer> {
+        self.metadata.take().map(|b| *b)
     }
 
     /// True for a driver DMA buffer, false for plain aligned memory.
@@ -230,6 +262,12 @@ mod tests {
         assert!(b.set_len(8193).is_err());
         assert!(!b.is_dma());
         assert!(b.into_dma().is_err());
+        let mut m = IoBuffer::aligned(64).unwrap();
+        m.attach_metadata(IoBuffer::aligned(16).unwrap());
+        assert_eq!(m.metadata().map(|x| x.len()), Some(16));
+        m.metadata_mut().unwrap()[0] = 9;
+        assert_eq!(m.detach_metadata().unwrap()[0], 9);
+        assert!(m.metadata().is_none());
         let e = IoBuffer::aligned(0).unwrap();
         assert!(e.is_empty());
         assert_eq!(e.capacity(), 4096);

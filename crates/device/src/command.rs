@@ -31,6 +31,51 @@ pub(crate) fn blocks(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<u32> 
         .map_err(|_| DeviceError::InvalidArgument(format!("{}: {len} bytes", op.kind())))
 }
 
+/// Checks the metadata attached to `buf` for `op`: only Read, Write and
+/// Zone Append carry it, only on a device that supports it, and it must
+/// hold exactly `blocks × metadata size` bytes. A buffer without metadata
+/// passes.
+pub(crate) fn check_metadata(info: &DeviceInfo, op: &ZoneOp, buf: &IoBuffer) -> Result<()> {
+    let Some(meta) = buf.metadata() else { return Ok(()) };
+    if !matches!(op, ZoneOp::Read { .. } | ZoneOp::Write { .. } | ZoneOp::Append { .. }) {
+        return Err(DeviceError::InvalidArgument(format!(
+            "{}: only reads, writes and zone appends carry per-LBA metadata",
+            op.kind()
+        )));
+    }
+    if !info.capabilities.metadata {
+        return Err(DeviceError::Unsupported(if info.metadata_size == 0 {
+            "per-LBA metadata: the namespace's LBA format has none".to_string()
+        } else {
+            "per-LBA metadata in a separate buffer on this backend".to_string()
+        }));
+    }
+    let want = blocks(info, op, buf.len())? as usize * info.metadata_size as usize;
+    if meta.len() != want {
+        return Err(DeviceError::InvalidArgument(format!(
+            "{}: {} bytes of metadata for {} bytes of data; expected {want} ({} per block)",
+            op.kind(),
+            meta.len(),
+            buf.len(),
+            info.metadata_size
+        )));
+    }
+    Ok(())
+}
+
+/// [`check_metadata`] for the buffer of a blocking command, if it has one.
+pub(crate) fn check_data_metadata(
+    info: &DeviceInfo,
+    op: &ZoneOp,
+    data: &crate::device::Data<'_>,
+) -> Result<()> {
+    match data {
+        crate::device::Data::ToDevice(b) => check_metadata(info, op, b),
+        crate::device::Data::FromDevice(b) => check_metadata(info, op, b),
+        crate::device::Data::None => Ok(()),
+    }
+}
+
 /// Refuses a Zone Append larger than the device's limit (ZASL).
 pub(crate) fn check_append_len(info: &DeviceInfo, len: usize) -> Result<()> {
     if len > info.zasl_bytes {

@@ -130,6 +130,9 @@ pub trait ZoneQueue: Send {
     /// Nothing reaches the device before [`ZoneQueue::ring`]. Never blocks:
     /// a full queue refuses with [`DeviceError::QueueFull`], and every
     /// refusal hands the buffer back.
+    // The refusal hands the caller's buffer back by value: boxing it would
+    // allocate on every refusal, and a full queue is a routine one.
+    #[allow(clippy::result_large_err)]
     fn submit(&mut self, op: ZoneOp, buffer: Option<IoBuffer>, tag: u64) -> Result<(), Rejected>;
 
     /// Hands every command submitted since the last ring to the device

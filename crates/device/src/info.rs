@@ -44,6 +44,11 @@ pub struct Capabilities {
     pub select_all: bool,
     /// The Offline Zone action.
     pub offline: bool,
+    /// Per-LBA metadata in a separate buffer
+    /// ([`crate::IoBuffer::attach_metadata`]) on Read, Write and Zone
+    /// Append: the LBA format has metadata, not interleaved with the data,
+    /// and the backend passes it.
+    pub metadata: bool,
 }
 
 /// A conventional (random-write) namespace beside the zoned one.

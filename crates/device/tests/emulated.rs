@@ -88,6 +88,10 @@ macro_rules! suite {
                 c::queues_on_several_threads(dev().as_ref());
             }
             #[test]
+            fn per_lba_metadata() {
+                c::per_lba_metadata(dev().as_ref());
+            }
+            #[test]
             fn whole_suite_on_one_device() {
                 c::run_all(dev().as_ref());
             }
@@ -100,7 +104,7 @@ suite!(small, "emu:small");
 
 #[test]
 fn every_check_has_a_test() {
-    assert_eq!(conformance::CHECKS.len(), 17, "add the new check to the suite! macro");
+    assert_eq!(conformance::CHECKS.len(), 18, "add the new check to the suite! macro");
 }
 
 #[test]

@@ -30,6 +30,22 @@ use crate::transport::Transport;
 /// largest zone descriptor extension (255 × 64 bytes).
 const SCRATCH_BYTES: usize = 16 << 10;
 
+/// The MPTR of a separate metadata buffer: its bus address, after checking
+/// that the controller can reach it as one contiguous, dword-aligned run.
+fn metadata_pointer(meta: &DmaSlice<'_>) -> Result<u64> {
+    let addr = meta.bus_addr(0);
+    if addr & 3 != 0 {
+        return Err(Error::Misaligned { addr });
+    }
+    if meta.memory().contiguous_len(meta.offset()) < meta.len() {
+        return Err(Error::InvalidArgument(format!(
+            "a metadata buffer of {} bytes is not physically contiguous",
+            meta.len()
+        )));
+    }
+    Ok(addr)
+}
+
 /// A command identifier, unique among a queue's outstanding commands.
 pub type Cid = u16;
 
@@ -54,6 +70,9 @@ pub struct Completion {
     pub result: u64,
     /// The buffer of an owned submission, handed back.
     pub buffer: Option<DmaBuffer>,
+    /// The metadata buffer of an owned submission with metadata
+    /// ([`QueuePair::submit_owned_with_metadata`]), handed back.
+    pub metadata: Option<DmaBuffer>,
 }
 
 impl Completion {
@@ -91,6 +110,9 @@ pub struct Rejected {
     pub error: Error,
     /// The buffer that was to be transferred.
     pub buffer: DmaBuffer,
+    /// The metadata buffer that was to be transferred, if any (boxed:
+    /// the error travels by value on every refused submission).
+    pub metadata: Option<Box<DmaBuffer>>,
 }
 
 /// Shape of a queue pair.
@@ -213,6 +235,7 @@ struct Tracker {
     opcode: u8,
     tag: u64,
     buffer: Option<DmaBuffer>,
+    metadata: Option<DmaBuffer>,
 }
 
 /// A submission queue and its completion queue.
@@ -515,16 +538,76 @@ impl QueuePair {
     ) -> std::result::Result<Cid, Rejected> {
         let cid = match self.reserve() {
             Ok(cid) => cid,
-            Err(error) => return Err(Rejected { error, buffer }),
+            Err(error) => return Err(Rejected { error, buffer, metadata: None }),
         };
         let prp = match self.build_prps(cid, &buffer.dma()) {
             Ok(prp) => prp,
-            Err(error) => return Err(Rejected { error, buffer }),
+            Err(error) => return Err(Rejected { error, buffer, metadata: None }),
         };
         // The buffer moves into the tracker; its memory does not move, so
         // the PRPs stay valid until the completion hands it back.
         self.commit(cid, cmd, Some(prp), tag, Some(buffer));
         Ok(cid)
+    }
+
+    /// Like [`QueuePair::submit_owned`], with `metadata` as the command's
+    /// separate per-LBA metadata (MPTR; `blocks × metadata size` bytes,
+    /// physically contiguous and dword-aligned, which a DMA buffer of at
+    /// most one page always is). Both buffers come back in the completion,
+    /// or in the error on refusal.
+    pub fn submit_owned_with_metadata(
+        &mut self,
+        mut cmd: SubmissionEntry,
+        buffer: DmaBuffer,
+        metadata: DmaBuffer,
+        tag: u64,
+    ) -> std::result::Result<Cid, Rejected> {
+        let refuse = |error, buffer, metadata| Rejected {
+            error,
+            buffer,
+            metadata: Some(Box::new(metadata)),
+        };
+        let cid = match self.reserve() {
+            Ok(cid) => cid,
+            Err(error) => return Err(refuse(error, buffer, metadata)),
+        };
+        if let Err(error) = metadata_pointer(&metadata.dma()).map(|mptr| cmd.mptr = mptr) {
+            return Err(refuse(error, buffer, metadata));
+        }
+        let prp = match self.build_prps(cid, &buffer.dma()) {
+            Ok(prp) => prp,
+            Err(error) => return Err(refuse(error, buffer, metadata)),
+        };
+        self.commit(cid, cmd, Some(prp), tag, Some(buffer));
+        self.trackers[cid as usize].metadata = Some(metadata);
+        Ok(cid)
+    }
+
+    /// Like [`QueuePair::execute_raw`] for a command that fills `data` and
+    /// `metadata` (a Read), with `metadata` as its separate per-LBA
+    /// metadata (see [`QueuePair::submit_owned_with_metadata`]).
+    pub fn execute_with_metadata_in(
+        &mut self,
+        mut cmd: SubmissionEntry,
+        data: &mut DmaBuffer,
+        metadata: &mut DmaBuffer,
+    ) -> Result<Completion> {
+        cmd.mptr = metadata_pointer(&metadata.dma())?;
+        // Both buffers stay borrowed until the completion arrives or the
+        // controller has been reset, so their memory outlives the transfer.
+        self.execute_slice(cmd, Some(data.dma()))
+    }
+
+    /// Like [`QueuePair::execute_with_metadata_in`] for a command that
+    /// only reads its buffers (Write, Zone Append).
+    pub fn execute_with_metadata_out(
+        &mut self,
+        mut cmd: SubmissionEntry,
+        data: &DmaBuffer,
+        metadata: &DmaBuffer,
+    ) -> Result<Completion> {
+        cmd.mptr = metadata_pointer(&metadata.dma())?;
+        self.execute_slice(cmd, Some(data.dma()))
     }
 
     /// Rings the SQ tail doorbell if entries were queued since the last
@@ -615,6 +698,7 @@ impl QueuePair {
             field: cqe.status_field(),
             result: cqe.result_u64(),
             buffer: t.buffer.take(),
+            metadata: t.metadata.take(),
         };
         self.free.push(cid);
         Some(c)

@@ -205,6 +205,8 @@ impl PassthroughDevice {
                 volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
                 select_all: true,
                 offline: true,
+                // Not passed through yet: refused with Unsupported.
+                metadata: false,
             },
             conventional,
             identify: Some(IdentifyData {
@@ -422,6 +424,9 @@ impl ZoneQueue for PassthroughQueue {
                 _ => (Held::None, 0, false),
             },
             (Some(_), Some(mut buf)) => {
+                if let Err(error) = command::check_metadata(info, &op, &buf) {
+                    return Err(Rejected { error, buffer: Some(buf) });
+                }
                 if let ZoneOp::SetZoneExtension { .. } = op {
                     if let Err(error) = command::pad_extension(info, &mut buf) {
                         return Err(Rejected { error, buffer: Some(buf) });
@@ -473,6 +478,7 @@ impl ZoneQueue for PassthroughQueue {
     }
 
     fn execute(&mut self, op: &ZoneOp, data: Data<'_>) -> Result<u64> {
+        command::check_data_metadata(&self.shared.info, op, &data)?;
         self.make_room()?;
         let info = &self.shared.info;
         let padded: Vec<u8>;

@@ -607,6 +607,8 @@ impl ZonedBlockDevice {
                 volatile_write_cache: limits.write_back_cache,
                 select_all: false,
                 offline: false,
+                // The block layer has no separate metadata buffer.
+                metadata: false,
             },
             conventional,
             identify: None,
@@ -729,6 +731,9 @@ impl ZonedBlockQueue {
             (None, Some(_)) => return Err(command::stray_buffer(op)),
             (Some(_), None) => return Err(command::no_buffer(op)),
             _ => {}
+        }
+        if let Some(b) = buffer {
+            command::check_metadata(info, op, b)?;
         }
         let len = buffer.as_ref().map_or(0, |b| b.len());
         match op {
@@ -1177,6 +1182,7 @@ impl ZoneQueue for ZonedBlockQueue {
     }
 
     fn execute(&mut self, op: &ZoneOp, data: Data<'_>) -> Result<u64> {
+        command::check_data_metadata(&self.shared.info, op, &data)?;
         self.make_room()?;
         let sh = Arc::clone(&self.shared);
         match (op, data) {

@@ -33,6 +33,55 @@ struct Slot {
     origin: Option<(IoBuffer, bool)>,
     /// The DMA buffer was the queue's own (Copy ranges): hand back none.
     internal: bool,
+    /// Like `origin`, for the metadata buffer of a command with metadata.
+    meta_origin: Option<(IoBuffer, bool)>,
+}
+
+/// A caller's buffer replaced by a DMA stand-in, and whether the stand-in's
+/// bytes are copied back into it at completion.
+type Origin = Option<(IoBuffer, bool)>;
+
+/// A caller's buffer as the controller reaches it: the DMA buffer itself,
+/// or a stand-in (with the original, and whether the bytes come back).
+fn dma_for(
+    shared: &Shared,
+    buf: IoBuffer,
+    to_device: bool,
+) -> std::result::Result<(DmaBuffer, Origin), (DeviceError, IoBuffer)> {
+    let plain = match buf.into_dma() {
+        Ok(dma) => return Ok((dma, None)),
+        Err(plain) => plain,
+    };
+    let pool = shared.ctrl.pool();
+    let stand_in = if to_device {
+        pool.alloc(plain.len()).map(|mut d| {
+            d.as_mut_slice().copy_from_slice(&plain);
+            d
+        })
+    } else {
+        pool.alloc_zeroed(plain.len())
+    };
+    match stand_in {
+        Ok(d) => Ok((d, Some((plain, !to_device)))),
+        Err(e) => Err((e.into(), plain)),
+    }
+}
+
+/// The caller's buffer back from what the controller used: the DMA buffer
+/// itself, or the original with the stand-in's bytes copied in if they
+/// came from the device.
+fn give_back(origin: Option<(IoBuffer, bool)>, dma: Option<DmaBuffer>) -> Option<IoBuffer> {
+    match (origin, dma) {
+        (Some((mut origin, back)), Some(dma)) => {
+            if back {
+                let n = origin.len().min(dma.len());
+                origin[..n].copy_from_slice(&dma.as_slice()[..n]);
+            }
+            Some(origin)
+        }
+        (Some((origin, _)), None) => Some(origin),
+        (None, dma) => dma.map(IoBuffer::from_dma),
+    }
 }
 
 /// A queue of the driver backend.
@@ -96,7 +145,45 @@ impl DriverQueue {
         let popped = self.free.pop();
         debug_assert_eq!(popped, Some(slot));
         self.slots[slot as usize] =
-            Slot { tag, op: Some(op.kind()), lba: op.lba(), origin, internal };
+            Slot { tag, op: Some(op.kind()), lba: op.lba(), origin, internal, meta_origin: None };
+    }
+
+    /// Submits `cmd` moving `buf` and its metadata `meta` (both checked).
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    fn submit_with_metadata(
+        &mut self,
+        slot: u32,
+        op: &ZoneOp,
+        cmd: SubmissionEntry,
+        buf: IoBuffer,
+        meta: IoBuffer,
+        to_device: bool,
+        tag: u64,
+    ) -> Result<(), Rejected> {
+        let rejoin = |mut data: IoBuffer, meta: IoBuffer| {
+            data.attach_metadata(meta);
+            Some(data)
+        };
+        let (data, origin) = match dma_for(&self.shared, buf, to_device) {
+            Ok(d) => d,
+            Err((error, buf)) => return Err(Rejected { error, buffer: rejoin(buf, meta) }),
+        };
+        let (mdata, meta_origin) = match dma_for(&self.shared, meta, to_device) {
+            Ok(d) => d,
+            Err((error, meta)) => {
+                let buf = give_back(origin, Some(data)).expect("a buffer");
+                return Err(Rejected { error, buffer: rejoin(buf, meta) });
+            }
+        };
+        if let Err(r) = self.qp.submit_owned_with_metadata(cmd, data, mdata, slot as u64) {
+            let error = DeviceError::from_driver(r.error, op.kind(), op.lba());
+            let buf = give_back(origin, Some(r.buffer)).expect("a buffer");
+            let meta = give_back(meta_origin, r.metadata.map(|m| *m)).expect("a metadata buffer");
+            return Err(Rejected { error, buffer: rejoin(buf, meta) });
+        }
+        self.take_slot(slot, op, tag, origin, false);
+        self.slots[slot as usize].meta_origin = meta_origin;
+        Ok(())
     }
 
     /// Turns a driver completion into the caller's, freeing its slot.
@@ -114,18 +201,13 @@ impl DriverQueue {
             None => Ok(0),
             Some(e) => Err(DeviceError::Nvme { status: e.status, op, lba: slot.lba }),
         };
-        let buffer = match (slot.origin, c.buffer) {
-            (Some((mut origin, back)), Some(dma)) => {
-                if back {
-                    let n = origin.len().min(dma.len());
-                    origin[..n].copy_from_slice(&dma.as_slice()[..n]);
-                }
-                Some(origin)
-            }
-            (Some((origin, _)), None) => Some(origin),
+        let mut buffer = match (slot.origin, c.buffer) {
             (None, _) if slot.internal => None,
-            (None, dma) => dma.map(IoBuffer::from_dma),
+            (origin, dma) => give_back(origin, dma),
         };
+        if let (Some(b), Some(meta)) = (&mut buffer, give_back(slot.meta_origin, c.metadata)) {
+            b.attach_metadata(meta);
+        }
         Some(Completion { tag: slot.tag, op, result, buffer })
     }
 
@@ -195,6 +277,75 @@ impl DriverQueue {
     }
 }
 
+impl DriverQueue {
+    /// [`ZoneQueue::execute`] of a Read, Write or Zone Append whose buffer
+    /// carries metadata.
+    fn execute_metadata(&mut self, op: &ZoneOp, data: Data<'_>) -> Result<u64> {
+        let info = &self.shared.info;
+        let driver = |e| DeviceError::from_driver(e, op.kind(), op.lba());
+        let pool = self.shared.ctrl.pool();
+        let done = match data {
+            Data::FromDevice(buf) => {
+                command::check_metadata(info, op, buf)?;
+                let cmd = command::entry(info, op, buf.len())?;
+                if op.data_to_device() != Some(false) {
+                    return Err(command::wrong_way(op));
+                }
+                let mut meta = buf.detach_metadata().expect("checked above");
+                let (mut d, mut m) = match (buf.as_dma(), meta.as_dma()) {
+                    (Some(_), Some(_)) => (None, None),
+                    _ => (
+                        Some(pool.alloc_zeroed(buf.len()).map_err(driver)?),
+                        Some(pool.alloc_zeroed(meta.len()).map_err(driver)?),
+                    ),
+                };
+                let r = match (&mut d, &mut m) {
+                    (Some(d), Some(m)) => self.qp.execute_with_metadata_in(cmd, d, m),
+                    _ => {
+                        let (b, mm) = (buf.as_dma_mut(), meta.as_dma_mut());
+                        let (b, mm) = (b.expect("DMA data"), mm.expect("DMA metadata"));
+                        self.qp.execute_with_metadata_in(cmd, b, mm)
+                    }
+                };
+                if let (Ok(_), Some(d), Some(m)) = (&r, &d, &m) {
+                    buf.copy_from_slice(d.as_slice());
+                    meta.copy_from_slice(m.as_slice());
+                }
+                buf.attach_metadata(meta);
+                r
+            }
+            Data::ToDevice(buf) => {
+                command::check_metadata(info, op, buf)?;
+                if let ZoneOp::Append { .. } = op {
+                    command::check_append_len(info, buf.len())?;
+                }
+                let cmd = command::entry(info, op, buf.len())?;
+                if op.data_to_device() != Some(true) {
+                    return Err(command::wrong_way(op));
+                }
+                let meta = buf.metadata().expect("checked above");
+                match (buf.as_dma(), meta.as_dma()) {
+                    (Some(d), Some(m)) => self.qp.execute_with_metadata_out(cmd, d, m),
+                    _ => {
+                        let mut d = pool.alloc(buf.len()).map_err(driver)?;
+                        d.as_mut_slice().copy_from_slice(buf);
+                        let mut m = pool.alloc(meta.len()).map_err(driver)?;
+                        m.as_mut_slice().copy_from_slice(meta);
+                        self.qp.execute_with_metadata_out(cmd, &d, &m)
+                    }
+                }
+            }
+            Data::None => return Err(no_buffer(op)),
+        };
+        let c = done.map_err(driver)?;
+        match c.error() {
+            Some(e) => Err(DeviceError::Nvme { status: e.status, op: op.kind(), lba: op.lba() }),
+            None if op.kind() == OpKind::Append => Ok(c.result),
+            None => Ok(0),
+        }
+    }
+}
+
 /// A blocking command's failure before it is given its context.
 enum Failure {
     Driver(zns_driver::Error),
@@ -261,6 +412,12 @@ impl ZoneQueue for DriverQueue {
                     Ok(c) => c,
                     Err(error) => return Err(Rejected { error, buffer: Some(buf) }),
                 };
+                if let Err(error) = command::check_metadata(&self.shared.info, &op, &buf) {
+                    return Err(Rejected { error, buffer: Some(buf) });
+                }
+                if let Some(meta) = buf.detach_metadata() {
+                    return self.submit_with_metadata(slot, &op, cmd, buf, meta, to_device, tag);
+                }
                 match buf.into_dma() {
                     Ok(dma) => {
                         if let Err(r) = self.qp.submit_owned(cmd, dma, slot as u64) {
@@ -330,6 +487,14 @@ impl ZoneQueue for DriverQueue {
 
     fn execute(&mut self, op: &ZoneOp, data: Data<'_>) -> Result<u64> {
         self.make_room()?;
+        let with_metadata = match &data {
+            Data::ToDevice(b) => b.metadata().is_some(),
+            Data::FromDevice(b) => b.metadata().is_some(),
+            Data::None => false,
+        };
+        if with_metadata {
+            return self.execute_metadata(op, data);
+        }
         let r = match (op, data) {
             (ZoneOp::Read { lba }, Data::FromDevice(buf)) => {
                 self.with_dma_in(buf, |q, s, d| q.read(&s.ns, *lba, d).map(|()| 0))

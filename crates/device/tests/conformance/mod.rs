@@ -38,6 +38,7 @@ pub const CHECKS: &[Check] = &[
     ("queue_full", queue_full),
     ("bad_submissions_return_the_buffer", bad_submissions_return_the_buffer),
     ("queues_on_several_threads", queues_on_several_threads),
+    ("per_lba_metadata", per_lba_metadata),
 ];
 
 /// Runs every check against `dev`.
@@ -1002,4 +1003,67 @@ fn pattern_run(seed: u64, lba: u64, blocks: u64, b: usize) -> Vec<u8> {
 /// Keeps `Arc` in use for suites that hold devices as `Arc<dyn ZonedDevice>`.
 pub fn as_dyn(dev: &Arc<dyn ZonedDevice>) -> &dyn ZonedDevice {
     dev.as_ref()
+}
+
+/// Per-LBA metadata travels with Read, Write and Zone Append where the
+/// device supports it (blocking and queued commands, DMA and plain
+/// buffers), reads without metadata still work, and metadata of the wrong
+/// length is refused with nothing written. Where it is not supported,
+/// attaching metadata is refused with `Unsupported`, nothing written.
+pub fn per_lba_metadata(dev: &dyn ZonedDevice) {
+    let info = dev.info().clone();
+    let mut q = fresh_queue(dev, 8);
+    let q = q.as_mut();
+    let ms = info.metadata_size as usize;
+    let z0 = zone_lba(dev, 0);
+    let blocks = 4;
+    let bytes = |seed: u8, n: usize| -> Vec<u8> {
+        (0..n).map(|i| seed.wrapping_add((i * 7) as u8)).collect()
+    };
+    let mut data = buffer(dev, &pattern(1, z0, blocks, bs(dev)));
+    if !info.capabilities.metadata {
+        data.attach_metadata(IoBuffer::aligned((ms * blocks).max(16)).expect("alloc"));
+        match q.write(z0, &data) {
+            Err(DeviceError::Unsupported(_)) => {}
+            other => panic!("a write with metadata on a device without it: {other:?}"),
+        }
+        assert_eq!(zone(q, z0).write_pointer, Some(z0), "the refused write wrote nothing");
+        return;
+    }
+    // Blocking write, DMA metadata; read back into plain-memory metadata.
+    let meta = bytes(3, ms * blocks);
+    data.attach_metadata(buffer(dev, &meta));
+    q.write(z0, &data).expect("write with metadata");
+    let mut back = dev.alloc(blocks * bs(dev)).expect("alloc");
+    back.attach_metadata(IoBuffer::aligned(ms * blocks).expect("alloc"));
+    q.read(z0, &mut back).expect("read with metadata");
+    assert_eq!(&back[..], &data[..], "data read with metadata");
+    assert_eq!(&back.metadata().expect("metadata kept")[..], &meta[..], "metadata read back");
+    assert_eq!(read_blocks(dev, q, z0, blocks), data.to_vec(), "read without metadata");
+    // Queued Zone Append with metadata: both buffers come back.
+    let z1 = zone_lba(dev, 1);
+    let meta2 = bytes(101, ms * 2);
+    let mut a = buffer(dev, &pattern(2, z1, 2, bs(dev)));
+    a.attach_metadata(buffer(dev, &meta2));
+    q.submit(ZoneOp::Append { zslba: z1, fua: false }, Some(a), 77).expect("submit append");
+    let mut done = Vec::new();
+    q.drain(Duration::from_secs(10), &mut |c| done.push(c)).expect("drain");
+    let c = done.pop().expect("one completion");
+    assert_eq!(c.result.as_ref().ok(), Some(&z1), "append landed at the zone start");
+    let returned = c.buffer.expect("buffer handed back");
+    assert_eq!(&returned.metadata().expect("metadata handed back")[..], &meta2[..]);
+    let mut back = dev.alloc(2 * bs(dev)).expect("alloc");
+    back.attach_metadata(dev.alloc(ms * 2).expect("alloc"));
+    q.read(z1, &mut back).expect("read appended blocks with metadata");
+    assert_eq!(&back.metadata().expect("metadata")[..], &meta2[..], "appended metadata");
+    // Wrong length: refused, nothing written.
+    let wp = z0 + blocks as u64;
+    let mut bad = buffer(dev, &pattern(3, wp, 1, bs(dev)));
+    bad.attach_metadata(IoBuffer::aligned(ms + 1).expect("alloc"));
+    match q.write(wp, &bad) {
+        Err(DeviceError::InvalidArgument(_)) => {}
+        other => panic!("metadata of the wrong length: {other:?}"),
+    }
+    assert_eq!(zone(q, z0).write_pointer, Some(wp), "the refused write wrote nothing");
+    reset_all(q);
 }
