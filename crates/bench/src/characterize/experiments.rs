@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use rand::SeedableRng;
 use zns_device::{Target, ZoneAction, ZoneOp, ZonedDevice, DEFAULT_TIMEOUT};
 
-use super::engine::{run as run_streams, Ctx, Stream, Work, ZonePool};
+use super::engine::{run as run_streams, Ctx, Stream, Work, WriteZone, ZonePool};
 use super::plan::{Plan, EXPERIMENTS};
 use super::progress::Observer;
 use super::results::{
@@ -463,11 +463,8 @@ impl Runner<'_> {
         self.begin((writes.len() + appends.len()) as u64);
         for (op, sizes) in [("write", writes), ("append", appends)] {
             for bs in sizes {
-                let work = if op == "write" {
-                    Work::Write { zone: None }
-                } else {
-                    Work::Append { zone: None }
-                };
+                let zone = self.qd1_ramp(bs)?;
+                let work = if op == "write" { Work::Write { zone } } else { Work::Append { zone } };
                 let mut s =
                     [Stream::new(work, 1, bs).limit(self.plan.qd1_ops).until(self.deadline())];
                 run_streams(&mut self.ctx, &mut s)?;
@@ -481,6 +478,28 @@ impl Runner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The ramp before a QD 1 write or append point of `bs` bytes: a
+    /// fresh zone written (QD 1, `bs` per command, not measured) with the
+    /// plan's ramp data, which the point then goes on writing. `None`
+    /// without a ramp.
+    fn qd1_ramp(&mut self, bs: usize) -> Result<Option<WriteZone>, CharacterizeError> {
+        let bsz = self.bsz();
+        let per = (bs as u64 / bsz).max(1);
+        let want = self.plan.qd1_ramp_bytes / bsz / per * per;
+        if want == 0 {
+            return Ok(None);
+        }
+        let (start, cap) = self.ctx.take_zone()?;
+        let blocks = want.min(cap / 2 / per * per);
+        if blocks == 0 {
+            return Ok(Some(WriteZone { start, end: start + cap, next: start }));
+        }
+        let work = Work::Fill { next: start, end: start + blocks };
+        let mut ramp = [Stream::new(work, 1, bs).unrecorded()];
+        run_streams(&mut self.ctx, &mut ramp)?;
+        Ok(Some(WriteZone { start, end: start + cap, next: start + blocks }))
     }
 
     // ---- intra_zone -------------------------------------------------------

@@ -23,6 +23,11 @@ pub(crate) struct Plan {
     pub qd1_sizes: Vec<usize>,
     /// Writes and appends per size.
     pub qd1_ops: u64,
+    /// Data written, not measured, into the zone of each write and append
+    /// point before it is measured (bytes; at most half the zone): the
+    /// device reaches the steady state first (its write buffer full and
+    /// draining), as the reference's runs did after their ramp time.
+    pub qd1_ramp_bytes: u64,
     /// Reads per size.
     pub qd1_read_ops: u64,
     /// Append sizes of the intra-zone experiment.
@@ -102,6 +107,7 @@ impl Plan {
             Suite::Smoke => Plan {
                 qd1_sizes: vec![4 * KIB, 16 * KIB],
                 qd1_ops: 16,
+                qd1_ramp_bytes: 0,
                 qd1_read_ops: 16,
                 intra_sizes: vec![4 * KIB],
                 intra_qds: vec![1, 4],
@@ -138,6 +144,7 @@ impl Plan {
             Suite::Quick => Plan {
                 qd1_sizes: vec![4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB],
                 qd1_ops: 2_000,
+                qd1_ramp_bytes: 128 << 20,
                 qd1_read_ops: 2_000,
                 intra_sizes: vec![4 * KIB],
                 intra_qds: vec![1, 2, 4, 8, 16, 32, 64],
@@ -174,6 +181,7 @@ impl Plan {
             Suite::Full => Plan {
                 qd1_sizes: vec![4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB],
                 qd1_ops: 10_000,
+                qd1_ramp_bytes: 128 << 20,
                 qd1_read_ops: 10_000,
                 intra_sizes: vec![4 * KIB, 8 * KIB, 16 * KIB],
                 intra_qds: vec![1, 2, 4, 8, 16, 32, 64, 128],

@@ -15,7 +15,11 @@
 //!    Append additionally takes the zone's write pointer once its data is
 //!    in the buffer (`append_serial_ns`), so appends to one zone take
 //!    turns there while appends to different zones do not. The first
-//!    write to a zone it opens implicitly pays for opening it.
+//!    write to a zone it opens implicitly pays for opening it. Before a
+//!    data command's processing the unit may first finish a housekeeping
+//!    task (`housekeeping_fraction` of them, exponentially long with mean
+//!    `housekeeping_mean_ns`, drawn from the command's number): the tail
+//!    of QD 1 latencies.
 //! 3. **Write buffer.** A write completes once its data is in the buffer
 //!    (`write_buffer_kib`). The buffer drains to the dies one program unit
 //!    at a time; when it is full, writes wait for room. Reads of data still
@@ -49,7 +53,8 @@
 //!    was written. A zone that was neither finished nor filled has a
 //!    partly programmed block on each of its dies, closed first
 //!    (`close_block_us`); blocks holding Finish padding are erased in the
-//!    background. Close costs more while the zone has data in the buffer.
+//!    background. Close costs more while the zone has data not yet
+//!    programmed.
 //!
 //! The simulation is event driven (module `sim`); completions are posted when
 //! the controller's [`Clock`] reaches them. Admin commands are not timed.

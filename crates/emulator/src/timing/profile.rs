@@ -64,6 +64,17 @@ pub struct TimingProfile {
     pub finish_ns: u64,
     /// Reset Zone: processing on the processing units.
     pub reset_ns: u64,
+    /// Firmware housekeeping (mapping and buffer bookkeeping deferred and
+    /// run in batches) that a processing unit runs between data commands
+    /// (reads, writes, appends, copies): the fraction of them whose
+    /// processing waits for such a task. 0: none.
+    #[serde(default)]
+    pub housekeeping_fraction: f64,
+    /// Mean length of one housekeeping task: exponentially distributed,
+    /// the same for the same data command of the same run (they are
+    /// counted), so runs repeat exactly.
+    #[serde(default)]
+    pub housekeeping_mean_ns: u64,
     /// Reset Zone: the zone's metadata update, on the management unit (a
     /// core of its own, so resets do not hold up I/O), before the erases.
     pub reset_metadata_us: u64,
@@ -189,6 +200,9 @@ impl TimingProfile {
         }
         if self.erase_suspend_us.is_some_and(|t| !t.is_finite() || t < 0.0) {
             return Err("timing.erase_suspend_us must be a non-negative time".into());
+        }
+        if !(0.0..=1.0).contains(&self.housekeeping_fraction) {
+            return Err("timing.housekeeping_fraction must be in 0..=1".into());
         }
         if !(0.0..1.0).contains(&self.program_variation) {
             return Err("timing.program_variation must be in 0..1".into());

@@ -90,6 +90,8 @@ struct Params {
     finish: u64,
     reset: u64,
     reset_metadata: u64,
+    housekeeping_fraction: f64,
+    housekeeping_mean: u64,
     channels: u32,
     dies: u32,
     stripe: u32,
@@ -139,6 +141,8 @@ impl Params {
             finish: p.finish_ns,
             reset: p.reset_ns,
             reset_metadata: us(p.reset_metadata_us),
+            housekeeping_fraction: p.housekeeping_fraction,
+            housekeeping_mean: p.housekeeping_mean_ns,
             channels: p.channels,
             dies: p.dies(),
             stripe: p.zone_stripe_dies,
@@ -167,6 +171,15 @@ impl Params {
 #[inline]
 fn xfer(bytes: u64, mbps: u64) -> u64 {
     (bytes.saturating_mul(1000)).div_ceil(mbps.max(1))
+}
+
+/// A uniform number in [0, 1) from `x` (splitmix64 finalizer): fixed
+/// pseudo-random draws that repeat run after run.
+fn unit_interval(mut x: u64) -> f64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Whether a transfer of `bytes` needs a PRP list (more than two pages).
@@ -368,6 +381,8 @@ pub(crate) struct Sim {
     inflight: Vec<u32>,
     /// Completions produced so far (for the virtual clock's jumps).
     completions: u64,
+    /// Data commands submitted so far (draws of the housekeeping delay).
+    commands: u64,
 }
 
 impl Sim {
@@ -398,6 +413,7 @@ impl Sim {
             wall: None,
             inflight: vec![0; queues],
             completions: 0,
+            commands: 0,
             p,
         }
     }
@@ -634,6 +650,17 @@ impl Sim {
     }
 
     fn plan(&mut self, op: Op) -> Vec<Step> {
+        let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Copy { .. });
+        let hk = if data { self.housekeeping() } else { 0 };
+        let mut s = self.plan_command(op);
+        if let Some(Step::Unit(ns)) = s.iter_mut().find(|st| matches!(st, Step::Unit(_))) {
+            *ns += hk;
+        }
+        s
+    }
+
+    /// The steps of a command, without housekeeping.
+    fn plan_command(&mut self, op: Op) -> Vec<Step> {
         let p = &self.p;
         let mut s = vec![Step::Delay(p.fetch)];
         match op {
@@ -701,9 +728,7 @@ impl Sim {
             ZoneSendAction::Close => {
                 let buffered = zones
                     .iter()
-                    .filter(|z| {
-                        self.zones.get(&(nsid, z.index)).is_some_and(|zs| zs.fill > zs.dispatched)
-                    })
+                    .filter(|z| self.zones.get(&(nsid, z.index)).is_some_and(|zs| !zs.settled()))
                     .count() as u64;
                 s.push(Step::Unit(p.close * n + p.close_buffered * buffered));
             }
@@ -1049,12 +1074,28 @@ impl Sim {
         }
         let mut x = (prog.zone.0 as u64) << 32 ^ prog.zone.1 as u64;
         x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (prog.start / self.p.unit);
-        // splitmix64 finalizer
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^= x >> 31;
-        let u = (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let u = unit_interval(x) * 2.0 - 1.0;
         (self.p.program as f64 * (1.0 + v * u)).round() as u64
+    }
+
+    /// Housekeeping the processing unit runs before the next data
+    /// command's processing (the mapping and buffer bookkeeping the
+    /// firmware defers and runs in batches): with probability
+    /// `housekeeping_fraction` a task of exponentially distributed length,
+    /// drawn from the data command's number.
+    fn housekeeping(&mut self) -> u64 {
+        self.commands += 1;
+        let (f, mean) = (self.p.housekeeping_fraction, self.p.housekeeping_mean);
+        if f <= 0.0 || mean == 0 {
+            return 0;
+        }
+        let u = unit_interval(self.commands.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        if u >= f {
+            return 0;
+        }
+        // Given a task, u / f is uniform in [0, 1): an exponential draw.
+        let e = -(1.0 - u / f).ln();
+        (mean as f64 * e).round() as u64
     }
 
     /// Suspend latency and most suspensions of a die operation: programs
