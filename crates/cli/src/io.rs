@@ -24,6 +24,10 @@ pub struct ReadArgs {
     /// Where the data goes; `-` is stdout.
     #[arg(long, short, default_value = "-")]
     pub output: PathBuf,
+    /// Also read the blocks' per-LBA metadata into this file (the
+    /// namespace's format must have separate metadata).
+    #[arg(long, value_name = "FILE")]
+    pub metadata: Option<PathBuf>,
 }
 
 /// Arguments of `zns write`.
@@ -38,6 +42,11 @@ pub struct WriteArgs {
     /// Force Unit Access: durable when the command completes.
     #[arg(long)]
     pub fua: bool,
+    /// Per-LBA metadata to write with the blocks, from this file: at most
+    /// blocks × metadata size bytes, padded with zeroes (the namespace's
+    /// format must have separate metadata).
+    #[arg(long, value_name = "FILE")]
+    pub metadata: Option<PathBuf>,
 }
 
 /// Arguments of `zns append`.
@@ -97,6 +106,21 @@ fn check_fits(q: &mut dyn ZoneQueue, lba: u64, blocks: u64, what: &str) -> Resul
     Ok(())
 }
 
+/// Refuses metadata on a device without it, naming why.
+fn metadata_size(dev: &dyn ZonedDevice) -> Result<usize> {
+    let info = dev.info();
+    if !info.capabilities.metadata {
+        if info.metadata_size == 0 {
+            bail!("--metadata: the namespace's LBA format has no per-LBA metadata");
+        }
+        bail!(
+            "--metadata: the {} backend does not pass per-LBA metadata (emu: and pcie: do)",
+            info.backend
+        );
+    }
+    Ok(info.metadata_size as usize)
+}
+
 pub fn read(dev: &dyn ZonedDevice, args: &ReadArgs, out: &mut dyn Write) -> Result<()> {
     let info = dev.info();
     let bs = info.block_size as usize;
@@ -112,16 +136,33 @@ pub fn read(dev: &dyn ZonedDevice, args: &ReadArgs, out: &mut dyn Write) -> Resu
             .with_context(|| format!("create {}", args.output.display()))?;
         Box::new(std::io::BufWriter::new(f))
     };
+    let mut meta_sink = match &args.metadata {
+        Some(path) => {
+            let ms = metadata_size(dev)?;
+            let f = File::create(path).with_context(|| format!("create {}", path.display()))?;
+            Some((ms, std::io::BufWriter::new(f)))
+        }
+        None => None,
+    };
     let mut buf = dev.alloc((per.min(args.blocks) as usize) * bs)?;
     let mut done = 0;
     while done < args.blocks {
         let n = per.min(args.blocks - done);
         buf.set_len(n as usize * bs)?;
+        if let Some((ms, _)) = &meta_sink {
+            buf.attach_metadata(dev.alloc(n as usize * ms)?);
+        }
         q.read(args.lba + done, &mut buf)?;
         sink.write_all(&buf)?;
+        if let (Some((_, w)), Some(meta)) = (&mut meta_sink, buf.detach_metadata()) {
+            w.write_all(&meta)?;
+        }
         done += n;
     }
     sink.flush()?;
+    if let Some((_, mut w)) = meta_sink {
+        w.flush()?;
+    }
     Ok(())
 }
 
@@ -135,10 +176,34 @@ pub fn write(dev: &dyn ZonedDevice, args: &WriteArgs, out: &mut dyn Write) -> Re
     if blocks > per {
         check_fits(q.as_mut(), args.lba, blocks, "write")?;
     }
+    let meta = match &args.metadata {
+        Some(path) => {
+            let ms = metadata_size(dev)?;
+            let mut m = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+            let want = blocks as usize * ms;
+            if m.len() > want {
+                bail!(
+                    "--metadata: {} bytes for {} of {ms} bytes of metadata each ({want} bytes)",
+                    m.len(),
+                    plural(blocks)
+                );
+            }
+            m.resize(want, 0);
+            Some((ms, m))
+        }
+        None => None,
+    };
     let mut buf = dev.alloc((per.min(blocks) as usize) * bs)?;
     for (i, chunk) in data.chunks(per as usize * bs).enumerate() {
         buf.set_len(chunk.len())?;
         buf.copy_from_slice(chunk);
+        if let Some((ms, m)) = &meta {
+            let n = chunk.len() / bs;
+            let first = i * per as usize;
+            let mut mb = dev.alloc(n * ms)?;
+            mb.copy_from_slice(&m[first * ms..(first + n) * ms]);
+            buf.attach_metadata(mb);
+        }
         let lba = args.lba + i as u64 * per;
         if args.fua {
             q.write_fua(lba, &buf)?;

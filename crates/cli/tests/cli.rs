@@ -536,3 +536,40 @@ fn bench_overhead_prints_one_json_object_and_a_table() {
         assert!(cols[2..].iter().all(|c| c.parse::<f64>().is_ok_and(|x| x > 0.0)), "{t}");
     }
 }
+
+#[test]
+fn metadata_round_trips_and_is_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small.img");
+    zns(&["emu", "create", path.to_str().unwrap(), "--profile", "small"], None).ok();
+    let dev = format!("emu:file={}", path.display());
+    let file = |name: &str, data: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, data).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    // 40 blocks (more than one command), 16 metadata bytes each, the
+    // metadata file 5 bytes short: padded with zeroes.
+    let data = pattern(40 * 4096, 5);
+    let meta = pattern(40 * 16 - 5, 6);
+    let (input, minput) = (file("d.bin", &data), file("m.bin", &meta));
+    zns(&["-d", &dev, "write", "--lba", "0", "-i", &input, "--metadata", &minput], None).ok();
+    let (out, mout) = (dir.path().join("o.bin"), dir.path().join("mo.bin"));
+    let (o, mo) = (out.to_str().unwrap(), mout.to_str().unwrap());
+    zns(&["-d", &dev, "read", "--lba", "0", "--blocks", "40", "-o", o, "--metadata", mo], None)
+        .ok();
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let back = std::fs::read(&mout).unwrap();
+    assert_eq!(&back[..meta.len()], &meta[..]);
+    assert!(back[meta.len()..].iter().all(|&b| b == 0) && back.len() == 40 * 16);
+    // Too much metadata: refused before anything is written.
+    let big = file("big.bin", &pattern(17, 1));
+    let small = file("one.bin", &pattern(4096, 1));
+    let e =
+        zns(&["-d", &dev, "write", "--lba", "40", "-i", &small, "--metadata", &big], None).failed();
+    assert!(e.contains("17 bytes for 1 block"), "{e}");
+    // A format without metadata.
+    let e = zns(&["-d", "emu:tiny", "write", "--lba", "0", "-i", &small, "--metadata", &big], None)
+        .failed();
+    assert!(e.contains("no per-LBA metadata"), "{e}");
+}
