@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use zns_device::{ReportFilter, ZoneState};
 
 use crate::error::{FtlError, Result};
-use crate::ftl::{Ftl, Shared};
+use crate::ftl::{decode_tag, Ftl, Shared};
 
 /// Problems kept in a [`CheckReport`]; more are only counted.
 pub const MAX_PROBLEMS: usize = 1000;
@@ -131,6 +131,18 @@ pub enum CheckProblem {
         /// Zones the device reported.
         reported: u64,
     },
+    /// A mapped block's per-LBA metadata tag names another logical block,
+    /// or none (`read_all`, on devices whose blocks carry tags).
+    WrongTag {
+        /// Zone.
+        zone: u32,
+        /// Block offset in the zone.
+        offset: u32,
+        /// The logical block the map says is there.
+        logical: u64,
+        /// The logical block the tag names (`None`: untagged).
+        tagged: Option<u64>,
+    },
     /// Reading mapped blocks back failed (`read_all`).
     ReadFailed {
         /// Zone.
@@ -159,6 +171,7 @@ impl CheckProblem {
             CheckProblem::OpenZonesWritten { .. } => "open-zones-written",
             CheckProblem::ZoneCount { .. } => "zone-count",
             CheckProblem::ReadFailed { .. } => "read-failed",
+            CheckProblem::WrongTag { .. } => "wrong-tag",
         }
     }
 
@@ -171,7 +184,8 @@ impl CheckProblem {
             | CheckProblem::MappedInUnwrittenZone { zone, .. }
             | CheckProblem::MappedPastWritePointer { zone, .. }
             | CheckProblem::ZoneState { zone, .. }
-            | CheckProblem::ReadFailed { zone, .. } => Some(zone),
+            | CheckProblem::ReadFailed { zone, .. }
+            | CheckProblem::WrongTag { zone, .. } => Some(zone),
             _ => None,
         }
     }
@@ -232,6 +246,18 @@ impl fmt::Display for CheckProblem {
             CheckProblem::ReadFailed { zone, offset, blocks, error } => {
                 write!(f, "reading {blocks} blocks of zone {zone} at block {offset}: {error}")
             }
+            CheckProblem::WrongTag { zone, offset, logical, tagged } => match tagged {
+                Some(t) => write!(
+                    f,
+                    "block {offset} of zone {zone} holds logical block {logical} by the map, \
+                     but its metadata tag names logical block {t}"
+                ),
+                None => write!(
+                    f,
+                    "block {offset} of zone {zone} holds logical block {logical} by the map, \
+                     but its metadata carries no tag"
+                ),
+            },
         }
     }
 }
@@ -548,6 +574,7 @@ fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
     let layout = &s.layout;
     let mut ctx = s.new_ctx()?;
     let bs = layout.block_size as usize;
+    let ms = s.tag_size();
     let max = layout.mdts_blocks.max(1);
     for zone in layout.meta_zones..layout.zones {
         let _guard = s.reclaim[zone as usize].read();
@@ -563,7 +590,26 @@ fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
                 k += 1;
             }
             let lba = layout.zone_start(zone) + o as u64;
-            let res = ctx.big.set_len(k as usize * bs).and_then(|()| ctx.q.read(lba, &mut ctx.big));
+            let mut tags = ctx.tags.take();
+            let res = ctx.big.set_len(k as usize * bs).and_then(|()| {
+                if let Some(mut t) = tags.take() {
+                    t.set_len(k as usize * ms)?;
+                    ctx.big.attach_metadata(t);
+                }
+                ctx.q.read(lba, &mut ctx.big)
+            });
+            tags = tags.or(ctx.big.detach_metadata());
+            if let (Ok(()), Some(t)) = (&res, &tags) {
+                for (i, tag) in t.chunks_exact(ms).enumerate() {
+                    let offset = o + i as u32;
+                    let owner = s.map.owner(layout.pba(zone, offset));
+                    let tagged = decode_tag(tag);
+                    if let Some(logical) = owner.filter(|&l| Some(l) != tagged) {
+                        r.problem(CheckProblem::WrongTag { zone, offset, logical, tagged });
+                    }
+                }
+            }
+            ctx.tags = tags;
             match res {
                 Ok(()) => r.blocks_read += k as u64,
                 Err(e) => r.problem(CheckProblem::ReadFailed {
@@ -586,6 +632,7 @@ mod tests {
     use zns_device::{Target, ZoneAction, ZonedDevice};
 
     use super::*;
+    use crate::ftl::encode_tag;
     use crate::{BlockDevice, FtlConfig};
 
     fn setup() -> (Arc<dyn ZonedDevice>, Ftl) {
@@ -726,5 +773,42 @@ mod tests {
         assert!(states.contains(&(free, "free")), "{:?}", r.problems);
         assert!(kinds(&r).contains(&"open-zones-written"), "{:?}", r.problems);
         assert_eq!(r.problems.iter().filter(|p| p.zone() == Some(full)).count(), 1);
+    }
+
+    #[test]
+    fn block_tags_survive_relocation_and_wrong_tags_are_found() {
+        for use_copy in [true, false] {
+            // 16 zones of `small` (16 bytes of metadata per block).
+            let dev = zns_device::open("emu:small,zones=16").unwrap();
+            let config = FtlConfig { use_copy, ..FtlConfig::default() };
+            let ftl = Ftl::format(Arc::clone(&dev), config).unwrap();
+            assert_eq!(ftl.shared.tag_size(), 16);
+            let n = ftl.capacity_blocks();
+            let bs = ftl.block_size() as usize;
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            for i in 0..3 * n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ftl.write(x % n, &vec![i as u8; bs]).unwrap();
+            }
+            assert!(ftl.stats().gc_blocks_copied > 0, "GC relocated blocks");
+            let r = ftl.check(true).unwrap();
+            assert!(r.is_ok(), "use_copy {use_copy}: {:?}", r.problems);
+            assert_eq!(r.blocks_read, r.mapped_blocks);
+            // Overwrite one block's tag behind the FTL's back.
+            let layout = &ftl.shared.layout;
+            let lba = layout.lba(ftl.shared.map.lookup(7).unwrap());
+            let mut tag = [0u8; 16];
+            encode_tag(999, &mut tag);
+            let emu = dev.emulator().unwrap();
+            emu.namespaces()[0].media().write_metadata(lba, &tag).unwrap();
+            let r = ftl.check(true).unwrap();
+            assert_eq!(kinds(&r), vec!["wrong-tag"], "{:?}", r.problems);
+            assert!(matches!(
+                r.problems[0],
+                CheckProblem::WrongTag { logical: 7, tagged: Some(999), .. }
+            ));
+        }
     }
 }

@@ -125,6 +125,11 @@ pub struct FtlConfig {
     pub gc_high: u32,
     /// Relocate with the NVMe Copy command when the device has it.
     pub use_copy: bool,
+    /// Store each data block's logical address in its per-LBA metadata
+    /// when the device has separate metadata of at least 8 bytes (the
+    /// reverse map kept with the data: `Ftl::check` verifies it). Costs a
+    /// metadata transfer per write.
+    pub tag_blocks: bool,
     /// Metadata zones; `None` chooses from the checkpoint size. Used at
     /// format.
     pub meta_zones: Option<u32>,
@@ -146,6 +151,7 @@ impl Default for FtlConfig {
             gc_low: 1,
             gc_high: 2,
             use_copy: true,
+            tag_blocks: true,
             meta_zones: None,
             hot_threshold: 1.0,
             queue_depth: 16,

@@ -59,6 +59,31 @@ pub(crate) struct IoCtx {
     pub small: Vec<IoBuffer>,
     /// Host memory for data on its way between commands.
     pub staging: Vec<u8>,
+    /// Metadata for `big` (MDTS blocks of per-LBA metadata) when blocks
+    /// are tagged with their logical address; attached only while a
+    /// command uses it.
+    pub tags: Option<IoBuffer>,
+}
+
+/// The per-LBA metadata tag of a block holding logical block `logical`:
+/// `logical + 1`, little-endian, in the first 8 bytes (0 = untagged).
+pub(crate) fn encode_tag(logical: u64, out: &mut [u8]) {
+    out[..8].copy_from_slice(&(logical + 1).to_le_bytes());
+    out[8..].fill(0);
+}
+
+/// The logical block a tag names; `None` for an untagged block.
+pub(crate) fn decode_tag(tag: &[u8]) -> Option<u64> {
+    let v = u64::from_le_bytes(tag[..8].try_into().expect("tags have 8 bytes"));
+    v.checked_sub(1)
+}
+
+/// Fills `meta` (blocks × `ms` bytes) with the tags of logical blocks
+/// `logical(0..)`.
+fn fill_tags(meta: &mut [u8], ms: usize, logical: &impl Fn(u32) -> u64, first: u32) {
+    for (i, tag) in meta.chunks_exact_mut(ms).enumerate() {
+        encode_tag(logical(first + i as u32), tag);
+    }
 }
 
 /// Everything the FTL's threads share.
@@ -188,7 +213,27 @@ impl Shared {
         let big = q
             .alloc(self.layout.mdts_blocks as usize * self.layout.block_size as usize)
             .map_err(FtlError::device("allocate an I/O buffer"))?;
-        Ok(IoCtx { q, big, small: Vec::new(), staging: Vec::new() })
+        let tags = match self.tag_size() {
+            0 => None,
+            ms => Some(
+                q.alloc(self.layout.mdts_blocks as usize * ms)
+                    .map_err(FtlError::device("allocate a metadata buffer"))?,
+            ),
+        };
+        Ok(IoCtx { q, big, small: Vec::new(), staging: Vec::new(), tags })
+    }
+
+    /// Bytes of per-LBA metadata each data block carries its tag in (its
+    /// logical address, for `Ftl::check` and a rescan of the zones), or 0
+    /// when the device cannot store one: it needs separate metadata of at
+    /// least 8 bytes that the backend passes.
+    pub fn tag_size(&self) -> usize {
+        let info = self.dev.info();
+        if self.config.tag_blocks && info.capabilities.metadata && info.metadata_size >= 8 {
+            info.metadata_size as usize
+        } else {
+            0
+        }
     }
 
     /// Runs `f` with a queue of the pool (created when none is idle).
@@ -275,37 +320,71 @@ impl Shared {
         }
     }
 
-    /// Writes `data` into the blocks of grant `g`; returns where each run
-    /// of the data landed (PBA, blocks), in data order.
-    pub fn write_grant(&self, ctx: &mut IoCtx, g: &Grant, data: &[u8]) -> Result<Placed> {
+    /// Writes `data` into the blocks of grant `g`, block `i` of it holding
+    /// logical block `logical(i)` (its tag, when blocks are tagged);
+    /// returns where each run of the data landed (PBA, blocks), in data
+    /// order.
+    pub fn write_grant(
+        &self,
+        ctx: &mut IoCtx,
+        g: &Grant,
+        data: &[u8],
+        logical: impl Fn(u32) -> u64,
+    ) -> Result<Placed> {
         let bs = self.layout.block_size as usize;
         if g.exclusive {
+            let ms = self.tag_size();
             let mut done = 0u32;
             while done < g.blocks {
                 let k = (g.blocks - done).min(self.layout.mdts_blocks);
                 ctx.big.set_len(k as usize * bs).map_err(FtlError::device("size a buffer"))?;
                 ctx.big.copy_from_slice(&data[done as usize * bs..(done + k) as usize * bs]);
+                if let Some(mut tags) = ctx.tags.take() {
+                    if let Err(e) = tags.set_len(k as usize * ms) {
+                        ctx.tags = Some(tags);
+                        return Err(FtlError::device("size a metadata buffer")(e));
+                    }
+                    fill_tags(&mut tags, ms, &logical, done);
+                    ctx.big.attach_metadata(tags);
+                }
                 let lba = self.layout.lba(self.layout.pba(g.zone, g.offset + done));
-                ctx.q.write(lba, &ctx.big).map_err(FtlError::device("write data"))?;
+                let r = ctx.q.write(lba, &ctx.big);
+                ctx.tags = ctx.big.detach_metadata();
+                r.map_err(FtlError::device("write data"))?;
                 done += k;
             }
             return Ok(Placed::one(self.layout.pba(g.zone, g.offset), g.blocks));
         }
-        self.append(ctx, g, data).map(Placed::many)
+        self.append(ctx, g, data, logical).map(Placed::many)
     }
 
     /// Zone Appends `data` into the zone of shared grant `g`, several in
     /// flight.
-    fn append(&self, ctx: &mut IoCtx, g: &Grant, data: &[u8]) -> Result<Vec<(u32, u32)>> {
+    fn append(
+        &self,
+        ctx: &mut IoCtx,
+        g: &Grant,
+        data: &[u8],
+        logical: impl Fn(u32) -> u64,
+    ) -> Result<Vec<(u32, u32)>> {
         let bs = self.layout.block_size as usize;
+        let ms = self.tag_size();
         let chunk = self.layout.zasl_blocks.min(self.layout.mdts_blocks).max(1);
         let chunks = g.blocks.div_ceil(chunk) as usize;
         let depth = ctx.q.capacity().clamp(1, 64);
         while ctx.small.len() < depth.min(chunks) {
-            let b = ctx
+            let mut b = ctx
                 .q
                 .alloc(chunk as usize * bs)
                 .map_err(FtlError::device("allocate an append buffer"))?;
+            if ms > 0 {
+                // Stays attached: the queue hands it back with the data.
+                let tags = ctx
+                    .q
+                    .alloc(chunk as usize * ms)
+                    .map_err(FtlError::device("allocate a metadata buffer"))?;
+                b.attach_metadata(tags);
+            }
             ctx.small.push(b);
         }
         let zslba = self.layout.zone_start(g.zone);
@@ -324,6 +403,14 @@ impl Shared {
                     break;
                 }
                 b.copy_from_slice(&data[first as usize * bs..(first + k) as usize * bs]);
+                if let Some(tags) = b.metadata_mut() {
+                    if let Err(e) = tags.set_len(k as usize * ms) {
+                        ctx.small.push(b);
+                        error = Some(FtlError::device("size a metadata buffer")(e));
+                        break;
+                    }
+                    fill_tags(tags, ms, &logical, first);
+                }
                 match ctx.q.submit(ZoneOp::Append { zslba, fua: false }, Some(b), next as u64) {
                     Ok(()) => next += 1,
                     Err(r) => {
@@ -408,7 +495,8 @@ impl Shared {
                     role as u32,
                 )?;
                 let part = &data[done as usize * bs..(done + g.blocks as u64) as usize * bs];
-                let placed = match self.write_grant(ctx, &g, part) {
+                let first = lba + done;
+                let placed = match self.write_grant(ctx, &g, part, |i| first + i as u64) {
                     Ok(p) => p,
                     Err(e) => return Err(self.fail(e)),
                 };

@@ -199,7 +199,8 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
                 let mut data = std::mem::take(&mut ctx.staging);
                 data.resize(batch.len() * bs, 0);
                 let r = read_runs(shared, ctx, &mut data, base, batch, bs);
-                let r = r.and_then(|()| shared.write_grant(ctx, &g, &data));
+                let r =
+                    r.and_then(|()| shared.write_grant(ctx, &g, &data, |i| batch[i as usize].1));
                 ctx.staging = data;
                 r?
             }
