@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crossbeam::queue::ArrayQueue;
 use parking_lot::{Mutex, RwLock};
 use zns_device::{
     IoBuffer, ReportFilter, Target, ZoneAction, ZoneOp, ZoneQueue, ZoneState, ZonedDevice,
@@ -19,7 +20,10 @@ use crate::meta::{meta_zone_plan, MetaCtx, MetaWriter};
 use crate::stats::{Counters, FtlStats, PoolCounts};
 use crate::zones::{Grant, Pool, Who, Zones};
 
-/// A queue and its buffers, used by one thread at a time.
+/// Most idle I/O queues kept for reuse (more threads than this at once
+/// create and drop queues as they go).
+const IDLE_QUEUES: usize = 64;
+
 /// Where the runs of a grant's data landed, `(PBA, blocks)` in data order:
 /// one run for a Write (no allocation on the write path), one per append
 /// for Zone Appends.
@@ -51,6 +55,7 @@ impl Iterator for Placed {
     }
 }
 
+/// A queue and its buffers, used by one thread at a time.
 pub(crate) struct IoCtx {
     pub q: Box<dyn ZoneQueue>,
     /// A buffer of the largest transfer (MDTS).
@@ -102,7 +107,9 @@ pub(crate) struct Shared {
     pub zones: Zones,
     /// Held shared by reads of a zone, exclusively by its reset.
     pub reclaim: Box<[RwLock<()>]>,
-    ctxs: Mutex<Vec<IoCtx>>,
+    /// Idle queues with their buffers: taken and given back around every
+    /// request without a lock.
+    ctxs: ArrayQueue<IoCtx>,
     pub stats: Counters,
     /// Logical time: user blocks written (this mount) plus `clock_base`.
     clock_base: AtomicU64,
@@ -189,7 +196,7 @@ impl Shared {
             journal: Mutex::new(Journal::default()),
             meta: Mutex::new(meta),
             zones,
-            ctxs: Mutex::new(Vec::new()),
+            ctxs: ArrayQueue::new(IDLE_QUEUES),
             stats: Counters::default(),
             clock_base: AtomicU64::new(clock),
             hot_threshold,
@@ -238,14 +245,15 @@ impl Shared {
 
     /// Runs `f` with a queue of the pool (created when none is idle).
     fn with_ctx<T>(&self, f: impl FnOnce(&mut IoCtx) -> Result<T>) -> Result<T> {
-        let ctx = self.ctxs.lock().pop();
-        let mut ctx = match ctx {
+        let mut ctx = match self.ctxs.pop() {
             Some(c) => c,
             None => self.new_ctx()?,
         };
         let r = f(&mut ctx);
+        // A queue with commands in flight (after an error) is not reused;
+        // beyond IDLE_QUEUES idle ones, the extra is dropped.
         if ctx.q.outstanding() == 0 {
-            self.ctxs.lock().push(ctx);
+            let _ = self.ctxs.push(ctx);
         }
         r
     }
