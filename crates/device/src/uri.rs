@@ -10,6 +10,7 @@
 //! | `emu:PROFILE,timing=on\|off` | the timing model (default: on when the profile has one, as `zn540`) |
 //! | `emu:PROFILE,clock=virtual\|real` | the timed emulator's clock (default: virtual) |
 //! | `emu:PROFILE,zones=N` | the profile's zoned namespace cut (or grown) to `N` zones, geometry and timing unchanged: quick experiments on a large profile |
+//! | `emu:PROFILE,metadata=N` | the zoned namespace's LBA format with `N` bytes of separate per-LBA metadata (0: none) |
 //! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
 //! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
 //! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
@@ -42,7 +43,8 @@ pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd"];
 pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
-pub const EMULATOR_OPTIONS: &[&str] = &["profile", "file", "media", "timing", "clock", "zones"];
+pub const EMULATOR_OPTIONS: &[&str] =
+    &["profile", "file", "media", "timing", "clock", "zones", "metadata"];
 
 /// Where an emulated device keeps its data (file media comes with `file=`).
 ///
@@ -108,6 +110,9 @@ pub struct EmulatorUri {
     pub clock: Option<ClockMode>,
     /// Number of zones of the zoned namespace, instead of the profile's.
     pub zones: Option<u32>,
+    /// Metadata bytes per block of the zoned namespace, instead of the
+    /// profile's.
+    pub metadata: Option<u16>,
 }
 
 impl EmulatorUri {
@@ -331,6 +336,19 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     _ => return Err(one_of(key, value, &["virtual", "real"])),
                 });
             }
+            "metadata" => {
+                if u.metadata.is_some() {
+                    return Err(dup());
+                }
+                match value.parse::<u16>() {
+                    Ok(n) => u.metadata = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "metadata={value:?}: expected bytes of metadata per block (0 to 65535)"
+                        ))
+                    }
+                }
+            }
             "zones" => {
                 if u.zones.is_some() {
                     return Err(dup());
@@ -348,8 +366,10 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
             }
         }
     }
-    if u.file.is_some() && u.zones.is_some() {
-        return Err("zones= does not combine with file= (an image keeps its geometry)".into());
+    if u.file.is_some() && (u.zones.is_some() || u.metadata.is_some()) {
+        return Err("zones= and metadata= do not combine with file= (an image keeps its \
+                    geometry)"
+            .into());
     }
     if u.file.is_some() && u.media.is_some() {
         return Err("media= does not combine with file= (an image is file media)".into());
@@ -396,6 +416,9 @@ impl fmt::Display for DeviceUri {
                 if let Some(n) = u.zones {
                     parts.push(format!("zones={n}"));
                 }
+                if let Some(n) = u.metadata {
+                    parts.push(format!("metadata={n}"));
+                }
                 write!(f, "emu:{}", parts.join(","))
             }
         }
@@ -426,6 +449,9 @@ mod tests {
         assert!("emu:zn540,zones=0".parse::<DeviceUri>().is_err());
         assert!("emu:zn540,zones=x".parse::<DeviceUri>().is_err());
         assert!("emu:file=/tmp/x.img,zones=4".parse::<DeviceUri>().is_err());
+        assert_eq!(emu("emu:zn540,metadata=8").metadata, Some(8));
+        assert!("emu:zn540,metadata=-1".parse::<DeviceUri>().is_err());
+        assert!("emu:zn540,metadata=70000".parse::<DeviceUri>().is_err());
         let u = emu("emu:tiny,media=null,timing=off");
         assert_eq!((u.media, u.timing), (Some(EmulatorMedia::Null), Some(Timing::Off)));
         let u = emu("emu:zn540,timing=on,clock=real");

@@ -80,16 +80,24 @@ impl DriverDevice {
                 };
                 let mut profile =
                     Profile::by_name(uri.profile_name()).map_err(EmulatorError::from)?;
-                if let Some(n) = uri.zones {
+                if uri.zones.is_some() || uri.metadata.is_some() {
                     let zoned =
                         profile.namespaces.iter_mut().find(|ns| ns.kind == NamespaceKind::Zoned);
                     let Some(ns) = zoned else {
                         return Err(DeviceError::uri(
                             text,
-                            format!("zones= needs a zoned namespace; {:?} has none", profile.name),
+                            format!(
+                                "zones= and metadata= need a zoned namespace; {:?} has none",
+                                profile.name
+                            ),
                         ));
                     };
-                    ns.zones = n;
+                    if let Some(n) = uri.zones {
+                        ns.zones = n;
+                    }
+                    if let Some(m) = uri.metadata {
+                        ns.metadata_size = m;
+                    }
                     profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))?;
                 }
                 Emulator::with_profile(profile).media(media)
