@@ -521,6 +521,28 @@ mod tests {
     }
 
     #[test]
+    fn ram_prefetch_is_only_a_hint() {
+        let m = media(4096, 16, 1000);
+        // Nothing allocated, past the end, huge counts: no effect, no fault.
+        m.prefetch(0, 1);
+        m.prefetch(999, u64::MAX);
+        m.prefetch(5000, 3);
+        m.prefetch(u64::MAX, 1);
+        m.write(10, &fill(4096 * 20, 3)).unwrap();
+        m.prefetch(10, 20);
+        m.prefetch(15, 0);
+        // A chunk freed (its hint cleared) and one freed under a stale
+        // hint read the same as before.
+        m.deallocate(0, 16).unwrap();
+        m.prefetch(10, 1);
+        let mut back = vec![1u8; 4096];
+        m.read(10, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0), "a freed chunk reads zeros");
+        m.read(29, &mut back).unwrap();
+        assert!(back == fill(4096 * 20, 3)[19 * 4096..], "the next chunk keeps its data");
+    }
+
+    #[test]
     fn ram_rejects_bad_requests() {
         let m = media(4096, 8, 100);
         let mut buf = vec![0; 4096];
