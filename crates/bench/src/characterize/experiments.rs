@@ -377,6 +377,7 @@ impl Runner<'_> {
             "open" => p.open_samples as f64 * 16.0,
             "zone_mgmt" => {
                 2.0 * p.mgmt_samples as f64 * occ * cap_bytes / kib32
+                    + p.mgmt_samples_full.saturating_sub(p.mgmt_samples) as f64 * cap_bytes / kib32
                     + p.mgmt_samples_cheap as f64 * 8.0
             }
             "reads" => {
@@ -654,15 +655,21 @@ impl Runner<'_> {
         let cap = self.zone_capacity();
         let occs = occupancies(cap);
         let (n, cheap_n) = (self.plan.mgmt_samples, self.plan.mgmt_samples_cheap);
-        let count = |blocks: u64, finished: bool| {
+        let full_n = self.plan.mgmt_samples_full.max(n);
+        let count = |label: &str, blocks: u64, finished: bool| {
             if blocks == 0 || (blocks == 1 && !finished) {
                 cheap_n
+            } else if label == "full" && !finished {
+                full_n
             } else {
                 n
             }
         };
-        let total: u64 =
-            occs.iter().flat_map(|&(_, b)| [count(b, false), count(b, true)]).map(u64::from).sum();
+        let total: u64 = occs
+            .iter()
+            .flat_map(|&(l, b)| [count(l, b, false), count(l, b, true)])
+            .map(u64::from)
+            .sum();
         self.begin(total);
         // (op, variant, occupancy label) -> samples
         let mut got: BTreeMap<(String, &'static str), (Samples, u64, &'static str)> =
@@ -675,10 +682,10 @@ impl Runner<'_> {
         };
         let mut close_after_write = Samples::default();
         let mut close_after_open = Samples::default();
-        for sample in 0..n.max(cheap_n) {
+        for sample in 0..n.max(cheap_n).max(full_n) {
             for &(label, blocks) in &occs {
                 for finished in [false, true] {
-                    if sample >= count(blocks, finished) {
+                    if sample >= count(label, blocks, finished) {
                         continue;
                     }
                     let (z, zcap) = self.ctx.take_zone()?;
@@ -696,13 +703,19 @@ impl Runner<'_> {
                             let t = self.ctx.action(ZoneAction::Close, z)?;
                             add("close", label, blocks, t);
                             close_after_write.add(t, 0);
+                            self.mgmt_settle();
                             let t = self.ctx.action(ZoneAction::Open, z)?;
                             add("open", label, blocks, t);
+                        } else {
+                            self.mgmt_settle();
                         }
                     }
                     if finished {
                         let t = self.ctx.action(ZoneAction::Finish, z)?;
                         add("finish", label, blocks, t);
+                        if blocks > 0 {
+                            self.mgmt_settle();
+                        }
                         let t = self.ctx.action(ZoneAction::Reset, z)?;
                         add("reset_after_finish", label, blocks, t);
                     } else {
@@ -744,6 +757,14 @@ impl Runner<'_> {
             self.points.push(s.into_point(p));
         }
         Ok(())
+    }
+
+    /// Leaves the device idle for the plan's zone management settle time
+    /// (device time: on a virtual clock it passes at once).
+    fn mgmt_settle(&mut self) {
+        if self.plan.mgmt_settle_ns > 0 {
+            self.ctx.dev.wait_ns(self.plan.mgmt_settle_ns);
+        }
     }
 
     // ---- the read data set -------------------------------------------------

@@ -66,6 +66,16 @@ pub(crate) struct Plan {
     pub mgmt_samples: u32,
     /// Samples of the cheap ones (empty; one LBA without finish).
     pub mgmt_samples_cheap: u32,
+    /// Samples of the reset of a full zone (not finished): its spread (p95)
+    /// is a figure of its own, and a p95 needs more than a few samples.
+    pub mgmt_samples_full: u32,
+    /// Device time the zone management experiment leaves the device idle
+    /// after writing a zone (and its close right after the last write)
+    /// and after a finish, before it measures the next command (ns): the
+    /// write buffer drains and the dies finish their programs and
+    /// background erases, as in the reference benchmark, which sleeps
+    /// before it measures.
+    pub mgmt_settle_ns: u64,
     /// Background write rates, as fractions of the write bandwidth
     /// (1 = unthrottled).
     pub rw_fractions: Vec<f64>,
@@ -126,6 +136,8 @@ impl Plan {
                 open_samples: 2,
                 mgmt_samples: 1,
                 mgmt_samples_cheap: 1,
+                mgmt_samples_full: 1,
+                mgmt_settle_ns: MS,
                 rw_fractions: vec![0.0, 1.0],
                 rw_window_ns: 2 * MS,
                 rw_read_qd: 4,
@@ -163,6 +175,8 @@ impl Plan {
                 open_samples: 100,
                 mgmt_samples: 2,
                 mgmt_samples_cheap: 10,
+                mgmt_samples_full: 8,
+                mgmt_settle_ns: 50 * MS,
                 rw_fractions: vec![0.0, 0.25, 0.5, 0.75, 1.0],
                 rw_window_ns: 100 * MS,
                 rw_read_qd: 16,
@@ -200,6 +214,8 @@ impl Plan {
                 open_samples: 500,
                 mgmt_samples: 8,
                 mgmt_samples_cheap: 50,
+                mgmt_samples_full: 20,
+                mgmt_settle_ns: 50 * MS,
                 rw_fractions: vec![0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
                 rw_window_ns: 500 * MS,
                 rw_read_qd: 16,

@@ -27,14 +27,17 @@
 //! 4. **Flash.** `channels` × `dies_per_channel` dies of `planes` planes,
 //!    `page_kib` pages, `bits_per_cell` pages per word line programmed
 //!    together: the program unit. A zone's consecutive program units
-//!    rotate over its set of `zone_stripe_dies` dies (each to the least
-//!    busy die of the set, so a zone written alone rotates in order and
-//!    zones written together spread over the dies rather than queueing on
-//!    one). A read senses its pages
-//!    (`read_us` by page level) and moves them over its die's channel
-//!    (`channel_mbps` plus `channel_overhead_ns` per transfer); a program
-//!    moves a unit over the channel and programs it (`program_us`); an
-//!    erase takes `erase_us` per `block_kib` block. A die does one thing
+//!    rotate over its set of `zone_stripe_dies` dies in a fixed order,
+//!    starting at a die that depends on the zone (the radical inverse of
+//!    its index: zones numbered together start on dies spread over the
+//!    set), so a zone read alone uses all its dies and zones written
+//!    together in step do not queue on the same dies. A read senses its
+//!    pages (`read_us` by page level) and moves them over its die's
+//!    channel (`channel_mbps` plus `channel_overhead_ns` per transfer); a
+//!    program moves a unit over the channel and programs it (`program_us`,
+//!    plus `block_open_us` for a die's first program into an erase block);
+//!    an erase takes `erase_us` per `block_kib` block (times 1 + up to
+//!    `erase_variation`, one draw per reset). A die does one thing
 //!    at a time and prefers reads to programs to erases. A read for a die
 //!    that is programming suspends the program (`suspend_us`, at most
 //!    `suspend_limit` times per program, then it waits): reads under

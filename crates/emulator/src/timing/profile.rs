@@ -108,6 +108,13 @@ pub struct TimingProfile {
     /// identical programs.
     #[serde(default)]
     pub program_variation: f64,
+    /// Opening an erase block: a die's first program into a block of a
+    /// zone takes this much longer (the firmware records the block's
+    /// allocation and programs its header before the data). A zone's
+    /// units rotate over its dies, so every die opens its next block in
+    /// turn, once per `block_kib` × dies of the zone's data. 0: none.
+    #[serde(default)]
+    pub block_open_us: u64,
     /// Program and erase suspend: a read for a die busy programming or
     /// erasing suspends it, waits this long, reads, and the operation
     /// resumes after this long again with the time it still needed.
@@ -130,6 +137,14 @@ pub struct TimingProfile {
     pub erase_suspend_limit: Option<u32>,
     /// Erase time of one erase block (tBERS).
     pub erase_us: u64,
+    /// Spread of erase times between resets: the erases of one reset take
+    /// `erase_us` × (1 + e), `e` uniform in [0, this), one draw per reset of a zone (from the zone and the resets so far,
+    /// so runs repeat exactly). The blocks a zone holds from its first
+    /// write to its reset come from the free pool with their own wear;
+    /// worn blocks need more erase pulses, the blocks of one zone alike. 0:
+    /// every erase takes `erase_us`.
+    #[serde(default)]
+    pub erase_variation: f64,
     /// Erase block of one die in KiB: a whole number of program units.
     pub block_kib: u32,
     /// Closing a partly programmed erase block before it can be erased
@@ -203,6 +218,9 @@ impl TimingProfile {
         }
         if !(0.0..=1.0).contains(&self.housekeeping_fraction) {
             return Err("timing.housekeeping_fraction must be in 0..=1".into());
+        }
+        if !(0.0..=1.0).contains(&self.erase_variation) {
+            return Err("timing.erase_variation must be in 0..=1".into());
         }
         if !(0.0..1.0).contains(&self.program_variation) {
             return Err("timing.program_variation must be in 0..1".into());

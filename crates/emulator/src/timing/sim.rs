@@ -41,9 +41,6 @@ pub(crate) type ZoneKey = (u32, u32);
 /// Zone index standing for a whole conventional namespace.
 pub(crate) const CONVENTIONAL: u32 = u32::MAX;
 
-/// A program unit whose die the model does not know (written before).
-const UNKNOWN_DIE: u16 = u16::MAX;
-
 /// Memory page size for PRP purposes.
 const MEMORY_PAGE: u64 = 4096;
 
@@ -102,11 +99,13 @@ struct Params {
     read_levels: Vec<u64>,
     program: u64,
     program_variation: f64,
+    block_open: u64,
     suspend: u64,
     suspend_limit: u32,
     erase_suspend: u64,
     erase_suspend_limit: u32,
     erase: u64,
+    erase_variation: f64,
     close_block: u64,
     /// Program unit bytes.
     unit: u64,
@@ -152,6 +151,7 @@ impl Params {
             read_levels: p.read_us.iter().map(|t| (t * 1000.0).round() as u64).collect(),
             program: us(p.program_us),
             program_variation: p.program_variation,
+            block_open: us(p.block_open_us),
             suspend: us(p.suspend_us),
             suspend_limit: p.suspend_limit,
             erase_suspend: p
@@ -159,6 +159,7 @@ impl Params {
                 .map_or(us(p.suspend_us), |t| (t * 1000.0).round() as u64),
             erase_suspend_limit: p.erase_suspend_limit.unwrap_or(p.suspend_limit),
             erase: us(p.erase_us),
+            erase_variation: p.erase_variation,
             close_block: us(p.close_block_us),
             unit: p.program_unit_bytes(),
             units_per_block: (p.block_kib as u64 * 1024 / p.program_unit_bytes()).max(1),
@@ -308,10 +309,6 @@ struct ZoneSim {
     host_end: Option<u64>,
     /// Jobs waiting for everything to be programmed.
     waiters: Vec<u32>,
-    /// The die each program unit went to, by unit index.
-    unit_dies: Vec<u16>,
-    /// Position in the zone's die set of the last die chosen.
-    rotation: u32,
 }
 
 impl ZoneSim {
@@ -326,8 +323,6 @@ impl ZoneSim {
             serial_free: 0,
             host_end: None,
             waiters: Vec::new(),
-            unit_dies: Vec::new(),
-            rotation: u32::MAX,
         }
     }
 
@@ -383,6 +378,8 @@ pub(crate) struct Sim {
     completions: u64,
     /// Data commands submitted so far (draws of the housekeeping delay).
     commands: u64,
+    /// Resets of zones holding data so far (draws of the erase time).
+    resets: u64,
 }
 
 impl Sim {
@@ -414,6 +411,7 @@ impl Sim {
             inflight: vec![0; queues],
             completions: 0,
             commands: 0,
+            resets: 0,
             p,
         }
     }
@@ -576,38 +574,23 @@ impl Sim {
         }
     }
 
-    /// The die holding program unit `k` of `zone`: where it was programmed,
-    /// or, for data written before the model knew the zone, the die the
-    /// plain rotation over the zone's set gives.
+    /// The die holding program unit `k` of `zone`: a fixed mapping, as
+    /// the drive's. A zone's consecutive program units rotate over its die
+    /// set starting at a die that depends on the zone, so a zone read or
+    /// written alone uses all its dies in turn, and zones written together
+    /// start on dies spread over the set (zones written in step do not
+    /// queue on the same dies).
     fn die_of(&self, zone: ZoneKey, k: u64) -> u32 {
-        match self.zones.get(&zone).and_then(|z| z.unit_dies.get(k as usize)) {
-            Some(&d) if d != UNKNOWN_DIE => d as u32,
-            _ => self.set_die(zone, k + zone.1 as u64),
-        }
-    }
-
-    /// Chooses the die for the next program unit of `zone`: the least busy
-    /// die of its set, ties going to the next die in rotation. A zone
-    /// written alone thus rotates over its dies; zones written together
-    /// spread their units over the dies instead of queueing on one.
-    fn choose_die(&mut self, zone: ZoneKey) -> u32 {
-        let s = self.p.stripe;
-        let start = self.zones.get(&zone).map_or(0, |z| z.rotation.wrapping_add(1)) % s;
-        let mut best = (usize::MAX, 0u32, 0u32);
-        for j in 0..s {
-            let i = (start + j) % s;
-            let die = self.set_die(zone, i as u64);
-            let d = &self.dies[die as usize];
-            let load =
-                d.queues.iter().map(|q| q.len()).sum::<usize>() + d.current.is_some() as usize;
-            if load < best.0 {
-                best = (load, die, i);
+        match zone.1 {
+            CONVENTIONAL => self.set_die(zone, k),
+            // The radical inverse of the zone index (its bits reversed, as
+            // a fraction) times the set size: any 2^n consecutive zones
+            // aligned on 2^n start on evenly spaced dies.
+            z => {
+                let offset = (z.reverse_bits() as u64 * self.p.stripe as u64) >> 32;
+                self.set_die(zone, k + offset)
             }
         }
-        if let Some(z) = self.zones.get_mut(&zone) {
-            z.rotation = best.2;
-        }
-        best.1
     }
 
     /// Array read time of `[off, off + bytes)` inside one program unit:
@@ -787,7 +770,7 @@ impl Sim {
         let unit = self.p.unit;
         let cap = g.cap_blocks * g.block_bytes;
         let written = z.written * g.block_bytes;
-        let (flash, host, map) = match self.zones.remove(&key) {
+        let (flash, host) = match self.zones.remove(&key) {
             Some(old) => {
                 let mut freed = old.fill - old.dispatched;
                 for die in self.dies.iter_mut() {
@@ -814,38 +797,36 @@ impl Sim {
                     self.schedule(self.now, Ev::Job(w));
                 }
                 self.free_buffer(freed);
-                (flash, old.host_end.unwrap_or(flash).min(flash), old.unit_dies)
+                (flash, old.host_end.unwrap_or(flash).min(flash))
             }
             None => {
                 let host = written.min(cap);
                 let finished = z.state == ZoneState::Full && written < cap;
-                (if finished { cap } else { host }, host, Vec::new())
+                (if finished { cap } else { host }, host)
             }
         };
         // Program units on flash per die: (host data, all).
         let (units, host_units) = (flash.div_ceil(unit), host.div_ceil(unit));
         let mut per_die: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         for k in 0..units {
-            let die = match map.get(k as usize) {
-                Some(&d) if d != UNKNOWN_DIE => d as u32,
-                _ => self.set_die(key, k + key.1 as u64),
-            };
+            let die = self.die_of(key, k);
             let e = per_die.entry(die).or_default();
             e.0 += u64::from(k < host_units);
             e.1 += 1;
         }
         let upb = self.p.units_per_block;
         let unfinished = z.state != ZoneState::Full;
+        let erase = self.erase_time(key);
         for (die, (h, all)) in per_die {
             if h > 0 && unfinished && h % upb != 0 {
                 let ns = self.p.close_block;
                 work.push(DieWork { die, ns, class: CLASS_ERASE, wait: true });
             }
             for _ in 0..h.div_ceil(upb) {
-                work.push(DieWork { die, ns: self.p.erase, class: CLASS_ERASE, wait: true });
+                work.push(DieWork { die, ns: erase, class: CLASS_ERASE, wait: true });
             }
             for _ in 0..all.div_ceil(upb).saturating_sub(h.div_ceil(upb)) {
-                work.push(DieWork { die, ns: self.p.erase, class: CLASS_BACKGROUND, wait: false });
+                work.push(DieWork { die, ns: erase, class: CLASS_BACKGROUND, wait: false });
             }
         }
     }
@@ -1068,14 +1049,38 @@ impl Sim {
     /// tPROG of one program: the nominal time, varied by a fixed amount
     /// for its place (zone, unit) so runs repeat exactly.
     fn program_time(&self, prog: &Prog) -> u64 {
+        // A die's first program into an erase block opens the block.
+        let k = prog.start / self.p.unit;
+        let per_die = match prog.zone.1 {
+            CONVENTIONAL => k / self.p.dies as u64,
+            _ => k / self.p.stripe as u64,
+        };
+        let opens = prog.start % self.p.unit == 0 && per_die % self.p.units_per_block == 0;
+        let open = if opens { self.p.block_open } else { 0 };
         let v = self.p.program_variation;
         if v == 0.0 {
-            return self.p.program;
+            return self.p.program + open;
         }
         let mut x = (prog.zone.0 as u64) << 32 ^ prog.zone.1 as u64;
         x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (prog.start / self.p.unit);
         let u = unit_interval(x) * 2.0 - 1.0;
-        (self.p.program as f64 * (1.0 + v * u)).round() as u64
+        (self.p.program as f64 * (1.0 + v * u)).round() as u64 + open
+    }
+
+    /// tBERS of the blocks of `zone` at this reset: `erase_us` × (1 + e),
+    /// `e` uniform in [0, `erase_variation`), drawn from the zone and the
+    /// number of resets so far (the wear of the blocks the zone held, the
+    /// same for all of them).
+    fn erase_time(&mut self, zone: ZoneKey) -> u64 {
+        self.resets += 1;
+        let w = self.p.erase_variation;
+        if w <= 0.0 {
+            return self.p.erase;
+        }
+        let x = ((zone.0 as u64) << 32 ^ zone.1 as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93)
+            ^ self.resets.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let e = unit_interval(x) * w;
+        (self.p.erase as f64 * (1.0 + e)).round() as u64
     }
 
     /// Housekeeping the processing unit runs before the next data
@@ -1256,21 +1261,7 @@ impl Sim {
                 }
             };
             self.progs_live += 1;
-            let known = self.zones.get(&zone).and_then(|z| z.unit_dies.get(k as usize).copied());
-            let die = match known {
-                Some(d) if d != UNKNOWN_DIE => d as u32,
-                _ => {
-                    let die = self.choose_die(zone);
-                    if let Some(z) = self.zones.get_mut(&zone) {
-                        let k = k as usize;
-                        if z.unit_dies.len() <= k {
-                            z.unit_dies.resize(k + 1, UNKNOWN_DIE);
-                        }
-                        z.unit_dies[k] = die as u16;
-                    }
-                    die
-                }
-            };
+            let die = self.die_of(zone, k);
             self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
         }
     }

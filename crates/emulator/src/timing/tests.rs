@@ -284,3 +284,41 @@ fn random_commands_on_a_small_timed_device_all_complete() {
         assert!(s.errors > 0 && s.errors < 8000);
     }
 }
+
+#[test]
+fn zones_map_to_dies_in_a_fixed_rotation() {
+    // A zone written beside another is read back as fast as one written
+    // alone: its units rotate over all dies whatever else was written.
+    let seq_read = |together: bool| {
+        let mut b = Bench::new(&zn540()).unwrap();
+        let n = b.blocks(128 << 10);
+        let total = b.blocks(24 << 20) / n;
+        let (z0, z1) = (b.zone(4), b.zone(5));
+        let queues = if together { 2 } else { 1 };
+        b.stream(queues, 1, total * queues as u64, 0, |q, i| {
+            Bench::write(if q == 0 { z0 } else { z1 } + i * n, n)
+        });
+        b.idle(1_000_000_000);
+        let s = b.stream(1, 32, total, 0, |_, i| Bench::read(z0 + i * n, n));
+        s.iops()
+    };
+    let (alone, together) = (seq_read(false), seq_read(true));
+    assert!(together > alone * 0.97, "alone {alone:.0}/s, together {together:.0}/s");
+}
+
+#[test]
+fn erase_times_vary_between_resets_within_the_spread() {
+    let p = zn540();
+    let w = p.timing.as_ref().unwrap().erase_variation;
+    let mut b = Bench::new(&p).unwrap();
+    let z = b.zone(9);
+    let mut t = Vec::new();
+    for _ in 0..4 {
+        b.fill(z, b.zone_cap / 8, b.blocks(128 << 10));
+        b.idle(1_000_000_000);
+        t.push(b.latency_us(Bench::send(z, ZoneSendAction::Reset)));
+    }
+    let (lo, hi) = t.iter().fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+    assert!(hi > lo, "{t:?}");
+    assert!(hi < lo * (1.0 + w), "{t:?}");
+}
