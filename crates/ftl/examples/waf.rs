@@ -23,6 +23,7 @@
 //! ```text
 //! cargo run --release -p zns-ftl --example waf [-- --quick] [--only uniform|hot-cold|threads]
 //!     [--warmup 3] [--measure 2] [--policies greedy,cost-benefit] [--mode write|append]
+//!     [--hot-threshold 1.0] [--gc-streams 3]
 //! ```
 
 use std::time::Instant;
@@ -43,6 +44,7 @@ struct Args {
     mode: WriteMode,
     reads: u64,
     hot_threshold: f64,
+    gc_streams: u32,
 }
 
 fn args() -> Args {
@@ -54,6 +56,7 @@ fn args() -> Args {
         mode: WriteMode::Write,
         reads: 200_000,
         hot_threshold: FtlConfig::default().hot_threshold,
+        gc_streams: FtlConfig::default().gc_streams,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -68,6 +71,7 @@ fn args() -> Args {
             "--measure" => a.measure = v().parse().expect("--measure N (device capacities)"),
             "--only" => a.only = Some(v()),
             "--hot-threshold" => a.hot_threshold = v().parse().expect("--hot-threshold X"),
+            "--gc-streams" => a.gc_streams = v().parse().expect("--gc-streams N"),
             "--policies" => {
                 a.policies = v().split(',').map(|p| p.parse().expect("policy")).collect()
             }
@@ -167,8 +171,12 @@ fn main() {
     let a = args();
     let mut results = Vec::new();
     let want = |w: &str| a.only.as_deref().is_none_or(|o| w.starts_with(o));
-    let base =
-        FtlConfig { write_mode: a.mode, hot_threshold: a.hot_threshold, ..FtlConfig::default() };
+    let base = FtlConfig {
+        write_mode: a.mode,
+        hot_threshold: a.hot_threshold,
+        gc_streams: a.gc_streams,
+        ..FtlConfig::default()
+    };
     let mut seed = 1u64;
     let emit = |results: &mut Vec<serde_json::Value>, v: serde_json::Value| {
         eprintln!("{v}");
@@ -194,6 +202,7 @@ fn main() {
                         "policy": policy.name(),
                         "streams": format!("{streams:?}").to_lowercase(),
                         "mode": format!("{:?}", a.mode).to_lowercase(),
+                        "gc_streams": a.gc_streams,
                         "waf": o.waf,
                         "waf_total": o.waf_total,
                         "greedy_analytic": limit,
@@ -238,6 +247,7 @@ fn main() {
                         "policy": policy.name(),
                         "streams": format!("{streams:?}").to_lowercase(),
                         "mode": format!("{:?}", a.mode).to_lowercase(),
+                        "gc_streams": a.gc_streams,
                         "waf": o.waf,
                         "waf_total": o.waf_total,
                         "op_effective": o.op_effective,
@@ -306,6 +316,7 @@ fn run_threads(mode: WriteMode, threads: u64, blocks: u64, a: &Args) -> ThreadsO
         write_mode: mode,
         heads_per_stream: heads,
         hot_threshold: a.hot_threshold,
+        gc_streams: a.gc_streams,
         ..FtlConfig::default()
     };
     let dev = zns_device::open(URI).expect(URI);

@@ -786,13 +786,17 @@ mod tests {
             let n = ftl.capacity_blocks();
             let bs = ftl.block_size() as usize;
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
-            for i in 0..3 * n {
+            // Overwrite until GC has relocated blocks (it runs on its own
+            // thread, so when depends on scheduling), at most 20 passes.
+            let mut i = 0u64;
+            while ftl.stats().gc_blocks_copied == 0 || i < 3 * n {
+                assert!(i < 20 * n, "GC relocated no block in 20 passes");
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 ftl.write(x % n, &vec![i as u8; bs]).unwrap();
+                i += 1;
             }
-            assert!(ftl.stats().gc_blocks_copied > 0, "GC relocated blocks");
             let r = ftl.check(true).unwrap();
             assert!(r.is_ok(), "use_copy {use_copy}: {:?}", r.problems);
             assert_eq!(r.blocks_read, r.mapped_blocks);

@@ -138,6 +138,10 @@ pub struct FtlConfig {
     pub hot_threshold: f64,
     /// Depth of each I/O queue (outstanding appends per writer).
     pub queue_depth: u32,
+    /// Most garbage-collection streams with separated streams (fewer when
+    /// the open-zone budget leaves less room): GC writes the survivors of
+    /// each victim to the stream of its estimated death-rate class.
+    pub gc_streams: u32,
 }
 
 impl Default for FtlConfig {
@@ -155,6 +159,7 @@ impl Default for FtlConfig {
             meta_zones: None,
             hot_threshold: 1.0,
             queue_depth: 16,
+            gc_streams: 3,
         }
     }
 }
@@ -177,6 +182,9 @@ impl FtlConfig {
         if self.queue_depth == 0 {
             return bad("queue_depth 0 (at least 1)".into());
         }
+        if self.gc_streams == 0 {
+            return bad("gc_streams 0 (at least 1)".into());
+        }
         if self.meta_zones == Some(0) {
             return bad("meta_zones 0".into());
         }
@@ -184,27 +192,39 @@ impl FtlConfig {
     }
 }
 
-/// Stream roles.
+/// Stream roles of user writes. (A zone records the role it was opened
+/// for; GC zones record [`Role::gc_code`] of their class.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
     UserHot,
     UserCold,
-    GcWarm,
-    GcCold,
 }
+
+impl Role {
+    /// The role code of zones opened for GC class `class` (0 = hottest).
+    pub fn gc_code(class: usize) -> u32 {
+        2 + class as u32
+    }
+}
+
+/// Roles, indexed by `Role as usize`.
+const ROLES: usize = 2;
 
 /// Which stream each role writes to, and how many open zones each stream
 /// may have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StreamPlan {
     /// Stream of each role, indexed by `Role as usize`.
-    pub of_role: [usize; 4],
+    pub of_role: [usize; ROLES],
     /// Most open zones of each stream.
     pub max_heads: Vec<u32>,
+    /// GC streams, hottest first: survivors of a victim go to the one of
+    /// its death-rate class (see `gc::gc_class`).
+    pub gc: Vec<usize>,
     /// Free zones only GC may take.
     pub reserve: u32,
     /// Names for statistics.
-    pub names: Vec<&'static str>,
+    pub names: Vec<String>,
 }
 
 impl StreamPlan {
@@ -213,21 +233,32 @@ impl StreamPlan {
     pub fn new(config: &FtlConfig, budget: u32) -> Result<StreamPlan> {
         let h = config.heads_per_stream;
         let plan = match config.streams {
-            StreamLayout::Single => {
-                StreamPlan { of_role: [0; 4], max_heads: vec![h], reserve: 2, names: vec!["log"] }
-            }
-            StreamLayout::Separated if budget >= 2 * h + 2 => StreamPlan {
-                of_role: [0, 1, 2, 3],
-                max_heads: vec![h, h, 1, 1],
-                reserve: 3,
-                names: vec!["user-hot", "user-cold", "gc-warm", "gc-cold"],
-            },
-            StreamLayout::Separated => StreamPlan {
-                of_role: [0, 1, 2, 2],
-                max_heads: vec![h, h, 1],
+            StreamLayout::Single => StreamPlan {
+                of_role: [0; ROLES],
+                max_heads: vec![h],
+                gc: vec![0],
                 reserve: 2,
-                names: vec!["user-hot", "user-cold", "gc"],
+                names: vec!["log".into()],
             },
+            StreamLayout::Separated => {
+                // As many GC streams as the budget leaves room for, up to
+                // `gc_streams`, at least one.
+                let k = budget.saturating_sub(2 * h).clamp(1, config.gc_streams.max(1));
+                // A victim's survivors all go to one GC stream, so GC needs
+                // at most one new zone per victim (the reserve's first) and
+                // gives it back; the second is the margin.
+                let mut names: Vec<String> = vec!["user-hot".into(), "user-cold".into()];
+                names.extend((0..k).map(|c| match (c, k) {
+                    (_, 1) => "gc".to_string(),
+                    (0, 2) => "gc-warm".to_string(),
+                    (1, 2) => "gc-cold".to_string(),
+                    _ => format!("gc-{c}"),
+                }));
+                let mut max_heads = vec![h, h];
+                max_heads.extend((0..k).map(|_| 1));
+                let gc: Vec<usize> = (2..2 + k as usize).collect();
+                StreamPlan { of_role: [0, 1], max_heads, gc, reserve: 2, names }
+            }
         };
         let need: u32 = plan.max_heads.iter().sum();
         if need > budget {
@@ -247,11 +278,7 @@ impl StreamPlan {
     /// For each stream, whether users and GC both write to it.
     pub fn shared_with_gc(&self) -> Vec<bool> {
         (0..self.max_heads.len())
-            .map(|s| {
-                let user = [Role::UserHot, Role::UserCold].iter().any(|&r| self.stream(r) == s);
-                let gc = [Role::GcWarm, Role::GcCold].iter().any(|&r| self.stream(r) == s);
-                user && gc
-            })
+            .map(|s| self.of_role.contains(&s) && self.gc.contains(&s))
             .collect()
     }
 
@@ -270,19 +297,25 @@ mod tests {
     fn plans_fit_the_open_zone_budget() {
         let c = FtlConfig::default();
         let p = StreamPlan::new(&c, 13).unwrap();
-        assert_eq!(p.max_heads, vec![1, 1, 1, 1]);
-        assert_eq!(p.stream(Role::GcCold), 3);
+        assert_eq!(p.max_heads, vec![1; 2 + c.gc_streams as usize]);
+        assert_eq!((p.gc[0], p.reserve), (2, 2));
+        assert_eq!(p.shared_with_gc(), vec![false; 2 + c.gc_streams as usize]);
+        let p = StreamPlan::new(&FtlConfig { gc_streams: 20, ..c.clone() }, 13).unwrap();
+        assert_eq!(p.gc.len(), 11, "as many GC streams as the budget allows");
+        let p = StreamPlan::new(&c, 4).unwrap();
+        assert_eq!((p.max_heads, p.gc), (vec![1, 1, 1, 1], vec![2, 3]));
         let p = StreamPlan::new(&c, 3).unwrap();
-        assert_eq!(p.max_heads, vec![1, 1, 1]);
-        assert_eq!(p.stream(Role::GcCold), 2);
+        assert_eq!((p.slack(), p.max_heads, p.gc), (3 + 2, vec![1, 1, 1], vec![2]));
         assert!(StreamPlan::new(&c, 2).is_err());
         let s = FtlConfig { streams: StreamLayout::Single, heads_per_stream: 4, ..c.clone() };
         let p = StreamPlan::new(&s, 4).unwrap();
-        assert_eq!((p.of_role, p.slack()), ([0; 4], 4 + 2));
+        assert_eq!((p.of_role, p.slack()), ([0; ROLES], 4 + 2));
+        assert_eq!(p.shared_with_gc(), vec![true]);
         assert!("greedy".parse::<VictimPolicy>().is_ok());
         assert!("lru".parse::<VictimPolicy>().is_err());
         assert!(FtlConfig { gc_high: 1, ..c.clone() }.validate().is_err());
         assert!(FtlConfig { op: 0.0, ..c.clone() }.validate().is_err());
+        assert!(FtlConfig { gc_streams: 0, ..c.clone() }.validate().is_err());
         c.validate().unwrap();
     }
 }

@@ -315,7 +315,13 @@ impl Shared {
             seen += 1;
             if let Some(p) = self.map.lookup(l) {
                 let birth = self.zones.info[self.layout.zone_of(p) as usize].birth(now);
-                if now.saturating_sub(birth) < self.hot_threshold {
+                if self.zones.replaces_hot(
+                    self.layout.zone_of(p),
+                    birth,
+                    &self.map,
+                    now,
+                    self.hot_threshold,
+                ) {
                     hot += 1;
                 }
             }

@@ -11,8 +11,11 @@
 //! reads still in the zone.
 //!
 //! Relocated blocks keep the birth time of their victim, so a later
-//! overwrite measures their whole lifetime. Survivors of hot user zones go
-//! to the warm GC stream, everything else to the cold one.
+//! overwrite measures their whole lifetime. The survivors of a victim go to
+//! one of several GC streams by the rate at which the victim's blocks died
+//! lately (see [`gc_class`]): blocks that keep company with fast-dying ones
+//! are mostly hot, and hot data is kept apart from cold data however it was
+//! first written.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,6 +104,8 @@ pub(crate) fn select_victim(shared: &Shared, p: &Pools) -> Option<u32> {
     let candidates = p.full_zones().filter_map(|z| {
         let cap = layout.cap(z);
         let valid = shared.map.valid(z);
+        // Keeps the samples the recent death rate of a victim comes from.
+        shared.zones.info[z as usize].sample(valid, now);
         (valid < cap).then_some((z, valid, cap))
     });
     let age = |z: u32| {
@@ -158,6 +163,17 @@ pub(crate) fn lifetime_score(u: f64, t: f64) -> f64 {
     h * t / -u.ln()
 }
 
+/// The GC stream class (0 = hottest of `k`) of a victim whose blocks died
+/// lately at `rate` per hot threshold of logical time (1: the rate of data
+/// living as long as the threshold, which is the mean lifetime of any block
+/// by default). The class limits halve from `2^(k/2)`: with two classes the
+/// split is at 2, with four at 4, 2 and 1, with eight at 16 down to 1/4.
+pub(crate) fn gc_class(rate: f64, k: usize) -> usize {
+    let last = k.saturating_sub(1);
+    let top = k as f64 / 2.0;
+    (0..last).find(|&c| rate > (top - c as f64).exp2()).unwrap_or(last)
+}
+
 /// Reclaims `victim`: relocates its valid blocks, logs durably, resets it.
 pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<()> {
     let started = Instant::now();
@@ -167,10 +183,14 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
         .filter_map(|o| shared.map.owner(base + o).map(|l| (o, l)))
         .collect();
     let info = &shared.zones.info[victim as usize];
-    let birth = info.birth(shared.now());
-    let from_hot = info.role.load(std::sync::atomic::Ordering::Relaxed) == Role::UserHot as u32;
-    let role = if from_hot { Role::GcWarm } else { Role::GcCold };
-    let stream = shared.plan.stream(role);
+    let now = shared.now();
+    let birth = info.birth(now);
+    // The survivors go to the GC stream of the rate at which the victim's
+    // blocks died lately, in units of the hot threshold.
+    let rate = info.recent_death_rate(live.len() as u32, now) * shared.hot_threshold as f64;
+    let class = gc_class(rate, shared.plan.gc.len());
+    let stream = shared.plan.gc[class];
+    let role = Role::gc_code(class);
     let exclusive = shared.config.write_mode == WriteMode::Write;
     let copy = shared.dev.info().capabilities.copy.filter(|_| shared.config.use_copy && exclusive);
     let bs = layout.block_size as usize;
@@ -182,8 +202,7 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
             Some(c) => batch_for_copy(&live[i..], c.max_ranges, c.max_range_blocks, c.max_blocks),
             None => (live.len() - i).min(layout.mdts_blocks as usize),
         };
-        let g =
-            shared.zones.reserve(layout, stream, want as u32, Who::Gc, exclusive, role as u32)?;
+        let g = shared.zones.reserve(layout, stream, want as u32, Who::Gc, exclusive, role)?;
         let batch = &live[i..i + g.blocks as usize];
         let placed = match copy {
             Some(c) => {
@@ -312,6 +331,15 @@ mod tests {
         assert!((hot / cold - 1.0).abs() < 0.02, "{hot} vs {cold}");
         // Extremes stay finite.
         assert!(lifetime_score(0.0, 1.0).is_finite() && lifetime_score(1.0, 1.0).is_finite());
+    }
+
+    #[test]
+    fn gc_classes_split_by_rate() {
+        assert_eq!(gc_class(100.0, 1), 0);
+        assert_eq!((gc_class(2.5, 2), gc_class(1.5, 2)), (0, 1));
+        let four: Vec<usize> = [5.0, 3.0, 1.5, 0.5, 0.0].iter().map(|&r| gc_class(r, 4)).collect();
+        assert_eq!(four, vec![0, 1, 2, 3, 3]);
+        assert_eq!((gc_class(20.0, 8), gc_class(0.3, 8), gc_class(0.2, 8)), (0, 6, 7));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::config::StreamPlan;
 use crate::error::{FtlError, Result};
 use crate::layout::Layout;
+use crate::map::Map;
 
 /// The pool a zone is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +86,10 @@ pub(crate) struct ZoneInfo {
     pub resets: AtomicU32,
     /// Stream role the zone was opened for (`Role as u32`).
     pub role: AtomicU32,
+    /// Two samples of (valid blocks, time), older first, taken while the
+    /// zone is full (see [`ZoneInfo::sample`]): the recent rate at which
+    /// its valid blocks die.
+    samples: [(AtomicU32, AtomicU64); 2],
 }
 
 impl ZoneInfo {
@@ -112,10 +117,63 @@ impl ZoneInfo {
         }
     }
 
+    /// Records that `valid` blocks are valid at `now`, keeping the last
+    /// two samples spaced at least half the zone's age apart (counted from
+    /// the mean write time), so the older one is between a quarter and
+    /// about half the age back.
+    pub fn sample(&self, valid: u32, now: u64) {
+        let written = self.written_at(now);
+        let (_, last) = &self.samples[1];
+        let last_t = last.load(Ordering::Relaxed);
+        if last_t == 0 || now.saturating_sub(last_t) * 2 >= now.saturating_sub(written) {
+            let (v0, t0) = &self.samples[0];
+            let (v1, t1) = &self.samples[1];
+            v0.store(v1.load(Ordering::Relaxed), Ordering::Relaxed);
+            t0.store(t1.load(Ordering::Relaxed), Ordering::Relaxed);
+            v1.store(valid, Ordering::Relaxed);
+            t1.store(now.max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// The rate (per block of logical time) at which the zone's valid
+    /// blocks died recently, `valid` of them valid at `now`: from the
+    /// older sample when there is one, else from the whole zone since it
+    /// was written (all `written` blocks valid at the mean write time).
+    pub fn recent_death_rate(&self, valid: u32, now: u64) -> f64 {
+        let (v0, t0) = &self.samples[0];
+        let (mut from, mut at) = (v0.load(Ordering::Relaxed), t0.load(Ordering::Relaxed));
+        if at == 0 || at >= now || from == 0 {
+            from = self.written.load(Ordering::Relaxed);
+            at = self.written_at(now);
+        }
+        let dt = (now.saturating_sub(at) + 1) as f64;
+        (from.max(1) as f64 / valid.max(1) as f64).ln().max(0.0) / dt
+    }
+
+    /// Whether a user write replacing a block of this zone (`valid` of its
+    /// blocks valid at `now`, mean birth `birth`) is hot, for a hot
+    /// threshold of `threshold` blocks of logical time: the replaced data
+    /// lived (since the zone's mean birth) shorter than the threshold
+    /// scaled down by the zone's
+    /// recent death rate when that is below one per threshold —
+    /// `age < T · min(1, rate · T)`. A block of a zone whose blocks
+    /// hardly die (cold data, with a few hot blocks among it) must have
+    /// lived much shorter than `T` to count as hot; a zone of hot data
+    /// keeps the plain lifetime test.
+    pub fn replaces_hot(&self, birth: u64, valid: u32, now: u64, threshold: u64) -> bool {
+        let t = threshold as f64;
+        let age = now.saturating_sub(birth) as f64;
+        age < t * (self.recent_death_rate(valid, now) * t).min(1.0)
+    }
+
     fn clear(&self) {
         self.birth_sum.store(0, Ordering::Relaxed);
         self.write_sum.store(0, Ordering::Relaxed);
         self.written.store(0, Ordering::Relaxed);
+        for (v, t) in &self.samples {
+            v.store(0, Ordering::Relaxed);
+            t.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -465,6 +523,13 @@ impl Zones {
         self.gc_wake.wait_for(p, timeout);
     }
 
+    /// Whether a user write replacing a block of `zone`, whose blocks'
+    /// mean birth is `birth`, is hot: see [`ZoneInfo::replaces_hot`]
+    /// (`Shared::classify` asks this for each sampled block).
+    pub fn replaces_hot(&self, zone: u32, birth: u64, map: &Map, now: u64, threshold: u64) -> bool {
+        self.info[zone as usize].replaces_hot(birth, map.valid(zone), now, threshold)
+    }
+
     /// Wakes the GC thread.
     pub fn gc_notify(&self) {
         self.gc_wake.notify_one();
@@ -521,14 +586,46 @@ mod tests {
     }
 
     #[test]
+    fn death_rates_come_from_recent_samples() {
+        let i = ZoneInfo::default();
+        // 1000 blocks written around time 1000; at 2000, 500 are valid.
+        i.add(1000, 1000, 1000);
+        let r = i.recent_death_rate(500, 2000);
+        assert!((r - 2f64.ln() / 1001.0).abs() < 1e-9, "{r}");
+        // Samples at 2000 (500 valid) and 3000 (450): the older one gives
+        // the recent rate, ln(500/450) over the 1000 since.
+        i.sample(500, 2000);
+        i.sample(450, 3000);
+        let r = i.recent_death_rate(400, 4000);
+        assert!((r - (500f64 / 400.0).ln() / 2001.0).abs() < 1e-9, "{r}");
+        // A sample closer than half the age to the last is not kept.
+        i.sample(440, 3100);
+        let r2 = i.recent_death_rate(400, 4000);
+        assert_eq!(r, r2);
+        // Nothing died lately: no rate; the zone's data is cold.
+        let c = ZoneInfo::default();
+        c.add(0, 0, 100);
+        c.sample(100, 1000);
+        c.sample(100, 2000);
+        assert_eq!(c.recent_death_rate(100, 3000), 0.0);
+        assert!(!c.replaces_hot(2999, 100, 3000, 1000));
+        // A fast-dying zone keeps the plain lifetime test.
+        let h = ZoneInfo::default();
+        h.add(0, 0, 100);
+        assert!(h.replaces_hot(0, 10, 500, 1000) && !h.replaces_hot(0, 10, 1500, 1000));
+        i.clear();
+        assert_eq!(i.recent_death_rate(0, 10), 0.0);
+    }
+
+    #[test]
     fn users_stop_at_the_reserve_and_gc_does_not() {
-        // 1 meta zone, 4 free zones, reserve 3: users get one zone.
-        let (l, z) = setup(5);
+        // 1 meta zone, 3 free zones, reserve 2: users get one zone.
+        let (l, z) = setup(4);
         let g = z.reserve(&l, 0, 10, Who::User, true, 0).unwrap();
         z.complete(&g);
         z.fail("test");
         assert!(matches!(z.reserve(&l, 0, 1, Who::User, true, 0), Err(FtlError::Failed(_))));
-        let (l, z) = setup(5);
+        let (l, z) = setup(4);
         let g = z.reserve(&l, 0, 10, Who::User, true, 0).unwrap();
         z.complete(&g);
         let mut p = z.lock();
