@@ -578,11 +578,16 @@ fn zone_send(
         }
     };
     let outcome = z.send_raw(cmd.slba, cmd.action as u8, cmd.select_all, cmd.zrwa_allocate, ext)?;
+    // The new zone states are durable before the media of reset zones is
+    // released: a crash in between must not leave a zone that still looks
+    // written over data that is gone (a device image would come back with
+    // the old write pointer over zeros).
+    let persisted = ns.persist().map_err(|_| StatusCode::WriteFault);
     for (lba, blocks) in outcome.released.iter().copied() {
         // Space of reset zones goes back; a failure here only costs memory.
         let _ = ns.media.deallocate(lba, blocks);
     }
-    ns.persist().map_err(|_| StatusCode::WriteFault)?;
+    persisted?;
     note(info, || {
         let zones = if cmd.select_all {
             before.into_iter().filter(|b| outcome.transitioned.contains(&b.index)).collect()
