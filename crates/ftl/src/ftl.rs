@@ -302,32 +302,21 @@ impl Shared {
     }
 
     /// The stream a user write of `n` blocks at `lba` goes to: hot when
-    /// most of the data it replaces lived shorter than the threshold.
+    /// most of its blocks are hot by their update history
+    /// ([`Zones::classify_write`], which also records this write).
     fn classify(&self, lba: u64, n: u64) -> Role {
         if self.plan.stream(Role::UserHot) == self.plan.stream(Role::UserCold) {
             return Role::UserCold;
         }
         let now = self.now();
-        let step = (n / 16).max(1);
-        let (mut hot, mut seen) = (0u64, 0u64);
-        let mut l = lba;
-        while l < lba + n {
-            seen += 1;
-            if let Some(p) = self.map.lookup(l) {
-                let birth = self.zones.info[self.layout.zone_of(p) as usize].birth(now);
-                if self.zones.replaces_hot(
-                    self.layout.zone_of(p),
-                    birth,
-                    &self.map,
-                    now,
-                    self.hot_threshold,
-                ) {
-                    hot += 1;
-                }
+        let mut hot = 0u64;
+        for l in lba..lba + n {
+            let at = self.map.lookup(l);
+            if self.zones.classify_write(&self.map, &self.layout, l, at, now, self.hot_threshold) {
+                hot += 1;
             }
-            l += step;
         }
-        if hot * 2 > seen {
+        if hot * 2 > n {
             Role::UserHot
         } else {
             Role::UserCold
@@ -804,8 +793,8 @@ impl Ftl {
         self.shared.stats()
     }
 
-    /// Bytes of RAM the map takes per exposed block (L2P, P2L and valid
-    /// counts over the logical capacity).
+    /// Bytes of RAM the map takes per exposed block (L2P, P2L, valid
+    /// counts and the update history over the logical capacity).
     pub fn map_bytes_per_block(&self) -> f64 {
         self.shared.map.bytes() as f64 / self.shared.layout.logical as f64
     }

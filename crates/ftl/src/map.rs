@@ -9,12 +9,16 @@
 //! no separate validity bitmap is kept: the P2L entry of a block is
 //! cleared when the block becomes invalid.
 //!
+//! Beside them, one byte per logical block of update history
+//! ([`Map::history`]) that the write path uses to tell hot data from cold;
+//! it is a hint, not persisted, and starts empty at every mount.
+//!
 //! Readers translate without locks. Every change goes through a method
 //! that takes the [`Journal`] by `&mut`, which only the holder of the
 //! journal lock has: changes are serialized, and each appends its log
 //! record in the same order as it changes the map.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::error::{FtlError, Result};
 use crate::journal::{Journal, Record};
@@ -30,6 +34,9 @@ pub(crate) struct Map {
     l2p: PackedArray,
     p2l: PackedArray,
     valid: Box<[AtomicU32]>,
+    /// Update history of each logical block (0 = none), see
+    /// [`Map::history`].
+    history: Box<[AtomicU8]>,
     stride: u32,
 }
 
@@ -41,6 +48,7 @@ impl Map {
             l2p: PackedArray::new(layout.logical as usize, physical as u64 - 1),
             p2l: PackedArray::new(physical, layout.logical - 1),
             valid: (0..layout.zones).map(|_| AtomicU32::new(0)).collect(),
+            history: (0..layout.logical).map(|_| AtomicU8::new(0)).collect(),
             stride: layout.stride,
         }
     }
@@ -68,9 +76,24 @@ impl Map {
         self.valid[zone as usize].load(Ordering::Acquire)
     }
 
-    /// Heap bytes of the map (both directions and the valid counts).
+    /// The update history of logical block `l`: a byte the write path
+    /// keeps (its meaning is the writer's; 0 = nothing recorded). Only a
+    /// hint: concurrent writers of one block may overwrite each other's.
+    #[inline]
+    pub fn history(&self, l: u64) -> u8 {
+        self.history[l as usize].load(Ordering::Relaxed)
+    }
+
+    /// Records the update history of logical block `l`.
+    #[inline]
+    pub fn set_history(&self, l: u64, h: u8) {
+        self.history[l as usize].store(h, Ordering::Relaxed);
+    }
+
+    /// Heap bytes of the map (both directions, the valid counts and the
+    /// update history).
     pub fn bytes(&self) -> usize {
-        self.l2p.bytes() + self.p2l.bytes() + self.valid.len() * 4
+        self.l2p.bytes() + self.p2l.bytes() + self.valid.len() * 4 + self.history.len()
     }
 
     #[inline]

@@ -115,7 +115,7 @@ pub struct FtlStats {
     /// Invalid blocks in full and open zones: the spare space garbage
     /// collection works with (free zones and unwritten space excluded).
     pub invalid_blocks: u64,
-    /// Heap bytes of the map (L2P, P2L, valid counts).
+    /// Heap bytes of the map (L2P, P2L, valid counts, update history).
     pub map_bytes: usize,
     /// Map bytes per exposed block.
     pub map_bytes_per_block: f64,

@@ -177,6 +177,51 @@ impl ZoneInfo {
     }
 }
 
+/// The update history of a logical block, one byte kept in the map
+/// ([`Map::history`]): the coarse time of its last user write (the low
+/// [`History::TIME_BITS`] bits of the logical time in units of an eighth
+/// of the hot threshold, wrapping every eight thresholds) and a two-bit
+/// saturating counter, raised when a write replaces data that lived
+/// shorter than half the threshold and lowered otherwise. The block is
+/// hot while the counter is at least two: a single short (or long) life
+/// does not move a block between hot and cold, two do. 0 means no history
+/// (never written since the mount).
+pub(crate) struct History;
+
+impl History {
+    /// Bits of the coarse time.
+    pub const TIME_BITS: u32 = 6;
+    const TIME_MASK: u64 = (1 << Self::TIME_BITS) - 1;
+    /// Units of coarse time per hot threshold.
+    const UNITS: u64 = 8;
+    /// A life shorter than this many units raises the counter.
+    const SHORT: u64 = Self::UNITS;
+    const MAX: u8 = 3;
+    /// The counter at or above which a block is hot.
+    const HOT: u8 = 2;
+
+    /// Logical time per unit of coarse time.
+    fn unit(threshold: u64) -> u64 {
+        (threshold / Self::UNITS).max(1)
+    }
+
+    /// The history byte of a block written at `now` with counter `count`
+    /// (never 0: a zero time with a zero counter is stored as time 1).
+    fn encode(now: u64, threshold: u64, count: u8) -> u8 {
+        let t = (now / Self::unit(threshold)) & Self::TIME_MASK;
+        let h = ((count as u64) << Self::TIME_BITS | t) as u8;
+        h.max(1)
+    }
+
+    /// Units of coarse time since the write recorded in `h` (modulo the
+    /// wrap) and its counter.
+    fn decode(h: u8, now: u64, threshold: u64) -> (u64, u8) {
+        let t = (now / Self::unit(threshold)) & Self::TIME_MASK;
+        let then = h as u64 & Self::TIME_MASK;
+        (t.wrapping_sub(then) & Self::TIME_MASK, h >> Self::TIME_BITS)
+    }
+}
+
 /// The pools, under one lock.
 #[derive(Debug)]
 pub(crate) struct Pools {
@@ -525,9 +570,58 @@ impl Zones {
 
     /// Whether a user write replacing a block of `zone`, whose blocks'
     /// mean birth is `birth`, is hot: see [`ZoneInfo::replaces_hot`]
-    /// (`Shared::classify` asks this for each sampled block).
+    /// ([`Zones::classify_write`] asks this for blocks without history).
     pub fn replaces_hot(&self, zone: u32, birth: u64, map: &Map, now: u64, threshold: u64) -> bool {
         self.info[zone as usize].replaces_hot(birth, map.valid(zone), now, threshold)
+    }
+
+    /// Whether a user write of logical block `l`, whose data is now at
+    /// `at` (`None`: unmapped), is hot, updating the block's history (see
+    /// [`History`]) for a write at `now` with a hot threshold of
+    /// `threshold` blocks of logical time. The age of the replaced data is
+    /// the larger of the time since the block's recorded write (which
+    /// wraps) and the time since its zone's blocks were written (a lower
+    /// bound for data a GC relocated since). Without history the zone
+    /// decides ([`ZoneInfo::replaces_hot`]), with the counter set just to
+    /// the hot or the cold side. Unmapped blocks are cold.
+    pub fn classify_write(
+        &self,
+        map: &Map,
+        layout: &Layout,
+        l: u64,
+        at: Option<u32>,
+        now: u64,
+        threshold: u64,
+    ) -> bool {
+        let count = match at {
+            None => 0,
+            Some(p) => {
+                let zone = layout.zone_of(p);
+                let info = &self.info[zone as usize];
+                match map.history(l) {
+                    0 => {
+                        let birth = info.birth(now);
+                        if self.replaces_hot(zone, birth, map, now, threshold) {
+                            History::HOT
+                        } else {
+                            History::HOT - 1
+                        }
+                    }
+                    h => {
+                        let (units, count) = History::decode(h, now, threshold);
+                        let unit = History::unit(threshold);
+                        let zone_units = now.saturating_sub(info.written_at(now)) / unit;
+                        if units.max(zone_units) < History::SHORT {
+                            (count + 1).min(History::MAX)
+                        } else {
+                            count.saturating_sub(1)
+                        }
+                    }
+                }
+            }
+        };
+        map.set_history(l, History::encode(now, threshold, count));
+        count >= History::HOT
     }
 
     /// Wakes the GC thread.
@@ -615,6 +709,34 @@ mod tests {
         assert!(h.replaces_hot(0, 10, 500, 1000) && !h.replaces_hot(0, 10, 1500, 1000));
         i.clear();
         assert_eq!(i.recent_death_rate(0, 10), 0.0);
+    }
+
+    #[test]
+    fn history_needs_two_short_lives_to_make_a_block_hot() {
+        let (l, z) = setup(4);
+        let m = Map::new(&l);
+        let t = 800; // hot threshold; units of 100
+        let zone_of_1 = Some(l.stride);
+        z.info[1].add(0, 0, 10);
+        // Unmapped: cold, history recorded.
+        assert!(!z.classify_write(&m, &l, 0, None, 0, t));
+        assert_ne!(m.history(0), 0);
+        // Short lives raise the counter: cold (1), then hot (2, 3).
+        assert!(!z.classify_write(&m, &l, 0, zone_of_1, 100, t));
+        assert!(z.classify_write(&m, &l, 0, zone_of_1, 200, t));
+        assert!(z.classify_write(&m, &l, 0, zone_of_1, 300, t));
+        // One long life (a zone written long ago) keeps it hot, two do not.
+        let far = 20 * t;
+        z.info[2].add(far - 2 * t, far - 2 * t, 10);
+        let zone_of_2 = Some(2 * l.stride);
+        assert!(z.classify_write(&m, &l, 0, zone_of_2, far, t));
+        assert!(!z.classify_write(&m, &l, 0, zone_of_2, far + 2 * t, t));
+        // The coarse time wraps: a short life after one is still short.
+        let (units, count) = History::decode(History::encode(63 * 100, t, 1), 65 * 100, t);
+        assert_eq!((units, count), (2, 1));
+        // Without history the zone decides (a fresh zone: hot data).
+        z.info[3].add(far, far, 10);
+        assert!(z.classify_write(&m, &l, 1, Some(3 * l.stride), far + 10, t));
     }
 
     #[test]
