@@ -3,37 +3,12 @@
 //! documents (and nothing undocumented), the HTML report, the reference
 //! table on `emu:zn540`, comparisons, and devices that hold data.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
+use common::{ok, zns, Out};
 use serde_json::Value;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn zns(args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_zns"))
-        .args(args)
-        .env_remove("ZNS_DEVICE")
-        .env_remove("ZNS_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run zns");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-#[track_caller]
-fn ok(o: Out) -> Out {
-    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    o
-}
 
 fn characterize(dir: &Path, extra: &[&str]) -> (Out, Value, String) {
     let out = dir.to_str().unwrap();

@@ -1,36 +1,10 @@
 //! `zns ftl` as a user runs it: format on a persistent image, stats and
 //! check on it, a short benchmark, and the errors of an unformatted device.
 
-use std::process::{Command, Stdio};
+mod common;
 
+use common::{ok, zns, Out};
 use serde_json::Value;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn zns(args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_zns"))
-        .args(args)
-        .env_remove("ZNS_DEVICE")
-        .env_remove("ZNS_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run zns");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-#[track_caller]
-fn ok(o: Out) -> Out {
-    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    o
-}
 
 /// A fresh `tiny` image in a temporary directory, and its URI.
 fn image() -> (tempfile::TempDir, String) {
