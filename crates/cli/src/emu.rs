@@ -8,6 +8,8 @@ use clap::Subcommand;
 use zns_emulator::image::DeviceImage;
 use zns_emulator::profile::Profile;
 
+use crate::num::human_size;
+
 #[derive(Debug, Subcommand)]
 pub enum EmuCommand {
     /// Create a persistent emulated device, opened later with --device emu:file=PATH.
@@ -38,17 +40,6 @@ fn load_profile(spec: &str) -> Result<Profile> {
     }
     let known: Vec<_> = Profile::built_in_names().collect();
     bail!("unknown profile {spec:?}: not a built-in profile ({}) nor a file", known.join(", "))
-}
-
-fn human_size(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", units[u])
 }
 
 pub fn run(cmd: EmuCommand, out: &mut dyn Write) -> Result<()> {

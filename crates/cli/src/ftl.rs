@@ -21,6 +21,8 @@ use zns_ftl::{
     CheckReport, Ftl, FtlConfig, FtlError, FtlStats, StreamLayout, VictimPolicy, WriteMode,
 };
 
+use crate::num::human_size;
+
 /// The device `zns ftl bench` uses when `--device` is not given.
 pub const BENCH_DEFAULT_URI: &str = "emu:small,media=null";
 
@@ -220,17 +222,6 @@ pub fn run(uri: &str, device_given: bool, cmd: FtlCommand, out: &mut dyn Write) 
     }
 }
 
-fn human_bytes(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", units[u])
-}
-
 fn streams_name(s: StreamLayout) -> &'static str {
     match s {
         StreamLayout::Single => "single",
@@ -290,7 +281,7 @@ fn format(uri: &str, args: &FormatArgs, out: &mut dyn Write) -> Result<()> {
         "  exposed         {} blocks of {} bytes ({})",
         st.logical_blocks,
         st.block_size,
-        human_bytes(bytes)
+        human_size(bytes)
     )?;
     writeln!(out, "  over-provision  {:.1} %", c.op * 100.0)?;
     writeln!(
@@ -365,7 +356,7 @@ fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
                 "{} of {} bytes ({})",
                 s.logical_blocks,
                 s.block_size,
-                human_bytes(s.logical_blocks * s.block_size as u64)
+                human_size(s.logical_blocks * s.block_size as u64)
             ),
         ),
         ("valid blocks", s.valid_blocks.to_string()),
@@ -381,7 +372,7 @@ fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
             "map RAM",
             format!(
                 "{} ({:.2} bytes per block)",
-                human_bytes(s.map_bytes as u64),
+                human_size(s.map_bytes as u64),
                 s.map_bytes_per_block
             ),
         ),

@@ -1,4 +1,5 @@
-//! Numbers on the command line: decimal or `0x` hexadecimal, `_` allowed.
+//! Numbers on the command line: decimal or `0x` hexadecimal, `_` allowed;
+//! sizes printed in binary units.
 
 /// Parses `123`, `0x7b`, `0X7B` or `1_000`.
 pub fn parse_num(s: &str) -> Result<u64, String> {
@@ -8,6 +9,18 @@ pub fn parse_num(s: &str) -> Result<u64, String> {
         None => t.parse::<u64>(),
     };
     r.map_err(|_| format!("{s:?} is not a number (decimal, or hexadecimal with 0x)"))
+}
+
+/// `bytes` in binary units with one decimal: `1.5 GiB`.
+pub fn human_size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", units[u])
 }
 
 #[cfg(test)]

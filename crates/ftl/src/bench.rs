@@ -519,34 +519,24 @@ pub fn run(
     let gen = opts.workload.generator(n)?;
     tracing::info!(logical = n, workload = %opts.workload, threads, "FTL benchmark: formatted");
 
-    let fill = parallel(threads, n, Phase::Fill, observer, &|_t, range, tick| {
+    let fill = parallel(threads, n, Phase::Fill, observer, &|_t, range, progress| {
         let block = vec![0x5Au8; bs];
-        let mut since = 0u64;
         for l in range {
             ftl.write(l, &block)?;
-            since += 1;
-            if since == TICK {
-                since = 0;
-                if !tick(TICK) {
-                    break;
-                }
+            if !progress.unit() {
+                break;
             }
         }
         Ok(0)
     })?;
     phases.push(fill);
-    let read = parallel(threads, opts.reads, Phase::Read, observer, &|t, range, tick| {
+    let read = parallel(threads, opts.reads, Phase::Read, observer, &|t, range, progress| {
         let mut rng = SmallRng::seed_from_u64(opts.seed ^ (1 << 40) ^ t as u64);
         let mut buf = vec![0u8; bs];
-        let mut since = 0u64;
         for _ in range {
             ftl.read(gen.next(&mut rng), &mut buf)?;
-            since += 1;
-            if since == TICK {
-                since = 0;
-                if !tick(TICK) {
-                    break;
-                }
+            if !progress.unit() {
+                break;
             }
         }
         Ok(0)
@@ -562,12 +552,11 @@ pub fn run(
 
     let mix = |phase: Phase, capacities: f64, salt: u64| {
         let writes = (capacities * n as f64) as u64;
-        parallel(threads, writes, phase, observer, &|t, range, tick| {
+        parallel(threads, writes, phase, observer, &|t, range, progress| {
             let mut rng = SmallRng::seed_from_u64(opts.seed ^ (salt << 40) ^ t as u64);
             let block = vec![0xA5u8; bs];
             let mut buf = vec![0u8; bs];
             let mut reads = 0u64;
-            let mut since = 0u64;
             let mut left = range.end - range.start;
             while left > 0 {
                 if opts.read_pct > 0 && rng.gen_range(0..100) < opts.read_pct {
@@ -577,12 +566,8 @@ pub fn run(
                 }
                 ftl.write(gen.next(&mut rng), &block)?;
                 left -= 1;
-                since += 1;
-                if since == TICK {
-                    since = 0;
-                    if !tick(TICK) {
-                        break;
-                    }
+                if !progress.unit() {
+                    break;
                 }
             }
             Ok(reads)
@@ -666,10 +651,30 @@ fn share(total: u64, threads: u32, t: u32) -> Range<u64> {
     start..start + base + u64::from(t < extra)
 }
 
-/// A worker of [`parallel`]: thread number, its share of the units, and a
-/// progress callback (units done since the last call; false = stop).
-/// Returns the reads it did besides its units.
-type Work<'a> = dyn Fn(u32, Range<u64>, &dyn Fn(u64) -> bool) -> Result<u64> + Sync + 'a;
+/// A worker's progress towards [`parallel`]'s count, published every
+/// [`TICK`] units.
+struct Progress<'a> {
+    since: u64,
+    done: &'a AtomicU64,
+    stop: &'a AtomicBool,
+}
+
+impl Progress<'_> {
+    /// Counts one unit done; false when the phase is to stop.
+    fn unit(&mut self) -> bool {
+        self.since += 1;
+        if self.since < TICK {
+            return true;
+        }
+        self.since = 0;
+        self.done.fetch_add(TICK, Ordering::Relaxed);
+        !self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// A worker of [`parallel`]: thread number, its share of the units, and
+/// its progress counter. Returns the reads it did besides its units.
+type Work<'a> = dyn Fn(u32, Range<u64>, &mut Progress<'_>) -> Result<u64> + Sync + 'a;
 
 /// Runs `work` on `threads` threads over `total` units, reporting progress
 /// to `observer` from this thread; the phase's time runs from the start to
@@ -695,11 +700,8 @@ fn parallel(
                 let (last_end_ns, cpu_ns) = (&last_end_ns, &cpu_ns);
                 s.spawn(move || {
                     let cpu0 = thread_cpu_ns();
-                    let tick = |k: u64| {
-                        done.fetch_add(k, Ordering::Relaxed);
-                        !stop.load(Ordering::Relaxed)
-                    };
-                    let r = work(t, share(total, threads, t), &tick);
+                    let mut progress = Progress { since: 0, done, stop };
+                    let r = work(t, share(total, threads, t), &mut progress);
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -784,20 +786,15 @@ fn raw_write(
         }
     }
     let bs = info.block_size as usize;
-    let phase = parallel(threads, blocks, Phase::RawWrite, observer, &|t, _range, tick| {
+    let phase = parallel(threads, blocks, Phase::RawWrite, observer, &|t, _range, progress| {
         let mut q = dev.queue(depth).map_err(FtlError::device("create a queue"))?;
         let mut buf = q.alloc(bs).map_err(FtlError::device("allocate a buffer"))?;
         buf.fill(0x5A);
-        let mut since = 0u64;
         for &(start, k) in &plans[t as usize] {
             for i in 0..k {
                 q.write(start + i, &buf).map_err(FtlError::device("write"))?;
-                since += 1;
-                if since == TICK {
-                    since = 0;
-                    if !tick(TICK) {
-                        return Ok(0);
-                    }
+                if !progress.unit() {
+                    return Ok(0);
                 }
             }
         }
@@ -825,22 +822,17 @@ fn raw_read(
     }
     let bs = dev.info().block_size as usize;
     let depth = opts.config.queue_depth as usize;
-    parallel(opts.threads, opts.reads, Phase::RawRead, observer, &|t, range, tick| {
+    parallel(opts.threads, opts.reads, Phase::RawRead, observer, &|t, range, progress| {
         let mut q = dev.queue(depth).map_err(FtlError::device("create a queue"))?;
         let mut buf = q.alloc(bs).map_err(FtlError::device("allocate a buffer"))?;
         let mut rng = SmallRng::seed_from_u64(opts.seed ^ (5 << 40) ^ t as u64);
-        let mut since = 0u64;
         for _ in range {
             let x = rng.gen_range(0..total);
             let i = before.partition_point(|&b| b <= x) - 1;
             let lba = extents[i].0 + (x - before[i]);
             q.read(lba, &mut buf).map_err(FtlError::device("read"))?;
-            since += 1;
-            if since == TICK {
-                since = 0;
-                if !tick(TICK) {
-                    break;
-                }
+            if !progress.unit() {
+                break;
             }
         }
         Ok(0)
