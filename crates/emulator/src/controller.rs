@@ -447,17 +447,7 @@ impl Controller {
         }
         let mut done = [CompletionEntry::default(); FETCH_BATCH];
         loop {
-            let n = match sq.fetch(host) {
-                Ok(0) => return,
-                Ok(n) => n,
-                Err(_) => {
-                    // The SQ ring itself is unreadable: a real controller
-                    // would report a fatal status; the host can only reset.
-                    let mut r = self.regs.lock();
-                    r.csts = r.csts.with_cfs(true);
-                    return;
-                }
-            };
+            let Some(n) = self.fetch(sq, host) else { return };
             for (i, slot) in done[..n].iter_mut().enumerate() {
                 let sqe = sq.entry(i);
                 sq.advance();
@@ -480,20 +470,27 @@ impl Controller {
         }
     }
 
+    /// Fetches the next entries of `sq`; `None` when there are none, or
+    /// when the SQ ring itself is unreadable: a real controller would then
+    /// report a fatal status (CSTS.CFS), and the host can only reset.
+    fn fetch(&self, sq: &mut SubmissionQueue, host: &dyn HostMemory) -> Option<usize> {
+        match sq.fetch(host) {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => {
+                let mut r = self.regs.lock();
+                r.csts = r.csts.with_cfs(true);
+                None
+            }
+        }
+    }
+
     /// [`Controller::process`] for an I/O queue of a timed controller: each
     /// command runs and tells the model what it did; the model completes it.
     fn process_timed(&self, t: &Timing, qid: u16, sq: &mut SubmissionQueue, host: &dyn HostMemory) {
         let mut batch: Vec<(CompletionEntry, Op)> = Vec::with_capacity(FETCH_BATCH);
         loop {
-            let n = match sq.fetch(host) {
-                Ok(0) => return,
-                Ok(n) => n,
-                Err(_) => {
-                    let mut r = self.regs.lock();
-                    r.csts = r.csts.with_cfs(true);
-                    return;
-                }
-            };
+            let Some(n) = self.fetch(sq, host) else { return };
             for i in 0..n {
                 let sqe = sq.entry(i);
                 sq.advance();
