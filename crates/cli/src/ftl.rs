@@ -322,6 +322,8 @@ fn stats_json(uri: &str, s: &FtlStats) -> Value {
         "device_flushes": s.device_flushes,
         "zone_resets": s.zone_resets,
         "zone_finishes": s.zone_finishes,
+        "rescanned_zones": s.rescanned_zones,
+        "rescued_blocks": s.rescued_blocks,
         "user_waits": s.user_waits,
         "waf": s.waf,
         "waf_total": s.waf_total,
@@ -385,6 +387,8 @@ fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
         ("device flushes", s.device_flushes.to_string()),
         ("zone resets", s.zone_resets.to_string()),
         ("zone finishes", s.zone_finishes.to_string()),
+        ("zones rescanned at mount", s.rescanned_zones.to_string()),
+        ("blocks rescued at mount", s.rescued_blocks.to_string()),
         ("GC victims", s.gc_victims.to_string()),
         ("GC blocks copied", s.gc_blocks_copied.to_string()),
     ];

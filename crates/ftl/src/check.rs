@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use zns_device::{ReportFilter, ZoneState};
 
 use crate::error::{FtlError, Result};
-use crate::ftl::{decode_tag, Ftl, Shared};
+use crate::ftl::{Ftl, Shared};
 
 /// Problems kept in a [`CheckReport`]; more are only counted.
 pub const MAX_PROBLEMS: usize = 1000;
@@ -255,7 +255,7 @@ impl fmt::Display for CheckProblem {
                 None => write!(
                     f,
                     "block {offset} of zone {zone} holds logical block {logical} by the map, \
-                     but its metadata carries no tag"
+                     but its metadata carries no valid tag"
                 ),
             },
         }
@@ -603,7 +603,7 @@ fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
                 for (i, tag) in t.chunks_exact(ms).enumerate() {
                     let offset = o + i as u32;
                     let owner = s.map.owner(layout.pba(zone, offset));
-                    let tagged = decode_tag(tag);
+                    let tagged = crate::tag::decode(tag, s.tag_key).map(|t| t.logical);
                     if let Some(logical) = owner.filter(|&l| Some(l) != tagged) {
                         r.problem(CheckProblem::WrongTag { zone, offset, logical, tagged });
                     }
@@ -632,7 +632,7 @@ mod tests {
     use zns_device::{Target, ZoneAction, ZonedDevice};
 
     use super::*;
-    use crate::ftl::encode_tag;
+    use crate::tag::{encode, Tag};
     use crate::{BlockDevice, FtlConfig};
 
     fn setup() -> (Arc<dyn ZonedDevice>, Ftl) {
@@ -804,7 +804,7 @@ mod tests {
             let layout = &ftl.shared.layout;
             let lba = layout.lba(ftl.shared.map.lookup(7).unwrap());
             let mut tag = [0u8; 16];
-            encode_tag(999, &mut tag);
+            encode(Tag { logical: 999, seq: 1 }, ftl.shared.tag_key, &mut tag);
             let emu = dev.emulator().unwrap();
             emu.namespaces()[0].media().write_metadata(lba, &tag).unwrap();
             let r = ftl.check(true).unwrap();
@@ -812,6 +812,14 @@ mod tests {
             assert!(matches!(
                 r.problems[0],
                 CheckProblem::WrongTag { logical: 7, tagged: Some(999), .. }
+            ));
+            // A tag another FTL instance wrote is no tag.
+            encode(Tag { logical: 7, seq: 1 }, ftl.shared.tag_key ^ 1, &mut tag);
+            emu.namespaces()[0].media().write_metadata(lba, &tag).unwrap();
+            let r = ftl.check(true).unwrap();
+            assert!(matches!(
+                r.problems[..],
+                [CheckProblem::WrongTag { logical: 7, tagged: None, .. }]
             ));
         }
     }

@@ -133,6 +133,12 @@ pub struct FtlConfig {
     /// reverse map kept with the data: `Ftl::check` verifies it). Costs a
     /// metadata transfer per write.
     pub tag_blocks: bool,
+    /// At recovery, adopt the blocks written after the last durable log
+    /// page that survived (by their tags, which need 16 bytes of metadata
+    /// to carry a write sequence number): writes completed but not yet
+    /// flushed are kept when the device kept them. Without it (or without
+    /// such tags) recovery keeps exactly what the log names.
+    pub rescan: bool,
     /// Metadata zones; `None` chooses from the checkpoint size. Used at
     /// format.
     pub meta_zones: Option<u32>,
@@ -159,6 +165,7 @@ impl Default for FtlConfig {
             gc_high: 1,
             use_copy: true,
             tag_blocks: true,
+            rescan: true,
             meta_zones: None,
             hot_threshold: 1.0,
             queue_depth: 16,

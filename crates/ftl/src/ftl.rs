@@ -18,6 +18,7 @@ use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::{meta_zone_plan, MetaCtx, MetaWriter};
 use crate::stats::{Counters, FtlStats, PoolCounts};
+use crate::tag::{self, Tag};
 use crate::zones::{Grant, Pool, Who, Zones};
 
 /// Most idle I/O queues kept for reuse (more threads than this at once
@@ -70,27 +71,6 @@ pub(crate) struct IoCtx {
     pub tags: Option<IoBuffer>,
 }
 
-/// The per-LBA metadata tag of a block holding logical block `logical`:
-/// `logical + 1`, little-endian, in the first 8 bytes (0 = untagged).
-pub(crate) fn encode_tag(logical: u64, out: &mut [u8]) {
-    out[..8].copy_from_slice(&(logical + 1).to_le_bytes());
-    out[8..].fill(0);
-}
-
-/// The logical block a tag names; `None` for an untagged block.
-pub(crate) fn decode_tag(tag: &[u8]) -> Option<u64> {
-    let v = u64::from_le_bytes(tag[..8].try_into().expect("tags have 8 bytes"));
-    v.checked_sub(1)
-}
-
-/// Fills `meta` (blocks × `ms` bytes) with the tags of logical blocks
-/// `logical(0..)`.
-fn fill_tags(meta: &mut [u8], ms: usize, logical: &impl Fn(u32) -> u64, first: u32) {
-    for (i, tag) in meta.chunks_exact_mut(ms).enumerate() {
-        encode_tag(logical(first + i as u32), tag);
-    }
-}
-
 /// Everything the FTL's threads share.
 ///
 /// Thread safety: `Send + Sync`. Lock order: meta → journal; zone pools and
@@ -117,6 +97,11 @@ pub(crate) struct Shared {
     pub hot_threshold: u64,
     /// Records waiting that trigger a background log write.
     persist_batch: usize,
+    /// The next write sequence number for a user block's tag (see
+    /// [`crate::tag`]).
+    pub write_seq: AtomicU64,
+    /// The key of block tags' checks: the FTL instance.
+    pub tag_key: u64,
 }
 
 impl std::fmt::Debug for Shared {
@@ -178,13 +163,16 @@ pub(crate) struct Parts {
     pub meta: MetaWriter,
     pub pools: Vec<Pool>,
     pub clock: u64,
+    /// The mount generation: write sequence numbers start at
+    /// [`crate::tag::first_seq`] of it.
+    pub generation: u32,
 }
 
 impl Shared {
     pub(crate) fn new(dev: Arc<dyn ZonedDevice>, config: FtlConfig, parts: Parts) -> Result<Self> {
         let budget = open_budget(dev.as_ref()).saturating_sub(1);
         let plan = StreamPlan::new(&config, budget)?;
-        let Parts { layout, map, meta, pools, clock } = parts;
+        let Parts { layout, map, meta, pools, clock, generation } = parts;
         let zones = Zones::new(&layout, &plan, config.gc_low, config.gc_high, pools);
         let hot_threshold = ((layout.logical as f64 * config.hot_threshold) as u64).max(1);
         let persist_batch = records_per_page(layout.block_size as usize) * 16;
@@ -194,6 +182,7 @@ impl Shared {
             plan,
             map,
             journal: Mutex::new(Journal::default()),
+            tag_key: meta.sb.instance,
             meta: Mutex::new(meta),
             zones,
             ctxs: ArrayQueue::new(IDLE_QUEUES),
@@ -201,6 +190,7 @@ impl Shared {
             clock_base: AtomicU64::new(clock),
             hot_threshold,
             persist_batch,
+            write_seq: AtomicU64::new(crate::tag::first_seq(generation)),
             layout,
             config,
         })
@@ -260,7 +250,13 @@ impl Shared {
 
     /// The metadata writer's view of the rest.
     pub fn meta_ctx(&self) -> MetaCtx<'_> {
-        MetaCtx { layout: &self.layout, map: &self.map, journal: &self.journal, stats: &self.stats }
+        MetaCtx {
+            layout: &self.layout,
+            map: &self.map,
+            journal: &self.journal,
+            stats: &self.stats,
+            write_seq: &self.write_seq,
+        }
     }
 
     /// Stops the FTL after a failure that may have left the device and the
@@ -323,8 +319,8 @@ impl Shared {
         }
     }
 
-    /// Writes `data` into the blocks of grant `g`, block `i` of it holding
-    /// logical block `logical(i)` (its tag, when blocks are tagged);
+    /// Writes `data` into the blocks of grant `g`, block `i` of it tagged
+    /// `tag(i)` (when blocks are tagged);
     /// returns where each run of the data landed (PBA, blocks), in data
     /// order.
     pub fn write_grant(
@@ -332,7 +328,7 @@ impl Shared {
         ctx: &mut IoCtx,
         g: &Grant,
         data: &[u8],
-        logical: impl Fn(u32) -> u64,
+        tag: impl Fn(u32) -> Tag,
     ) -> Result<Placed> {
         let bs = self.layout.block_size as usize;
         if g.exclusive {
@@ -347,7 +343,7 @@ impl Shared {
                         ctx.tags = Some(tags);
                         return Err(FtlError::device("size a metadata buffer")(e));
                     }
-                    fill_tags(&mut tags, ms, &logical, done);
+                    tag::fill(&mut tags, ms, self.tag_key, &tag, done);
                     ctx.big.attach_metadata(tags);
                 }
                 let lba = self.layout.lba(self.layout.pba(g.zone, g.offset + done));
@@ -358,7 +354,7 @@ impl Shared {
             }
             return Ok(Placed::one(self.layout.pba(g.zone, g.offset), g.blocks));
         }
-        self.append(ctx, g, data, logical).map(Placed::many)
+        self.append(ctx, g, data, tag).map(Placed::many)
     }
 
     /// Zone Appends `data` into the zone of shared grant `g`, several in
@@ -368,7 +364,7 @@ impl Shared {
         ctx: &mut IoCtx,
         g: &Grant,
         data: &[u8],
-        logical: impl Fn(u32) -> u64,
+        tag: impl Fn(u32) -> Tag,
     ) -> Result<Vec<(u32, u32)>> {
         let bs = self.layout.block_size as usize;
         let ms = self.tag_size();
@@ -412,7 +408,7 @@ impl Shared {
                         error = Some(FtlError::device("size a metadata buffer")(e));
                         break;
                     }
-                    fill_tags(tags, ms, &logical, first);
+                    tag::fill(tags, ms, self.tag_key, &tag, first);
                 }
                 match ctx.q.submit(ZoneOp::Append { zslba, fua: false }, Some(b), next as u64) {
                     Ok(()) => next += 1,
@@ -485,6 +481,9 @@ impl Shared {
         // Whether the log has a batch to write, learnt under the journal
         // lock taken for the map anyway.
         let mut batch_ready = false;
+        // Numbered before any of it is placed or logged: a number at or
+        // above a log page's watermark means "written after that page".
+        let seq = self.write_seq.fetch_add(n, Ordering::Relaxed);
         self.with_ctx(|ctx| {
             let mut done = 0u64;
             while done < n {
@@ -498,8 +497,9 @@ impl Shared {
                     role as u32,
                 )?;
                 let part = &data[done as usize * bs..(done + g.blocks as u64) as usize * bs];
-                let first = lba + done;
-                let placed = match self.write_grant(ctx, &g, part, |i| first + i as u64) {
+                let (first, first_seq) = (lba + done, seq + done);
+                let tag = |i: u32| Tag { logical: first + i as u64, seq: first_seq + i as u64 };
+                let placed = match self.write_grant(ctx, &g, part, tag) {
                     Ok(p) => p,
                     Err(e) => return Err(self.fail(e)),
                 };
@@ -627,6 +627,8 @@ impl Shared {
             device_flushes: g(&c.device_flushes),
             zone_resets: g(&c.zone_resets),
             zone_finishes: g(&c.zone_finishes),
+            rescanned_zones: g(&c.rescanned_zones),
+            rescued_blocks: g(&c.rescued_blocks),
             user_waits: self.zones.user_waits(),
             waf: ratio(data),
             waf_total: ratio(data + metab),
@@ -750,7 +752,8 @@ impl Ftl {
         let meta =
             MetaWriter::new(meta_q, &layout, sb, vec![None; meta_zones as usize], None, 1, 1, 0)?;
         let map = Map::new(&layout);
-        let shared = Shared::new(dev, config, Parts { layout, map, meta, pools, clock: 0 })?;
+        let parts = Parts { layout, map, meta, pools, clock: 0, generation: 1 };
+        let shared = Shared::new(dev, config, parts)?;
         {
             let mut m = shared.meta.lock();
             m.checkpoint(&shared.meta_ctx())?;

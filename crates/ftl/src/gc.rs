@@ -26,6 +26,7 @@ use crate::config::{Role, VictimPolicy, WriteMode};
 use crate::error::{FtlError, Result};
 use crate::ftl::{IoCtx, Placed, Shared};
 use crate::stats::Counters;
+use crate::tag::{self, Tag};
 use crate::zones::{Pools, Who};
 
 /// The GC thread's body.
@@ -218,8 +219,10 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
                 let mut data = std::mem::take(&mut ctx.staging);
                 data.resize(batch.len() * bs, 0);
                 let r = read_runs(shared, ctx, &mut data, base, batch, bs);
-                let r =
-                    r.and_then(|()| shared.write_grant(ctx, &g, &data, |i| batch[i as usize].1));
+                // A copy never outranks the version it copies (see
+                // crate::tag): it carries no sequence number of its own.
+                let tag = |i: u32| Tag { logical: batch[i as usize].1, seq: tag::RELOCATED };
+                let r = r.and_then(|()| shared.write_grant(ctx, &g, &data, tag));
                 ctx.staging = data;
                 r?
             }

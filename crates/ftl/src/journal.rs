@@ -8,12 +8,13 @@
 //! |---|---|
 //! | 0..4 | magic `ZFTL` |
 //! | 4 | kind: 1 zone header, 2 log records, 3 checkpoint chunk, 4 checkpoint end |
-//! | 5 | format version (1) |
+//! | 5 | format version (2) |
 //! | 6..8 | payload length |
 //! | 8..16 | sequence number: +1 for every page of the log, across zones |
 //! | 16..20 | mount generation: +1 every time the FTL is opened |
 //! | 20..24 | CRC-32C of the whole page with this field zero |
-//! | 24.. | payload |
+//! | 24..32 | write watermark: the data-block sequence counter read after the page's contents were taken (every block write the page describes has a lower sequence number) |
+//! | 32.. | payload |
 //!
 //! A log record is 9 bytes: a tag and two 32-bit fields (a logical and a
 //! physical block number, a range, or a checkpoint id).
@@ -23,9 +24,9 @@ use crate::crc::crc32c;
 /// Page magic.
 pub(crate) const MAGIC: [u8; 4] = *b"ZFTL";
 /// Page format version.
-pub(crate) const VERSION: u8 = 1;
+pub(crate) const VERSION: u8 = 2;
 /// Bytes before the payload.
-pub(crate) const HEADER: usize = 24;
+pub(crate) const HEADER: usize = 32;
 /// Bytes of one record.
 pub(crate) const RECORD: usize = 9;
 
@@ -145,6 +146,11 @@ pub(crate) struct Page {
     pub seq: u64,
     /// Mount generation that wrote it.
     pub generation: u32,
+    /// The data-block write sequence counter when the contents were taken:
+    /// every write the page's records or entries describe was numbered
+    /// below it, and a block numbered at or above it was written later
+    /// than everything the page says (see [`crate::recovery`]).
+    pub watermark: u64,
     /// Contents.
     pub body: Body,
 }
@@ -214,6 +220,7 @@ impl Page {
         out[6..8].copy_from_slice(&(len as u16).to_le_bytes());
         out[8..16].copy_from_slice(&self.seq.to_le_bytes());
         out[16..20].copy_from_slice(&self.generation.to_le_bytes());
+        out[24..32].copy_from_slice(&self.watermark.to_le_bytes());
         let crc = crc32c(out);
         out[20..24].copy_from_slice(&crc.to_le_bytes());
     }
@@ -246,6 +253,7 @@ impl Page {
         }
         let seq = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
         let generation = u32::from_le_bytes(b[16..20].try_into().expect("4 bytes"));
+        let watermark = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes"));
         let p = &b[HEADER..HEADER + len];
         let u64_at = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_le_bytes(p[i..i + 4].try_into().expect("4 bytes"));
@@ -280,7 +288,7 @@ impl Page {
             4 if len == 16 => Body::End { ckpt: u64_at(0), chunks: u64_at(8) },
             k => return Err(PageError::Bad(format!("page kind {k} with {len} payload bytes"))),
         };
-        Ok(Page { seq, generation, body })
+        Ok(Page { seq, generation, watermark, body })
     }
 }
 
@@ -289,7 +297,7 @@ mod tests {
     use super::*;
 
     fn round_trip(body: Body) {
-        let p = Page { seq: 77, generation: 3, body };
+        let p = Page { seq: 77, generation: 3, watermark: 5 << 40 | 123, body };
         let mut b = vec![0u8; 4096];
         p.encode(&mut b);
         assert_eq!(Page::decode(&b), Ok(p));
@@ -308,7 +316,7 @@ mod tests {
             op_ppm: 70_000,
         }));
         let n = records_per_page(4096);
-        assert_eq!(n, 452);
+        assert_eq!(n, 451);
         let records: Vec<Record> = (0..n as u32)
             .map(|i| match i % 3 {
                 0 => Record::Map { l: i, p: u32::MAX - i },
@@ -327,8 +335,9 @@ mod tests {
     fn damage_is_detected() {
         let mut b = vec![0u8; 4096];
         assert_eq!(Page::decode(&b), Err(PageError::Blank));
-        Page { seq: 1, generation: 1, body: Body::End { ckpt: 1, chunks: 0 } }.encode(&mut b);
-        for i in [0, 4, 9, 17, 22, 30, 4095] {
+        Page { seq: 1, generation: 1, watermark: 9, body: Body::End { ckpt: 1, chunks: 0 } }
+            .encode(&mut b);
+        for i in [0, 4, 9, 17, 22, 26, 30, 40, 4095] {
             let mut c = b.clone();
             c[i] ^= 0x10;
             assert!(matches!(Page::decode(&c), Err(PageError::Bad(_))), "byte {i}");

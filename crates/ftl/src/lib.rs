@@ -50,6 +50,7 @@ mod meta;
 mod packed;
 mod recovery;
 mod stats;
+mod tag;
 pub mod testkit;
 mod zones;
 

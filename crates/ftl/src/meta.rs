@@ -17,7 +17,14 @@
 //! - a new checkpoint's End is durable before older metadata zones are
 //!   reset;
 //! - a data zone is reset only after the records moving its valid blocks
-//!   away are durable (see [`crate::gc`]).
+//!   away are durable (see [`crate::gc`]);
+//! - every page carries the write watermark read after its contents were
+//!   taken (under the journal lock, so every map change the page shows is
+//!   numbered below it);
+//! - a mount writes a page of its generation before any data
+//!   ([`MetaWriter::seal_mount`]), so write sequence numbers never repeat.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use zns_device::{IoBuffer, Target, ZoneAction, ZoneQueue};
@@ -88,6 +95,24 @@ pub(crate) struct MetaCtx<'a> {
     pub map: &'a Map,
     pub journal: &'a Mutex<Journal>,
     pub stats: &'a Counters,
+    /// The next data-block write sequence number.
+    pub write_seq: &'a AtomicU64,
+}
+
+impl MetaCtx<'_> {
+    /// The write watermark now. Read under the journal lock: a map change
+    /// seen before is then ordered before the read, so its write was
+    /// numbered below the value.
+    fn watermark(&self) -> u64 {
+        let _j = self.journal.lock();
+        self.write_seq.load(Ordering::Relaxed)
+    }
+
+    /// Takes every record waiting, with the watermark of that moment.
+    fn take_records(&self) -> (Vec<Record>, u64) {
+        let mut j = self.journal.lock();
+        (j.take(), self.write_seq.load(Ordering::Relaxed))
+    }
 }
 
 impl MetaWriter {
@@ -122,11 +147,12 @@ impl MetaWriter {
         Ok(())
     }
 
-    /// Writes pages with `bodies` at the end of the log; returns the zone
-    /// each landed in.
+    /// Writes pages with `bodies` at the end of the log, each with write
+    /// watermark `watermark`; returns the zone each landed in.
     fn write_pages(
         &mut self,
         ctx: &MetaCtx<'_>,
+        watermark: u64,
         bodies: impl IntoIterator<Item = Body>,
     ) -> Result<Vec<u32>> {
         let layout = ctx.layout;
@@ -155,6 +181,7 @@ impl MetaWriter {
                 let page = Page {
                     seq: self.next_seq,
                     generation: self.generation,
+                    watermark,
                     body: Body::Header(self.sb),
                 };
                 page.encode(&mut self.buf[..bs]);
@@ -163,7 +190,8 @@ impl MetaWriter {
             }
             while n < room {
                 let Some(body) = it.next() else { break };
-                let page = Page { seq: self.next_seq, generation: self.generation, body };
+                let page =
+                    Page { seq: self.next_seq, generation: self.generation, watermark, body };
                 page.encode(&mut self.buf[n * bs..(n + 1) * bs]);
                 self.next_seq += 1;
                 zones.push(zone);
@@ -185,12 +213,12 @@ impl MetaWriter {
     /// so the records are durable too. Checkpoints when metadata zones run
     /// low.
     pub fn persist(&mut self, ctx: &MetaCtx<'_>, sync: bool) -> Result<()> {
-        let records = ctx.journal.lock().take();
+        let (records, mark) = ctx.take_records();
         let any = !records.is_empty();
         if any {
             self.device_flush(ctx.stats)?;
             let rpp = records_per_page(ctx.layout.block_size as usize);
-            self.write_pages(ctx, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
+            self.write_pages(ctx, mark, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
         }
         if sync {
             self.device_flush(ctx.stats)?;
@@ -201,19 +229,40 @@ impl MetaWriter {
         Ok(())
     }
 
+    /// Starts a mount's log: writes every record waiting in at least one
+    /// page (of this mount's generation), durably. Until a page of the
+    /// generation is durable, another mount could take the same generation
+    /// and number its writes like this one's.
+    pub fn seal_mount(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
+        let (records, mark) = ctx.take_records();
+        self.device_flush(ctx.stats)?;
+        let rpp = records_per_page(ctx.layout.block_size as usize);
+        let mut pages: Vec<Body> = records.chunks(rpp).map(|c| Body::Log(c.to_vec())).collect();
+        if pages.is_empty() {
+            pages.push(Body::Log(Vec::new()));
+        }
+        self.write_pages(ctx, mark, pages)?;
+        self.device_flush(ctx.stats)?;
+        if self.free_zones() <= self.trigger {
+            self.checkpoint(ctx)?;
+        }
+        Ok(())
+    }
+
     /// Writes a checkpoint of the whole map, then resets the metadata zones
     /// it makes unnecessary.
     pub fn checkpoint(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
         let layout = ctx.layout;
         let id = self.ckpt + 1;
-        let records = {
+        let (records, mark) = {
             let mut j = ctx.journal.lock();
             j.push(Record::CheckpointBegin { id });
-            j.take()
+            (j.take(), ctx.write_seq.load(Ordering::Relaxed))
         };
         self.device_flush(ctx.stats)?;
         let rpp = records_per_page(layout.block_size as usize);
-        let zones = self.write_pages(ctx, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
+        let zones =
+            self.write_pages(ctx, mark, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
         let begin_zone = *zones.last().expect("the Begin record was written");
         self.ckpt = id;
         // The map, a batch of chunk pages at a time (entries read without
@@ -231,15 +280,15 @@ impl MetaWriter {
                 chunks += 1;
             }
             if bodies.len() >= batch {
-                self.write_pages(ctx, bodies.drain(..))?;
+                self.write_pages(ctx, ctx.watermark(), bodies.drain(..))?;
             }
             first = end;
         }
-        self.write_pages(ctx, bodies.drain(..))?;
+        self.write_pages(ctx, ctx.watermark(), bodies.drain(..))?;
         // Every block the chunks name completed before it was read: make it
         // durable before the checkpoint counts.
         self.device_flush(ctx.stats)?;
-        self.write_pages(ctx, [Body::End { ckpt: id, chunks }])?;
+        self.write_pages(ctx, ctx.watermark(), [Body::End { ckpt: id, chunks }])?;
         self.device_flush(ctx.stats)?;
         Counters::add(&ctx.stats.checkpoints, 1);
         // Zones wholly before the Begin record are no longer needed.

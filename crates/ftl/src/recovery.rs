@@ -12,16 +12,36 @@
 //!    mount's log — dropped with a warning — only when no page follows it
 //!    or the next valid page belongs to a later mount; anywhere else it is
 //!    reported as corruption.
-//! 4. Every mapping must point into the written part of a data zone, and
+//! 4. Rescan (with [`FtlConfig::rescan`] and tags of at least 16 bytes):
+//!    blocks written after the last durable log page are adopted by their
+//!    tags. Every page carries the write watermark W read after its
+//!    contents were taken, so a block tagged with a sequence number at or
+//!    above the largest W of the log was written after everything the log
+//!    says — newer than any mapping or unmapping in it. A data zone is
+//!    rescanned when its last written block carries such a number; its
+//!    blocks the log does not map are read, and of the tags at or above W
+//!    the highest number for each logical block wins. Copies made by
+//!    garbage collection never outrank what they copy (see [`crate::tag`]),
+//!    and a zone is reset only after its blocks' moves are logged, so a
+//!    version that was moved is still found where it was written. Blocks
+//!    numbered below W that the log does not name are garbage: their
+//!    writes were in flight while the log was written, never flushed.
+//! 5. Every mapping must point into the written part of a data zone, and
 //!    no two logical blocks may share a block; P2L and valid counts are
-//!    rebuilt. Data zones left open are finished (their unlogged tail is
-//!    garbage), metadata zones older than the checkpoint are reset, and
-//!    the log continues in the newest metadata zone with the next mount
-//!    generation.
+//!    rebuilt. The adopted mappings are logged with a page of the new
+//!    mount generation, durably, before anything else is written (so
+//!    write sequence numbers never repeat across mounts); then data zones
+//!    left open are finished (writing resumes in fresh zones), metadata
+//!    zones older than the checkpoint are reset, and the log continues in
+//!    the newest metadata zone.
 
 use std::sync::Arc;
 
-use zns_device::{ReportFilter, Target, ZoneAction, ZoneQueue, ZoneState, ZonedDevice};
+use std::collections::HashMap;
+
+use zns_device::{
+    IoBuffer, ReportFilter, Target, Zone, ZoneAction, ZoneQueue, ZoneState, ZonedDevice,
+};
 
 use crate::config::FtlConfig;
 use crate::error::{FtlError, Result};
@@ -31,6 +51,7 @@ use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::MetaWriter;
 use crate::stats::Counters;
+use crate::tag::{self, Tag};
 use crate::zones::Pool;
 
 /// One block of the metadata log as read.
@@ -286,8 +307,26 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         }
     }
 
-    // Data zones: what is written, which pool; close out half-written ones.
-    let mut finishes = 0u64;
+    // Blocks written after the log: adopt the newest version of each.
+    let watermark =
+        list.iter().filter_map(|e| e.page.as_ref().ok()).map(|p| p.watermark).max().unwrap_or(0);
+    let generation = max_generation + 1;
+    let ms = info.metadata_size as usize;
+    let rescan =
+        config.rescan && config.tag_blocks && info.capabilities.metadata && ms >= tag::SEQUENCED;
+    let found = if rescan {
+        let window = Window { from: watermark, below: tag::first_seq(generation) };
+        rescan_zones(q.as_mut(), &layout, &report, &map, window, ms, sb.instance)?
+    } else {
+        Rescue::default()
+    };
+    for &(l, p) in &found.adopted {
+        map.replay_set(l, Some(p));
+    }
+
+    // Data zones: what is written, which pool; half-written ones are
+    // closed out once the mount is sealed.
+    let mut half_written = Vec::new();
     let mut extent = vec![0u32; zones as usize];
     let mut pools = Vec::with_capacity(zones as usize);
     for (i, z) in report.iter().enumerate() {
@@ -304,9 +343,7 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
             }
             ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed => {
                 extent[i] = written(i);
-                q.zone_action(ZoneAction::Finish, Target::Zone(z.start))
-                    .map_err(FtlError::device("finish a half-written zone"))?;
-                finishes += 1;
+                half_written.push(z.start);
                 Pool::Full
             }
             ZoneState::ReadOnly => {
@@ -349,20 +386,183 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         first_seq,
         current,
         last_seq + 1,
-        max_generation + 1,
+        generation,
         max_ckpt,
     )?;
     let mapped = (0..layout.zones).map(|z| map.valid(z) as u64).sum::<u64>();
+    let parts = Parts { layout, map, meta, pools, clock: 0, generation };
+    let shared = Shared::new(dev, config, parts)?;
+    {
+        let mut j = shared.journal.lock();
+        for &(l, p) in &found.adopted {
+            j.push(Record::Map { l: l as u32, p });
+        }
+    }
+    shared.meta.lock().seal_mount(&shared.meta_ctx())?;
+    for &start in &half_written {
+        q.zone_action(ZoneAction::Finish, Target::Zone(start))
+            .map_err(FtlError::device("finish a half-written zone"))?;
+    }
+    let finishes = half_written.len() as u64;
     tracing::info!(
         checkpoint = ckpt,
         replayed,
         mapped,
+        rescanned_zones = found.zones,
+        rescued = found.adopted.len(),
         finished = finishes,
-        generation = max_generation + 1,
+        generation,
         "FTL recovered"
     );
-    let shared = Shared::new(dev, config, Parts { layout, map, meta, pools, clock: 0 })?;
-    Counters::add(&shared.stats.zone_finishes, finishes);
-    Counters::add(&shared.stats.zone_resets, resets);
+    let c = &shared.stats;
+    Counters::add(&c.zone_finishes, finishes);
+    Counters::add(&c.zone_resets, resets);
+    Counters::add(&c.rescanned_zones, found.zones);
+    Counters::add(&c.rescued_blocks, found.adopted.len() as u64);
     Ok(shared)
+}
+
+/// The write sequence numbers a rescan adopts: written after the log
+/// (`from` on) and before this mount (`below`; anything higher is not a
+/// tag this FTL wrote).
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    from: u64,
+    below: u64,
+}
+
+/// What a rescan found.
+#[derive(Debug, Default)]
+struct Rescue {
+    /// Zones whose blocks were read.
+    zones: u64,
+    /// (logical, PBA): the newest version of each logical block written
+    /// after the log.
+    adopted: Vec<(u64, u32)>,
+}
+
+/// A data buffer and its metadata for reading tags.
+struct TagReader {
+    data: IoBuffer,
+    meta: Option<IoBuffer>,
+    bs: usize,
+    ms: usize,
+    key: u64,
+}
+
+impl TagReader {
+    /// The tags of `k` blocks from `lba` (at most MDTS).
+    fn read(&mut self, q: &mut dyn ZoneQueue, lba: u64, k: u32) -> Result<Vec<Option<Tag>>> {
+        let mut meta = self.meta.take().expect("the metadata buffer is back after every read");
+        let sized = self
+            .data
+            .set_len(k as usize * self.bs)
+            .and_then(|()| meta.set_len(k as usize * self.ms));
+        if let Err(e) = sized {
+            self.meta = Some(meta);
+            return Err(FtlError::device("size a buffer")(e));
+        }
+        self.data.attach_metadata(meta);
+        let r = q.read(lba, &mut self.data);
+        let meta = self.data.detach_metadata().expect("attached above");
+        let tags = meta.chunks_exact(self.ms).map(|m| tag::decode(m, self.key)).collect();
+        self.meta = Some(meta);
+        r.map_err(FtlError::device("read block tags"))?;
+        Ok(tags)
+    }
+}
+
+/// Reads the tags of the data zones written after the log and picks the
+/// newest version of every logical block among them (see the module
+/// documentation). A zone whose tags cannot be read is left out with a
+/// warning: what it holds was never flushed.
+fn rescan_zones(
+    q: &mut dyn ZoneQueue,
+    layout: &Layout,
+    report: &[Zone],
+    map: &Map,
+    window: Window,
+    ms: usize,
+    key: u64,
+) -> Result<Rescue> {
+    let mut mapped = vec![0u64; layout.physical().div_ceil(64)];
+    for l in 0..layout.logical {
+        if let Some(p) = map.lookup(l) {
+            mapped[p as usize / 64] |= 1 << (p % 64);
+        }
+    }
+    let is_mapped = |p: u32| mapped[p as usize / 64] & (1 << (p % 64)) != 0;
+    let bs = layout.block_size as usize;
+    let mdts = layout.mdts_blocks.max(1);
+    let mut reader = TagReader {
+        data: q.alloc(mdts as usize * bs).map_err(FtlError::device("allocate a buffer"))?,
+        meta: Some(q.alloc(mdts as usize * ms).map_err(FtlError::device("allocate a buffer"))?),
+        bs,
+        ms,
+        key,
+    };
+    let mut newest: HashMap<u64, (u64, u32)> = HashMap::new();
+    let mut out = Rescue::default();
+    for zone in layout.meta_zones..layout.zones {
+        let z = &report[zone as usize];
+        let written = match z.state {
+            ZoneState::Full
+            | ZoneState::ImplicitlyOpen
+            | ZoneState::ExplicitlyOpen
+            | ZoneState::Closed => (z.written() as u32).min(layout.cap(zone)),
+            _ => continue,
+        };
+        if written == 0 {
+            continue;
+        }
+        let lba_of = |o: u32| layout.lba(layout.pba(zone, o));
+        match reader.read(q, lba_of(written - 1), 1) {
+            Ok(t) if matches!(t[0], Some(t) if t.seq >= window.from) => {}
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!(zone, error = %e, "cannot read a zone's last tag; not rescanned");
+                continue;
+            }
+        }
+        out.zones += 1;
+        let mut o = 0u32;
+        while o < written {
+            if is_mapped(layout.pba(zone, o)) {
+                o += 1;
+                continue;
+            }
+            let mut k = 1u32;
+            while o + k < written && k < mdts && !is_mapped(layout.pba(zone, o + k)) {
+                k += 1;
+            }
+            match reader.read(q, lba_of(o), k) {
+                Ok(tags) => {
+                    for (i, t) in tags.into_iter().enumerate() {
+                        let Some(t) = t.filter(|t| t.seq >= window.from) else { continue };
+                        let p = layout.pba(zone, o + i as u32);
+                        if t.logical >= layout.logical || t.seq >= window.below {
+                            tracing::warn!(
+                                zone,
+                                block = o + i as u32,
+                                logical = t.logical,
+                                seq = t.seq,
+                                "a block tag out of range; not adopted"
+                            );
+                            continue;
+                        }
+                        let e = newest.entry(t.logical).or_insert((t.seq, p));
+                        if t.seq > e.0 {
+                            *e = (t.seq, p);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(zone, block = o, blocks = k, error = %e,
+                    "cannot read block tags; those blocks are not adopted"),
+            }
+            o += k;
+        }
+    }
+    out.adopted = newest.into_iter().map(|(l, (_, p))| (l, p)).collect();
+    out.adopted.sort_unstable();
+    Ok(out)
 }

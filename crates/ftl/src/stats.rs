@@ -25,6 +25,8 @@ pub(crate) struct Counters {
     pub device_flushes: AtomicU64,
     pub zone_resets: AtomicU64,
     pub zone_finishes: AtomicU64,
+    pub rescanned_zones: AtomicU64,
+    pub rescued_blocks: AtomicU64,
 }
 
 impl Counters {
@@ -102,6 +104,11 @@ pub struct FtlStats {
     /// Zone finishes: half-written zones closed out at recovery, and open
     /// zones GC closed out when no full zone had an invalid block.
     pub zone_finishes: u64,
+    /// Zones recovery rescanned by their block tags (this mount).
+    pub rescanned_zones: u64,
+    /// Blocks recovery adopted by their tags: written after the last
+    /// durable log page and kept by the device (this mount).
+    pub rescued_blocks: u64,
     /// Times a user write waited for GC to free a zone.
     pub user_waits: u64,
     /// Write amplification of data: device data blocks / user blocks.
