@@ -150,9 +150,10 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
         let measured: Vec<f64> = t.rows.iter().filter_map(|row| row.ratio).collect();
         writeln!(
             out,
-            "measured against the {} reference ({}): {} of {} figures measured",
+            "measured against the {} reference ({}, {} B LBA format): {} of {} figures measured",
             t.profile,
             t.device,
+            t.lba_bytes,
             measured.len(),
             t.rows.len()
         )?;
@@ -169,6 +170,12 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
     } else if let Some(p) = &r.device.profile {
         if !reference::profiles().contains(&p.as_str()) {
             writeln!(out, "no reference figures for the {p} profile")?;
+        } else {
+            writeln!(
+                out,
+                "no reference figures for the {p} profile with {} B blocks",
+                reference::lba_bytes(r)
+            )?;
         }
     }
     Ok(())

@@ -11,6 +11,7 @@
 //! | `emu:PROFILE,clock=virtual\|real` | the timed emulator's clock (default: virtual) |
 //! | `emu:PROFILE,zones=N` | the profile's zoned namespace cut (or grown) to `N` zones, geometry and timing unchanged: quick experiments on a large profile |
 //! | `emu:PROFILE,metadata=N` | the zoned namespace's LBA format with `N` bytes of separate per-LBA metadata (0: none) |
+//! | `emu:PROFILE,lba=BYTES` | the zoned namespace's LBA format with `BYTES`-byte blocks (a power of two, 512 to 65536: `lba=512` is the ZN540's 512 B format), zone size and capacity in bytes unchanged |
 //! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
 //! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
 //! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
@@ -44,7 +45,7 @@ pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
 pub const EMULATOR_OPTIONS: &[&str] =
-    &["profile", "file", "media", "timing", "clock", "zones", "metadata"];
+    &["profile", "file", "media", "timing", "clock", "zones", "metadata", "lba"];
 
 /// Where an emulated device keeps its data (file media comes with `file=`).
 ///
@@ -113,6 +114,9 @@ pub struct EmulatorUri {
     /// Metadata bytes per block of the zoned namespace, instead of the
     /// profile's.
     pub metadata: Option<u16>,
+    /// Block size in bytes of the zoned namespace, instead of the
+    /// profile's (zone size and capacity in bytes kept).
+    pub lba: Option<u32>,
 }
 
 impl EmulatorUri {
@@ -349,6 +353,20 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     }
                 }
             }
+            "lba" => {
+                if u.lba.is_some() {
+                    return Err(dup());
+                }
+                match value.parse::<u32>() {
+                    Ok(n) if n.is_power_of_two() && (512..=65536).contains(&n) => u.lba = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "lba={value:?}: expected a block size in bytes, a power of two \
+                             from 512 to 65536 (512 or 4096 on a ZN540)"
+                        ))
+                    }
+                }
+            }
             "zones" => {
                 if u.zones.is_some() {
                     return Err(dup());
@@ -366,9 +384,9 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
             }
         }
     }
-    if u.file.is_some() && (u.zones.is_some() || u.metadata.is_some()) {
-        return Err("zones= and metadata= do not combine with file= (an image keeps its \
-                    geometry)"
+    if u.file.is_some() && (u.zones.is_some() || u.metadata.is_some() || u.lba.is_some()) {
+        return Err("zones=, metadata= and lba= do not combine with file= (an image keeps \
+                    its geometry)"
             .into());
     }
     if u.file.is_some() && u.media.is_some() {
@@ -419,6 +437,9 @@ impl fmt::Display for DeviceUri {
                 if let Some(n) = u.metadata {
                     parts.push(format!("metadata={n}"));
                 }
+                if let Some(n) = u.lba {
+                    parts.push(format!("lba={n}"));
+                }
                 write!(f, "emu:{}", parts.join(","))
             }
         }
@@ -452,6 +473,11 @@ mod tests {
         assert_eq!(emu("emu:zn540,metadata=8").metadata, Some(8));
         assert!("emu:zn540,metadata=-1".parse::<DeviceUri>().is_err());
         assert!("emu:zn540,metadata=70000".parse::<DeviceUri>().is_err());
+        assert_eq!(emu("emu:zn540,lba=512").lba, Some(512));
+        assert_eq!(emu("emu:zn540,lba=4096").lba, Some(4096));
+        for bad in ["256", "1000", "131072", "x", "-512", ""] {
+            assert!(format!("emu:zn540,lba={bad}").parse::<DeviceUri>().is_err(), "{bad}");
+        }
         let u = emu("emu:tiny,media=null,timing=off");
         assert_eq!((u.media, u.timing), (Some(EmulatorMedia::Null), Some(Timing::Off)));
         let u = emu("emu:zn540,timing=on,clock=real");
@@ -465,6 +491,7 @@ mod tests {
             "emu:zn540",
             "emu:tiny,media=null",
             "emu:zn540,timing=on,clock=real",
+            "emu:zn540,zones=32,metadata=16,lba=512",
             "emu:file=a.img,profile=small",
             "pcie:0000:00:04.0",
             "ng:/dev/ng0n1",
@@ -513,6 +540,9 @@ mod tests {
         assert!(err("emu:tiny,null").contains("key=value"));
         assert!(err("emu:file=").contains("needs a path"));
         assert!(err("emu:file=x,media=null").contains("does not combine"));
+        assert!(err("emu:file=x,lba=512").contains("lba= do not combine with file="));
+        assert!(err("emu:zn540,lba=1000").contains("power of two"));
+        assert!(err("emu:zn540,lba=512,lba=512").contains("twice"));
         assert!(err("nvme:/dev/ng0n1").contains("unknown device URI scheme \"nvme\""));
         assert!(err("nvme:x").contains("known schemes: emu, pcie, ng, zbd"));
         assert!(err("ng:").contains("needs a device path"));

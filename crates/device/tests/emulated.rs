@@ -101,6 +101,7 @@ macro_rules! suite {
 
 suite!(tiny, "emu:tiny");
 suite!(small, "emu:small");
+suite!(tiny_512, "emu:tiny,lba=512");
 
 #[test]
 fn every_check_has_a_test() {
@@ -141,6 +142,54 @@ fn emulated_devices_describe_themselves() {
     assert!(z.info().conventional.is_none());
     let s = open("emu:small,media=null,timing=off").unwrap();
     assert_eq!((s.info().zone_count, s.info().metadata_size), (256, 16));
+}
+
+#[test]
+fn lba_option_selects_the_block_size() {
+    let dev = open("emu:zn540,lba=512,media=null").unwrap();
+    let i = dev.info();
+    assert_eq!((i.block_size, i.zone_size, i.zone_capacity), (512, 524288 * 8, 275712 * 8));
+    assert_eq!(i.zone_count, 904);
+    let dev = open("emu:zn540,lba=4096").unwrap();
+    assert_eq!((dev.info().block_size, dev.info().zone_size), (4096, 524288));
+    // Data goes through in 512 B blocks.
+    let dev = open("emu:tiny,lba=512").unwrap();
+    assert_eq!((dev.info().block_size, dev.info().zone_capacity), (512, 48 * 8));
+    let mut q = dev.queue(4).unwrap();
+    let mut b = dev.alloc(4096).unwrap();
+    b.fill(0x3C);
+    q.write(0, &b).unwrap();
+    assert_eq!(q.zone(0).unwrap().write_pointer, Some(8));
+    let mut r = dev.alloc(4096).unwrap();
+    q.read(0, &mut r).unwrap();
+    assert!(r.iter().all(|&x| x == 0x3C));
+}
+
+/// Mean device time (ns) of `n` QD 1 4 KiB writes to the first zone.
+fn qd1_4k_write_ns(uri: &str, n: u64) -> f64 {
+    let dev = open(uri).unwrap();
+    let clock = Arc::clone(dev.emulator().expect("emulated").clock());
+    let mut q = dev.queue(4).unwrap();
+    let b = dev.alloc(4096).unwrap();
+    let per = 4096 / dev.info().block_size as u64;
+    q.write(0, &b).unwrap();
+    let t0 = clock.now_ns();
+    for i in 1..=n {
+        q.write(i * per, &b).unwrap();
+    }
+    (clock.now_ns() - t0) as f64 / n as f64
+}
+
+#[test]
+fn small_lbas_are_slower_on_the_virtual_clock() {
+    let per =
+        zns_emulator::profile::Profile::by_name("zn540").unwrap().timing.unwrap().small_lba_ns;
+    let base = qd1_4k_write_ns("emu:zn540,media=null", 200);
+    let same = qd1_4k_write_ns("emu:zn540,media=null,lba=4096", 200);
+    let small = qd1_4k_write_ns("emu:zn540,media=null,lba=512", 200);
+    assert_eq!(base, same, "4 KiB LBAs: nothing changes");
+    let extra = small - base;
+    assert!((extra - 8.0 * per as f64).abs() < 0.1 * 8.0 * per as f64, "{base} -> {small} ns");
 }
 
 #[test]
@@ -217,6 +266,7 @@ fn bad_uris_fail_cleanly() {
         ("zbd:/dev/null", "not a block device"),
         ("emu:tiny,color=blue", "unknown option \"color\""),
         ("emu:bogus", "unknown profile \"bogus\""),
+        ("emu:zn540,lba=1000", "lba=\"1000\""),
         ("pcie:ffff:ff:1f.7", "no PCI device ffff:ff:1f.7"),
         ("pcie:zz", "not a PCI address"),
     ] {

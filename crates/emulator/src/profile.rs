@@ -225,6 +225,46 @@ impl NamespaceProfile {
             NamespaceKind::Conventional => self.blocks,
         }
     }
+
+    /// Switches the namespace to another LBA format of `bytes` per block,
+    /// keeping its byte sizes: zone size, zone capacity and (conventional)
+    /// namespace size are rescaled to the new block count. Block-counted
+    /// limits (copy limits) and the metadata per block are kept as they
+    /// are.
+    ///
+    /// Errors: `bytes` not a power of two in 512..=65536, or a size that
+    /// is not a whole number of the new blocks.
+    pub fn set_block_size(&mut self, bytes: u32) -> Result<(), ProfileError> {
+        if !bytes.is_power_of_two() || !(512..=65536).contains(&bytes) {
+            return Err(ProfileError::Invalid(format!(
+                "block size {bytes}: must be a power of two in 512..=65536"
+            )));
+        }
+        let old = self.block_size as u64;
+        let new = bytes as u64;
+        let rescale = |what: &str, blocks: u64| -> Result<u64, ProfileError> {
+            let total = blocks.checked_mul(old).ok_or_else(|| {
+                ProfileError::Invalid(format!("the {what} ({blocks} blocks) is too large"))
+            })?;
+            if total % new != 0 {
+                return Err(ProfileError::Invalid(format!(
+                    "block size {bytes}: the {what} ({total} bytes) is not a whole number of \
+                     {bytes}-byte blocks"
+                )));
+            }
+            Ok(total / new)
+        };
+        let (blocks, zone_size, zone_capacity) = (
+            rescale("namespace size", self.blocks)?,
+            rescale("zone size", self.zone_size)?,
+            rescale("zone capacity", self.zone_capacity)?,
+        );
+        self.blocks = blocks;
+        self.zone_size = zone_size;
+        self.zone_capacity = zone_capacity;
+        self.block_size = bytes;
+        Ok(())
+    }
 }
 
 impl Profile {
@@ -390,6 +430,26 @@ mod tests {
         let mut p = Profile::by_name("zn540").unwrap();
         p.timing.as_mut().unwrap().read_us.pop();
         assert!(p.validate().unwrap_err().to_string().contains("read_us"));
+    }
+
+    #[test]
+    fn block_size_changes_keep_byte_sizes() {
+        let mut ns = Profile::by_name("zn540").unwrap().namespaces[0].clone();
+        ns.set_block_size(512).unwrap();
+        assert_eq!((ns.block_size, ns.zone_size, ns.zone_capacity), (512, 524288 * 8, 275712 * 8));
+        ns.set_block_size(4096).unwrap();
+        assert_eq!((ns.zone_size, ns.zone_capacity), (524288, 275712));
+        let mut t = Profile::by_name("tiny").unwrap();
+        let conv = &mut t.namespaces[1];
+        conv.set_block_size(512).unwrap();
+        assert_eq!(conv.blocks, 1024 * 8);
+        let ns = &mut t.namespaces[0];
+        ns.zone_capacity = 47;
+        let e = ns.set_block_size(8192).unwrap_err().to_string();
+        assert!(e.contains("zone capacity") && e.contains("8192"), "{e}");
+        assert_eq!((ns.block_size, ns.zone_size), (4096, 64), "unchanged on error");
+        assert!(ns.set_block_size(1000).unwrap_err().to_string().contains("power of two"));
+        assert!(ns.set_block_size(256).is_err());
     }
 
     #[test]

@@ -66,10 +66,11 @@ pub fn html(r: &Results) -> String {
         let _ = write!(
             h,
             "<h2 id=\"reference\">Measured against the reference</h2>\n<p class=\"note\">\
-             Reference: {} ({}). Ratio = measured / reference; cells more than 25% off are \
-             marked.</p>\n<table class=\"ref\"><tr><th>figure</th><th>what</th><th>reference</th>\
-             <th>measured</th><th>ratio</th></tr>\n",
+             Reference: {}, {} B LBA format ({}). Ratio = measured / reference; cells more than \
+             25% off are marked.</p>\n<table class=\"ref\"><tr><th>figure</th><th>what</th>\
+             <th>reference</th><th>measured</th><th>ratio</th></tr>\n",
             esc(&t.device),
+            t.lba_bytes,
             esc(&t.source)
         );
         for row in &t.rows {

@@ -254,7 +254,11 @@ pub struct ReferenceTable {
     pub device: String,
     /// Where they come from.
     pub source: String,
-    /// One row per reference figure.
+    /// The LBA format (block size in bytes) of the figures: the measured
+    /// device's block size (4096 in files written before it was recorded).
+    #[serde(default = "super::reference::default_lba_bytes")]
+    pub lba_bytes: u64,
+    /// One row per reference figure of that LBA format.
     pub rows: Vec<ReferenceRow>,
 }
 

@@ -80,14 +80,15 @@ impl DriverDevice {
                 };
                 let mut profile =
                     Profile::by_name(uri.profile_name()).map_err(EmulatorError::from)?;
-                if uri.zones.is_some() || uri.metadata.is_some() {
+                if uri.zones.is_some() || uri.metadata.is_some() || uri.lba.is_some() {
                     let zoned =
                         profile.namespaces.iter_mut().find(|ns| ns.kind == NamespaceKind::Zoned);
                     let Some(ns) = zoned else {
                         return Err(DeviceError::uri(
                             text,
                             format!(
-                                "zones= and metadata= need a zoned namespace; {:?} has none",
+                                "zones=, metadata= and lba= need a zoned namespace; {:?} has \
+                                 none",
                                 profile.name
                             ),
                         ));
@@ -97,6 +98,10 @@ impl DriverDevice {
                     }
                     if let Some(m) = uri.metadata {
                         ns.metadata_size = m;
+                    }
+                    if let Some(b) = uri.lba {
+                        ns.set_block_size(b)
+                            .map_err(|e| DeviceError::uri(text, format!("lba={b}: {e}")))?;
                     }
                     profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))?;
                 }

@@ -329,6 +329,23 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
         out.push(fig("first append to an implicitly opened zone", "us", 17.51, a / 10.0));
     }
 
+    // QD 1, one zone, 4 KiB requests with the 512 B LBA format: the same
+    // device (zone sizes in bytes kept), 8 blocks per command.
+    {
+        let mut small = profile.clone();
+        small.namespaces[0].set_block_size(512).map_err(|e| e.to_string())?;
+        let mut b = Bench::new(&small)?;
+        let n = b.blocks(4096);
+        let z = b.zone(1);
+        b.run(Bench::write(z, n));
+        let s = b.stream(1, 1, 2000, 100, |_, i| Bench::write(z + (1 + i) * n, n));
+        out.push(fig("write 4 KiB QD 1 mean, 512 B LBAs", "us", 19.8, s.mean_us()));
+        let z = b.zone(2);
+        b.run(Bench::append(z, n));
+        let s = b.stream(1, 1, 2000, 100, |_, _| Bench::append(z, n));
+        out.push(fig("append 4 KiB QD 1 mean, 512 B LBAs", "us", 24.3, s.mean_us()));
+    }
+
     // Random reads, QD 1, in a written zone.
     {
         let mut b = new()?;

@@ -15,7 +15,10 @@
 //!    Append additionally takes the zone's write pointer once its data is
 //!    in the buffer (`append_serial_ns`), so appends to one zone take
 //!    turns there while appends to different zones do not. The first
-//!    write to a zone it opens implicitly pays for opening it. Before a
+//!    write to a zone it opens implicitly pays for opening it. With
+//!    logical blocks under 4 KiB, writes and appends also cost
+//!    `small_lba_ns` per block (each block is merged into the 4 KiB
+//!    mapping unit on its own). Before a
 //!    data command's processing the unit may first finish a housekeeping
 //!    task (`housekeeping_fraction` of them, exponentially long with mean
 //!    `housekeeping_mean_ns`, drawn from the command's number): the tail

@@ -43,6 +43,13 @@ pub struct TimingProfile {
     /// Zone Append: assigning the write pointer once the data is in the
     /// buffer; appends to one zone take turns here.
     pub append_serial_ns: u64,
+    /// Write and Zone Append with logical blocks smaller than 4 KiB: extra
+    /// processing per logical block, on top of `write_ns` / `append_ns`
+    /// (the controller maps 4 KiB units and handles each smaller block on
+    /// its own, merging it into its unit). Nothing for 4 KiB or larger
+    /// blocks. 0: no such cost.
+    #[serde(default)]
+    pub small_lba_ns: u64,
     /// Extra processing for the first write or append to a zone it opens
     /// implicitly (allocating the zone's write resources).
     pub implicit_open_ns: u64,

@@ -77,6 +77,8 @@ struct Params {
     append: u64,
     append_overlap: u64,
     append_serial: u64,
+    /// Per logical block of a Write or Zone Append, for blocks under 4 KiB.
+    small_lba: u64,
     implicit_open: u64,
     flush: u64,
     other: u64,
@@ -130,6 +132,7 @@ impl Params {
             append: p.append_ns,
             append_overlap: p.append_overlap_ns,
             append_serial: p.append_serial_ns,
+            small_lba: p.small_lba_ns,
             implicit_open: p.implicit_open_ns,
             flush: p.flush_ns,
             other: p.other_ns,
@@ -668,7 +671,14 @@ impl Sim {
                 let (pre, overlap) =
                     if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
                 let open = if opened { p.implicit_open } else { 0 };
-                s.push(Step::Unit(pre + open));
+                // Blocks smaller than the 4 KiB mapping unit are handled one
+                // by one (Write and Zone Append; not Write Zeroes).
+                let small = if dma && self.geometry(nsid).block_bytes < 4096 {
+                    blocks * p.small_lba
+                } else {
+                    0
+                };
+                s.push(Step::Unit(pre + open + small));
                 s.push(Step::Admit(bytes));
                 s.push(Step::Transfer { bytes, dma, overlap });
                 s.push(Step::ZoneAdd { zone, bytes, filled });

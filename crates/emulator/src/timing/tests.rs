@@ -322,3 +322,42 @@ fn erase_times_vary_between_resets_within_the_spread() {
     assert!(hi > lo, "{t:?}");
     assert!(hi < lo * (1.0 + w), "{t:?}");
 }
+
+/// Mean QD 1 latency (ns) of 4 KiB writes and of 4 KiB appends on `p`
+/// with `lba`-byte blocks (one block per command for larger blocks).
+fn qd1_4k_means(p: &Profile, lba: u32) -> (f64, f64) {
+    let mut p = p.clone();
+    p.namespaces[0].set_block_size(lba).unwrap();
+    let mut b = Bench::new(&p).unwrap();
+    let n = b.blocks(4096).max(1);
+    let z = b.zone(1);
+    let w = b.stream(1, 1, 500, 50, |_, i| Bench::write(z + i * n, n));
+    let z = b.zone(2);
+    let a = b.stream(1, 1, 500, 50, |_, _| Bench::append(z, n));
+    assert_eq!((w.errors, a.errors), (0, 0));
+    (w.mean_us() * 1e3, a.mean_us() * 1e3)
+}
+
+#[test]
+fn small_lbas_cost_processing_per_block() {
+    let p = zn540();
+    let per = p.timing.as_ref().unwrap().small_lba_ns as f64;
+    assert!(per > 0.0, "the zn540 profile models the 512 B format");
+    let (w4k, a4k) = qd1_4k_means(&p, 4096);
+    let (w512, a512) = qd1_4k_means(&p, 512);
+    // 8 blocks per 4 KiB command, each costing `small_lba_ns` on the
+    // processing unit (QD 1: nothing else waits for it).
+    for (what, big, small) in [("write", w4k, w512), ("append", a4k, a512)] {
+        let extra = small - big;
+        assert!((extra - 8.0 * per).abs() < 0.05 * 8.0 * per, "{what}: {big} -> {small} ns");
+    }
+    // Nothing for 4 KiB or larger blocks, whatever the value.
+    let mut costly = p.clone();
+    costly.timing.as_mut().unwrap().small_lba_ns = 50_000;
+    assert_eq!(qd1_4k_means(&costly, 4096), (w4k, a4k));
+    assert_eq!(qd1_4k_means(&costly, 8192).0, qd1_4k_means(&p, 8192).0);
+    // Without the cost the block size alone changes nothing.
+    let mut free = p.clone();
+    free.timing.as_mut().unwrap().small_lba_ns = 0;
+    assert_eq!(qd1_4k_means(&free, 512), (w4k, a4k));
+}
