@@ -6,9 +6,10 @@
 //! cargo run --release -p zns-emulator --example calibrate [-- --quick] [-- --profile FILE.toml]
 //! ```
 //!
-//! Exits with status 1 when a figure is off by more than 10 %, the 128 KiB
-//! write tail percentiles excepted: they are reported (`"tail": true`) as
-//! far as the mechanism gives them, not required.
+//! Exits with status 1 when a figure is off by more than 10 %. With
+//! `--quick` the 128 KiB write tail percentiles are reported (`"tail":
+//! true`) but not required: a short run holds the buffer's start-up
+//! transient.
 
 use zns_emulator::profile::Profile;
 use zns_emulator::timing::calibration::zn540_figures;
@@ -35,11 +36,12 @@ fn main() {
                 "measured": (f.measured * 1000.0).round() / 1000.0,
                 "ratio": (f.ratio() * 1000.0).round() / 1000.0,
                 "within_10_percent": f.within(0.10),
-                "tail": is_tail(&f.name),
+                "tail": quick && is_tail(&f.name),
             })
         })
         .collect();
-    let off = figures.iter().filter(|f| !f.within(0.10) && !is_tail(&f.name)).count();
+    let excused = |name: &str| quick && is_tail(name);
+    let off = figures.iter().filter(|f| !(f.within(0.10) || excused(&f.name))).count();
     let report = serde_json::json!({
         "profile": profile.name,
         "clock": "virtual",

@@ -26,7 +26,10 @@
 //! 3. **Write buffer.** A write completes once its data is in the buffer
 //!    (`write_buffer_kib`). The buffer drains to the dies one program unit
 //!    at a time; when it is full, writes wait for room. Reads of data still
-//!    in the buffer need no flash.
+//!    in the buffer need no flash. A write that enters a new stripe of its
+//!    zone's erase blocks (`block_kib` on each of its dies; the first is
+//!    bound at the open) first waits for the management core to bind it
+//!    (`stripe_open_us`), while the dies go on programming.
 //! 4. **Flash.** `channels` × `dies_per_channel` dies of `planes` planes,
 //!    `page_kib` pages, `bits_per_cell` pages per word line programmed
 //!    together: the program unit. A zone's consecutive program units

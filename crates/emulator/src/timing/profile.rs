@@ -122,6 +122,14 @@ pub struct TimingProfile {
     /// turn, once per `block_kib` × dies of the zone's data. 0: none.
     #[serde(default)]
     pub block_open_us: u64,
+    /// Binding a zone's next stripe of erase blocks (an erase block on
+    /// each of its `zone_stripe_dies` dies, `block_kib` × dies of data):
+    /// the write that enters the stripe waits this long for the
+    /// controller's management unit (zone metadata work), which records
+    /// the blocks. The first stripe is bound when the zone opens. Costs no
+    /// die time: programs of buffered data go on meanwhile. 0: none.
+    #[serde(default)]
+    pub stripe_open_us: u64,
     /// Program and erase suspend: a read for a die busy programming or
     /// erasing suspends it, waits this long, reads, and the operation
     /// resumes after this long again with the time it still needed.

@@ -102,6 +102,9 @@ struct Params {
     program: u64,
     program_variation: f64,
     block_open: u64,
+    /// Management work when a zone's writes enter a new stripe of erase
+    /// blocks (not its first).
+    stripe_open: u64,
     suspend: u64,
     suspend_limit: u32,
     erase_suspend: u64,
@@ -155,6 +158,7 @@ impl Params {
             program: us(p.program_us),
             program_variation: p.program_variation,
             block_open: us(p.block_open_us),
+            stripe_open: us(p.stripe_open_us),
             suspend: us(p.suspend_us),
             suspend_limit: p.suspend_limit,
             erase_suspend: p
@@ -565,6 +569,20 @@ impl Sim {
         ((nsid, z as u32), (lba - z * g.zone_blocks) * g.block_bytes)
     }
 
+    /// Stripes of erase blocks (an erase block on each of the zone's dies)
+    /// a write of `bytes` at byte `at` of `zone` enters, its first stripe
+    /// not counted (the zone's open binds it).
+    fn stripes_entered(&self, zone: ZoneKey, at: u64, bytes: u64) -> u64 {
+        if zone.1 == CONVENTIONAL || self.p.stripe_open == 0 || bytes == 0 {
+            return 0;
+        }
+        let stripe = self.p.unit * self.p.units_per_block * self.p.stripe.max(1) as u64;
+        // Stripe starts m · stripe (m ≥ 1) with at ≤ m · stripe < at + bytes.
+        let first = at.div_ceil(stripe).max(1);
+        let last = (at + bytes - 1) / stripe;
+        (last + 1).saturating_sub(first)
+    }
+
     /// Die `i` (of `zone_stripe_dies`) of a zone's die set: a zone's set
     /// is `zone_stripe_dies` consecutive dies (consecutive dies sit on
     /// different channels), sets of neighbouring zones side by side.
@@ -666,7 +684,8 @@ impl Sim {
             }
             Op::Write { nsid, lba, blocks, opened, filled, dma, append } => {
                 let bytes = blocks * self.geometry(nsid).block_bytes;
-                let (zone, _) = self.locate(nsid, lba);
+                let (zone, at) = self.locate(nsid, lba);
+                let entered = self.stripes_entered(zone, at, bytes);
                 let p = &self.p;
                 let (pre, overlap) =
                     if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
@@ -679,6 +698,9 @@ impl Sim {
                     0
                 };
                 s.push(Step::Unit(pre + open + small));
+                if entered > 0 {
+                    s.push(Step::Mgmt(entered * p.stripe_open));
+                }
                 s.push(Step::Admit(bytes));
                 s.push(Step::Transfer { bytes, dma, overlap });
                 s.push(Step::ZoneAdd { zone, bytes, filled });

@@ -361,3 +361,27 @@ fn small_lbas_cost_processing_per_block() {
     free.timing.as_mut().unwrap().small_lba_ns = 0;
     assert_eq!(qd1_4k_means(&free, 512), (w4k, a4k));
 }
+
+#[test]
+fn writes_entering_a_new_stripe_of_blocks_wait_for_its_binding() {
+    let mut p = zn540();
+    let t = p.timing.as_mut().unwrap();
+    t.stripe_open_us = 50_000;
+    // 384 KiB blocks on 32 dies: a stripe is 12 MiB, 96 writes of 128 KiB.
+    let stripe_writes = (t.block_kib as u64 * t.zone_stripe_dies as u64) / 128;
+    let mut b = Bench::new(&p).unwrap();
+    let chunk = b.blocks(128 << 10);
+    let z = b.zone(4);
+    let n = 3 * stripe_writes;
+    let s = b.stream(1, 1, n, 0, |_, i| Bench::write(z + i * chunk, chunk));
+    let slow: Vec<usize> =
+        (0..s.latencies.len()).filter(|&i| s.latencies[i] >= 50_000_000).collect();
+    // Writes 96 and 192 enter stripes 2 and 3; the first stripe is bound
+    // by the open.
+    assert_eq!(slow, vec![stripe_writes as usize, 2 * stripe_writes as usize]);
+    // Appends land the same way.
+    let z = b.zone(5);
+    let s = b.stream(1, 1, stripe_writes + 1, 0, |_, _| Bench::append(z, chunk));
+    let slow = s.latencies.iter().filter(|&&l| l >= 50_000_000).count();
+    assert_eq!(slow, 1);
+}
