@@ -324,6 +324,7 @@ fn stats_json(uri: &str, s: &FtlStats) -> Value {
         "zone_finishes": s.zone_finishes,
         "rescanned_zones": s.rescanned_zones,
         "rescued_blocks": s.rescued_blocks,
+        "resumed_zones": s.resumed_zones,
         "user_waits": s.user_waits,
         "waf": s.waf,
         "waf_total": s.waf_total,
@@ -389,6 +390,7 @@ fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
         ("zone finishes", s.zone_finishes.to_string()),
         ("zones rescanned at mount", s.rescanned_zones.to_string()),
         ("blocks rescued at mount", s.rescued_blocks.to_string()),
+        ("zones resumed at mount", s.resumed_zones.to_string()),
         ("GC victims", s.gc_victims.to_string()),
         ("GC blocks copied", s.gc_blocks_copied.to_string()),
     ];

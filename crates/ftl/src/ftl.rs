@@ -162,6 +162,9 @@ pub(crate) struct Parts {
     pub map: Map,
     pub meta: MetaWriter,
     pub pools: Vec<Pool>,
+    /// Half-written zones to continue, (zone, blocks written); their pool
+    /// is [`Pool::Open`].
+    pub resume: Vec<(u32, u32)>,
     pub clock: u64,
     /// The mount generation: write sequence numbers start at
     /// [`crate::tag::first_seq`] of it.
@@ -172,8 +175,8 @@ impl Shared {
     pub(crate) fn new(dev: Arc<dyn ZonedDevice>, config: FtlConfig, parts: Parts) -> Result<Self> {
         let budget = open_budget(dev.as_ref()).saturating_sub(1);
         let plan = StreamPlan::new(&config, budget)?;
-        let Parts { layout, map, meta, pools, clock, generation } = parts;
-        let zones = Zones::new(&layout, &plan, config.gc_low, config.gc_high, pools);
+        let Parts { layout, map, meta, pools, resume, clock, generation } = parts;
+        let zones = Zones::new(&layout, &plan, config.gc_low, config.gc_high, pools, resume);
         let hot_threshold = ((layout.logical as f64 * config.hot_threshold) as u64).max(1);
         let persist_batch = records_per_page(layout.block_size as usize) * 16;
         Ok(Shared {
@@ -629,6 +632,7 @@ impl Shared {
             zone_finishes: g(&c.zone_finishes),
             rescanned_zones: g(&c.rescanned_zones),
             rescued_blocks: g(&c.rescued_blocks),
+            resumed_zones: g(&c.resumed_zones),
             user_waits: self.zones.user_waits(),
             waf: ratio(data),
             waf_total: ratio(data + metab),
@@ -752,7 +756,7 @@ impl Ftl {
         let meta =
             MetaWriter::new(meta_q, &layout, sb, vec![None; meta_zones as usize], None, 1, 1, 0)?;
         let map = Map::new(&layout);
-        let parts = Parts { layout, map, meta, pools, clock: 0, generation: 1 };
+        let parts = Parts { layout, map, meta, pools, resume: Vec::new(), clock: 0, generation: 1 };
         let shared = Shared::new(dev, config, parts)?;
         {
             let mut m = shared.meta.lock();

@@ -30,10 +30,12 @@
 //!    no two logical blocks may share a block; P2L and valid counts are
 //!    rebuilt. The adopted mappings are logged with a page of the new
 //!    mount generation, durably, before anything else is written (so
-//!    write sequence numbers never repeat across mounts); then data zones
-//!    left open are finished (writing resumes in fresh zones), metadata
-//!    zones older than the checkpoint are reset, and the log continues in
-//!    the newest metadata zone.
+//!    write sequence numbers never repeat across mounts). Data zones left
+//!    open become write heads again (the next heads the streams open
+//!    continue them: a Finish would pad them); only those beyond the
+//!    streams' heads are finished. Metadata zones older than the
+//!    checkpoint are reset, and the log continues in the newest metadata
+//!    zone.
 
 use std::sync::Arc;
 
@@ -44,8 +46,9 @@ use zns_device::{
 };
 
 use crate::config::FtlConfig;
+use crate::config::StreamPlan;
 use crate::error::{FtlError, Result};
-use crate::ftl::{Parts, Shared};
+use crate::ftl::{open_budget, Parts, Shared};
 use crate::journal::{Body, Page, PageError, Record};
 use crate::layout::Layout;
 use crate::map::Map;
@@ -324,8 +327,9 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         map.replay_set(l, Some(p));
     }
 
-    // Data zones: what is written, which pool; half-written ones are
-    // closed out once the mount is sealed.
+    // Data zones: what is written, which pool. Half-written zones become
+    // heads again, as many as the streams can hold (those with the most
+    // room left); the rest are closed out once the mount is sealed.
     let mut half_written = Vec::new();
     let mut extent = vec![0u32; zones as usize];
     let mut pools = Vec::with_capacity(zones as usize);
@@ -343,7 +347,7 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
             }
             ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed => {
                 extent[i] = written(i);
-                half_written.push(z.start);
+                half_written.push((zone, written(i)));
                 Pool::Full
             }
             ZoneState::ReadOnly => {
@@ -355,6 +359,16 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         pools.push(pool);
     }
     map.rebuild(&layout, &extent)?;
+    let heads = StreamPlan::new(&config, open_budget(dev.as_ref()).saturating_sub(1))?
+        .max_heads
+        .iter()
+        .sum::<u32>() as usize;
+    half_written.sort_by_key(|&(zone, w)| (w, zone));
+    let finish = half_written.split_off(heads.min(half_written.len()));
+    let resume = half_written;
+    for &(zone, _) in &resume {
+        pools[zone as usize] = Pool::Open;
+    }
 
     // The metadata log continues in its newest zone.
     let mut first_seq = vec![None; layout.meta_zones as usize];
@@ -390,7 +404,8 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         max_ckpt,
     )?;
     let mapped = (0..layout.zones).map(|z| map.valid(z) as u64).sum::<u64>();
-    let parts = Parts { layout, map, meta, pools, clock: 0, generation };
+    let resumed = resume.len();
+    let parts = Parts { layout, map, meta, pools, resume, clock: 0, generation };
     let shared = Shared::new(dev, config, parts)?;
     {
         let mut j = shared.journal.lock();
@@ -399,17 +414,18 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         }
     }
     shared.meta.lock().seal_mount(&shared.meta_ctx())?;
-    for &start in &half_written {
-        q.zone_action(ZoneAction::Finish, Target::Zone(start))
+    for &(zone, _) in &finish {
+        q.zone_action(ZoneAction::Finish, Target::Zone(shared.layout.zone_start(zone)))
             .map_err(FtlError::device("finish a half-written zone"))?;
     }
-    let finishes = half_written.len() as u64;
+    let finishes = finish.len() as u64;
     tracing::info!(
         checkpoint = ckpt,
         replayed,
         mapped,
         rescanned_zones = found.zones,
         rescued = found.adopted.len(),
+        resumed,
         finished = finishes,
         generation,
         "FTL recovered"
@@ -419,6 +435,7 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
     Counters::add(&c.zone_resets, resets);
     Counters::add(&c.rescanned_zones, found.zones);
     Counters::add(&c.rescued_blocks, found.adopted.len() as u64);
+    Counters::add(&c.resumed_zones, resumed as u64);
     Ok(shared)
 }
 

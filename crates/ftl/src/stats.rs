@@ -27,6 +27,7 @@ pub(crate) struct Counters {
     pub zone_finishes: AtomicU64,
     pub rescanned_zones: AtomicU64,
     pub rescued_blocks: AtomicU64,
+    pub resumed_zones: AtomicU64,
 }
 
 impl Counters {
@@ -101,14 +102,18 @@ pub struct FtlStats {
     pub device_flushes: u64,
     /// Zone resets.
     pub zone_resets: u64,
-    /// Zone finishes: half-written zones closed out at recovery, and open
-    /// zones GC closed out when no full zone had an invalid block.
+    /// Zone finishes: half-written zones closed out at recovery (those the
+    /// streams could not take as heads), and open zones GC closed out when
+    /// no full zone had an invalid block.
     pub zone_finishes: u64,
     /// Zones recovery rescanned by their block tags (this mount).
     pub rescanned_zones: u64,
     /// Blocks recovery adopted by their tags: written after the last
     /// durable log page and kept by the device (this mount).
     pub rescued_blocks: u64,
+    /// Half-written zones recovery kept open to be written on (this
+    /// mount); the others it finished.
+    pub resumed_zones: u64,
     /// Times a user write waited for GC to free a zone.
     pub user_waits: u64,
     /// Write amplification of data: device data blocks / user blocks.

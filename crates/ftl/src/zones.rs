@@ -228,6 +228,10 @@ pub(crate) struct Pools {
     pool: Vec<Pool>,
     free: VecDeque<u32>,
     heads: Vec<Vec<Head>>,
+    /// Half-written zones found at recovery, (zone, blocks written): the
+    /// next heads any stream opens continue them, before free zones (a
+    /// Finish would pad them, at up to a second each on real drives).
+    resume: VecDeque<(u32, u32)>,
     max_heads: Vec<u32>,
     /// Streams both users and GC write to.
     shared_with_gc: Vec<bool>,
@@ -281,12 +285,14 @@ impl Pools {
     pub fn written_blocks(&self, layout: &Layout) -> u64 {
         let full: u64 = self.full_zones().map(|z| layout.cap(z) as u64).sum();
         let open: u64 = self.heads.iter().flatten().map(|h| h.completed as u64).sum();
-        full + open
+        let resume: u64 = self.resume.iter().map(|&(_, w)| w as u64).sum();
+        full + open + resume
     }
 
-    /// Open zones (write heads).
+    /// Open zones: write heads, and half-written zones waiting to become
+    /// heads again.
     pub fn open_zones(&self) -> impl Iterator<Item = u32> + '_ {
-        self.heads.iter().flatten().map(|h| h.zone)
+        self.heads.iter().flatten().map(|h| h.zone).chain(self.resume.iter().map(|&(z, _)| z))
     }
 
     /// Full zones, for victim selection.
@@ -339,7 +345,9 @@ impl Zones {
         gc_low: u32,
         gc_high: u32,
         pool: Vec<Pool>,
+        resume: Vec<(u32, u32)>,
     ) -> Self {
+        debug_assert!(resume.iter().all(|&(z, _)| pool[z as usize] == Pool::Open));
         let free = pool
             .iter()
             .enumerate()
@@ -351,6 +359,7 @@ impl Zones {
                 pool,
                 free,
                 heads: plan.max_heads.iter().map(|_| Vec::new()).collect(),
+                resume: resume.into(),
                 max_heads: plan.max_heads.clone(),
                 shared_with_gc: plan.shared_with_gc(),
                 reserve: plan.reserve as usize,
@@ -407,7 +416,22 @@ impl Zones {
                 h.busy = exclusive;
                 break Ok(g);
             }
-            if (heads.len() as u32) < p.max_heads[stream] || keep_off {
+            let room = (heads.len() as u32) < p.max_heads[stream];
+            if room && !keep_off {
+                // A half-written zone takes no free zone.
+                if let Some((zone, written)) = p.resume.pop_front() {
+                    self.info[zone as usize].role.store(role, Ordering::Relaxed);
+                    p.heads[stream].push(Head {
+                        zone,
+                        cap: layout.cap(zone),
+                        reserved: written,
+                        completed: written,
+                        busy: false,
+                    });
+                    continue;
+                }
+            }
+            if room || keep_off {
                 let allowed = match who {
                     Who::User => p.free.len() > p.reserve,
                     Who::Gc => !p.free.is_empty(),
@@ -485,6 +509,19 @@ impl Zones {
     /// device: the last resort of GC when no full zone has an invalid
     /// block. `None` when no idle head has one.
     pub fn close_out_head(&self, p: &mut Pools, invalid: impl Fn(u32, u32) -> u32) -> Option<u32> {
+        // Half-written zones waiting to be continued count as idle heads.
+        let resumed = p
+            .resume
+            .iter()
+            .enumerate()
+            .map(|(i, &(z, w))| (i, invalid(z, w)))
+            .filter(|&(_, n)| n > 0)
+            .max_by_key(|&(_, n)| n);
+        if let Some((i, _)) = resumed {
+            let (zone, _) = p.resume.remove(i).expect("listed");
+            p.pool[zone as usize] = Pool::Full;
+            return Some(zone);
+        }
         let (s, i, _) = p
             .heads
             .iter()
@@ -650,7 +687,7 @@ mod tests {
         let plan = StreamPlan::new(&FtlConfig::default(), 8).unwrap();
         let mut pool = vec![Pool::Free; zones as usize];
         pool[0] = Pool::Meta;
-        let z = Zones::new(&layout, &plan, 1, 2, pool);
+        let z = Zones::new(&layout, &plan, 1, 2, pool, Vec::new());
         (layout, z)
     }
 

@@ -90,6 +90,8 @@ impl Harness {
             Err(e) => panic!("recovery failed: {e}"),
         };
         self.rescued += ftl.stats().rescued_blocks;
+        let report = ftl.check(false).unwrap();
+        assert!(report.is_ok(), "after recovery: {:?}", report.problems);
         self.verify(&ftl, full);
         ftl
     }
@@ -321,6 +323,15 @@ fn rescue_scenario(rescan: bool) -> (Vec<Option<u64>>, u64) {
     h.cut(ftl, &switch, 7);
     let ftl = h.up(&config, &PowerSwitch::new(), false);
     let rescued = ftl.stats().rescued_blocks;
+    // The zones being written when power failed are written on, not
+    // padded out.
+    assert_eq!(ftl.stats().zone_finishes, 0);
+    assert!(ftl.stats().resumed_zones > 0);
+    let before = ftl.stats().pools;
+    for l in 600..700 {
+        put(&ftl, l, 10);
+    }
+    assert_eq!(ftl.stats().pools.free, before.free, "a fresh zone was opened");
     let got = [0, 49, 50, 99, 200, 209, 210, 300, 400, 500].iter().map(|&l| get(&ftl, l)).collect();
     ftl.close().unwrap();
     (got, rescued)
