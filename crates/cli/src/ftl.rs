@@ -615,6 +615,10 @@ fn bench_json(uri: &str, o: &BenchOptions, r: &BenchReport) -> Value {
         ("read_iops", json!(r.read_iops)),
         ("raw_write_iops", json!(r.raw_write_iops)),
         ("raw_read_iops", json!(r.raw_read_iops)),
+        ("raw_write_iops_before", json!(r.raw_write_iops_before)),
+        ("raw_write_iops_after", json!(r.raw_write_iops_after)),
+        ("raw_read_iops_before", json!(r.raw_read_iops_before)),
+        ("raw_read_iops_after", json!(r.raw_read_iops_after)),
         ("write_vs_raw", json!(r.write_iops / r.raw_write_iops)),
         ("read_vs_raw", json!(r.read_iops / r.raw_read_iops)),
         ("ns_per_io", json!(r.ns_per_io)),
@@ -666,6 +670,15 @@ fn bench_table(o: &BenchOptions, r: &BenchReport, out: &mut dyn Write) -> Result
     ] {
         writeln!(out, "{name:<8} {f:>12.0} {raw:>12.0} {:>8.3} {cpu:>12.3} {ns:>12.1}", f / raw)?;
     }
+    writeln!(
+        out,
+        "raw IOPS: the runs before and after the FTL's together (writes {:.0} and {:.0}, reads \
+         {:.0} and {:.0})",
+        r.raw_write_iops_before,
+        r.raw_write_iops_after,
+        r.raw_read_iops_before,
+        r.raw_read_iops_after
+    )?;
     writeln!(
         out,
         "steady state ({} capacities of warm-up, {} measured): WAF {:.3} ({:.3} with metadata), \

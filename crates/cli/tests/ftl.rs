@@ -136,5 +136,8 @@ fn a_short_bench_prints_every_key() {
     for key in ["write_iops", "read_iops", "raw_write_iops", "raw_read_iops"] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
-    assert_eq!(v["phases"].as_array().unwrap().len(), 6);
+    assert_eq!(v["phases"].as_array().unwrap().len(), 8);
+    for key in ["raw_write_iops_before", "raw_write_iops_after", "raw_read_iops_before"] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
 }

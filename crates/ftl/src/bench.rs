@@ -20,25 +20,31 @@
 //! [`run`] measures, in this order, with `threads` threads each using its
 //! own FTL calls (each call its own device queue) and 4 KiB requests:
 //!
-//! 1. **fill**: the FTL is formatted on a fresh device and every logical
-//!    block is written once, each thread a contiguous share, in order: the
-//!    first pass, before any garbage collection — `write_iops`.
-//! 2. **read**: `reads` random 4 KiB reads drawn from the workload (every
-//!    block is mapped by then) — `read_iops`.
-//! 3. **warmup**: the workload (reads mixed in at `read_pct` %) until
-//!    `warmup` × capacity blocks were written: garbage collection reaches
-//!    its steady state.
-//! 4. **measure**: `measure` × capacity more writes; the write
-//!    amplification (`waf` = device data blocks / user blocks written in
-//!    this window) and the steady-state IOPS come from this window.
-//! 5. **raw-write**: the FTL is closed, a fresh device is opened (for a
-//!    persistent device: the same one with every zone reset) and the same
-//!    number of 4 KiB blocks as the fill are written directly through
+//! 1. **raw-write**, **raw-read** (before): on a fresh device (for a
+//!    persistent device: the same one with every zone reset), as many 4 KiB
+//!    blocks as the FTL will expose are written directly through
 //!    `zns_device`, sequentially at the write pointers, each thread its own
 //!    zones (thread `t` of `T` takes zones `t`, `t + T`, ...), same queue
-//!    depth — `raw_write_iops`.
-//! 6. **raw-read**: `reads` random 4 KiB reads of blocks written in 5 —
-//!    `raw_read_iops`.
+//!    depth; then `reads` random 4 KiB reads of them.
+//! 2. **fill**: the FTL is formatted on a fresh device and every logical
+//!    block is written once, each thread a contiguous share, in order: the
+//!    first pass, before any garbage collection — `write_iops`.
+//! 3. **read**: `reads` random 4 KiB reads drawn from the workload (every
+//!    block is mapped by then) — `read_iops`.
+//! 4. **warmup**: the workload (reads mixed in at `read_pct` %) until
+//!    `warmup` × capacity blocks were written: garbage collection reaches
+//!    its steady state.
+//! 5. **measure**: `measure` × capacity more writes; the write
+//!    amplification (`waf` = device data blocks / user blocks written in
+//!    this window) and the steady-state IOPS come from this window.
+//! 6. **raw-write**, **raw-read** (after): the FTL is closed and step 1
+//!    runs again.
+//!
+//! The raw figures bracket the FTL's: `raw_write_iops` and
+//! `raw_read_iops` count both raw runs together (requests over seconds),
+//! so a device whose own speed drifts during the run (another process
+//! taking the CPU a while, a real clock) is compared at its average; the
+//! two runs are reported apart too (`raw_*_iops_before`, `_after`).
 //!
 //! IOPS are requests per wall-clock second from the start of a phase until
 //! its last thread finished.
@@ -416,6 +422,17 @@ pub struct PhaseTime {
 }
 
 impl PhaseTime {
+    /// Two runs of a phase counted together.
+    fn combined(a: &PhaseTime, b: &PhaseTime) -> PhaseTime {
+        PhaseTime {
+            phase: a.phase,
+            units: a.units + b.units,
+            extra_reads: a.extra_reads + b.extra_reads,
+            seconds: a.seconds + b.seconds,
+            cpu_seconds: a.cpu_seconds + b.cpu_seconds,
+        }
+    }
+
     /// CPU nanoseconds per unit.
     pub fn cpu_ns_per_unit(&self) -> f64 {
         self.cpu_seconds * 1e9 / self.units.max(1) as f64
@@ -454,6 +471,14 @@ pub struct BenchReport {
     pub raw_write_iops: f64,
     /// Raw device random 4 KiB reads per second.
     pub raw_read_iops: f64,
+    /// Raw writes per second of the run before the FTL's phases.
+    pub raw_write_iops_before: f64,
+    /// Raw writes per second of the run after the FTL's phases.
+    pub raw_write_iops_after: f64,
+    /// Raw reads per second of the run before the FTL's phases.
+    pub raw_read_iops_before: f64,
+    /// Raw reads per second of the run after the FTL's phases.
+    pub raw_read_iops_after: f64,
     /// CPU time per FTL write of the fill minus CPU time per raw write,
     /// in nanoseconds.
     pub ns_per_io_write: f64,
@@ -510,11 +535,18 @@ pub fn run(
     let mut phases = Vec::new();
     let threads = opts.threads;
 
+    // The capacity the FTL will expose, for the raw runs.
+    let n = Ftl::format(open_dev()?, opts.config.clone())?.capacity_blocks();
+
+    // Raw phases before.
+    let raw_before = raw_phases(&open_dev()?, n, opts, observer)?;
+    phases.extend(raw_before);
+
     // FTL phases.
     let dev = open_dev()?;
     let device = dev.info().uri.clone();
     let ftl = Ftl::format(dev, opts.config.clone())?;
-    let n = ftl.capacity_blocks();
+    debug_assert_eq!(ftl.capacity_blocks(), n);
     let bs = ftl.block_size() as usize;
     let gen = opts.workload.generator(n)?;
     tracing::info!(logical = n, workload = %opts.workload, threads, "FTL benchmark: formatted");
@@ -585,13 +617,11 @@ pub fn run(
     let meta_zones = ftl.meta_zones();
     ftl.close()?;
 
-    // Raw phases.
-    let dev = open_dev()?;
-    let (raw_write, extents) = raw_write(dev.as_ref(), n, opts, observer)?;
-    phases.push(raw_write);
-    let raw_read = raw_read(dev.as_ref(), &extents, opts, observer)?;
-    phases.push(raw_read);
-    drop(dev);
+    // Raw phases after.
+    let raw_after = raw_phases(&open_dev()?, n, opts, observer)?;
+    phases.extend(raw_after);
+    let raw_write = PhaseTime::combined(&raw_before[0], &raw_after[0]);
+    let raw_read = PhaseTime::combined(&raw_before[1], &raw_after[1]);
 
     let iops = |p: &PhaseTime| p.units as f64 / p.seconds.max(1e-9);
     let per_io = |ftl: f64, raw: f64| threads as f64 * (1e9 / ftl - 1e9 / raw);
@@ -613,6 +643,10 @@ pub fn run(
         read_iops,
         raw_write_iops,
         raw_read_iops,
+        raw_write_iops_before: iops(&raw_before[0]),
+        raw_write_iops_after: iops(&raw_after[0]),
+        raw_read_iops_before: iops(&raw_before[1]),
+        raw_read_iops_after: iops(&raw_after[1]),
         ns_per_io_write,
         ns_per_io_read,
         ns_per_io: (ns_per_io_write + ns_per_io_read) / 2.0,
@@ -745,6 +779,19 @@ type Extents = Vec<(u64, u64)>;
 
 /// Resets `dev` and writes `blocks` 4 KiB blocks sequentially, thread `t`
 /// into zones `t, t + T, ...` in order.
+/// The raw write and read phases on `dev` (every zone reset first), for
+/// `blocks` blocks.
+fn raw_phases(
+    dev: &Arc<dyn ZonedDevice>,
+    blocks: u64,
+    opts: &BenchOptions,
+    observer: &dyn Observer,
+) -> Result<[PhaseTime; 2]> {
+    let (write, extents) = raw_write(dev.as_ref(), blocks, opts, observer)?;
+    let read = raw_read(dev.as_ref(), &extents, opts, observer)?;
+    Ok([write, read])
+}
+
 fn raw_write(
     dev: &dyn ZonedDevice,
     blocks: u64,
@@ -920,8 +967,20 @@ mod tests {
             assert!(v.is_finite() && v > 0.0, "{r:?}");
         }
         assert!(r.waf >= 1.0 && r.steady_read_iops > 0.0, "{r:?}");
-        assert_eq!(r.phases.len(), 6);
-        assert_eq!(r.phases[0].units, r.logical_blocks);
+        // Raw write and read, fill, read, warm-up, measure, raw again.
+        let names: Vec<&str> = r.phases.iter().map(|p| p.phase.name()).collect();
+        assert_eq!(
+            names,
+            ["raw-write", "raw-read", "fill", "read", "warmup", "measure", "raw-write", "raw-read"]
+        );
+        for i in [0, 2, 6] {
+            assert_eq!(r.phases[i].units, r.logical_blocks, "{}", names[i]);
+        }
+        // The raw figures count both raw runs.
+        let (a, b) = (r.phases[0], r.phases[6]);
+        let both = (a.units + b.units) as f64 / (a.seconds + b.seconds);
+        assert!((r.raw_write_iops - both).abs() <= 1e-6 * both, "{r:?}");
+        assert!(r.raw_write_iops_before > 0.0 && r.raw_write_iops_after > 0.0);
         let bad = BenchOptions { read_pct: 100, ..opts };
         assert!(run(&|| zns_device::open("emu:tiny"), &bad, &NoObserver).is_err());
     }

@@ -19,8 +19,6 @@
 //! A log record is 9 bytes: a tag and two 32-bit fields (a logical and a
 //! physical block number, a range, or a checkpoint id).
 
-use crate::crc::crc32c;
-
 /// Page magic.
 pub(crate) const MAGIC: [u8; 4] = *b"ZFTL";
 /// Page format version.
@@ -221,7 +219,7 @@ impl Page {
         out[8..16].copy_from_slice(&self.seq.to_le_bytes());
         out[16..20].copy_from_slice(&self.generation.to_le_bytes());
         out[24..32].copy_from_slice(&self.watermark.to_le_bytes());
-        let crc = crc32c(out);
+        let crc = crc32c::crc32c(out);
         out[20..24].copy_from_slice(&crc.to_le_bytes());
     }
 
@@ -236,9 +234,9 @@ impl Page {
             return bad("no page magic");
         }
         let stored = u32::from_le_bytes(b[20..24].try_into().expect("4 bytes"));
-        let mut copy = b.to_vec();
-        copy[20..24].fill(0);
-        if crc32c(&copy) != stored {
+        // The checksum covers the page with its own field zero.
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&b[..20]), &[0u8; 4]);
+        if crc32c::crc32c_append(crc, &b[24..]) != stored {
             return bad("checksum mismatch");
         }
         if b[5] != VERSION {

@@ -39,7 +39,6 @@ pub mod bench;
 pub mod block;
 mod check;
 mod config;
-mod crc;
 mod error;
 mod ftl;
 mod gc;
