@@ -165,6 +165,28 @@ fn lba_option_selects_the_block_size() {
     assert!(r.iter().all(|&x| x == 0x3C));
 }
 
+#[test]
+fn large_metadata_transfers_round_trip() {
+    // 64 bytes for each of the largest write's blocks: more metadata than
+    // the controller stages on the stack.
+    let dev = open("emu:zn540,zones=2,metadata=64").unwrap();
+    let blocks = dev.info().max_transfer_blocks() as usize;
+    assert!(blocks * 64 > 2048, "{blocks} blocks");
+    let mut q = dev.queue(4).unwrap();
+    let mut data = dev.alloc(blocks * 4096).unwrap();
+    data.fill(0x5E);
+    let meta: Vec<u8> = (0..blocks * 64).map(|i| (i % 251) as u8).collect();
+    let mut m = dev.alloc(meta.len()).unwrap();
+    m.copy_from_slice(&meta);
+    data.attach_metadata(m);
+    q.write(0, &data).unwrap();
+    let mut back = dev.alloc(blocks * 4096).unwrap();
+    back.attach_metadata(dev.alloc(meta.len()).unwrap());
+    q.read(0, &mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 0x5E));
+    assert_eq!(&back.metadata().unwrap()[..], &meta[..]);
+}
+
 /// Mean device time (ns) of `n` QD 1 4 KiB writes to the first zone.
 fn qd1_4k_write_ns(uri: &str, n: u64) -> f64 {
     let dev = open(uri).unwrap();

@@ -332,9 +332,16 @@ fn store_from_host(
         }
     }
     dma_from_host(ctrl, host, sqe, buf)?;
-    let meta = metadata_in(ctrl, host, ns, sqe, blocks)?;
-    store(ns, lba, buf, meta.as_deref(), blocks)
+    // Metadata of a command up to a few KiB (16 bytes × 128 blocks) is
+    // staged on the stack: the write path allocates nothing.
+    let mut small = [0u8; METADATA_STAGE];
+    let mut large = Vec::new();
+    let meta = metadata_in(ctrl, host, ns, sqe, blocks, &mut small, &mut large)?;
+    store(ns, lba, buf, meta, blocks)
 }
+
+/// Bytes of metadata a command stages on the stack.
+const METADATA_STAGE: usize = 2048;
 
 fn transfer_metadata_out(
     ctrl: &Controller,
@@ -368,19 +375,30 @@ fn transfer_metadata_out(
     Ok(())
 }
 
-fn metadata_in(
+/// Fetches a command's metadata from MPTR into `small` when it fits, else
+/// into `large`; `None` when the command carries none.
+fn metadata_in<'a>(
     ctrl: &Controller,
     host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
     blocks: u64,
-) -> Result<Option<Vec<u8>>, StatusCode> {
+    small: &'a mut [u8],
+    large: &'a mut Vec<u8>,
+) -> Result<Option<&'a [u8]>, StatusCode> {
     let ms = ns.metadata_size();
     if ms == 0 || sqe.mptr == 0 || !ctrl.transfers_data() {
         return Ok(None);
     }
-    let mut meta = vec![0u8; ms * blocks as usize];
-    host.read(sqe.mptr, &mut meta).map_err(|_| StatusCode::DataTransferError)?;
+    let len = ms * blocks as usize;
+    let meta = match small.get_mut(..len) {
+        Some(m) => m,
+        None => {
+            large.resize(len, 0);
+            &mut large[..]
+        }
+    };
+    host.read(sqe.mptr, meta).map_err(|_| StatusCode::DataTransferError)?;
     Ok(Some(meta))
 }
 
