@@ -27,7 +27,7 @@ use std::str::FromStr;
 
 use zns_driver::PciAddress;
 pub use zns_emulator::clock::ClockMode;
-use zns_emulator::profile::Profile;
+use zns_emulator::profile::{valid_block_size, Profile};
 
 use crate::error::DeviceError;
 
@@ -358,7 +358,7 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     return Err(dup());
                 }
                 match value.parse::<u32>() {
-                    Ok(n) if n.is_power_of_two() && (512..=65536).contains(&n) => u.lba = Some(n),
+                    Ok(n) if valid_block_size(n) => u.lba = Some(n),
                     _ => {
                         return Err(format!(
                             "lba={value:?}: expected a block size in bytes, a power of two \

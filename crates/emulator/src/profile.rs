@@ -217,6 +217,12 @@ fn default_msrc() -> u16 {
     128
 }
 
+/// Whether `bytes` is a logical block size namespaces may have: a power of
+/// two from 512 to 65536.
+pub fn valid_block_size(bytes: u32) -> bool {
+    bytes.is_power_of_two() && (512..=65536).contains(&bytes)
+}
+
 impl NamespaceProfile {
     /// Size of the namespace in blocks.
     pub fn capacity_blocks(&self) -> u64 {
@@ -235,7 +241,7 @@ impl NamespaceProfile {
     /// Errors: `bytes` not a power of two in 512..=65536, or a size that
     /// is not a whole number of the new blocks.
     pub fn set_block_size(&mut self, bytes: u32) -> Result<(), ProfileError> {
-        if !bytes.is_power_of_two() || !(512..=65536).contains(&bytes) {
+        if !valid_block_size(bytes) {
             return Err(ProfileError::Invalid(format!(
                 "block size {bytes}: must be a power of two in 512..=65536"
             )));
@@ -338,7 +344,7 @@ impl Profile {
         }
         for (i, ns) in self.namespaces.iter().enumerate() {
             let nsid = i + 1;
-            if !ns.block_size.is_power_of_two() || !(512..=65536).contains(&ns.block_size) {
+            if !valid_block_size(ns.block_size) {
                 return bad(format!(
                     "namespace {nsid}: block_size must be a power of two in 512..=65536"
                 ));

@@ -573,7 +573,6 @@ fn written_state(report: &[zns_device::Zone], z: u32) -> Option<ZoneState> {
 fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
     let layout = &s.layout;
     let mut ctx = s.new_ctx()?;
-    let bs = layout.block_size as usize;
     let ms = s.tag_size();
     let max = layout.mdts_blocks.max(1);
     for zone in layout.meta_zones..layout.zones {
@@ -590,16 +589,15 @@ fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
                 k += 1;
             }
             let lba = layout.zone_start(zone) + o as u64;
-            let mut tags = ctx.tags.take();
-            let res = ctx.big.set_len(k as usize * bs).and_then(|()| {
-                if let Some(mut t) = tags.take() {
-                    t.set_len(k as usize * ms)?;
-                    ctx.big.attach_metadata(t);
-                }
-                ctx.q.read(lba, &mut ctx.big)
-            });
-            tags = tags.or(ctx.big.detach_metadata());
-            if let (Ok(()), Some(t)) = (&res, &tags) {
+            let res = crate::tag::read_with_metadata(
+                ctx.q.as_mut(),
+                &mut ctx.big,
+                &mut ctx.tags,
+                lba,
+                k as usize,
+                ms,
+            );
+            if let (Ok(()), Some(t)) = (&res, &ctx.tags) {
                 for (i, tag) in t.chunks_exact(ms).enumerate() {
                     let offset = o + i as u32;
                     let owner = s.map.owner(layout.pba(zone, offset));
@@ -609,7 +607,6 @@ fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
                     }
                 }
             }
-            ctx.tags = tags;
             match res {
                 Ok(()) => r.blocks_read += k as u64,
                 Err(e) => r.problem(CheckProblem::ReadFailed {

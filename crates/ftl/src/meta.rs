@@ -57,6 +57,11 @@ pub(crate) fn meta_zone_plan(logical: u64, block_size: usize, cap: u32) -> (u32,
     (t + 5, t + 2)
 }
 
+/// `records` in log pages of `block_size` bytes.
+fn log_pages(records: &[Record], block_size: usize) -> Vec<Body> {
+    records.chunks(records_per_page(block_size)).map(|c| Body::Log(c.to_vec())).collect()
+}
+
 /// Writes the metadata log.
 ///
 /// Thread safety: `Send`; the FTL keeps it behind a mutex, which orders
@@ -213,20 +218,7 @@ impl MetaWriter {
     /// so the records are durable too. Checkpoints when metadata zones run
     /// low.
     pub fn persist(&mut self, ctx: &MetaCtx<'_>, sync: bool) -> Result<()> {
-        let (records, mark) = ctx.take_records();
-        let any = !records.is_empty();
-        if any {
-            self.device_flush(ctx.stats)?;
-            let rpp = records_per_page(ctx.layout.block_size as usize);
-            self.write_pages(ctx, mark, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
-        }
-        if sync {
-            self.device_flush(ctx.stats)?;
-        }
-        if any && self.free_zones() <= self.trigger {
-            self.checkpoint(ctx)?;
-        }
-        Ok(())
+        self.write_log(ctx, sync, false)
     }
 
     /// Starts a mount's log: writes every record waiting in at least one
@@ -234,16 +226,26 @@ impl MetaWriter {
     /// generation is durable, another mount could take the same generation
     /// and number its writes like this one's.
     pub fn seal_mount(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
+        self.write_log(ctx, true, true)
+    }
+
+    /// [`MetaWriter::persist`], writing one (empty) log page even without
+    /// records when `page` is set.
+    fn write_log(&mut self, ctx: &MetaCtx<'_>, sync: bool, page: bool) -> Result<()> {
         let (records, mark) = ctx.take_records();
-        self.device_flush(ctx.stats)?;
-        let rpp = records_per_page(ctx.layout.block_size as usize);
-        let mut pages: Vec<Body> = records.chunks(rpp).map(|c| Body::Log(c.to_vec())).collect();
-        if pages.is_empty() {
-            pages.push(Body::Log(Vec::new()));
+        let any = !records.is_empty() || page;
+        if any {
+            self.device_flush(ctx.stats)?;
+            let mut pages = log_pages(&records, ctx.layout.block_size as usize);
+            if pages.is_empty() {
+                pages.push(Body::Log(Vec::new()));
+            }
+            self.write_pages(ctx, mark, pages)?;
         }
-        self.write_pages(ctx, mark, pages)?;
-        self.device_flush(ctx.stats)?;
-        if self.free_zones() <= self.trigger {
+        if sync {
+            self.device_flush(ctx.stats)?;
+        }
+        if any && self.free_zones() <= self.trigger {
             self.checkpoint(ctx)?;
         }
         Ok(())
@@ -260,9 +262,7 @@ impl MetaWriter {
             (j.take(), ctx.write_seq.load(Ordering::Relaxed))
         };
         self.device_flush(ctx.stats)?;
-        let rpp = records_per_page(layout.block_size as usize);
-        let zones =
-            self.write_pages(ctx, mark, records.chunks(rpp).map(|c| Body::Log(c.to_vec())))?;
+        let zones = self.write_pages(ctx, mark, log_pages(&records, layout.block_size as usize))?;
         let begin_zone = *zones.last().expect("the Begin record was written");
         self.ckpt = id;
         // The map, a batch of chunk pages at a time (entries read without

@@ -462,7 +462,6 @@ struct Rescue {
 struct TagReader {
     data: IoBuffer,
     meta: Option<IoBuffer>,
-    bs: usize,
     ms: usize,
     key: u64,
 }
@@ -470,22 +469,11 @@ struct TagReader {
 impl TagReader {
     /// The tags of `k` blocks from `lba` (at most MDTS).
     fn read(&mut self, q: &mut dyn ZoneQueue, lba: u64, k: u32) -> Result<Vec<Option<Tag>>> {
-        let mut meta = self.meta.take().expect("the metadata buffer is back after every read");
-        let sized = self
-            .data
-            .set_len(k as usize * self.bs)
-            .and_then(|()| meta.set_len(k as usize * self.ms));
-        if let Err(e) = sized {
-            self.meta = Some(meta);
-            return Err(FtlError::device("size a buffer")(e));
-        }
-        self.data.attach_metadata(meta);
-        let r = q.read(lba, &mut self.data);
-        let meta = self.data.detach_metadata().expect("attached above");
-        let tags = meta.chunks_exact(self.ms).map(|m| tag::decode(m, self.key)).collect();
-        self.meta = Some(meta);
+        let r =
+            tag::read_with_metadata(q, &mut self.data, &mut self.meta, lba, k as usize, self.ms);
         r.map_err(FtlError::device("read block tags"))?;
-        Ok(tags)
+        let meta = self.meta.as_ref().expect("the metadata buffer is back after every read");
+        Ok(meta.chunks_exact(self.ms).map(|m| tag::decode(m, self.key)).collect())
     }
 }
 
@@ -514,7 +502,6 @@ fn rescan_zones(
     let mut reader = TagReader {
         data: q.alloc(mdts as usize * bs).map_err(FtlError::device("allocate a buffer"))?,
         meta: Some(q.alloc(mdts as usize * ms).map_err(FtlError::device("allocate a buffer"))?),
-        bs,
         ms,
         key,
     };

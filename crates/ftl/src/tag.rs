@@ -24,6 +24,8 @@
 //! version it copies. Recovery uses the numbers to adopt blocks written
 //! after the last durable log page (see [`crate::recovery`]).
 
+use zns_device::{IoBuffer, ZoneQueue};
+
 /// Bit position of the mount generation in a write sequence number: a
 /// mount may number 2^40 block writes (4 PiB of 4 KiB blocks).
 pub(crate) const GENERATION_SHIFT: u32 = 40;
@@ -94,6 +96,32 @@ pub(crate) fn fill(meta: &mut [u8], ms: usize, key: u64, tag: &impl Fn(u32) -> T
     for (i, out) in meta.chunks_exact_mut(ms).enumerate() {
         encode(tag(first + i as u32), key, out);
     }
+}
+
+/// Reads `blocks` blocks at `lba` into `data`, their metadata (`ms`
+/// bytes a block) into `meta` when there is one: attached for the read
+/// and back in `meta` afterwards, whatever the outcome.
+pub(crate) fn read_with_metadata(
+    q: &mut dyn ZoneQueue,
+    data: &mut IoBuffer,
+    meta: &mut Option<IoBuffer>,
+    lba: u64,
+    blocks: usize,
+    ms: usize,
+) -> zns_device::Result<()> {
+    data.set_len(blocks * q.info().block_size as usize)?;
+    if let Some(mut m) = meta.take() {
+        if let Err(e) = m.set_len(blocks * ms) {
+            *meta = Some(m);
+            return Err(e);
+        }
+        data.attach_metadata(m);
+    }
+    let r = q.read(lba, data);
+    if let Some(m) = data.detach_metadata() {
+        *meta = Some(m);
+    }
+    r
 }
 
 #[cfg(test)]

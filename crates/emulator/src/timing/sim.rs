@@ -683,7 +683,8 @@ impl Sim {
                 let _ = lba;
             }
             Op::Write { nsid, lba, blocks, opened, filled, dma, append } => {
-                let bytes = blocks * self.geometry(nsid).block_bytes;
+                let block_bytes = self.geometry(nsid).block_bytes;
+                let bytes = blocks * block_bytes;
                 let (zone, at) = self.locate(nsid, lba);
                 let entered = self.stripes_entered(zone, at, bytes);
                 let p = &self.p;
@@ -692,11 +693,7 @@ impl Sim {
                 let open = if opened { p.implicit_open } else { 0 };
                 // Blocks smaller than the 4 KiB mapping unit are handled one
                 // by one (Write and Zone Append; not Write Zeroes).
-                let small = if dma && self.geometry(nsid).block_bytes < 4096 {
-                    blocks * p.small_lba
-                } else {
-                    0
-                };
+                let small = if dma && block_bytes < 4096 { blocks * p.small_lba } else { 0 };
                 s.push(Step::Unit(pre + open + small));
                 if entered > 0 {
                     s.push(Step::Mgmt(entered * p.stripe_open));
