@@ -347,6 +347,24 @@ pub struct IdentifyController {
     pub mnan: u32,
     /// SUBNQN (1023:768): NVM subsystem NVMe qualified name.
     pub subnqn: String,
+    /// IOCCSZ (1795:1792), NVMe over Fabrics: I/O queue command capsule
+    /// size in 16-byte units (the 64-byte entry plus in-capsule data).
+    pub ioccsz: u32,
+    /// IORCSZ (1799:1796), NVMe over Fabrics: I/O queue response capsule
+    /// size in 16-byte units.
+    pub iorcsz: u32,
+    /// ICDOFF (1801:1800), NVMe over Fabrics: in-capsule data offset in
+    /// 16-byte units after the submission entry.
+    pub icdoff: u16,
+    /// FCATT (1802), NVMe over Fabrics: controller attributes (bit 0:
+    /// static controller model).
+    pub fcatt: u8,
+    /// MSDBD (1803), NVMe over Fabrics: most SGL data block descriptors in
+    /// one command capsule.
+    pub msdbd: u8,
+    /// OFCS (1805:1804), NVMe over Fabrics: optional fabric commands
+    /// supported (bit 0: Disconnect).
+    pub ofcs: u16,
     /// PSD0..PSD31 (3071:2048): power state descriptors; NPSS + 1 are valid.
     pub power_states: [PowerStateDescriptor; 32],
 }
@@ -416,6 +434,12 @@ impl IdentifyController {
         put32(b, 536, self.sgls);
         put32(b, 540, self.mnan);
         put_nul_terminated(&mut b[768..1024], &self.subnqn);
+        put32(b, 1792, self.ioccsz);
+        put32(b, 1796, self.iorcsz);
+        put16(b, 1800, self.icdoff);
+        b[1802] = self.fcatt;
+        b[1803] = self.msdbd;
+        put16(b, 1804, self.ofcs);
         for (i, psd) in self.power_states.iter().enumerate() {
             let o = 2048 + i * PowerStateDescriptor::SIZE;
             b[o..o + PowerStateDescriptor::SIZE].copy_from_slice(&psd.to_bytes());
@@ -470,6 +494,12 @@ impl IdentifyController {
             sgls: get32(b, 536),
             mnan: get32(b, 540),
             subnqn: get_nul_terminated(&b[768..1024]),
+            ioccsz: get32(b, 1792),
+            iorcsz: get32(b, 1796),
+            icdoff: get16(b, 1800),
+            fcatt: b[1802],
+            msdbd: b[1803],
+            ofcs: get16(b, 1804),
             power_states,
         }
     }
@@ -1235,6 +1265,12 @@ mod tests {
             sgls: 0xB1B2_B3B4,
             mnan: 0xC1C2_C3C4,
             subnqn: "nqn.2024-01.io.znskit:ctrl0".into(),
+            ioccsz: 0xD1D2_D3D4,
+            iorcsz: 0xE1E2_E3E4,
+            icdoff: 0xF1F2,
+            fcatt: 0x01,
+            msdbd: 0x02,
+            ofcs: 0x0001,
             power_states,
         }
     }
@@ -1272,6 +1308,9 @@ mod tests {
         at(&b[..], 536, &0xB1B2_B3B4u32.to_le_bytes());
         at(&b[..], 540, &0xC1C2_C3C4u32.to_le_bytes());
         at(&b[..], 768, b"nqn.2024-01.io.znskit:ctrl0\0");
+        at(&b[..], 1792, &0xD1D2_D3D4u32.to_le_bytes());
+        at(&b[..], 1796, &0xE1E2_E3E4u32.to_le_bytes());
+        at(&b[..], 1800, &[0xF2, 0xF1, 0x01, 0x02, 0x01, 0x00]);
         at(&b[..], 2048, &0x09C4u16.to_le_bytes());
         at(&b[..], 2050, &[0, 1]);
         at(&b[..], 2052, &0x1020_3040u32.to_le_bytes());
@@ -1281,7 +1320,8 @@ mod tests {
         // Everything not written above stays zero.
         assert!(b[100..111].iter().chain(&b[112..256]).all(|&x| x == 0));
         assert!(b[264..512].iter().chain(&b[544..768]).all(|&x| x == 0));
-        assert!(b[1024..2048].iter().chain(&b[3072..]).all(|&x| x == 0));
+        assert!(b[1024..1792].iter().chain(&b[1806..2048]).all(|&x| x == 0));
+        assert!(b[3072..].iter().all(|&x| x == 0));
         assert_eq!(IdentifyController::from_bytes(&b), c);
     }
 

@@ -4,7 +4,8 @@
 //! by every znskit layer: submission and completion entries, opcodes, status
 //! codes with their specification names, controller registers, Identify data
 //! structures, zone descriptors and reports, Copy source ranges, log pages,
-//! and typed command builders.
+//! typed command builders, and NVMe over Fabrics: SGL descriptors, Fabrics
+//! commands, the Discovery log page and the NVMe/TCP PDUs.
 //!
 //! This crate does no I/O and knows no backend. Every structure has a wire
 //! image (`to_bytes`/`from_bytes`) whose layout is pinned by tests.
@@ -15,13 +16,16 @@ compile_error!("znskit supports little-endian hosts only (NVMe structures are li
 pub mod command;
 pub mod copy;
 pub mod cqe;
+pub mod fabrics;
 pub mod features;
 pub mod identify;
 pub mod log;
 pub mod opcode;
 pub mod regs;
+pub mod sgl;
 pub mod sqe;
 pub mod status;
+pub mod tcp;
 pub mod zone;
 
 pub use cqe::CompletionEntry;
