@@ -21,7 +21,7 @@ use crate::zone::Target;
 /// number of the device's blocks.
 pub(crate) fn blocks(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<u32> {
     let bs = info.block_size as usize;
-    if len == 0 || len % bs != 0 {
+    if len == 0 || !len.is_multiple_of(bs) {
         return Err(DeviceError::InvalidArgument(format!(
             "{}: {len} bytes is not a whole, non-zero number of {bs}-byte blocks",
             op.kind()
@@ -89,7 +89,7 @@ pub(crate) fn check_append_len(info: &DeviceInfo, len: usize) -> Result<()> {
 
 /// Refuses a zone report buffer the command cannot describe.
 pub(crate) fn check_report_len(len: usize) -> Result<()> {
-    if len < 64 || len % 4 != 0 {
+    if len < 64 || !len.is_multiple_of(4) {
         return Err(DeviceError::InvalidArgument(format!(
             "zone report buffer of {len} bytes (whole dwords, at least 64)"
         )));

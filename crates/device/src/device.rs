@@ -161,7 +161,7 @@ pub trait ZoneQueue: Send {
                 continue;
             }
             idle = idle.saturating_add(1);
-            if idle % 64 == 0 {
+            if idle.is_multiple_of(64) {
                 if start.elapsed() > timeout {
                     return Err(DeviceError::Timeout {
                         what: "outstanding commands",
@@ -374,7 +374,7 @@ pub trait ZoneQueue: Send {
 /// is a non-zero whole number of blocks.
 fn transfer_shape(info: &DeviceInfo, len: usize) -> Result<(usize, usize)> {
     let bs = info.block_size as usize;
-    if len == 0 || len % bs != 0 {
+    if len == 0 || !len.is_multiple_of(bs) {
         return Err(DeviceError::InvalidArgument(format!(
             "{len} bytes is not a whole, non-zero number of {bs}-byte blocks"
         )));

@@ -249,7 +249,10 @@ fn images_keep_data_and_zone_state_across_opens() {
     let mut b = dev.alloc(2 * 4096).unwrap();
     q.read(64, &mut b).unwrap();
     assert!(b.iter().all(|&x| x == 0x5A));
-    drop(q);
+    // A buffer keeps its device, and so the image's lock, alive.
+    drop((b, q));
+    let e = open(&uri).unwrap_err();
+    assert!(e.to_string().contains("in use"), "{e}");
     drop(dev);
     let e = open(&format!("{uri},profile=small")).unwrap_err();
     assert!(matches!(e, DeviceError::InvalidUri { .. }), "{e}");

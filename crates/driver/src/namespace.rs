@@ -93,7 +93,7 @@ impl Namespace {
 
     /// Blocks in a transfer of `bytes`, which must be whole blocks.
     pub fn blocks_in(&self, bytes: usize) -> Option<u32> {
-        if bytes == 0 || bytes % self.block_size != 0 {
+        if bytes == 0 || !bytes.is_multiple_of(self.block_size) {
             return None;
         }
         u32::try_from(bytes / self.block_size).ok()

@@ -730,7 +730,7 @@ impl QueuePair {
                 return Err(Error::ControllerFailed);
             }
             spins = spins.wrapping_add(1);
-            if spins % 256 == 0 {
+            if spins.is_multiple_of(256) {
                 let waited = start.get_or_insert_with(Instant::now).elapsed();
                 if waited > self.timeout {
                     self.health.fail_and_reset();

@@ -125,7 +125,7 @@ impl Transport for Hanging {
         self.inner.read64(offset)
     }
     fn write32(&self, offset: u32, value: u32) {
-        let io_sq_doorbell = offset >= 0x1008 && (offset - 0x1000) % 8 == 0;
+        let io_sq_doorbell = offset >= 0x1008 && (offset - 0x1000).is_multiple_of(8);
         if !(io_sq_doorbell && self.hang.load(Ordering::SeqCst)) {
             self.inner.write32(offset, value)
         }

@@ -124,7 +124,7 @@ fn create_cq(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode
         // CAP.CQR = 1: queues must be physically contiguous.
         return Err(StatusCode::InvalidField);
     }
-    if c.base == 0 || c.base % PAGE_SIZE as u64 != 0 {
+    if c.base == 0 || !c.base.is_multiple_of(PAGE_SIZE as u64) {
         return Err(StatusCode::InvalidPrpOffset);
     }
     if c.interrupts_enabled && c.interrupt_vector != 0 {
@@ -141,7 +141,7 @@ fn create_sq(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusCode
     if !c.physically_contiguous {
         return Err(StatusCode::InvalidField);
     }
-    if c.base == 0 || c.base % PAGE_SIZE as u64 != 0 {
+    if c.base == 0 || !c.base.is_multiple_of(PAGE_SIZE as u64) {
         return Err(StatusCode::InvalidPrpOffset);
     }
     ctrl.create_sq(c.qid, c.base, c.entries, c.cqid).map(|_| 0)
@@ -431,7 +431,7 @@ fn get_log_page(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusC
         _ => return Err(StatusCode::InvalidLogPage),
     };
     let offset = cmd.offset;
-    if offset % 4 != 0 || offset > page.len() as u64 {
+    if !offset.is_multiple_of(4) || offset > page.len() as u64 {
         return Err(StatusCode::InvalidField);
     }
     let mut out = vec![0u8; len];

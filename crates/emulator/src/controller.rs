@@ -335,8 +335,8 @@ impl Controller {
         }
         if r.asq == 0
             || r.acq == 0
-            || r.asq % PAGE_SIZE as u64 != 0
-            || r.acq % PAGE_SIZE as u64 != 0
+            || !r.asq.is_multiple_of(PAGE_SIZE as u64)
+            || !r.acq.is_multiple_of(PAGE_SIZE as u64)
         {
             return Err("ASQ/ACQ must be non-zero and page aligned");
         }

@@ -54,6 +54,10 @@ pub enum ImageError {
     /// Creation would overwrite an existing file.
     #[error("device image {0} already exists")]
     Exists(String),
+    /// Another open of the image holds its lock (a server or another
+    /// command is using it).
+    #[error("device image {0} is in use by another process (a running server or command holds its lock)")]
+    InUse(String),
 }
 
 /// Where one namespace lives in the image.
@@ -67,6 +71,16 @@ pub struct NamespaceLayout {
     pub metadata_offset: u64,
     /// Offset of the data region.
     pub data_offset: u64,
+}
+
+/// Takes the image's exclusive advisory lock, held while any handle on the
+/// open file lives: two controllers on one image would each keep their own
+/// zone state and overwrite each other's data.
+fn lock(file: &File, path: &str) -> Result<(), ImageError> {
+    file.try_lock().map_err(|e| match e {
+        std::fs::TryLockError::WouldBlock => ImageError::InUse(path.to_string()),
+        std::fs::TryLockError::Error(source) => ImageError::Io { path: path.to_string(), source },
+    })
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -142,6 +156,7 @@ impl DeviceImage {
             .map(|(l, ns)| l.data_offset + ns.capacity_blocks() * ns.block_size as u64)
             .max()
             .unwrap_or(0);
+        lock(&file, &p)?;
         file.write_all_at(&sb, 0).map_err(io)?;
         file.write_all_at(toml.as_bytes(), SUPERBLOCK).map_err(io)?;
         file.set_len(end).map_err(io)?;
@@ -155,6 +170,7 @@ impl DeviceImage {
         let io = |source| ImageError::Io { path: p.clone(), source };
         let invalid = |why: &str| ImageError::Invalid { path: p.clone(), why: why.to_string() };
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(io)?;
+        lock(&file, &p)?;
         let mut sb = vec![0u8; SUPERBLOCK as usize];
         file.read_exact_at(&mut sb, 0).map_err(|_| invalid("shorter than a superblock"))?;
         if &sb[0..8] != MAGIC {
@@ -279,6 +295,7 @@ mod tests {
         let sink = img.sink(vec![0; 2]).unwrap();
         sink.save(1, b"first").unwrap();
         sink.save(1, b"second").unwrap();
+        drop((img, sink));
         let img = DeviceImage::open(&path).unwrap();
         assert_eq!(img.profile, profile);
         assert_eq!(img.load_zone_state(1).unwrap(), Some((2, b"second".to_vec())));
@@ -286,6 +303,22 @@ mod tests {
         let l = img.layouts[0];
         img.file.write_all_at(b"X", l.zone_state_offset + SLOT_HEADER as u64).unwrap();
         assert_eq!(img.load_zone_state(1).unwrap(), Some((1, b"first".to_vec())));
+    }
+
+    #[test]
+    fn a_second_open_is_refused_while_the_first_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dev.img");
+        let profile = Profile::by_name("tiny").unwrap();
+        let img = DeviceImage::create(&path, &profile).unwrap();
+        let e = DeviceImage::open(&path).unwrap_err();
+        assert!(matches!(e, ImageError::InUse(_)), "{e}");
+        assert!(e.to_string().contains("in use"), "{e}");
+        drop(img);
+        let img = DeviceImage::open(&path).unwrap();
+        assert!(matches!(DeviceImage::open(&path), Err(ImageError::InUse(_))));
+        drop(img);
+        DeviceImage::open(&path).unwrap();
     }
 
     #[test]

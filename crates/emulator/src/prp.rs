@@ -68,7 +68,7 @@ pub fn walk(
         return Ok(());
     }
     if left <= page_size {
-        if prp2 % ps != 0 {
+        if !prp2.is_multiple_of(ps) {
             return Err(StatusCode::InvalidPrpOffset);
         }
         return f(Segment { addr: prp2, len: left });

@@ -213,7 +213,7 @@ fn store_entry(slot: &mut [u8], bytes: [u8; 16]) {
     slot[..14].copy_from_slice(&bytes[..14]);
     fence(Ordering::Release);
     let status = &mut slot[14..16];
-    if status.as_ptr() as usize % std::mem::align_of::<AtomicU16>() == 0 {
+    if (status.as_ptr() as usize).is_multiple_of(std::mem::align_of::<AtomicU16>()) {
         // SAFETY: the pointer is valid for two bytes (a slice of the window)
         // and aligned for `AtomicU16`; on this thread nothing else accesses
         // those bytes while the reference lives.

@@ -47,7 +47,7 @@ pub trait BlockDevice: Send + Sync {
 /// Checks a request against a device's size and block size; returns its
 /// length in blocks.
 pub(crate) fn check_request(lba: u64, len: usize, block_size: u32, capacity: u64) -> Result<u64> {
-    if len % block_size as usize != 0 {
+    if !len.is_multiple_of(block_size as usize) {
         return Err(FtlError::Misaligned { len, block_size });
     }
     let blocks = (len / block_size as usize) as u64;

@@ -266,7 +266,7 @@ impl Page {
                 stride: u32_at(36),
                 op_ppm: u32_at(40),
             }),
-            2 if len % RECORD == 0 => {
+            2 if len.is_multiple_of(RECORD) => {
                 let mut records = Vec::with_capacity(len / RECORD);
                 for c in p.chunks_exact(RECORD) {
                     match Record::decode(c) {
@@ -276,7 +276,10 @@ impl Page {
                 }
                 Body::Log(records)
             }
-            3 if len >= 20 && (len - 20) % 4 == 0 && u32_at(16) as usize == (len - 20) / 4 => {
+            3 if len >= 20
+                && (len - 20).is_multiple_of(4)
+                && u32_at(16) as usize == (len - 20) / 4 =>
+            {
                 Body::Chunk {
                     ckpt: u64_at(0),
                     first: u64_at(8),

@@ -56,7 +56,7 @@ impl Archive {
     }
 
     fn pad(&mut self) {
-        while self.out.len() % 4 != 0 {
+        while !self.out.len().is_multiple_of(4) {
             self.out.push(0);
         }
     }
@@ -86,7 +86,7 @@ impl Archive {
         self.entry("TRAILER!!!", 0, (0, 0), b"");
         self.finished = true;
         // The kernel reads archives in 512-byte blocks.
-        while self.out.len() % 512 != 0 {
+        while !self.out.len().is_multiple_of(512) {
             self.out.push(0);
         }
         self.out

@@ -195,9 +195,9 @@ pub fn read_results(path: &Path) -> Result<Results, CharacterizeError> {
 
 /// "4KiB", "128KiB", "1MiB", "512B".
 pub fn size_label(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{}MiB", bytes >> 20)
-    } else if bytes >= 1024 && bytes % 1024 == 0 {
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
         format!("{}KiB", bytes >> 10)
     } else {
         format!("{bytes}B")

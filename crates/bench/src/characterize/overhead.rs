@@ -155,7 +155,7 @@ fn bare_pass(ctx: &mut Ctx<'_>, ios: u64) -> Result<f64, CharacterizeError> {
         let mut polls = 0u32;
         while ctx.q.poll(1, &mut |c| done = Some(c)) == 0 {
             polls = polls.wrapping_add(1);
-            if polls % 4096 == 0 && t.elapsed() > STALL {
+            if polls.is_multiple_of(4096) && t.elapsed() > STALL {
                 return Err(CharacterizeError::Stalled(format!("overhead: {}", describe(&op))));
             }
             std::hint::spin_loop();

@@ -1035,7 +1035,7 @@ impl ZonedBlockQueue {
         let target = if append {
             command::check_append_len(&sh.info, len)?;
             sh.check_range(op, lba, 1)?;
-            if lba % sh.info.zone_size != 0 {
+            if !lba.is_multiple_of(sh.info.zone_size) {
                 return Err(op.error(StatusCode::InvalidField.status()));
             }
             let start = Instant::now();

@@ -232,7 +232,7 @@ impl DriverQueue {
                 return Err(DeviceError::Driver(zns_driver::Error::ControllerFailed));
             }
             idle = idle.saturating_add(1);
-            if idle % 64 == 0 {
+            if idle.is_multiple_of(64) {
                 let waited = start.get_or_insert_with(Instant::now).elapsed();
                 if waited > self.qp.timeout() {
                     return Err(DeviceError::Timeout {

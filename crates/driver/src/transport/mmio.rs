@@ -57,7 +57,7 @@ impl Mmio {
     }
 
     fn in_bounds(&self, offset: u32) -> bool {
-        offset % 4 == 0 && (offset as usize).checked_add(4).is_some_and(|e| e <= self.len)
+        offset.is_multiple_of(4) && (offset as usize).checked_add(4).is_some_and(|e| e <= self.len)
     }
 
     /// Reads the register at `offset`; all ones when out of the window (what

@@ -241,7 +241,7 @@ impl TimingProfile {
             return Err("timing.program_variation must be in 0..1".into());
         }
         let unit = self.program_unit_bytes();
-        if (self.block_kib as u64 * 1024) % unit != 0 {
+        if !(self.block_kib as u64 * 1024).is_multiple_of(unit) {
             return Err(format!(
                 "timing.block_kib must be a multiple of the program unit ({} KiB)",
                 unit / 1024

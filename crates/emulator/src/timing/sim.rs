@@ -1084,7 +1084,7 @@ impl Sim {
             CONVENTIONAL => k / self.p.dies as u64,
             _ => k / self.p.stripe as u64,
         };
-        let opens = prog.start % self.p.unit == 0 && per_die % self.p.units_per_block == 0;
+        let opens = prog.start.is_multiple_of(self.p.unit) && per_die % self.p.units_per_block == 0;
         let open = if opens { self.p.block_open } else { 0 };
         let v = self.p.program_variation;
         if v == 0.0 {
