@@ -50,6 +50,9 @@ pub enum FtlCommand {
     /// map RAM) against the raw device. Formats the device; default device
     /// emu:small,media=null.
     Bench(BenchArgs),
+    /// Export the FTL as a disk over NBD (QEMU, nbd-client, qemu-io) until
+    /// SIGINT/SIGTERM, which closes it with a checkpoint.
+    Serve(crate::ftl_serve::ServeArgs),
 }
 
 /// Stream layouts.
@@ -189,7 +192,7 @@ fn parse_workload(s: &str) -> Result<Workload, String> {
 
 /// True for devices that keep nothing after the process ends: `emu:`
 /// without `file=`.
-fn process_private(uri: &str) -> Result<bool> {
+pub(crate) fn process_private(uri: &str) -> Result<bool> {
     Ok(match uri.parse::<DeviceUri>()? {
         DeviceUri::Emulator(e) => e.file.is_none(),
         _ => false,
@@ -215,6 +218,7 @@ pub fn run(uri: &str, device_given: bool, cmd: FtlCommand, out: &mut dyn Write) 
         FtlCommand::Format(args) => format(uri, &args, out),
         FtlCommand::Stats { json } => stats(uri, json, out),
         FtlCommand::Check { json, read_all } => check(uri, json, read_all, out),
+        FtlCommand::Serve(args) => crate::ftl_serve::run(uri, &args, out),
         FtlCommand::Bench(args) => {
             let uri = if device_given { uri } else { BENCH_DEFAULT_URI };
             bench_cmd(uri, &args, out)

@@ -9,6 +9,7 @@ mod bench;
 mod characterize;
 mod emu;
 mod ftl;
+mod ftl_serve;
 mod identify;
 mod io;
 mod list;
@@ -131,7 +132,9 @@ fn main() -> ExitCode {
     let device_given =
         matches.value_source("device").is_some_and(|s| s != ValueSource::DefaultValue);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    init_logging(cli.log.as_deref());
+    // Servers report dropped connections and failed requests by default.
+    let serving = matches!(cli.command, Command::Ftl { command: ftl::FtlCommand::Serve(_) });
+    init_logging(cli.log.as_deref(), if serving { "warn" } else { "off" });
     let mut out = std::io::stdout().lock();
     match run(cli, device_given, &mut out).and_then(|()| out.flush().map_err(Into::into)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -143,11 +146,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(level: Option<&str>) {
+fn init_logging(level: Option<&str>, default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(l) => EnvFilter::try_new(l),
-        None => EnvFilter::try_from_env("ZNS_LOG").or_else(|_| EnvFilter::try_new("off")),
+        None => EnvFilter::try_from_env("ZNS_LOG").or_else(|_| EnvFilter::try_new(default)),
     }
     .unwrap_or_else(|_| EnvFilter::new("warn"));
     let _ =

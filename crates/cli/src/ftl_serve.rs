@@ -1,0 +1,118 @@
+//! `zns ftl serve`: the FTL on `--device` exported over NBD, so QEMU, the
+//! kernel's `nbd-client`, `qemu-img` and `qemu-io` use it as a disk.
+//!
+//! The server runs until SIGINT or SIGTERM; it then closes every
+//! connection and closes the FTL, which writes a checkpoint (the next open
+//! needs no log replay). A device that exists only in this process
+//! (`emu:` without `file=`) is formatted at start; any other must hold an
+//! FTL already (`zns ftl format`). A device image is locked while served:
+//! a second server, or any other command, on it is refused.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError};
+use zns_nbd::{Export, NbdServer, ServerConfig};
+
+use crate::ftl::process_private;
+use crate::num::human_size;
+
+/// Arguments of `zns ftl serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the `listening on`
+    /// line says which). Anything but loopback exposes the disk to the
+    /// network without authentication.
+    #[arg(long, default_value = "127.0.0.1:10809", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// Export name clients select (the empty name selects it too).
+    #[arg(long, default_value = "ftl", value_name = "NAME")]
+    pub export: String,
+    /// Refuse writes, trims and zeroing (EPERM).
+    #[arg(long)]
+    pub read_only: bool,
+    /// Connections served at once; more are closed at accept.
+    #[arg(long, default_value_t = 64, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_connections: u64,
+}
+
+/// Opens the FTL to serve: formats a process-private device, recovers any
+/// other.
+fn open_for_serving(uri: &str) -> Result<(Ftl, bool)> {
+    let private = process_private(uri)?;
+    let dev = zns_device::open(uri)?;
+    if private {
+        let ftl = Ftl::format(dev, FtlConfig::default())
+            .with_context(|| format!("format an FTL on {uri}"))?;
+        return Ok((ftl, true));
+    }
+    match Ftl::open(dev, FtlConfig::default()) {
+        Ok(f) => Ok((f, false)),
+        Err(FtlError::NotFormatted) => {
+            bail!("{uri} holds no FTL: format one first (zns --device {uri} ftl format)")
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("open the FTL on {uri}"))),
+    }
+}
+
+/// Sets a flag on SIGINT and SIGTERM.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&flag)).context("install a signal handler")?;
+    }
+    Ok(flag)
+}
+
+pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
+    let stop = stop_flag()?;
+    let (ftl, formatted) = open_for_serving(uri)?;
+    let ftl = Arc::new(ftl);
+    let (size, bs) = (ftl.capacity_bytes(), ftl.block_size());
+    let export = Export::new(args.export.clone(), Arc::clone(&ftl) as Arc<dyn BlockDevice>)
+        .with_description(format!("znskit FTL on {uri}"))
+        .read_only(args.read_only);
+    let config = ServerConfig { max_connections: args.max_connections as usize };
+    let server = NbdServer::bind(args.listen.as_str(), vec![export], config)
+        .with_context(|| format!("serve {uri} over NBD"))?;
+    let addr = server.local_addr();
+    if formatted {
+        writeln!(out, "formatted a new FTL on {uri} (it lives as long as this server)")?;
+    }
+    writeln!(
+        out,
+        "listening on {addr} export {:?}: {} ({size} bytes, {bs}-byte blocks){}",
+        args.export,
+        human_size(size),
+        if args.read_only { ", read-only" } else { "" }
+    )?;
+    writeln!(out, "  qemu-io -f raw nbd://{addr}/{}    (SIGINT or SIGTERM stops)", args.export)?;
+    out.flush()?;
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = server.stop();
+    let ftl = Arc::try_unwrap(ftl)
+        .map_err(|_| anyhow::anyhow!("the FTL is still in use after the server stopped"))?;
+    ftl.close().context("close the FTL (write its checkpoint)")?;
+    writeln!(
+        out,
+        "stopped after {:.1} s: {} connections ({} refused, {} closed for protocol errors), {} \
+         requests ({} failed), {} read, {} written; checkpoint written",
+        started.elapsed().as_secs_f64(),
+        stats.connections,
+        stats.refused,
+        stats.protocol_errors,
+        stats.requests,
+        stats.errors,
+        human_size(stats.bytes_read),
+        human_size(stats.bytes_written),
+    )?;
+    Ok(())
+}

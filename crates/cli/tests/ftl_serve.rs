@@ -1,0 +1,192 @@
+//! `zns ftl serve` as a user runs it: the FTL on an image exported over
+//! NBD, written by a client, stopped by SIGTERM with a checkpoint, the
+//! image locked while served; and real NBD clients (`qemu-io`,
+//! `qemu-img` from qemu-utils) reading and writing the export.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+
+use common::{ok, zns};
+use zns_nbd::NbdClient;
+
+/// A running `zns ftl serve`, killed if the test ends without stopping it.
+struct Server {
+    child: Child,
+    addr: String,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    fn start(uri: &str, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_zns"))
+            .args(["--device", uri, "ftl", "serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("ZNS_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run zns ftl serve");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        // From here on Drop kills and reaps the child, whatever happens.
+        let mut server = Server { child, addr: String::new(), stdout };
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if server.stdout.read_line(&mut line).unwrap() == 0 {
+                let mut err = String::new();
+                server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                panic!("zns ftl serve exited early: {err}");
+            }
+            if let Some(rest) = line.strip_prefix("listening on ") {
+                server.addr = rest.split_whitespace().next().unwrap().to_string();
+                return server;
+            }
+        }
+    }
+
+    /// Sends SIGTERM and returns the rest of stdout once it exits.
+    fn stop(mut self) -> String {
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        let r = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(r, 0);
+        let status = self.child.wait().unwrap();
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        let mut err = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(status.success(), "serve failed: {status}\n{rest}\n{err}");
+        rest
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn image(profile: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", profile]));
+    (dir, format!("emu:file={}", path.display()))
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(13) ^ seed).collect()
+}
+
+#[test]
+fn served_writes_survive_a_sigterm_and_the_image_is_locked_meanwhile() {
+    let (_dir, uri) = image("tiny");
+    let e = zns(&["--device", &uri, "ftl", "serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(e.code, 1);
+    assert!(e.stderr.contains("holds no FTL") && e.stderr.contains("ftl format"), "{}", e.stderr);
+    ok(zns(&["--device", &uri, "ftl", "format"]));
+
+    let server = Server::start(&uri, &["--export", "disk"]);
+    let mut c = NbdClient::connect(server.addr.as_str(), "disk").unwrap();
+    c.write(40960, &pattern(32768, 7), false).unwrap();
+    // A second server, or any command, on the image is refused.
+    let second = zns(&["--device", &uri, "ftl", "serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(second.code, 1);
+    assert!(second.stderr.contains("in use"), "{}", second.stderr);
+    let stats = zns(&["--device", &uri, "ftl", "stats"]);
+    assert!(stats.stderr.contains("in use"), "{}", stats.stderr);
+    drop(c);
+    let rest = server.stop();
+    assert!(rest.contains("checkpoint written"), "{rest}");
+    assert!(rest.contains("1 connections"), "{rest}");
+
+    // The unflushed write is in the checkpoint; the FTL checks clean.
+    let check = ok(zns(&["--device", &uri, "ftl", "check", "--read-all"]));
+    assert!(check.stdout.contains("no problems found"), "{}", check.stdout);
+    let server = Server::start(&uri, &["--export", "disk", "--read-only"]);
+    let mut c = NbdClient::connect(server.addr.as_str(), "").unwrap();
+    let mut back = vec![0u8; 32768];
+    c.read(40960, &mut back).unwrap();
+    assert!(back == pattern(32768, 7), "the served write did not survive the restart");
+    assert!(c.write(0, &back[..4096], false).is_err(), "a read-only export took a write");
+    drop(c);
+    server.stop();
+}
+
+/// `program` from qemu-utils, or `None` (with the reason printed) when the
+/// machine lacks it: `scripts/test-all` installs it.
+fn qemu_tool(program: &str) -> Option<&str> {
+    match Command::new(program).arg("--version").output() {
+        Ok(o) if o.status.success() => Some(program),
+        _ => {
+            eprintln!("skipped: {program} is not installed (apt-get install qemu-utils)");
+            None
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().expect(program);
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{program} {args:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn qemu_io_and_qemu_img_use_the_export() {
+    let (Some(io), Some(img)) = (qemu_tool("qemu-io"), qemu_tool("qemu-img")) else { return };
+    let server = Server::start("emu:small", &[]);
+    let url = format!("nbd://{}/ftl", server.addr);
+    let info = run(img, &["info", "--output=json", &url]);
+    assert!(info.contains("\"virtual-size\""), "{info}");
+
+    let out = run(
+        io,
+        &[
+            "-f",
+            "raw",
+            &url,
+            "-c",
+            "write -P 0xa5 0 1M",
+            "-c",
+            "write -P 0x3c 4k 8k",
+            "-c",
+            "flush",
+            "-c",
+            "read -P 0xa5 0 4k",
+            "-c",
+            "read -P 0x3c 4k 8k",
+            "-c",
+            "read -P 0xa5 12k 1012k",
+            "-c",
+            "write -z 64k 64k",
+            "-c",
+            "read -P 0 64k 64k",
+            "-c",
+            "discard 256k 128k",
+            "-c",
+            "read -P 0xa5 128k 128k",
+            "-c",
+            "write -P 0x77 -f 2M 64k",
+            "-c",
+            "read -P 0x77 2M 64k",
+        ],
+    );
+    assert!(!out.contains("failed") && !out.contains("error"), "{out}");
+    assert_eq!(out.matches("wrote").count(), 4, "{out}");
+    assert_eq!(out.matches("read ").count(), 6, "{out}");
+
+    // A whole file through qemu-img, compared byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("src.raw");
+    std::fs::write(&file, pattern(3 << 20, 0x5a)).unwrap();
+    let file = file.to_str().unwrap();
+    run(img, &["convert", "-n", "-f", "raw", "-O", "raw", file, &url]);
+    let cmp = run(img, &["compare", "-f", "raw", "-F", "raw", file, &url]);
+    assert!(cmp.contains("identical") || cmp.contains("Images are identical"), "{cmp}");
+    let rest = server.stop();
+    assert!(rest.contains("0 closed for protocol errors"), "{rest}");
+}
