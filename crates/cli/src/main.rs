@@ -15,6 +15,7 @@ mod io;
 mod list;
 mod num;
 mod report;
+mod serve;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -32,8 +33,10 @@ use num::parse_num;
 #[command(name = "zns", version, about, long_about = None)]
 struct Cli {
     /// Device URI: emu:PROFILE, emu:file=PATH[,profile=NAME], pcie:DDDD:BB:DD.F
-    #[arg(long, short = 'd', global = true, env = "ZNS_DEVICE", default_value = DEFAULT_URI)]
-    device: String,
+    /// (`zns serve` takes it several times: one namespace each.)
+    #[arg(long, short = 'd', global = true, env = "ZNS_DEVICE", default_value = DEFAULT_URI,
+          action = clap::ArgAction::Append)]
+    device: Vec<String>,
 
     /// Log to stderr at this level (error, warn, info, debug, trace); also
     /// `ZNS_LOG`.
@@ -81,7 +84,11 @@ enum Command {
         #[command(subcommand)]
         command: bench::BenchCommand,
     },
-    /// The host-side FTL on the device: format, stats, check, bench.
+    /// Export the devices (`--device`, one or more) as the namespaces of
+    /// an NVMe/TCP subsystem for the kernel's nvme-tcp, nvme-cli and fio,
+    /// until SIGINT/SIGTERM.
+    Serve(serve::ServeArgs),
+    /// The host-side FTL on the device: format, stats, check, bench, serve.
     Ftl {
         #[command(subcommand)]
         command: ftl::FtlCommand,
@@ -133,7 +140,10 @@ fn main() -> ExitCode {
         matches.value_source("device").is_some_and(|s| s != ValueSource::DefaultValue);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Servers report dropped connections and failed requests by default.
-    let serving = matches!(cli.command, Command::Ftl { command: ftl::FtlCommand::Serve(_) });
+    let serving = matches!(
+        cli.command,
+        Command::Serve(_) | Command::Ftl { command: ftl::FtlCommand::Serve(_) }
+    );
     init_logging(cli.log.as_deref(), if serving { "warn" } else { "off" });
     let mut out = std::io::stdout().lock();
     match run(cli, device_given, &mut out).and_then(|()| out.flush().map_err(Into::into)) {
@@ -188,19 +198,28 @@ fn open(uri: &str) -> Result<std::sync::Arc<dyn ZonedDevice>> {
 }
 
 fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
+    let serving = matches!(cli.command, Command::Serve(_));
+    if !serving && cli.device.len() > 1 {
+        anyhow::bail!(
+            "--device is given {} times; only `zns serve` takes several devices",
+            cli.device.len()
+        );
+    }
+    let device = cli.device.first().cloned().unwrap_or_else(|| DEFAULT_URI.to_string());
     match cli.command {
-        Command::Ftl { command } => ftl::run(&cli.device, device_given, command, out),
+        Command::Serve(args) => serve::run(&cli.device, &args, out),
+        Command::Ftl { command } => ftl::run(&device, device_given, command, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
-        Command::Characterize(args) => characterize::run(&cli.device, &args, out),
-        Command::Identify { json } => identify::run(open(&cli.device)?.as_ref(), json, out),
-        Command::ReportZones(args) => report::run(open(&cli.device)?.as_ref(), &args, out),
-        Command::Read(args) => io::read(open(&cli.device)?.as_ref(), &args, out),
-        Command::Write(args) => io::write(open(&cli.device)?.as_ref(), &args, out),
-        Command::Append(args) => io::append(open(&cli.device)?.as_ref(), &args, out),
+        Command::Characterize(args) => characterize::run(&device, &args, out),
+        Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
+        Command::ReportZones(args) => report::run(open(&device)?.as_ref(), &args, out),
+        Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),
+        Command::Write(args) => io::write(open(&device)?.as_ref(), &args, out),
+        Command::Append(args) => io::append(open(&device)?.as_ref(), &args, out),
         Command::Zone { action } => {
-            let dev = open(&cli.device)?;
+            let dev = open(&device)?;
             zone(dev.as_ref(), &action, out)
         }
     }

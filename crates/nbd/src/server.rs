@@ -250,6 +250,19 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
     a
 }
 
+/// A connection's entry in the open list, removed when dropped.
+struct Registered<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.shared.open.lock().retain(|(i, _)| *i != self.id);
+        self.shared.ended.notify_all();
+    }
+}
+
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut next_id = 0u64;
     for conn in listener.incoming() {
@@ -278,10 +291,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         shared.counters.connections.fetch_add(1, Ordering::Relaxed);
         let (id, s) = (next_id, Arc::clone(&shared));
         let spawned = std::thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
+            // Unregistered however the connection ends, a panic included,
+            // so that stop() never waits for it forever.
+            let _registered = Registered { shared: &s, id };
             serve(stream, &s, &peer);
-            let mut open = s.open.lock();
-            open.retain(|(i, _)| *i != id);
-            s.ended.notify_all();
         });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot start an NBD connection thread");

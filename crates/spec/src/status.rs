@@ -118,6 +118,8 @@ status_codes! {
     InvalidNamespaceOrFormat = (Generic, 0x0B, "Invalid Namespace or Format"),
     /// 00h/0Dh Invalid SGL Segment Descriptor.
     InvalidSglSegment = (Generic, 0x0D, "Invalid SGL Segment Descriptor"),
+    SglLengthInvalid = (Generic, 0x0F, "Data SGL Length Invalid"),
+    SglDescriptorTypeInvalid = (Generic, 0x11, "SGL Descriptor Type Invalid"),
     /// 00h/13h PRP Offset Invalid.
     InvalidPrpOffset = (Generic, 0x13, "PRP Offset Invalid"),
     /// 00h/15h Operation Denied.

@@ -1,0 +1,128 @@
+//! `zns serve`: the devices of `--device` (one or more) exported as the
+//! namespaces of one NVM subsystem over NVMe/TCP, for the Linux kernel's
+//! `nvme-tcp` host (`nvme connect`), nvme-cli, fio, and filesystems.
+//!
+//! A timed emulator (`emu:zn540`) runs on the real clock unless the URI
+//! says `clock=`: hosts on the network live in real time, and the
+//! modelled drive's latencies then reach them. The target runs until
+//! SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use zns_device::uri::Timing;
+use zns_device::DeviceUri;
+use zns_emulator::profile::Profile;
+use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
+
+use crate::num::human_size;
+
+/// The subsystem NQN `zns serve` uses unless `--nqn` names one.
+pub const DEFAULT_NQN: &str = "nqn.2026-11.io.znskit:target";
+
+/// Arguments of `zns serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the `listening on`
+    /// line says which). Anything but loopback exposes the devices to the
+    /// network without authentication.
+    #[arg(long, default_value = "127.0.0.1:4420", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// NVM subsystem NQN hosts connect to.
+    #[arg(long, default_value = DEFAULT_NQN, value_name = "NQN")]
+    pub nqn: String,
+    /// Connections (queues) served at once; more are closed at accept.
+    #[arg(long, default_value_t = 256, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(2..=65536))]
+    pub max_connections: u64,
+}
+
+/// `uri` as served: a timed emulator on the real clock unless the URI
+/// chose a clock.
+fn serving_uri(uri: &str) -> String {
+    let Ok(DeviceUri::Emulator(e)) = uri.parse::<DeviceUri>() else { return uri.to_string() };
+    if e.clock.is_some() || e.timing == Some(Timing::Off) || e.file.is_some() {
+        return uri.to_string();
+    }
+    match Profile::by_name(e.profile_name()) {
+        Ok(p) if p.timing.is_some() => format!("{uri},clock=real"),
+        _ => uri.to_string(),
+    }
+}
+
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&flag)).context("install a signal handler")?;
+    }
+    Ok(flag)
+}
+
+pub fn run(uris: &[String], args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
+    let stop = stop_flag()?;
+    let mut devices = Vec::new();
+    for uri in uris {
+        let served = serving_uri(uri);
+        let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
+        devices.push(dev);
+    }
+    let sub = Subsystem::new(args.nqn.clone(), devices)?;
+    let config = TargetConfig { max_connections: args.max_connections as usize };
+    let target = NvmfTarget::bind(args.listen.as_str(), sub, config)
+        .with_context(|| format!("serve over NVMe/TCP on {}", args.listen))?;
+    let addr = target.local_addr();
+    writeln!(out, "listening on {addr} subsystem {}", args.nqn)?;
+    for ns in target.subsystem().namespaces() {
+        let i = ns.info();
+        writeln!(
+            out,
+            "  namespace {}: {} ({} zones of {}, {}-byte blocks, {})",
+            ns.nsid,
+            i.uri,
+            i.zone_count,
+            human_size(i.zone_size * i.block_size as u64),
+            i.block_size,
+            ns.device.clock_name(),
+        )?;
+    }
+    writeln!(
+        out,
+        "  nvme connect -t tcp -a {} -s {} -n {}    (SIGINT or SIGTERM stops)",
+        addr.ip(),
+        addr.port(),
+        args.nqn
+    )?;
+    out.flush()?;
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = target.stop();
+    writeln!(
+        out,
+        "stopped after {:.1} s: {} connections ({} refused, {} ended by transport errors)",
+        started.elapsed().as_secs_f64(),
+        stats.connections,
+        stats.refused,
+        stats.transport_errors
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timed_emulators_serve_on_the_real_clock() {
+        assert_eq!(serving_uri("emu:zn540"), "emu:zn540,clock=real");
+        assert_eq!(serving_uri("emu:zn540,clock=virtual"), "emu:zn540,clock=virtual");
+        assert_eq!(serving_uri("emu:zn540,timing=off"), "emu:zn540,timing=off");
+        assert_eq!(serving_uri("emu:small"), "emu:small");
+        assert_eq!(serving_uri("pcie:0000:00:04.0"), "pcie:0000:00:04.0");
+    }
+}

@@ -1,0 +1,68 @@
+//! `zns serve` as a user runs it: several devices as namespaces, the
+//! printed connect line, an NVMe/TCP connection initialized, SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+use zns_spec::tcp::{Digests, IcReq, IcResp, IC_PDU_SIZE};
+
+#[test]
+fn serve_exports_every_device_and_stops_on_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zns"))
+        .args(["--device", "emu:tiny", "--device", "emu:small", "serve"])
+        .args(["--listen", "127.0.0.1:0", "--nqn", "nqn.2026-11.io.znskit:cli-test"])
+        .env_remove("ZNS_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run zns serve");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 {
+        lines.push(line.clone());
+        if line.contains("nvme connect") {
+            break;
+        }
+        line.clear();
+    }
+    let text = lines.concat();
+    let addr = text
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no listening line: {text}")
+        })
+        .to_string();
+    assert!(text.contains("namespace 1: emu:tiny"), "{text}");
+    assert!(text.contains("namespace 2: emu:small"), "{text}");
+    assert!(text.contains("-n nqn.2026-11.io.znskit:cli-test"), "{text}");
+
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let req = IcReq { pfv: 0, hpda: 0, digests: Digests { header: true, data: false }, maxr2t: 0 };
+    s.write_all(&req.to_bytes()).unwrap();
+    let mut b = [0u8; IC_PDU_SIZE];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(IcResp::from_bytes(&b).digests, req.digests);
+    drop(s);
+
+    // SAFETY: kill(2) on our own child's pid has no memory effects.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "{status}: {rest}");
+    assert!(rest.contains("stopped after") && rest.contains("1 connections"), "{rest}");
+
+    let two = Command::new(env!("CARGO_BIN_EXE_zns"))
+        .args(["--device", "emu:tiny", "--device", "emu:small", "identify"])
+        .output()
+        .unwrap();
+    assert_eq!(two.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&two.stderr).contains("only `zns serve`"));
+}

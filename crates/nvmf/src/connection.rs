@@ -1,0 +1,500 @@
+//! One NVMe/TCP connection: the ICReq/ICResp exchange, then command
+//! capsules in, data and response capsules out, until the host
+//! disconnects or breaks the transport.
+//!
+//! A connection is one queue (the admin queue or one I/O queue); commands
+//! run one at a time, in order. Data the host writes arrives in the
+//! capsule (up to the in-capsule size) or after an R2T, in H2CData PDUs;
+//! data for the host leaves in one C2HData PDU before the response.
+//! Capsules that arrive while the connection waits for a write's data are
+//! kept and run next. A PDU the transport forbids ends the connection
+//! with a C2HTermReq saying why; NVMe-level errors are statuses.
+
+use std::collections::VecDeque;
+use std::io::{BufReader, BufWriter, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use zns_spec::fabrics::{
+    self, connect_status, ConnectCommand, ConnectData, FabricsType, PropertyGet, PropertySet,
+};
+use zns_spec::sgl::{SglDescriptor, SglKind};
+use zns_spec::tcp::{
+    self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, R2t, TermReq, FLAG_DATA_LAST,
+};
+use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry};
+
+use crate::admin::{self, AsyncEvents, Done};
+use crate::controller::{Controller, Role};
+use crate::error::{NvmfError, Result};
+use crate::io::{self, IoContext};
+use crate::pdu::{write_pdu, PduReader, Received};
+use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
+use crate::target::Shared;
+
+/// MAXH2CDATA: most data bytes in one H2CData PDU.
+pub const MAX_H2C_DATA: u32 = 128 * 1024;
+
+/// In-capsule data the admin queue accepts (hosts send up to 8 KiB there
+/// whatever IOCCSZ says).
+const ADMIN_IN_CAPSULE: usize = 8192;
+
+/// Most data one command may move to the controller on an admin queue.
+const ADMIN_MAX_DATA: usize = 64 * 1024;
+
+/// The queue a Connect created on this connection.
+struct Queue {
+    qid: u16,
+    entries: u16,
+    sqhd: u16,
+    ctrl: Arc<Controller>,
+    aer: AsyncEvents,
+    io: IoContext,
+}
+
+/// A command capsule: its entry and in-capsule data.
+struct Capsule {
+    sqe: SubmissionEntry,
+    data: Vec<u8>,
+}
+
+/// What to do after a command.
+enum Next {
+    Continue,
+    /// The host disconnected (Fabrics Disconnect): close after the reply.
+    Close,
+}
+
+/// Per-connection state.
+pub(crate) struct Connection<'a> {
+    shared: &'a Shared,
+    r: BufReader<TcpStream>,
+    w: BufWriter<TcpStream>,
+    reader: PduReader,
+    digests: Digests,
+    queue: Option<Queue>,
+    pending: VecDeque<Capsule>,
+    /// Data of the command being run (in-capsule or gathered by R2T).
+    host: Vec<u8>,
+    /// Data for the host.
+    out: Vec<u8>,
+    next_ttag: u16,
+}
+
+impl<'a> Connection<'a> {
+    pub(crate) fn new(stream: TcpStream, shared: &'a Shared) -> Result<Connection<'a>> {
+        let read_half = stream.try_clone()?;
+        Ok(Connection {
+            shared,
+            r: BufReader::with_capacity(256 * 1024, read_half),
+            w: BufWriter::with_capacity(256 * 1024, stream),
+            reader: PduReader::default(),
+            digests: Digests::default(),
+            queue: None,
+            pending: VecDeque::new(),
+            host: Vec::new(),
+            out: Vec::new(),
+            next_ttag: 0,
+        })
+    }
+
+    /// Serves the connection to its end. A transport error is answered
+    /// with a C2HTermReq before the error is returned.
+    pub(crate) fn run(&mut self) -> Result<()> {
+        let r = self.initialize().and_then(|_| self.serve());
+        if let Err(NvmfError::Pdu(e)) = &r {
+            self.terminate(e);
+        }
+        let _ = self.w.flush();
+        r
+    }
+
+    /// The controller this connection's admin queue created, if any: it
+    /// ends with the connection.
+    pub(crate) fn owned_controller(&self) -> Option<u16> {
+        self.queue.as_ref().filter(|q| q.qid == 0).map(|q| q.ctrl.cntlid)
+    }
+
+    /// ICReq in, ICResp out.
+    fn initialize(&mut self) -> Result<()> {
+        let p = self.reader.read(&mut self.r)?;
+        if p.ch.pdu_type != PduType::IcReq {
+            return Err(PduError::Unexpected(p.ch.pdu_type).into());
+        }
+        let mut whole = [0u8; tcp::IC_PDU_SIZE];
+        whole[..p.ch.hlen as usize].copy_from_slice(&p.header[..p.ch.hlen as usize]);
+        let req = IcReq::from_bytes(&whole);
+        if req.pfv != 0 {
+            return Err(field("unsupported PDU format version", 8, true).into());
+        }
+        // C2H data would have to be padded to the host's alignment; every
+        // host in use asks for none.
+        if req.hpda != 0 {
+            return Err(field("host PDU data alignment is not supported", 10, true).into());
+        }
+        self.digests = req.digests;
+        let resp = IcResp { pfv: 0, cpda: 0, digests: req.digests, maxh2cdata: MAX_H2C_DATA };
+        self.w.write_all(&resp.to_bytes())?;
+        self.w.flush()?;
+        self.reader.digests = req.digests;
+        self.reader.max_data = (MAX_H2C_DATA as usize).max(IN_CAPSULE_DATA).max(ADMIN_IN_CAPSULE);
+        tracing::debug!(digests = ?req.digests, "NVMe/TCP connection initialized");
+        Ok(())
+    }
+
+    fn serve(&mut self) -> Result<()> {
+        loop {
+            let capsule = match self.pending.pop_front() {
+                Some(c) => c,
+                None => match self.next_capsule()? {
+                    Some(c) => c,
+                    None => return Ok(()),
+                },
+            };
+            if let Next::Close = self.command(capsule)? {
+                return Ok(());
+            }
+            if self.pending.is_empty() && self.r.buffer().is_empty() {
+                self.w.flush()?;
+            }
+        }
+    }
+
+    /// Reads the next command capsule; `None` when the host closed the
+    /// connection between PDUs or sent a termination request.
+    fn next_capsule(&mut self) -> Result<Option<Capsule>> {
+        let p = match self.reader.read(&mut self.r) {
+            Ok(p) => p,
+            Err(NvmfError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        match p.ch.pdu_type {
+            PduType::CapsuleCmd => Ok(Some(self.capsule(&p))),
+            PduType::H2cTermReq => {
+                let t = TermReq::from_bytes(p.specific()[..16].try_into().expect("16 bytes"));
+                tracing::info!(fes = t.fes, fei = t.fei, "host terminated the connection");
+                Ok(None)
+            }
+            other => Err(PduError::Unexpected(other).into()),
+        }
+    }
+
+    fn capsule(&self, p: &Received) -> Capsule {
+        let sqe = SubmissionEntry::from_bytes(p.specific()[..64].try_into().expect("64 bytes"));
+        Capsule { sqe, data: self.reader.data(p.data_len).to_vec() }
+    }
+
+    /// Runs one command and sends its data and response.
+    fn command(&mut self, capsule: Capsule) -> Result<Next> {
+        let sqe = capsule.sqe;
+        if let Some(q) = &mut self.queue {
+            q.sqhd = (q.sqhd + 1) % q.entries;
+        }
+        let (status, result, data, next) = match self.gather(&sqe, capsule.data)? {
+            Err(status) => (status, 0, 0, Next::Continue),
+            Ok(room) => self.dispatch(&sqe, room)?,
+        };
+        if status == HELD {
+            return Ok(next);
+        }
+        if data > 0 {
+            self.send_data(sqe.cid(), data)?;
+        }
+        self.respond(sqe.cid(), status, result)?;
+        Ok(next)
+    }
+
+    /// Brings the command's data to `self.host` (in-capsule, or by R2T and
+    /// H2CData); returns the room the host offers for data to it, or the
+    /// status of a bad data descriptor.
+    fn gather(
+        &mut self,
+        sqe: &SubmissionEntry,
+        in_capsule: Vec<u8>,
+    ) -> Result<std::result::Result<usize, Status>> {
+        let sgl = SglDescriptor::from_sqe(sqe);
+        let to_controller = direction_to_controller(sqe);
+        self.host.clear();
+        if sgl.len == 0 && in_capsule.is_empty() {
+            return Ok(Ok(0));
+        }
+        match (sgl.kind, to_controller) {
+            (SglKind::InCapsule { offset }, true) => {
+                let end = offset.checked_add(sgl.len as u64);
+                if end.is_none_or(|e| e > in_capsule.len() as u64) {
+                    return Ok(Err(StatusCode::SglLengthInvalid.status()));
+                }
+                let (s, e) = (offset as usize, end.unwrap_or(0) as usize);
+                self.host.extend_from_slice(&in_capsule[s..e]);
+                Ok(Ok(0))
+            }
+            (SglKind::Transport, true) => {
+                let limit = if self.is_admin() { ADMIN_MAX_DATA } else { self.max_io_data() };
+                if sgl.len as usize > limit {
+                    return Ok(Err(StatusCode::SglLengthInvalid.status()));
+                }
+                self.fetch(sqe.cid(), sgl.len)?;
+                Ok(Ok(0))
+            }
+            (SglKind::Transport, false) => Ok(Ok(sgl.len as usize)),
+            _ if sgl.len == 0 => Ok(Ok(0)),
+            _ => Ok(Err(StatusCode::SglDescriptorTypeInvalid.status())),
+        }
+    }
+
+    fn is_admin(&self) -> bool {
+        self.queue.as_ref().is_none_or(|q| q.qid == 0)
+    }
+
+    fn max_io_data(&self) -> usize {
+        match self.queue.as_ref().and_then(|q| q.ctrl.subsystem()) {
+            Some(s) => s.mdts_bytes(),
+            None => ADMIN_MAX_DATA,
+        }
+    }
+
+    /// Asks for `len` bytes with one R2T and collects the H2CData PDUs
+    /// that answer it, keeping command capsules that arrive meanwhile.
+    fn fetch(&mut self, cid: u16, len: u32) -> Result<()> {
+        self.next_ttag = self.next_ttag.wrapping_add(1);
+        let ttag = self.next_ttag;
+        let r2t = R2t { cccid: cid, ttag, r2to: 0, r2tl: len };
+        write_pdu(&mut self.w, self.digests, PduType::R2t, 0, &r2t.to_bytes(), &[])?;
+        self.w.flush()?;
+        self.host.resize(len as usize, 0);
+        let mut got = 0u32;
+        while got < len {
+            let p = self.reader.read(&mut self.r)?;
+            match p.ch.pdu_type {
+                PduType::H2cData => {
+                    let h = DataHeader::from_bytes(p.specific()[..16].try_into().expect("16"));
+                    if h.cccid != cid || h.ttag != ttag {
+                        return Err(field("H2CData for an unknown transfer", 10, false).into());
+                    }
+                    let end = h.datao.checked_add(h.datal);
+                    if h.datao != got
+                        || h.datal as usize != p.data_len
+                        || end.is_none_or(|e| e > len)
+                    {
+                        let e =
+                            PduError::DataOutOfRange { offset: h.datao, len: h.datal, limit: len };
+                        return Err(e.into());
+                    }
+                    let (s, e) = (got as usize, (got + h.datal) as usize);
+                    self.host[s..e].copy_from_slice(self.reader.data(p.data_len));
+                    got += h.datal;
+                    if got == len && p.ch.flags & FLAG_DATA_LAST == 0 {
+                        tracing::debug!(cid, "last H2CData without LAST_PDU");
+                    }
+                }
+                PduType::CapsuleCmd => {
+                    if self.pending.len() >= QUEUE_ENTRIES as usize {
+                        return Err(PduError::Unexpected(PduType::CapsuleCmd).into());
+                    }
+                    let c = self.capsule(&p);
+                    self.pending.push_back(c);
+                }
+                other => return Err(PduError::Unexpected(other).into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the command: `(status, result, bytes of data for the host,
+    /// what next)`; status [`HELD`] for a held command.
+    fn dispatch(
+        &mut self,
+        sqe: &SubmissionEntry,
+        room: usize,
+    ) -> Result<(Status, u64, usize, Next)> {
+        if let Some(fctype) = FabricsType::of(sqe) {
+            return Ok(self.fabrics(fctype, sqe));
+        }
+        let Some(q) = &mut self.queue else {
+            return Ok((StatusCode::CommandSequenceError.status(), 0, 0, Next::Continue));
+        };
+        if !q.ctrl.enabled() {
+            return Ok((StatusCode::CommandSequenceError.status(), 0, 0, Next::Continue));
+        }
+        if q.qid == 0 {
+            return Ok(
+                match admin::execute(&q.ctrl, &self.shared.listener, &mut q.aer, sqe, &mut self.out)
+                {
+                    Done::Complete { status, result, data } => {
+                        (status, result, data.min(room), Next::Continue)
+                    }
+                    Done::Held => (HELD, 0, 0, Next::Continue),
+                },
+            );
+        }
+        let Some(sub) = q.ctrl.subsystem() else {
+            return Ok((StatusCode::InvalidOpcode.status(), 0, 0, Next::Continue));
+        };
+        let d = io::execute(&mut q.io, sub, &q.ctrl, sqe, &self.host, room, &mut self.out);
+        Ok((d.status, d.result, d.data.min(room), Next::Continue))
+    }
+
+    fn fabrics(
+        &mut self,
+        fctype: FabricsType,
+        sqe: &SubmissionEntry,
+    ) -> (Status, u64, usize, Next) {
+        let ok = |result: u64| (Status::SUCCESS, result, 0, Next::Continue);
+        let err = |s: Status| (s, 0, 0, Next::Continue);
+        match fctype {
+            FabricsType::Connect => match self.connect(sqe) {
+                Ok(result) => ok(result as u64),
+                Err((status, result)) => (status, result as u64, 0, Next::Continue),
+            },
+            _ if self.queue.is_none() => err(StatusCode::CommandSequenceError.status()),
+            FabricsType::PropertyGet => {
+                let q = self.queue.as_ref().expect("checked");
+                match PropertyGet::from_sqe(sqe) {
+                    Some(p) if q.qid == 0 => match q.ctrl.property(p.offset, p.eight_bytes) {
+                        Some(v) => ok(v),
+                        None => err(StatusCode::InvalidField.status()),
+                    },
+                    _ => err(StatusCode::InvalidField.status()),
+                }
+            }
+            FabricsType::PropertySet => {
+                let q = self.queue.as_ref().expect("checked");
+                match PropertySet::from_sqe(sqe) {
+                    Some(p) if q.qid == 0 => match q.ctrl.set_property(p.offset, p.value) {
+                        Ok(()) => ok(0),
+                        Err(s) => err(s),
+                    },
+                    _ => err(StatusCode::InvalidField.status()),
+                }
+            }
+            FabricsType::Disconnect => (Status::SUCCESS, 0, 0, Next::Close),
+            _ => err(StatusCode::InvalidField.status()),
+        }
+    }
+
+    /// Connect: creates the admin queue's controller or joins an I/O
+    /// queue to one. `Err` carries the status and the result dword
+    /// (Invalid Parameters names the bad field).
+    fn connect(&mut self, sqe: &SubmissionEntry) -> std::result::Result<u32, (Status, u32)> {
+        let invalid = |offset: u16, in_data: bool| {
+            (
+                connect_status::INVALID_PARAMETERS,
+                fabrics::connect_invalid_parameter(offset, in_data),
+            )
+        };
+        if self.queue.is_some() {
+            return Err((StatusCode::CommandSequenceError.status(), 0));
+        }
+        let cmd = ConnectCommand::from_sqe(sqe);
+        if cmd.recfmt != 0 {
+            return Err((connect_status::INCOMPATIBLE_FORMAT, 0));
+        }
+        let Some(bytes) = self.host.get(..ConnectData::SIZE) else {
+            return Err((StatusCode::SglLengthInvalid.status(), 0));
+        };
+        let data = ConnectData::from_bytes(bytes.try_into().expect("1024 bytes"))
+            .map_err(|off| invalid(off, true))?;
+        // SQSIZE is 0's based; at least 2 entries, at most MQES + 1.
+        if cmd.sqsize == 0 || cmd.sqsize >= QUEUE_ENTRIES {
+            return Err(invalid(44, false));
+        }
+        let discovery = data.subnqn == fabrics::DISCOVERY_NQN;
+        if !discovery && data.subnqn != self.shared.subsystem.nqn() {
+            tracing::info!(subnqn = %data.subnqn, "Connect to an unknown subsystem");
+            return Err(invalid(256, true));
+        }
+        let ctrl = if cmd.qid == 0 {
+            if data.cntlid != ConnectData::ANY_CONTROLLER {
+                return Err(invalid(16, true));
+            }
+            let role = if discovery {
+                Role::Discovery
+            } else {
+                Role::Io(Arc::clone(&self.shared.subsystem))
+            };
+            self.shared
+                .registry
+                .create(role, &data.hostnqn, cmd.kato_ms)
+                .ok_or((connect_status::CONTROLLER_BUSY, 0))?
+        } else {
+            let Some(c) = self.shared.registry.get(data.cntlid) else {
+                return Err(invalid(16, true));
+            };
+            if c.hostnqn != data.hostnqn {
+                return Err((connect_status::INVALID_HOST, 0));
+            }
+            if discovery || c.subsystem().is_none() {
+                return Err(invalid(42, false));
+            }
+            if !c.enabled() {
+                return Err((StatusCode::CommandSequenceError.status(), 0));
+            }
+            let granted = c.io_queues.load(std::sync::atomic::Ordering::Relaxed) as u16 + 1;
+            if cmd.qid > granted {
+                return Err(invalid(42, false));
+            }
+            c
+        };
+        tracing::info!(
+            qid = cmd.qid,
+            cntlid = ctrl.cntlid,
+            hostnqn = %data.hostnqn,
+            subnqn = %data.subnqn,
+            "NVMe/TCP queue connected"
+        );
+        let cntlid = ctrl.cntlid;
+        self.queue = Some(Queue {
+            qid: cmd.qid,
+            entries: cmd.sqsize + 1,
+            sqhd: 1 % (cmd.sqsize + 1),
+            ctrl,
+            aer: AsyncEvents::default(),
+            io: IoContext::default(),
+        });
+        Ok(fabrics::connect_result(cntlid))
+    }
+
+    /// One C2HData PDU with the first `len` bytes of `self.out`.
+    fn send_data(&mut self, cid: u16, len: usize) -> Result<()> {
+        let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: len as u32 };
+        let data = &self.out[..len];
+        write_pdu(&mut self.w, self.digests, PduType::C2hData, FLAG_DATA_LAST, &h.to_bytes(), data)
+    }
+
+    /// The response capsule.
+    fn respond(&mut self, cid: u16, status: Status, result: u64) -> Result<()> {
+        let (qid, sqhd) = self.queue.as_ref().map(|q| (q.qid, q.sqhd)).unwrap_or((0, 0));
+        let field = StatusField::new(status, false, !status.is_success());
+        let cqe = CompletionEntry::new(result, sqhd, qid, cid, field, false);
+        write_pdu(&mut self.w, self.digests, PduType::CapsuleResp, 0, &cqe.to_bytes(), &[])
+    }
+
+    /// Sends a C2HTermReq for `e` (best effort: the connection ends anyway).
+    fn terminate(&mut self, e: &PduError) {
+        let (fes, fei) = e.fatal();
+        let t = TermReq { fes: fes.raw(), fei };
+        tracing::warn!(error = %e, "terminating the NVMe/TCP connection");
+        let _ =
+            write_pdu(&mut self.w, Digests::default(), PduType::C2hTermReq, 0, &t.to_bytes(), &[]);
+        let _ = self.w.flush();
+    }
+}
+
+/// Status marker of a held command (no response yet).
+const HELD: Status = Status::new(zns_spec::StatusCodeType::VendorSpecific, 0xFF);
+
+fn field(what: &'static str, offset: u32, unsupported: bool) -> PduError {
+    PduError::Field { what, offset, unsupported }
+}
+
+/// Whether a command moves data to the controller: opcode bits 1:0 = 01b,
+/// or a Fabrics Connect (its data is the Connect data).
+fn direction_to_controller(sqe: &SubmissionEntry) -> bool {
+    match FabricsType::of(sqe) {
+        Some(FabricsType::Connect) | Some(FabricsType::AuthenticationSend) => true,
+        Some(_) => false,
+        None => sqe.opcode() & 0b11 == 0b01,
+    }
+}

@@ -1,0 +1,187 @@
+//! Controllers: what an admin queue's Connect creates and its I/O queues
+//! join, with the registers hosts read and write through Property Get and
+//! Set, the features they set, and the counters of the SMART log.
+//!
+//! The target follows the dynamic controller model: each admin Connect
+//! (CNTLID FFFFh) gets a new controller; I/O queue Connects name it by
+//! CNTLID and must come from the same host NQN. A controller lives while
+//! its admin queue's connection does.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use zns_spec::regs::{offset, Cap};
+use zns_spec::{Status, StatusCode};
+
+use crate::subsystem::{Subsystem, QUEUE_ENTRIES, VERSION};
+
+/// What a controller serves.
+#[derive(Debug, Clone)]
+pub(crate) enum Role {
+    /// An I/O controller of the subsystem.
+    Io(Arc<Subsystem>),
+    /// The discovery controller.
+    Discovery,
+}
+
+/// Most I/O queues a host may ask for (0's based answer of Number of
+/// Queues is this minus one).
+pub(crate) const MAX_IO_QUEUES: u32 = 64;
+
+/// One controller.
+///
+/// Thread safety: `Send + Sync`; its admin and I/O connections share it.
+/// Registers and features are atomics.
+#[derive(Debug)]
+pub(crate) struct Controller {
+    pub cntlid: u16,
+    pub role: Role,
+    pub hostnqn: String,
+    cc: AtomicU32,
+    csts: AtomicU32,
+    pub kato_ms: AtomicU32,
+    /// I/O queues granted by Set Features Number of Queues (0's based).
+    pub io_queues: AtomicU32,
+    pub async_event_config: AtomicU32,
+    pub write_cache: AtomicBool,
+    pub stats: Stats,
+}
+
+/// Counters of the SMART / Health log.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub read_commands: AtomicU64,
+    pub write_commands: AtomicU64,
+}
+
+/// CSTS.RDY.
+const CSTS_RDY: u32 = 1 << 0;
+/// CSTS.SHST = 10b: shutdown processing complete.
+const CSTS_SHST_COMPLETE: u32 = 0b10 << 2;
+/// CC.EN.
+const CC_EN: u32 = 1 << 0;
+/// CC.SHN (15:14).
+const CC_SHN_MASK: u32 = 0b11 << 14;
+
+impl Controller {
+    /// CAP: 128-entry queues, contiguous, 10 s ready timeout, the NVM and
+    /// the I/O command sets, 4 KiB pages.
+    pub fn cap(&self) -> u64 {
+        Cap(0)
+            .with_mqes(QUEUE_ENTRIES - 1)
+            .with_cqr(true)
+            .with_to(20)
+            .with_css(Cap::CSS_NVM | Cap::CSS_IO_COMMAND_SETS)
+            .0
+    }
+
+    /// Property Get: the register at `offset`, `None` when there is none.
+    pub fn property(&self, off: u32, eight_bytes: bool) -> Option<u64> {
+        let v = match off {
+            offset::CAP => self.cap(),
+            offset::VS => VERSION.0 as u64,
+            offset::CC => self.cc.load(Ordering::SeqCst) as u64,
+            offset::CSTS => self.csts.load(Ordering::SeqCst) as u64,
+            offset::NSSR => 0,
+            _ => return None,
+        };
+        // CAP is the only 8-byte property (its low half may be read alone).
+        if off == offset::CAP {
+            return Some(if eight_bytes { v } else { v & 0xFFFF_FFFF });
+        }
+        if eight_bytes {
+            return None;
+        }
+        Some(v)
+    }
+
+    /// Property Set: CC enables, resets and shuts the controller down.
+    pub fn set_property(&self, off: u32, value: u64) -> Result<(), Status> {
+        if off != offset::CC {
+            return Err(StatusCode::InvalidField.status());
+        }
+        let cc = value as u32;
+        self.cc.store(cc, Ordering::SeqCst);
+        let mut csts = 0;
+        if cc & CC_EN != 0 {
+            csts |= CSTS_RDY;
+        }
+        if cc & CC_SHN_MASK != 0 {
+            csts = (csts & CSTS_RDY) | CSTS_SHST_COMPLETE;
+        }
+        self.csts.store(csts, Ordering::SeqCst);
+        tracing::debug!(cntlid = self.cntlid, cc = format_args!("{cc:#x}"), "CC written");
+        Ok(())
+    }
+
+    /// CC.EN and CSTS.RDY: I/O queues may connect, commands may run.
+    pub fn enabled(&self) -> bool {
+        self.csts.load(Ordering::SeqCst) & CSTS_RDY != 0
+    }
+
+    /// The subsystem, for an I/O controller.
+    pub fn subsystem(&self) -> Option<&Arc<Subsystem>> {
+        match &self.role {
+            Role::Io(s) => Some(s),
+            Role::Discovery => None,
+        }
+    }
+}
+
+/// The controllers of a target.
+///
+/// Thread safety: `Send + Sync`; one lock, taken at Connect and at the
+/// end of an admin connection.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    next: AtomicU16,
+    map: Mutex<HashMap<u16, Arc<Controller>>>,
+}
+
+impl Registry {
+    /// A new controller for `hostnqn`.
+    pub fn create(&self, role: Role, hostnqn: &str, kato_ms: u32) -> Option<Arc<Controller>> {
+        let mut map = self.map.lock();
+        // CNTLIDs 1..=FFEFh; skip ones in use.
+        for _ in 0..0xFFEF {
+            let id = self.next.fetch_add(1, Ordering::Relaxed) % 0xFFEF + 1;
+            if map.contains_key(&id) {
+                continue;
+            }
+            let c = Arc::new(Controller {
+                cntlid: id,
+                role,
+                hostnqn: hostnqn.to_string(),
+                cc: AtomicU32::new(0),
+                csts: AtomicU32::new(0),
+                kato_ms: AtomicU32::new(kato_ms),
+                io_queues: AtomicU32::new(0),
+                async_event_config: AtomicU32::new(0),
+                write_cache: AtomicBool::new(true),
+                stats: Stats::default(),
+            });
+            map.insert(id, Arc::clone(&c));
+            return Some(c);
+        }
+        None
+    }
+
+    /// Controller `cntlid`, if it exists.
+    pub fn get(&self, cntlid: u16) -> Option<Arc<Controller>> {
+        self.map.lock().get(&cntlid).cloned()
+    }
+
+    /// Forgets controller `cntlid` (its admin queue is gone).
+    pub fn remove(&self, cntlid: u16) {
+        self.map.lock().remove(&cntlid);
+    }
+
+    /// Controllers now.
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+}

@@ -1,0 +1,33 @@
+//! Typed errors of the target.
+
+use zns_spec::tcp::PduError;
+
+/// Every failure of the target.
+///
+/// Thread safety: `Send + Sync`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NvmfError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connection failed or the host went away.
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The host sent a PDU the transport forbids; the connection is
+    /// terminated with a C2HTermReq saying why.
+    #[error("NVMe/TCP protocol error: {0}")]
+    Pdu(#[from] PduError),
+    /// The subsystem given to the target is unusable.
+    #[error("invalid subsystem: {0}")]
+    Subsystem(String),
+}
+
+/// Result alias of the crate.
+pub type Result<T, E = NvmfError> = std::result::Result<T, E>;

@@ -1,0 +1,337 @@
+//! I/O commands: each capsule's submission entry decoded into a
+//! [`ZoneOp`] on the namespace's device, run on this connection's own
+//! queue to it, and its status passed back unchanged.
+//!
+//! Each connection keeps one queue and one transfer buffer per namespace,
+//! made at first use; a command reuses them (the buffer is only resized
+//! within its capacity), so steady-state I/O allocates nothing here.
+
+use std::sync::atomic::Ordering;
+
+use zns_device::{CopyRange, Data, DeviceError, IoBuffer, Target, ZoneAction, ZoneOp, ZoneQueue};
+use zns_spec::command::{CopyCmd, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend};
+use zns_spec::copy::SourceRangeFormat0;
+use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry, ZoneSendAction};
+
+use crate::controller::Controller;
+use crate::subsystem::{Namespace, Subsystem};
+
+/// Queue depth of the per-connection device queues: commands run one at a
+/// time per connection.
+const DEPTH: usize = 4;
+
+/// How an I/O command ended: its status, result (the LBA of a Zone
+/// Append), and the bytes of output data for the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IoDone {
+    pub status: Status,
+    pub result: u64,
+    pub data: usize,
+}
+
+impl IoDone {
+    fn ok(result: u64, data: usize) -> IoDone {
+        IoDone { status: Status::SUCCESS, result, data }
+    }
+
+    fn err(code: StatusCode) -> IoDone {
+        IoDone { status: code.status(), result: 0, data: 0 }
+    }
+}
+
+/// One connection's queues and buffers, by namespace.
+#[derive(Default)]
+pub(crate) struct IoContext {
+    queues: Vec<Option<(Box<dyn ZoneQueue>, IoBuffer)>>,
+}
+
+impl std::fmt::Debug for IoContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IoContext").field("queues", &self.queues.len()).finish()
+    }
+}
+
+/// A command's view of its namespace: the queue and the reusable buffer.
+struct Lane<'a> {
+    queue: &'a mut dyn ZoneQueue,
+    buf: &'a mut IoBuffer,
+    ns: &'a Namespace,
+}
+
+impl IoContext {
+    fn lane<'a>(&'a mut self, ns: &'a Namespace) -> Result<Lane<'a>, DeviceError> {
+        let i = ns.nsid as usize - 1;
+        if self.queues.len() <= i {
+            self.queues.resize_with(i + 1, || None);
+        }
+        if self.queues[i].is_none() {
+            let q = ns.device.queue(DEPTH)?;
+            let buf = ns.device.alloc(ns.info().mdts_bytes.max(ns.info().block_size as usize))?;
+            self.queues[i] = Some((q, buf));
+        }
+        let (q, buf) = self.queues[i].as_mut().expect("made above");
+        Ok(Lane { queue: q.as_mut(), buf, ns })
+    }
+}
+
+/// Runs I/O command `sqe`. `host` is the data the host sent (commands that
+/// write), `host_room` the bytes its data descriptor offers for data to it
+/// (commands that read); output goes to `out`.
+pub(crate) fn execute(
+    ctx: &mut IoContext,
+    sub: &Subsystem,
+    ctrl: &Controller,
+    sqe: &SubmissionEntry,
+    host: &[u8],
+    host_room: usize,
+    out: &mut Vec<u8>,
+) -> IoDone {
+    let Some(op) = IoOpcode::from_raw(sqe.opcode()) else {
+        return IoDone::err(StatusCode::InvalidOpcode);
+    };
+    if op == IoOpcode::Flush && sqe.nsid == 0xFFFF_FFFF {
+        return flush_all(ctx, sub);
+    }
+    let Some(ns) = sub.namespace(sqe.nsid) else {
+        return IoDone::err(StatusCode::InvalidNamespaceOrFormat);
+    };
+    let mut lane = match ctx.lane(ns) {
+        Ok(l) => l,
+        Err(e) => return device_error(&e),
+    };
+    let done = match op {
+        IoOpcode::Read => read(&mut lane, sqe, host_room, out),
+        IoOpcode::Write => write(&mut lane, sqe, host),
+        IoOpcode::ZoneAppend => append(&mut lane, sqe, host),
+        IoOpcode::WriteZeroes => {
+            let c = WriteZeroes::decode(sqe);
+            run(&mut lane, ZoneOp::WriteZeroes { lba: c.slba, blocks: c.blocks }, None)
+        }
+        IoOpcode::Flush => run(&mut lane, ZoneOp::Flush, None),
+        IoOpcode::ZoneMgmtSend => zone_send(&mut lane, sqe, host),
+        IoOpcode::ZoneMgmtRecv => zone_receive(&mut lane, sqe, host_room, out),
+        IoOpcode::Copy => copy(&mut lane, sqe, host),
+        _ => IoDone::err(StatusCode::InvalidOpcode),
+    };
+    if done.status.is_success() {
+        let s = &ctrl.stats;
+        match op {
+            IoOpcode::Read => {
+                s.read_commands.fetch_add(1, Ordering::Relaxed);
+                s.bytes_read.fetch_add(done.data as u64, Ordering::Relaxed);
+            }
+            IoOpcode::Write | IoOpcode::ZoneAppend => {
+                s.write_commands.fetch_add(1, Ordering::Relaxed);
+                s.bytes_written.fetch_add(host.len() as u64, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+    done
+}
+
+/// The status of a device error: NVMe statuses pass through; a command
+/// the backend refused before it reached the device is an invalid field.
+fn device_error(e: &DeviceError) -> IoDone {
+    match e {
+        DeviceError::Nvme { status, .. } => IoDone { status: *status, result: 0, data: 0 },
+        DeviceError::InvalidArgument(why) => {
+            tracing::debug!(%why, "command refused by the backend");
+            IoDone::err(StatusCode::InvalidField)
+        }
+        DeviceError::Unsupported(why) => {
+            tracing::debug!(%why, "command unsupported by the backend");
+            IoDone::err(StatusCode::InvalidOpcode)
+        }
+        other => {
+            tracing::warn!(error = %other, "device failure");
+            IoDone::err(StatusCode::InternalError)
+        }
+    }
+}
+
+/// Runs `op` with `lane.buf` as its buffer when `dir` says which way.
+fn run(lane: &mut Lane<'_>, op: ZoneOp, dir: Option<bool>) -> IoDone {
+    let data = match dir {
+        None => Data::None,
+        Some(true) => Data::ToDevice(lane.buf),
+        Some(false) => Data::FromDevice(lane.buf),
+    };
+    match lane.queue.execute(&op, data) {
+        Ok(result) => IoDone::ok(result, 0),
+        Err(e) => device_error(&e),
+    }
+}
+
+/// Sizes the lane's buffer to `len` bytes, `Err` when it exceeds MDTS.
+fn sized(lane: &mut Lane<'_>, len: usize) -> Result<(), IoDone> {
+    if len > lane.buf.capacity() {
+        return Err(IoDone::err(StatusCode::InvalidField));
+    }
+    lane.buf.set_len(len).map_err(|_| IoDone::err(StatusCode::InvalidField))
+}
+
+/// Bytes of `blocks` blocks, checked against what the data descriptor
+/// offers.
+fn transfer(lane: &Lane<'_>, blocks: u32, offered: usize) -> Result<usize, IoDone> {
+    let len = blocks as usize * lane.ns.info().block_size as usize;
+    if len > offered {
+        return Err(IoDone::err(StatusCode::SglLengthInvalid));
+    }
+    Ok(len)
+}
+
+fn read(lane: &mut Lane<'_>, sqe: &SubmissionEntry, room: usize, out: &mut Vec<u8>) -> IoDone {
+    let c = ReadWrite::decode(sqe);
+    let len = match transfer(lane, c.blocks, room).and_then(|l| sized(lane, l).map(|_| l)) {
+        Ok(l) => l,
+        Err(d) => return d,
+    };
+    let done = run(lane, ZoneOp::Read { lba: c.slba }, Some(false));
+    if !done.status.is_success() {
+        return done;
+    }
+    out.clear();
+    out.extend_from_slice(&lane.buf.as_slice()[..len]);
+    IoDone::ok(0, len)
+}
+
+/// Loads `len` bytes of host data into the lane's buffer.
+fn load(lane: &mut Lane<'_>, host: &[u8], blocks: u32) -> Result<(), IoDone> {
+    let len = transfer(lane, blocks, host.len())?;
+    sized(lane, len)?;
+    lane.buf.as_mut_slice()[..len].copy_from_slice(&host[..len]);
+    Ok(())
+}
+
+fn write(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
+    let c = ReadWrite::decode(sqe);
+    if let Err(d) = load(lane, host, c.blocks) {
+        return d;
+    }
+    run(lane, ZoneOp::Write { lba: c.slba, fua: c.fua }, Some(true))
+}
+
+fn append(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
+    let c = ZoneAppend::decode(sqe);
+    if let Err(d) = load(lane, host, c.blocks) {
+        return d;
+    }
+    run(lane, ZoneOp::Append { zslba: c.zslba, fua: c.fua }, Some(true))
+}
+
+fn zone_send(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
+    let c = match ZoneSend::decode(sqe) {
+        Ok(c) => c,
+        Err(e) => return IoDone { status: e.status_code().status(), result: 0, data: 0 },
+    };
+    let target = if c.select_all { Target::All } else { Target::Zone(c.slba) };
+    let action = match c.action {
+        ZoneSendAction::Open if c.zrwa_allocate => return IoDone::err(StatusCode::InvalidField),
+        ZoneSendAction::Open => ZoneAction::Open,
+        ZoneSendAction::Close => ZoneAction::Close,
+        ZoneSendAction::Finish => ZoneAction::Finish,
+        ZoneSendAction::Reset => ZoneAction::Reset,
+        ZoneSendAction::Offline => ZoneAction::Offline,
+        ZoneSendAction::SetDescriptorExtension => {
+            let n = lane.ns.info().capabilities.extension_bytes;
+            if n == 0 || c.select_all {
+                return IoDone::err(StatusCode::InvalidField);
+            }
+            if host.len() < n {
+                return IoDone::err(StatusCode::SglLengthInvalid);
+            }
+            if let Err(d) = sized(lane, n) {
+                return d;
+            }
+            lane.buf.as_mut_slice()[..n].copy_from_slice(&host[..n]);
+            return run(lane, ZoneOp::SetZoneExtension { zslba: c.slba }, Some(true));
+        }
+        // ZRWA is not offered over the fabric.
+        ZoneSendAction::FlushZrwa => return IoDone::err(StatusCode::InvalidField),
+    };
+    run(lane, ZoneOp::Zone { action, target }, None)
+}
+
+fn zone_receive(
+    lane: &mut Lane<'_>,
+    sqe: &SubmissionEntry,
+    room: usize,
+    out: &mut Vec<u8>,
+) -> IoDone {
+    let c = match ZoneReceive::decode(sqe) {
+        Ok(c) => c,
+        Err(e) => return IoDone { status: e.status_code().status(), result: 0, data: 0 },
+    };
+    let len = c.bytes();
+    if len > room {
+        return IoDone::err(StatusCode::SglLengthInvalid);
+    }
+    let op = ZoneOp::ReportZones {
+        slba: c.slba,
+        filter: c.filter,
+        partial: c.partial,
+        extended: c.extended(),
+    };
+    // Reports larger than a transfer buffer get a buffer of their own.
+    let done = if len <= lane.buf.capacity() {
+        if let Err(d) = sized(lane, len) {
+            return d;
+        }
+        let d = run(lane, op, Some(false));
+        if d.status.is_success() {
+            out.clear();
+            out.extend_from_slice(&lane.buf.as_slice()[..len]);
+        }
+        d
+    } else {
+        let mut big = match lane.ns.device.alloc(len) {
+            Ok(b) => b,
+            Err(e) => return device_error(&e),
+        };
+        match lane.queue.execute(&op, Data::FromDevice(&mut big)) {
+            Ok(_) => {
+                out.clear();
+                out.extend_from_slice(&big.as_slice()[..len]);
+                IoDone::ok(0, 0)
+            }
+            Err(e) => device_error(&e),
+        }
+    };
+    if !done.status.is_success() {
+        return done;
+    }
+    IoDone::ok(0, len)
+}
+
+fn copy(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
+    let c = CopyCmd::decode(sqe);
+    if c.format != 0 {
+        return IoDone::err(StatusCode::InvalidField);
+    }
+    let need = c.ranges as usize * SourceRangeFormat0::SIZE;
+    if host.len() < need {
+        return IoDone::err(StatusCode::SglLengthInvalid);
+    }
+    let ranges = match SourceRangeFormat0::decode_ranges(&host[..need], c.ranges as usize) {
+        Ok(r) => r,
+        Err(_) => return IoDone::err(StatusCode::InvalidField),
+    };
+    let ranges = ranges.iter().map(|r| CopyRange { slba: r.slba, blocks: r.blocks }).collect();
+    run(lane, ZoneOp::Copy { ranges, dest: c.sdlba }, None)
+}
+
+/// Flush of every namespace (NSID FFFFFFFFh).
+fn flush_all(ctx: &mut IoContext, sub: &Subsystem) -> IoDone {
+    for ns in sub.namespaces() {
+        let mut lane = match ctx.lane(ns) {
+            Ok(l) => l,
+            Err(e) => return device_error(&e),
+        };
+        let d = run(&mut lane, ZoneOp::Flush, None);
+        if !d.status.is_success() {
+            return d;
+        }
+    }
+    IoDone::ok(0, 0)
+}

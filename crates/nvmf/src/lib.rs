@@ -1,0 +1,50 @@
+//! # zns-nvmf
+//!
+//! An NVMe over TCP target: any znskit zoned device (the emulator, a
+//! drive through the user-space driver, `ng:` or `zbd:`) served to real
+//! NVMe hosts: the Linux kernel's `nvme-tcp` (then nvme-cli, fio, f2fs,
+//! btrfs and zonefs on it), SPDK's initiator, or znskit's own.
+//!
+//! ```no_run
+//! use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
+//! let dev = zns_device::open("emu:zn540").unwrap();
+//! let sub = Subsystem::new("nqn.2026-01.io.znskit:zn540", vec![dev]).unwrap();
+//! let target = NvmfTarget::bind("127.0.0.1:4420", sub, TargetConfig::default()).unwrap();
+//! // nvme connect -t tcp -a 127.0.0.1 -s 4420 -n nqn.2026-01.io.znskit:zn540
+//! target.stop();
+//! ```
+//!
+//! What is spoken: NVMe/TCP (ICReq/ICResp, command capsules with
+//! in-capsule data, R2T and H2CData, C2HData, header and data digests),
+//! Fabrics Connect, Property Get/Set and Disconnect, a discovery
+//! controller (`nvme discover`), the admin commands hosts use at
+//! initialization (Identify with the ZNS and command-set CNS values, Get
+//! Log Page, Get/Set Features, Asynchronous Event Request, Keep Alive),
+//! and the I/O commands of the NVM and Zoned Namespace command sets,
+//! which reach the device unchanged so their statuses are the device's.
+//!
+//! | module | concern |
+//! |---|---|
+//! | `pdu` | PDU framing and digests |
+//! | `connection` | one queue: initialization, capsules, R2T, data, responses |
+//! | `controller` | controllers, their registers and features |
+//! | `admin` | admin commands and log pages |
+//! | `io` | I/O commands to [`zns_device::ZoneOp`]s |
+//! | [`subsystem`] | the subsystem, its namespaces and Identify data |
+//! | `target` | listening, connection threads, shutdown |
+
+#![warn(missing_docs)]
+
+mod admin;
+mod connection;
+mod controller;
+mod error;
+mod io;
+mod pdu;
+pub mod subsystem;
+mod target;
+
+pub use connection::MAX_H2C_DATA;
+pub use error::{NvmfError, Result};
+pub use subsystem::{Namespace, Subsystem};
+pub use target::{NvmfTarget, TargetConfig, TargetStats};

@@ -1,0 +1,332 @@
+//! The NVM subsystem a target exports: its NQN and its namespaces, one
+//! per zoned device, and the Identify data the target's controllers
+//! report for them.
+//!
+//! The target is a controller of its own (as Linux's nvmet is): its
+//! Identify Controller describes the target, its namespaces describe the
+//! backends' geometry. Where a backend read the device's own Identify
+//! data (the driver and the emulator), the zoned namespace's ZNS fields
+//! (limits, reset and finish recommendations) are taken from it.
+
+use std::sync::Arc;
+
+use zns_device::{DeviceInfo, ZonedDevice};
+use zns_spec::identify::{
+    IdentifyController, IdentifyNamespace, LbaFormat, NamespaceIdDescriptor,
+    NamespaceIdDescriptorList, Oncs, ZnsController, ZnsNamespace, ZoneFormatExtension,
+    IDENTIFY_SIZE,
+};
+use zns_spec::regs::Version;
+use zns_spec::CommandSetId;
+
+use crate::error::{NvmfError, Result};
+
+/// The NVMe version the target's controllers report (2.0: I/O command
+/// sets, the command-set-independent namespace data).
+pub const VERSION: Version = Version::new(2, 0, 0);
+
+/// In-capsule data the target accepts on I/O queues (IOCCSZ is this plus
+/// the 64-byte command, in 16-byte units): writes up to this size need no
+/// R2T round trip.
+pub const IN_CAPSULE_DATA: usize = 8192;
+
+/// Commands outstanding per queue (MAXCMD, and CAP.MQES + 1).
+pub const QUEUE_ENTRIES: u16 = 128;
+
+/// One namespace: a zoned device under an NSID.
+///
+/// Thread safety: `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Namespace {
+    /// Namespace ID (1-based, dense).
+    pub nsid: u32,
+    /// The device.
+    pub device: Arc<dyn ZonedDevice>,
+}
+
+impl Namespace {
+    /// The device's description.
+    pub fn info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+}
+
+/// An NVM subsystem: an NQN and its namespaces.
+///
+/// Thread safety: `Send + Sync`; immutable once built.
+#[derive(Debug)]
+pub struct Subsystem {
+    nqn: String,
+    serial: String,
+    namespaces: Vec<Namespace>,
+}
+
+impl Subsystem {
+    /// A subsystem named `nqn` exporting `devices` as namespaces 1, 2, ...
+    pub fn new(nqn: impl Into<String>, devices: Vec<Arc<dyn ZonedDevice>>) -> Result<Subsystem> {
+        let nqn = nqn.into();
+        if nqn.is_empty() || nqn.len() > zns_spec::fabrics::NQN_MAX || !nqn.starts_with("nqn.") {
+            return Err(NvmfError::Subsystem(format!(
+                "{nqn:?}: an NQN starts with \"nqn.\" and has at most {} bytes",
+                zns_spec::fabrics::NQN_MAX
+            )));
+        }
+        if nqn == zns_spec::fabrics::DISCOVERY_NQN {
+            return Err(NvmfError::Subsystem(format!("{nqn} is the discovery subsystem's NQN")));
+        }
+        if devices.is_empty() {
+            return Err(NvmfError::Subsystem("a subsystem needs at least one device".into()));
+        }
+        for d in &devices {
+            let bs = d.info().block_size;
+            if !bs.is_power_of_two() || bs < 512 {
+                return Err(NvmfError::Subsystem(format!(
+                    "{}: block size {bs} is not a power of two of at least 512",
+                    d.info().uri
+                )));
+            }
+        }
+        let namespaces = devices
+            .into_iter()
+            .enumerate()
+            .map(|(i, device)| Namespace { nsid: i as u32 + 1, device })
+            .collect();
+        let serial = format!("{:016x}", fnv(nqn.as_bytes()));
+        Ok(Subsystem { nqn, serial, namespaces })
+    }
+
+    /// The subsystem NQN.
+    pub fn nqn(&self) -> &str {
+        &self.nqn
+    }
+
+    /// The namespaces, by NSID order.
+    pub fn namespaces(&self) -> &[Namespace] {
+        &self.namespaces
+    }
+
+    /// Namespace `nsid`, if it exists.
+    pub fn namespace(&self, nsid: u32) -> Option<&Namespace> {
+        self.namespaces.get((nsid as usize).checked_sub(1)?)
+    }
+
+    /// Largest transfer of one command: the smallest device limit.
+    pub fn mdts_bytes(&self) -> usize {
+        self.namespaces.iter().map(|n| n.info().mdts_bytes).min().unwrap_or(4096).max(4096)
+    }
+
+    /// Identify Controller of an I/O controller with ID `cntlid`.
+    pub fn identify_controller(&self, cntlid: u16) -> Box<[u8; IDENTIFY_SIZE]> {
+        let infos: Vec<&DeviceInfo> = self.namespaces.iter().map(|n| n.info()).collect();
+        let copy = infos.iter().all(|i| i.capabilities.copy.is_some());
+        let wz = infos.iter().all(|i| i.capabilities.write_zeroes);
+        let oncs =
+            Oncs(if wz { Oncs::WRITE_ZEROES } else { 0 } | if copy { Oncs::COPY } else { 0 });
+        let vwc = infos.iter().any(|i| i.capabilities.volatile_write_cache);
+        let id = IdentifyController {
+            vid: 0x1b36,
+            ssvid: 0x1af4,
+            serial_number: self.serial.clone(),
+            model_number: "znskit NVMe/TCP target".into(),
+            firmware_revision: env!("CARGO_PKG_VERSION").into(),
+            mdts: mdts_field(self.mdts_bytes()),
+            cntlid,
+            ver: VERSION,
+            // Zone Descriptor Changed notices (bit 27).
+            oaes: 1 << 27,
+            cntrltype: IdentifyController::CNTRLTYPE_IO,
+            acl: 3,
+            aerl: 3,
+            // Commands Supported and Effects log (bit 1), extended Get Log
+            // Page (bit 2).
+            lpa: (1 << 1) | (1 << 2),
+            sqes: 0x66,
+            cqes: 0x44,
+            maxcmd: QUEUE_ENTRIES,
+            nn: self.namespaces.len() as u32,
+            oncs,
+            vwc: if vwc { IdentifyController::VWC_PRESENT } else { 0 },
+            ocfs: if copy { IdentifyController::OCFS_FORMAT0 } else { 0 },
+            sgls: sgls(),
+            mnan: self.namespaces.len() as u32,
+            subnqn: self.nqn.clone(),
+            ..fabrics_controller()
+        };
+        with_kas(id.to_bytes())
+    }
+
+    /// Identify Namespace (NVM, CNS 00h) of `ns`.
+    pub fn identify_namespace(&self, ns: &Namespace) -> Box<[u8; IDENTIFY_SIZE]> {
+        let info = ns.info();
+        let blocks = info.blocks();
+        let mut id = IdentifyNamespace {
+            nsze: blocks,
+            ncap: blocks,
+            nuse: blocks,
+            nlbaf: 0,
+            flbas: 0,
+            nguid: nguid(&self.nqn, ns.nsid),
+            ..IdentifyNamespace::default()
+        };
+        id.lbaf[0] = LbaFormat {
+            metadata_size: 0,
+            lba_data_size_log2: info.block_size.trailing_zeros() as u8,
+            relative_performance: 0,
+        };
+        if let Some(c) = info.capabilities.copy {
+            id.mssrl = c.max_range_blocks.min(u16::MAX as u32) as u16;
+            id.mcl = c.max_blocks;
+            id.msrc = c.max_ranges.saturating_sub(1).min(255) as u8;
+        }
+        id.to_bytes()
+    }
+
+    /// ZNS Identify Namespace (CNS 05h, CSI 02h) of `ns`.
+    pub fn identify_zns_namespace(&self, ns: &Namespace) -> Box<[u8; IDENTIFY_SIZE]> {
+        let info = ns.info();
+        let mut z = match &info.identify {
+            Some(id) => id.zns_namespace.clone(),
+            None => ZnsNamespace::default(),
+        };
+        z.max_active = info.max_active;
+        z.max_open = info.max_open;
+        z.zoc = if info.capabilities.variable_zone_capacity {
+            ZnsNamespace::ZOC_VARIABLE_CAPACITY
+        } else {
+            0
+        };
+        z.ozcs = if info.capabilities.read_across_zone_boundaries {
+            ZnsNamespace::OZCS_READ_ACROSS_BOUNDARIES
+        } else {
+            0
+        };
+        // ZRWA is not served over the fabric (yet).
+        z.numzrwa = 0;
+        z.zrwafg = 0;
+        z.zrwasz = 0;
+        z.zrwacap = 0;
+        let zdes = (info.capabilities.extension_bytes / 64) as u8;
+        z.lbafe = [ZoneFormatExtension::default(); 64];
+        z.lbafe[0] = ZoneFormatExtension { zone_size: info.zone_size, zdes };
+        z.to_bytes()
+    }
+
+    /// ZNS Identify Controller (CNS 06h, CSI 02h).
+    pub fn identify_zns_controller(&self) -> Box<[u8; IDENTIFY_SIZE]> {
+        let zasl = self.namespaces.iter().map(|n| n.info().zasl_bytes).min().unwrap_or(4096);
+        ZnsController { zasl: mdts_field(zasl) }.to_bytes()
+    }
+
+    /// Namespace Identification Descriptor list (CNS 03h) of `ns`.
+    pub fn ns_descriptors(&self, ns: &Namespace) -> Box<[u8; IDENTIFY_SIZE]> {
+        let g = nguid(&self.nqn, ns.nsid);
+        let mut uuid = g;
+        uuid[6] = (uuid[6] & 0x0f) | 0x40; // version 4 layout
+        uuid[8] = (uuid[8] & 0x3f) | 0x80;
+        NamespaceIdDescriptorList {
+            descriptors: vec![
+                NamespaceIdDescriptor::Nguid(g),
+                NamespaceIdDescriptor::Uuid(uuid),
+                NamespaceIdDescriptor::Csi(CommandSetId::Zoned as u8),
+            ],
+        }
+        .to_bytes()
+    }
+
+    /// I/O Command Set Independent Identify Namespace (CNS 08h): the
+    /// namespace is ready (NSTAT bit 0).
+    pub fn identify_independent_namespace(&self, _ns: &Namespace) -> Box<[u8; IDENTIFY_SIZE]> {
+        let mut b = Box::new([0u8; IDENTIFY_SIZE]);
+        b[14] = 1; // NSTAT: namespace ready
+        b
+    }
+}
+
+/// Identify Controller of a discovery controller with ID `cntlid`.
+pub fn identify_discovery_controller(cntlid: u16) -> Box<[u8; IDENTIFY_SIZE]> {
+    let id = IdentifyController {
+        serial_number: "znskit-discovery".into(),
+        model_number: "znskit NVMe/TCP discovery".into(),
+        firmware_revision: env!("CARGO_PKG_VERSION").into(),
+        cntlid,
+        ver: VERSION,
+        cntrltype: IdentifyController::CNTRLTYPE_DISCOVERY,
+        aerl: 3,
+        lpa: 1 << 2,
+        maxcmd: QUEUE_ENTRIES,
+        sgls: sgls(),
+        subnqn: zns_spec::fabrics::DISCOVERY_NQN.into(),
+        ..fabrics_controller()
+    };
+    with_kas(id.to_bytes())
+}
+
+/// The fabrics fields every controller of this target shares.
+fn fabrics_controller() -> IdentifyController {
+    IdentifyController {
+        ioccsz: ((64 + IN_CAPSULE_DATA) / 16) as u32,
+        iorcsz: 1,
+        icdoff: 0,
+        fcatt: 0,
+        msdbd: 1,
+        // Disconnect is supported.
+        ofcs: 1,
+        ..IdentifyController::default()
+    }
+}
+
+/// SGLS: SGLs supported (bit 0, no alignment requirement), the offset of
+/// in-capsule data descriptors (bit 20).
+fn sgls() -> u32 {
+    1 | (1 << 20)
+}
+
+/// KAS (bytes 321:320): keep-alive granularity of 100 ms units, which the
+/// spec structure leaves out. Hosts use it to space their Keep Alives.
+fn with_kas(mut b: Box<[u8; IDENTIFY_SIZE]>) -> Box<[u8; IDENTIFY_SIZE]> {
+    b[320..322].copy_from_slice(&10u16.to_le_bytes());
+    b
+}
+
+/// MDTS / ZASL: a power of two of 4 KiB pages, rounded down.
+fn mdts_field(bytes: usize) -> u8 {
+    let pages = (bytes / 4096).max(1);
+    (usize::BITS - 1 - pages.leading_zeros()) as u8
+}
+
+/// A 16-byte namespace GUID stable for a subsystem NQN and NSID.
+fn nguid(nqn: &str, nsid: u32) -> [u8; 16] {
+    let a = fnv(nqn.as_bytes());
+    let b = fnv(&[nqn.as_bytes(), &nsid.to_le_bytes()].concat()).rotate_left(17);
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&a.to_be_bytes());
+    g[8..].copy_from_slice(&b.to_be_bytes());
+    g
+}
+
+/// FNV-1a, 64-bit: a stable hash for identifiers derived from names.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mdts_rounds_down_to_a_power_of_two_of_pages() {
+        assert_eq!(mdts_field(4096), 0);
+        assert_eq!(mdts_field(128 * 1024), 5);
+        assert_eq!(mdts_field(96 * 1024), 4);
+        assert_eq!(mdts_field(1), 0);
+    }
+
+    #[test]
+    fn nguids_differ_by_namespace_and_subsystem() {
+        assert_ne!(nguid("nqn.a", 1), nguid("nqn.a", 2));
+        assert_ne!(nguid("nqn.a", 1), nguid("nqn.b", 1));
+        assert_eq!(nguid("nqn.a", 1), nguid("nqn.a", 1));
+    }
+}

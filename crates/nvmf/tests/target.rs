@@ -1,0 +1,444 @@
+//! The NVMe/TCP target against a host written here from the transport
+//! specification: initialization, Connect, properties, Identify, features,
+//! logs, discovery, I/O with in-capsule data, R2T/H2CData and C2HData,
+//! digests, the device's own statuses, and malformed hosts.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
+use zns_spec::command::{IdentifyCmd, ReadWrite, ZoneAppend, ZoneReceive, ZoneSend};
+use zns_spec::fabrics::{
+    self, connect_status, ConnectCommand, ConnectData, DiscoveryEntry, DiscoveryHeader,
+    PropertyGet, PropertySet,
+};
+use zns_spec::identify::{
+    Cns, IdentifyController, IdentifyNamespace, NamespaceIdDescriptorList, ZnsController,
+    ZnsNamespace, IDENTIFY_SIZE,
+};
+use zns_spec::log::{GetLogPage, LogPageId};
+use zns_spec::sgl::SglDescriptor;
+use zns_spec::tcp::{
+    self, CommonHeader, DataHeader, Digests, IcReq, IcResp, PduType, R2t, TermReq, FLAG_DATA_LAST,
+};
+use zns_spec::{
+    CommandSetId, CompletionEntry, ReportFilter, Status, StatusCode, SubmissionEntry,
+    ZoneSendAction,
+};
+
+const NQN: &str = "nqn.2026-11.io.znskit:test";
+const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
+
+/// A host connection: one queue.
+struct Host {
+    s: TcpStream,
+    digests: Digests,
+    cid: u16,
+    maxh2c: u32,
+}
+
+/// Data a command moves.
+enum Dir<'a> {
+    None,
+    Out(&'a [u8]),
+    In(usize),
+}
+
+impl Host {
+    fn connect(addr: SocketAddr, digests: Digests) -> Host {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        // A target that stops answering fails the test instead of hanging it.
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let req = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 };
+        s.write_all(&req.to_bytes()).unwrap();
+        let mut b = [0u8; tcp::IC_PDU_SIZE];
+        s.read_exact(&mut b).unwrap();
+        let resp = IcResp::from_bytes(&b);
+        assert_eq!(resp.digests, digests);
+        assert!(resp.maxh2cdata >= 4096);
+        Host { s, digests, cid: 0, maxh2c: resp.maxh2cdata }
+    }
+
+    fn pdu(&mut self, t: PduType, flags: u8, specific: &[u8], data: &[u8]) {
+        let ch = CommonHeader::new(t, self.digests, data.len(), flags);
+        let mut h = ch.to_bytes().to_vec();
+        h.extend_from_slice(specific);
+        self.s.write_all(&h).unwrap();
+        if ch.flags & tcp::FLAG_HDGST != 0 {
+            self.s.write_all(&tcp::digest(&h).to_le_bytes()).unwrap();
+        }
+        if !data.is_empty() {
+            self.s.write_all(data).unwrap();
+            if ch.flags & tcp::FLAG_DDGST != 0 {
+                self.s.write_all(&tcp::digest(data).to_le_bytes()).unwrap();
+            }
+        }
+    }
+
+    /// Reads one PDU: (type, flags, specific header, data).
+    fn recv(&mut self) -> (PduType, u8, Vec<u8>, Vec<u8>) {
+        let mut ch = [0u8; 8];
+        self.s.read_exact(&mut ch).unwrap();
+        let ch = CommonHeader::from_bytes(&ch).unwrap();
+        let mut rest = vec![0u8; ch.plen as usize - 8];
+        self.s.read_exact(&mut rest).unwrap();
+        let hlen = ch.hlen as usize - 8;
+        let specific = rest[..hlen].to_vec();
+        let hd = if ch.flags & tcp::FLAG_HDGST != 0 { 4 } else { 0 };
+        let dd = if ch.flags & tcp::FLAG_DDGST != 0 { 4 } else { 0 };
+        let data = if ch.pdo > 0 {
+            let start = ch.pdo as usize - 8;
+            let d = rest[start..rest.len() - dd].to_vec();
+            if dd > 0 {
+                let got = u32::from_le_bytes(rest[rest.len() - 4..].try_into().unwrap());
+                assert_eq!(got, tcp::digest(&d), "C2H data digest");
+            }
+            d
+        } else {
+            let _ = hd;
+            rest[hlen + hd..].to_vec()
+        };
+        (ch.pdu_type, ch.flags, specific, data)
+    }
+
+    /// Runs `sqe`, moving data as `dir` says (in-capsule up to 8 KiB,
+    /// else by R2T); returns the completion and data read.
+    fn cmd(&mut self, mut sqe: SubmissionEntry, dir: Dir<'_>) -> (CompletionEntry, Vec<u8>) {
+        self.cid = self.cid.wrapping_add(1);
+        let cid = self.cid;
+        sqe.set_cid(cid);
+        let (sgl, inline): (SglDescriptor, &[u8]) = match dir {
+            Dir::None => (SglDescriptor::transport(0), &[]),
+            Dir::Out(d) if d.len() <= 8192 => (SglDescriptor::in_capsule(0, d.len() as u32), d),
+            Dir::Out(d) => (SglDescriptor::transport(d.len() as u32), &[]),
+            Dir::In(n) => (SglDescriptor::transport(n as u32), &[]),
+        };
+        sgl.store_in(&mut sqe);
+        self.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), inline);
+        let mut data = Vec::new();
+        loop {
+            let (t, _flags, spec, d) = self.recv();
+            match t {
+                PduType::R2t => {
+                    let r = R2t::from_bytes(spec[..16].try_into().unwrap());
+                    assert_eq!(r.cccid, cid);
+                    let Dir::Out(all) = dir else { panic!("R2T for a command without data") };
+                    let mut off = r.r2to;
+                    while off < r.r2to + r.r2tl {
+                        let n = (r.r2to + r.r2tl - off).min(self.maxh2c);
+                        let h = DataHeader { cccid: cid, ttag: r.ttag, datao: off, datal: n };
+                        let last = off + n == r.r2to + r.r2tl;
+                        let chunk = &all[off as usize..(off + n) as usize];
+                        self.pdu(
+                            PduType::H2cData,
+                            if last { FLAG_DATA_LAST } else { 0 },
+                            &h.to_bytes(),
+                            chunk,
+                        );
+                        off += n;
+                    }
+                }
+                PduType::C2hData => {
+                    let h = DataHeader::from_bytes(spec[..16].try_into().unwrap());
+                    assert_eq!(h.cccid, cid);
+                    assert_eq!(h.datao as usize, data.len());
+                    data.extend_from_slice(&d);
+                }
+                PduType::CapsuleResp => {
+                    let cqe = CompletionEntry::from_bytes(spec[..16].try_into().unwrap());
+                    assert_eq!(cqe.cid, cid);
+                    return (cqe, data);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    fn ok(&mut self, sqe: SubmissionEntry, dir: Dir<'_>) -> (u64, Vec<u8>) {
+        let (c, d) = self.cmd(sqe, dir);
+        assert!(c.status().is_success(), "{:?}", c.status());
+        (c.result_u64(), d)
+    }
+
+    /// Fabrics Connect of queue `qid`.
+    fn fabric_connect(&mut self, qid: u16, cntlid: u16, subnqn: &str) -> CompletionEntry {
+        let sqe = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr: 0, kato_ms: 5000 }.to_sqe();
+        let data = ConnectData {
+            host_id: [7; 16],
+            cntlid,
+            subnqn: subnqn.into(),
+            hostnqn: HOSTNQN.into(),
+        }
+        .to_bytes();
+        self.cmd(sqe, Dir::Out(&data)).0
+    }
+
+    fn property(&mut self, offset: u32, eight: bool) -> u64 {
+        self.ok(PropertyGet { offset, eight_bytes: eight }.to_sqe(), Dir::None).0
+    }
+
+    fn identify(&mut self, cns: Cns, nsid: u32, csi: CommandSetId) -> Box<[u8; IDENTIFY_SIZE]> {
+        let mut c = IdentifyCmd::new(cns, nsid);
+        c.csi = csi as u8;
+        let (_, d) = self.ok(c.to_entry(), Dir::In(IDENTIFY_SIZE));
+        Box::new(d.try_into().unwrap())
+    }
+}
+
+/// An enabled admin queue and its controller ID.
+fn admin(addr: SocketAddr, digests: Digests) -> (Host, u16) {
+    let mut h = Host::connect(addr, digests);
+    let c = h.fabric_connect(0, ConnectData::ANY_CONTROLLER, NQN);
+    assert!(c.status().is_success(), "{:?}", c.status());
+    let cntlid = c.dw0 as u16;
+    let cap = zns_spec::regs::Cap(h.property(0, true));
+    assert!(cap.max_queue_entries() >= 32);
+    assert!(cap.css() & zns_spec::regs::Cap::CSS_IO_COMMAND_SETS != 0);
+    h.ok(PropertySet { offset: 0x14, eight_bytes: false, value: 0x0046_0061 }.to_sqe(), Dir::None);
+    assert_eq!(h.property(0x1C, false) & 1, 1, "CSTS.RDY");
+    let nq = zns_spec::command::Features::set(
+        zns_spec::features::FeatureId::NumberOfQueues,
+        0x0003_0003,
+        false,
+    );
+    let (r, _) = h.ok(nq.set_entry(), Dir::None);
+    assert_eq!(r & 0xFFFF, 3);
+    (h, cntlid)
+}
+
+fn target(uri: &str) -> NvmfTarget {
+    let dev = zns_device::open(uri).unwrap();
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap()
+}
+
+fn io_queue(addr: SocketAddr, cntlid: u16, qid: u16, digests: Digests) -> Host {
+    let mut q = Host::connect(addr, digests);
+    let c = q.fabric_connect(qid, cntlid, NQN);
+    assert!(c.status().is_success(), "{:?}", c.status());
+    q
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+}
+
+#[test]
+fn a_host_identifies_the_controller_and_its_zoned_namespace() {
+    let t = target("emu:small");
+    let (mut h, cntlid) = admin(t.local_addr(), Digests::default());
+    let c = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(c.cntlid, cntlid);
+    assert_eq!(c.subnqn, NQN);
+    assert_eq!(c.cntrltype, IdentifyController::CNTRLTYPE_IO);
+    assert_eq!(c.nn, 1);
+    assert!(c.sgls & 1 != 0 && c.ioccsz >= 4 && c.iorcsz == 1 && c.icdoff == 0);
+    assert!(c.mdts > 0 && c.lpa & 2 != 0);
+    let list = h.identify(Cns::ActiveNamespaces, 0, CommandSetId::Nvm);
+    assert_eq!(&list[..8], &[1, 0, 0, 0, 0, 0, 0, 0]);
+    let descs = NamespaceIdDescriptorList::from_bytes(&h.identify(
+        Cns::NamespaceIdDescriptors,
+        1,
+        CommandSetId::Nvm,
+    ))
+    .unwrap();
+    assert_eq!(descs.command_set(), Some(CommandSetId::Zoned));
+    let ns = IdentifyNamespace::from_bytes(&h.identify(Cns::Namespace, 1, CommandSetId::Nvm));
+    let info = zns_device::open("emu:small").unwrap().info().clone();
+    assert_eq!(ns.nsze, info.blocks());
+    assert_eq!(1u32 << ns.lbaf[0].lba_data_size_log2, info.block_size);
+    let z = ZnsNamespace::from_bytes(&h.identify(Cns::CsiNamespace, 1, CommandSetId::Zoned));
+    assert_eq!(z.lbafe[0].zone_size, info.zone_size);
+    assert_eq!(z.max_open, info.max_open);
+    let zc = ZnsController::from_bytes(&h.identify(Cns::CsiController, 0, CommandSetId::Zoned));
+    assert!(zc.zasl > 0);
+    let ind = h.identify(Cns::IoCommandSetIndependentNamespace, 1, CommandSetId::Nvm);
+    assert_eq!(ind[14] & 1, 1, "namespace ready");
+    // A namespace that does not exist, a CNS that is not offered.
+    let (c, _) = h.cmd(IdentifyCmd::namespace(9).to_entry(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidNamespaceOrFormat));
+    let (c, _) =
+        h.cmd(IdentifyCmd::new(Cns::Namespace, 1).to_entry().with_cns(0x42), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidField));
+    // The effects log names Zone Append for the zoned command set.
+    let lp = GetLogPage::new(LogPageId::CommandsSupportedAndEffects, 0, 1024);
+    let mut lp = lp;
+    lp.csi = 2;
+    let (_, effects) = h.ok(lp.to_entry().unwrap(), Dir::In(4096));
+    assert_eq!(effects[1024 + 4 * 0x7D] & 1, 1);
+    // SMART log and keep alive.
+    let (_, smart) = h.ok(
+        GetLogPage::new(LogPageId::SmartHealth, 0xFFFF_FFFF, 128).to_entry().unwrap(),
+        Dir::In(512),
+    );
+    assert_eq!(smart.len(), 512);
+    h.ok(SubmissionEntry::new(0x18, 0), Dir::None);
+    drop(h);
+    t.stop();
+}
+
+trait WithCns {
+    fn with_cns(self, cns: u8) -> SubmissionEntry;
+}
+
+impl WithCns for SubmissionEntry {
+    fn with_cns(mut self, cns: u8) -> SubmissionEntry {
+        self.cdw10 = (self.cdw10 & !0xFF) | cns as u32;
+        self
+    }
+}
+
+fn io_round_trip(digests: Digests) {
+    let t = target("emu:small");
+    let addr = t.local_addr();
+    let (_admin, cntlid) = admin(addr, digests);
+    let mut q = io_queue(addr, cntlid, 1, digests);
+    let info = zns_device::open("emu:small").unwrap().info().clone();
+    let bs = info.block_size as usize;
+    // In-capsule write, then a 64 KiB write that needs an R2T.
+    let small = pattern(bs, 1);
+    q.ok(ReadWrite::new(1, 0, 1).write().unwrap(), Dir::Out(&small));
+    let big = pattern(16 * bs, 2);
+    q.ok(ReadWrite::new(1, 1, 16).write().unwrap(), Dir::Out(&big));
+    let (_, back) = q.ok(ReadWrite::new(1, 0, 17).read().unwrap(), Dir::In(17 * bs));
+    assert_eq!(&back[..bs], &small[..]);
+    assert_eq!(&back[bs..], &big[..]);
+    // Zone Append returns where the data landed.
+    let (lba, _) =
+        q.ok(ZoneAppend::new(1, 0, 2).to_entry().unwrap(), Dir::Out(&pattern(2 * bs, 3)));
+    assert_eq!(lba, 17);
+    // The device's own status: a write off the write pointer.
+    let (c, _) = q.cmd(ReadWrite::new(1, 5, 1).write().unwrap(), Dir::Out(&small));
+    assert!(c.status().is(StatusCode::ZoneInvalidWrite), "{:?}", c.status());
+    assert!(c.status_field().dnr());
+    // Report zones: zone 0's write pointer.
+    let rep = ZoneReceive::report(1, 0, 4096, ReportFilter::All);
+    let (_, r) = q.ok(rep.to_entry().unwrap(), Dir::In(4096));
+    let report = zns_device::parse_report(&r, info.zone_size, None).unwrap();
+    assert_eq!(report.descriptors[0].write_pointer, Some(19));
+    // Reset, flush, read past the end.
+    q.ok(ZoneSend::new(1, 0, ZoneSendAction::Reset).to_entry(), Dir::None);
+    q.ok(zns_spec::command::Flush { nsid: 1 }.to_entry(), Dir::None);
+    let (c, _) = q.cmd(ReadWrite::new(1, info.blocks(), 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    // A read larger than the host's buffer.
+    let (c, _) = q.cmd(ReadWrite::new(1, 0, 2).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::SglLengthInvalid), "{:?}", c.status());
+    drop(q);
+    let stats = t.stop();
+    assert_eq!(stats.transport_errors, 0);
+}
+
+#[test]
+fn io_with_in_capsule_data_r2t_and_c2h_data() {
+    io_round_trip(Digests::default());
+}
+
+#[test]
+fn io_with_header_and_data_digests() {
+    io_round_trip(Digests { header: true, data: true });
+}
+
+#[test]
+fn discovery_lists_the_subsystem() {
+    let t = target("emu:tiny");
+    let mut h = Host::connect(t.local_addr(), Digests::default());
+    let c = h.fabric_connect(0, ConnectData::ANY_CONTROLLER, fabrics::DISCOVERY_NQN);
+    assert!(c.status().is_success());
+    h.ok(PropertySet { offset: 0x14, eight_bytes: false, value: 1 }.to_sqe(), Dir::None);
+    let id = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(id.cntrltype, IdentifyController::CNTRLTYPE_DISCOVERY);
+    let mut lp = GetLogPage::new(LogPageId::ErrorInformation, 0, 512);
+    lp.lid = fabrics::LID_DISCOVERY;
+    lp.csi = 0;
+    let (_, log) = h.ok(lp.to_entry().unwrap(), Dir::In(2048));
+    let head = DiscoveryHeader::from_bytes(log[..1024].try_into().unwrap());
+    assert_eq!(head.numrec, 1);
+    let e = DiscoveryEntry::from_bytes(log[1024..2048].try_into().unwrap());
+    assert_eq!(e.subnqn, NQN);
+    assert_eq!(e.trtype, fabrics::TRTYPE_TCP);
+    assert_eq!(e.trsvcid, t.local_addr().port().to_string());
+    drop(h);
+    t.stop();
+}
+
+#[test]
+fn bad_connects_are_refused_with_the_field_named() {
+    let t = target("emu:tiny");
+    let addr = t.local_addr();
+    let mut h = Host::connect(addr, Digests::default());
+    // Commands before Connect.
+    let (c, _) = h.cmd(IdentifyCmd::controller().to_entry(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::CommandSequenceError));
+    let c = h.fabric_connect(0, ConnectData::ANY_CONTROLLER, "nqn.2026-11.io.znskit:nope");
+    assert_eq!(c.status(), connect_status::INVALID_PARAMETERS);
+    assert_eq!(c.dw0, fabrics::connect_invalid_parameter(256, true));
+    // An I/O queue for a controller that does not exist.
+    let c = h.fabric_connect(1, 77, NQN);
+    assert_eq!(c.status(), connect_status::INVALID_PARAMETERS);
+    assert_eq!(c.dw0, fabrics::connect_invalid_parameter(16, true));
+    let (_a, cntlid) = admin(addr, Digests::default());
+    // Beyond the granted queues, and from another host.
+    let mut q = Host::connect(addr, Digests::default());
+    let c = q.fabric_connect(9, cntlid, NQN);
+    assert_eq!(c.status(), connect_status::INVALID_PARAMETERS);
+    let sqe = ConnectCommand { recfmt: 0, qid: 1, sqsize: 31, cattr: 0, kato_ms: 0 }.to_sqe();
+    let other =
+        ConnectData { host_id: [1; 16], cntlid, subnqn: NQN.into(), hostnqn: "nqn.x:other".into() };
+    let (c, _) = q.cmd(sqe, Dir::Out(&other.to_bytes()));
+    assert_eq!(c.status(), connect_status::INVALID_HOST);
+    drop((h, q));
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
+#[test]
+fn transport_errors_end_only_their_connection() {
+    let t = target("emu:tiny");
+    let addr = t.local_addr();
+    let (mut a, cntlid) = admin(addr, Digests::default());
+    let digests = Digests { header: true, data: true };
+    let mut bad = io_queue(addr, cntlid, 1, digests);
+    // A write whose data digest is wrong.
+    let mut sqe = ReadWrite::new(1, 0, 1).write().unwrap();
+    sqe.set_cid(1);
+    SglDescriptor::in_capsule(0, 4096).store_in(&mut sqe);
+    let data = pattern(4096, 9);
+    let ch = CommonHeader::new(PduType::CapsuleCmd, digests, 4096, 0);
+    let mut h = ch.to_bytes().to_vec();
+    h.extend_from_slice(&sqe.to_bytes());
+    let hd = tcp::digest(&h);
+    bad.s.write_all(&h).unwrap();
+    bad.s.write_all(&hd.to_le_bytes()).unwrap();
+    bad.s.write_all(&data).unwrap();
+    bad.s.write_all(&(tcp::digest(&data) ^ 1).to_le_bytes()).unwrap();
+    let (t1, _, spec, _) = bad.recv();
+    assert_eq!(t1, PduType::C2hTermReq);
+    let term = TermReq::from_bytes(spec[..16].try_into().unwrap());
+    assert_ne!(term.fes, 0);
+    let mut rest = Vec::new();
+    assert_eq!(bad.s.read_to_end(&mut rest).unwrap(), 0, "closed after the termination");
+    // Garbage instead of an ICReq.
+    let mut g = TcpStream::connect(addr).unwrap();
+    g.write_all(&[0xEE; 128]).unwrap();
+    let mut b = Vec::new();
+    g.read_to_end(&mut b).unwrap();
+    assert_eq!(b[0], PduType::C2hTermReq.raw());
+    // The admin queue goes on.
+    let id = IdentifyController::from_bytes(&a.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(id.cntlid, cntlid);
+    drop(a);
+    assert_eq!(t.stop().transport_errors, 2);
+}
+
+#[test]
+fn subsystems_are_validated() {
+    let dev = zns_device::open("emu:tiny").unwrap();
+    let e = Subsystem::new("not-an-nqn", vec![dev.clone()]).unwrap_err();
+    assert!(e.to_string().contains("nqn."), "{e}");
+    let e = Subsystem::new(fabrics::DISCOVERY_NQN, vec![dev]).unwrap_err();
+    assert!(e.to_string().contains("discovery"), "{e}");
+    let e = Subsystem::new(NQN, Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("at least one"), "{e}");
+    let _ = Status::SUCCESS;
+}
