@@ -327,7 +327,8 @@ pub fn run(o: &Options) -> Result<()> {
     let images = dir.join("images");
     vmtest::make_images(&images)?;
     let log = dir.join("guest.log");
-    let outcome = vmtest::boot(&kernel, &initramfs, &images, &o.vm, &log)?;
+    let devices = guest::qemu_device_args(&images);
+    let outcome = vmtest::boot(&kernel, &initramfs, &devices, &o.vm, &log)?;
     for f in &outcome.failures {
         println!("engines: {}", f.trim_start_matches("vmtest: "));
     }

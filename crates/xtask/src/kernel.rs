@@ -226,6 +226,13 @@ fn decompress(path: &Path) -> Result<Vec<u8>> {
 /// The modules of [`NEEDED_MODULES`] that are not built in, with their
 /// dependencies, in load order.
 pub fn modules_to_load(k: &Kernel) -> Result<Vec<Module>> {
+    modules_for(k, NEEDED_MODULES, &[])
+}
+
+/// The modules `required` and `optional` name that are not built in, with
+/// their dependencies, in load order; an optional module the kernel lacks
+/// is left out.
+pub fn modules_for(k: &Kernel, required: &[&str], optional: &[&str]) -> Result<Vec<Module>> {
     let builtin = fs::read_to_string(k.modules_dir.join("modules.builtin")).unwrap_or_default();
     let mut order: Vec<Module> = Vec::new();
     fn visit(
@@ -252,8 +259,13 @@ pub fn modules_to_load(k: &Kernel) -> Result<Vec<Module>> {
         order.push(Module { name: file, bytes });
         Ok(())
     }
-    for m in NEEDED_MODULES {
+    for m in required {
         visit(k, &builtin, m, &mut order, 0)?;
+    }
+    for m in optional {
+        if find_module_file(&k.modules_dir, m).is_some() {
+            visit(k, &builtin, m, &mut order, 0)?;
+        }
     }
     Ok(order)
 }

@@ -7,12 +7,16 @@
 //!   driver over PCIe (`pcie:`) after unbinding the kernel's driver. See
 //!   `cargo xtask vmtest --help`. The same guest runs the differential
 //!   test (`zns-differential`) on `ng:` and `pcie:`.
+//! - `cargo xtask clients`: real clients on znskit's exports in a guest:
+//!   the kernel's nvme-tcp, nvme-cli, blkzone and fio on `zns serve`;
+//!   ext4, fio, SQLite and fsck on `zns ftl serve` as the guest's disk.
 //! - `cargo xtask engines`: in the same guest, queue-depth-1 latency of
 //!   4 KiB random reads, sequential writes and zone appends through
 //!   `pcie:`, `ng:`, `zbd:` and fio's psync, libaio and io_uring engines;
 //!   writes `docs/engines.json` and `docs/engines.svg`. See
 //!   `cargo xtask engines --help`.
 
+mod clients;
 mod cpio;
 mod elf;
 mod engines;
@@ -64,6 +68,9 @@ commands:
   vmtest   run the device conformance suite and the differential test in a QEMU
            guest against QEMU's ZNS controller (ng:, zbd: and pcie: backends);
            `cargo xtask vmtest --help`
+  clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone
+           and fio on `zns serve`; ext4, fio, SQLite and fsck on `zns ftl serve`
+           attached as the guest's disk; `cargo xtask clients --help`
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
@@ -73,6 +80,10 @@ fn main() -> ExitCode {
     let result = match args.next().as_deref() {
         Some("vmtest") => vmtest::Options::parse(args).and_then(|o| match o {
             Some(o) => vmtest::run(&o),
+            None => Ok(()),
+        }),
+        Some("clients") => clients::parse(args).and_then(|o| match o {
+            Some(o) => clients::run(&o),
             None => Ok(()),
         }),
         Some("engines") => engines::Options::parse(args).and_then(|o| match o {

@@ -246,7 +246,10 @@ pub(crate) fn ensure_host_tools(install: bool, peers: bool, cache: &Path) -> Res
 /// Installs `packages` (without recommends); with `backports` (a sources
 /// list and a lists directory from [`backports_sources`]), from the
 /// release's backports, without touching the machine's apt sources.
-fn apt_install(packages: &[String], backports: Option<(PathBuf, PathBuf, String)>) -> Result<()> {
+pub(crate) fn apt_install(
+    packages: &[String],
+    backports: Option<(PathBuf, PathBuf, String)>,
+) -> Result<()> {
     let apt = |args: &[&str]| {
         let mut c = Command::new("apt-get");
         if let Some((list, lists_dir, _)) = &backports {
@@ -582,7 +585,7 @@ pub(crate) fn observe(line: &str, o: &mut Outcome) {
 pub(crate) fn boot(
     kernel: &kernel::Kernel,
     initramfs: &Path,
-    images: &Path,
+    devices: &[String],
     o: &Options,
     log: &Path,
 ) -> Result<Outcome> {
@@ -600,7 +603,7 @@ pub(crate) fn boot(
     // controller in a subsystem, which makes Linux put a multipath head in
     // front of each namespace).
     cmd.args(["-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init nvme_core.multipath=N"]);
-    cmd.args(guest::qemu_device_args(images));
+    cmd.args(devices);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     println!(
         "vmtest: booting {} ({}), timeout {} s",
@@ -751,7 +754,8 @@ pub fn run(o: &Options) -> Result<()> {
     make_images(&images)?;
     let prepared = start.elapsed();
     let guest_start = Instant::now();
-    let outcome = boot(&kernel, &initramfs, &images, o, &cache.join("guest.log"))?;
+    let devices = guest::qemu_device_args(&images);
+    let outcome = boot(&kernel, &initramfs, &devices, o, &cache.join("guest.log"))?;
     let guest_time = guest_start.elapsed();
     println!();
     for s in &outcome.summaries {

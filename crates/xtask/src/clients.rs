@@ -1,0 +1,398 @@
+//! `cargo xtask clients`: real clients on znskit's exports, inside a QEMU
+//! guest (Debian's kernel and binaries, busybox initramfs).
+//!
+//! On the host the task starts two servers (the `zns` binary, release
+//! build), both on loopback:
+//! - `zns serve --device emu:zn540,zones=16`: an emulated ZN540 (its
+//!   timing model on the real clock) over NVMe/TCP. In the guest the
+//!   kernel's `nvme-tcp` connects to it through QEMU's user-mode network
+//!   (the host's loopback is 10.0.2.2 there): `nvme discover`, `nvme
+//!   connect`, nvme-cli's view of the zoned namespace, `blkzone`, fio's
+//!   zoned workload with verification, `nvme disconnect`.
+//! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
+//!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
+//!   writing and verifying files with crc32c, a SQLite workload checked
+//!   with `PRAGMA integrity_check`, umount, `fsck.ext4 -f -n`.
+//!
+//! The task fails on any failed step, a missing result marker, or a
+//! server that saw a protocol or transport error.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::guest::RESULT_MARKER;
+use crate::vmtest::{self, Options as VmOptions};
+use crate::{kernel, run_checked, Error, Result};
+
+const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
+
+Boots a QEMU guest whose kernel connects over NVMe/TCP to `zns serve` (an
+emulated ZN540) and whose virtio disk is `zns ftl serve` (the FTL over NBD),
+both running on the host, and runs nvme-cli, blkzone, fio, mkfs.ext4,
+SQLite and fsck against them.
+
+options:
+  --timeout SECS     give the guest this long (default 900)
+  --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
+  --no-install       do not install missing packages; fail instead
+  --kvm              use KVM (software emulation otherwise)
+  --memory SIZE      guest memory (default 1G)";
+
+/// The subsystem NQN the guest connects to.
+pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
+
+/// The host NQN and ID the guest presents.
+const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
+const HOSTID: &str = "8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
+
+/// The NVMe/TCP target's device: the ZN540's geometry and timing, cut to
+/// 16 zones (32 GiB, sparse in RAM).
+const NVMF_DEVICE: &str = "emu:zn540,zones=16";
+
+/// The NBD export's device: a 1 GiB emulated ZNS SSD, data in RAM.
+const NBD_DEVICE: &str = "emu:small";
+
+/// Kernel modules the guest needs beyond the built-in ones.
+const MODULES: &[&str] =
+    &["nvme-core", "nvme-tcp", "virtio_pci", "virtio_net", "virtio_blk", "ext4"];
+/// Modules loaded when the kernel has them (ext4's metadata checksums).
+const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
+
+/// Host programs packed into the guest with their libraries.
+const GUEST_TOOLS: &[(&str, &str)] = &[
+    ("nvme", "nvme-cli"),
+    ("fio", "fio"),
+    ("blkzone", "util-linux"),
+    ("mke2fs", "e2fsprogs"),
+    ("e2fsck", "e2fsprogs"),
+    ("sqlite3", "sqlite3"),
+];
+
+/// Parses the arguments after `clients`; `None` after printing help.
+pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<VmOptions>> {
+    let mut o = VmOptions::default();
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| {
+            args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
+        };
+        match a.as_str() {
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(None);
+            }
+            "--timeout" => {
+                let v = value("--timeout")?;
+                let s: u64 =
+                    v.parse().map_err(|_| Error::new(format!("--timeout {v:?}: not a number")))?;
+                o.timeout = Duration::from_secs(s.max(1));
+            }
+            "--kernel" => o.kernel = Some(value("--kernel")?),
+            "--no-install" => o.install = false,
+            "--kvm" => o.kvm = true,
+            "--memory" => o.memory = value("--memory")?,
+            other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
+        }
+    }
+    Ok(Some(o))
+}
+
+/// A `zns` server on the host, stopped (SIGTERM) when dropped.
+struct Server {
+    label: &'static str,
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    port: u16,
+}
+
+impl Server {
+    /// Starts `zns ARGS` and waits for its `listening on` line.
+    fn start(label: &'static str, zns: &Path, args: &[&str]) -> Result<Server> {
+        let mut child = Command::new(zns)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Error::new(format!("{}: {e}", zns.display())))?;
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut s = Server { label, child, stdout, port: 0 };
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n =
+                s.stdout.read_line(&mut line).map_err(|e| Error::new(format!("{label}: {e}")))?;
+            if n == 0 {
+                return Err(Error::new(format!("{label} exited before listening")));
+            }
+            print!("clients: {label}| {line}");
+            if let Some(rest) = line.strip_prefix("listening on ") {
+                let addr = rest.split_whitespace().next().unwrap_or_default();
+                s.port = addr
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(|| Error::new(format!("{label}: no port in {line:?}")))?;
+                return Ok(s);
+            }
+        }
+    }
+
+    /// SIGTERM, then its closing lines; fails unless it exits cleanly.
+    fn stop(mut self) -> Result<String> {
+        let pid = self.child.id().to_string();
+        run_checked(Command::new("kill").args(["-TERM", &pid]), "kill -TERM")?;
+        let status = self.child.wait().map_err(|e| Error::new(format!("{}: {e}", self.label)))?;
+        let mut rest = String::new();
+        let _ = self.stdout.read_to_string(&mut rest);
+        for l in rest.lines() {
+            println!("clients: {}| {l}", self.label);
+        }
+        if !status.success() {
+            return Err(Error::new(format!("{} exited with {status}", self.label)));
+        }
+        Ok(rest)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Builds the host's `zns` (release) and returns its path.
+fn build_zns(root: &Path, target: &Path) -> Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root).args(["build", "--release", "-p", "zns-cli", "--bin", "zns"]);
+    run_checked(&mut cmd, "cargo build (zns)")?;
+    Ok(target.join("release").join("zns"))
+}
+
+/// The guest programs with their libraries, and `/etc/mke2fs.conf`.
+fn guest_files(install: bool) -> Result<Vec<PathBuf>> {
+    let missing: Vec<String> = GUEST_TOOLS
+        .iter()
+        .filter(|(p, _)| vmtest::which(p).is_none())
+        .map(|(_, pkg)| pkg.to_string())
+        .collect();
+    if !missing.is_empty() {
+        if !install {
+            return Err(Error::new(format!("missing packages: {}", missing.join(" "))));
+        }
+        vmtest::apt_install(&missing, None)?;
+    }
+    let mut files = Vec::new();
+    for (p, _) in GUEST_TOOLS {
+        let path = vmtest::which(p).ok_or_else(|| Error::new(format!("{p} is not installed")))?;
+        files.extend(
+            vmtest::with_libraries(&path)
+                .ok_or_else(|| Error::new(format!("cannot list the libraries of {p} (ldd)")))?,
+        );
+    }
+    let conf = PathBuf::from("/etc/mke2fs.conf");
+    if conf.is_file() {
+        files.push(conf);
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Runs the whole task.
+pub fn run(o: &VmOptions) -> Result<()> {
+    let start = Instant::now();
+    let root = vmtest::workspace_root();
+    let target = vmtest::target_dir(&root);
+    let cache = target.join("vmtest");
+    let dir = cache.join("clients");
+    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    vmtest::ensure_host_tools(o.install, true, &cache)?;
+    let files = guest_files(o.install)?;
+    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
+    let zns = build_zns(&root, &target)?;
+
+    let nvmf = Server::start(
+        "zns serve",
+        &zns,
+        &["--device", NVMF_DEVICE, "serve", "--listen", "127.0.0.1:0", "--nqn", NQN],
+    )?;
+    let nbd = Server::start(
+        "zns ftl serve",
+        &zns,
+        &["--device", NBD_DEVICE, "ftl", "serve", "--listen", "127.0.0.1:0", "--export", "ftl"],
+    )?;
+    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
+    let script = init_script(&names, nvmf.port, &mke2fs);
+    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let devices = qemu_args(nbd.port);
+    let log = dir.join("guest.log");
+    let outcome = vmtest::boot(&kernel, &initramfs, &devices, o, &log);
+    let nvmf_end = nvmf.stop();
+    let nbd_end = nbd.stop();
+    let outcome = outcome?;
+    let mut failures = outcome.failures.clone();
+    match &nvmf_end {
+        Ok(s) if s.contains(" 0 ended by transport errors") => {}
+        Ok(s) => failures.push(format!("zns serve saw transport errors: {}", s.trim())),
+        Err(e) => failures.push(e.to_string()),
+    }
+    match &nbd_end {
+        Ok(s) if s.contains(" 0 closed for protocol errors") && s.contains("(0 failed)") => {}
+        Ok(s) => failures.push(format!("zns ftl serve saw errors: {}", s.trim())),
+        Err(e) => failures.push(e.to_string()),
+    }
+    println!();
+    for s in &outcome.summaries {
+        println!("clients: {}", s.trim_start_matches("vmtest: "));
+    }
+    for f in &failures {
+        println!("clients: {}", f.trim_start_matches("vmtest: "));
+    }
+    let pass = outcome.result == Some(true) && failures.is_empty();
+    println!(
+        "clients: {} in {:.1} s (log {})",
+        if pass { "PASS" } else { "FAIL" },
+        start.elapsed().as_secs_f64(),
+        log.display()
+    );
+    if pass {
+        Ok(())
+    } else {
+        Err(Error::new("the real clients failed"))
+    }
+}
+
+/// QEMU arguments: user-mode networking (the host's loopback is 10.0.2.2
+/// in the guest) and the NBD export as a virtio disk.
+fn qemu_args(nbd_port: u16) -> Vec<String> {
+    vec![
+        "-netdev".into(),
+        "user,id=net0".into(),
+        "-device".into(),
+        "virtio-net-pci,netdev=net0".into(),
+        "-blockdev".into(),
+        format!(
+            "driver=nbd,node-name=ftl,server.type=inet,server.host=127.0.0.1,\
+             server.port={nbd_port},export=ftl"
+        ),
+        "-device".into(),
+        "virtio-blk-pci,drive=ftl".into(),
+    ]
+}
+
+/// The guest's `/init`. `mke2fs` is Debian's program's path: busybox's
+/// shell runs its own applet of that name before any in `$PATH`.
+pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path) -> String {
+    let mke2fs = mke2fs.display();
+    let mut s = String::from(
+        r#"#!/bin/sh
+# znskit guest: real clients on znskit's NVMe/TCP target and NBD export.
+/bin/busybox --install -s /bin
+# Debian's programs before busybox's applets of the same name (mke2fs).
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mkdir -p /mnt /etc/nvme /run
+say() { echo "vmtest: $*"; }
+fail=0
+now() { cut -d. -f1 /proc/uptime; }
+run() {
+    label=$1; shift
+    say "RUN $label: $*"
+    t0=$(now)
+    "$@"
+    rc=$?
+    say "END $label rc=$rc ($(( $(now) - t0 )) s)"
+    if [ $rc -ne 0 ]; then fail=1; say "FAILED $label"; fi
+}
+expect() {
+    label=$1; want=$2; shift 2
+    got=$("$@" 2>&1)
+    case "$got" in
+        *"$want"*) say "END $label: found '$want'" ;;
+        *) fail=1; echo "FAIL $label: '$want' not in: $got" ;;
+    esac
+}
+say "guest up: Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPUs"
+"#,
+    );
+    for m in modules {
+        s.push_str(&format!(
+            "insmod /lib/modules/{m} || {{ say \"insmod {m} failed\"; fail=1; }}\n"
+        ));
+    }
+    s.push_str(&format!(
+        r#"i=0
+while [ $i -lt 100 ] && {{ [ ! -e /sys/class/net/eth0 ] || [ ! -e /sys/block/vda ]; }}; do sleep 0.1; i=$((i + 1)); done
+ip link set lo up
+ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0
+echo {HOSTNQN} > /etc/nvme/hostnqn
+echo {HOSTID} > /etc/nvme/hostid
+# NVMe/TCP: the kernel's host on znskit's target.
+T="-t tcp -a 10.0.2.2 -s {nvmf_port}"
+expect nvme-discover "{NQN}" nvme discover $T
+run nvme-connect nvme connect $T -n {NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
+i=0
+while [ $i -lt 100 ] && [ ! -e /sys/block/nvme0n1/queue/zoned ]; do sleep 0.1; i=$((i + 1)); done
+expect zoned host-managed cat /sys/block/nvme0n1/queue/zoned
+say "nvme0n1: zones=$(cat /sys/block/nvme0n1/queue/nr_zones) zone_sectors=$(cat /sys/block/nvme0n1/queue/chunk_sectors) max_open=$(cat /sys/block/nvme0n1/queue/max_open_zones) append_max=$(cat /sys/block/nvme0n1/queue/zone_append_max_bytes)"
+expect nvme-list "znskit" nvme list
+expect nvme-id-ctrl "{NQN}" nvme id-ctrl /dev/nvme0
+expect nvme-zns-id-ns "mor" nvme zns id-ns /dev/nvme0n1
+expect nvme-zns-report "nr_zones: 16" nvme zns report-zones /dev/nvme0n1 -d 2
+expect blkzone "start: 0x000000000" blkzone report -c 2 /dev/nvme0n1
+run fio-zoned fio --name=zoned --filename=/dev/nvme0n1 --direct=1 --ioengine=psync --zonemode=zbd --rw=write --bs=128k --size=2z --io_size=48m --max_open_zones=2 --verify=crc32c --do_verify=1 --minimal
+run nvme-zone-reset nvme zns reset-zone /dev/nvme0n1 -s 0
+expect nvme-wp-reset "WP: 0 " nvme zns report-zones /dev/nvme0n1 -d 1
+run nvme-disconnect nvme disconnect -n {NQN}
+# NBD: the FTL as the guest's virtio disk.
+D=/dev/vda
+say "vda: $(cat /sys/block/vda/size 2>/dev/null) sectors"
+run mkfs-ext4 {mke2fs} -t ext4 -F -q $D
+run mount mount -t ext4 $D /mnt
+run fio-ext4 fio --name=ext4 --directory=/mnt --ioengine=psync --rw=randwrite --bs=64k --size=96m --numjobs=2 --fsync=16 --verify=crc32c --do_verify=1 --minimal
+expect sqlite "ok" sqlite3 /mnt/test.db "PRAGMA journal_mode=WAL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 20000) INSERT INTO t SELECT x, hex(randomblob(64)) FROM c; DELETE FROM t WHERE k % 3 = 0; VACUUM; PRAGMA integrity_check;"
+expect sqlite-count "13334" sqlite3 /mnt/test.db "SELECT count(*) FROM t;"
+run umount umount /mnt
+run fsck-ext4 e2fsck -f -n $D
+sync
+"#
+    ));
+    s.push_str(&format!(
+        r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
+if [ $fail -eq 0 ]; then echo "{RESULT_MARKER} PASS"; else echo "{RESULT_MARKER} FAIL"; fi
+poweroff -f
+"#
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_connects_then_uses_the_disk_and_ends_with_a_marker() {
+        let s = init_script(&["nvme-tcp.ko".into()], 4420, Path::new("/usr/sbin/mke2fs"));
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.contains("insmod /lib/modules/nvme-tcp.ko"));
+        assert!(s.contains("T=\"-t tcp -a 10.0.2.2 -s 4420\""));
+        let connect = s.find("nvme connect $T").unwrap();
+        assert!(connect < s.find("fio-zoned").unwrap());
+        assert!(s.find("nvme disconnect").unwrap() < s.find("/usr/sbin/mke2fs -t ext4").unwrap());
+        assert!(s.contains("e2fsck -f -n $D"));
+        assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
+        let q = qemu_args(10809);
+        assert!(q.iter().any(|a| a.contains("server.port=10809,export=ftl")));
+    }
+}
