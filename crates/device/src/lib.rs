@@ -51,7 +51,9 @@ pub mod zone;
 
 use std::sync::Arc;
 
-pub use backend::{PassthroughDevice, PassthroughQueue, ZonedBlockDevice, ZonedBlockQueue};
+pub use backend::{
+    PassthroughDevice, PassthroughQueue, TcpDevice, TcpQueue, ZonedBlockDevice, ZonedBlockQueue,
+};
 pub use buffer::IoBuffer;
 pub use device::{Data, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT, REPORT_BATCH};
 pub use driver::{DriverDevice, DriverQueue};
@@ -72,5 +74,6 @@ pub fn open(uri: &str) -> Result<Arc<dyn ZonedDevice>> {
         DeviceUri::Pcie(addr) => Arc::new(DriverDevice::open_pcie(&addr, uri)?),
         DeviceUri::Passthrough(path) => Arc::new(PassthroughDevice::open(&path, uri)?),
         DeviceUri::ZonedBlock(z) => Arc::new(ZonedBlockDevice::open(&z.path, z.io, uri)?),
+        DeviceUri::Tcp(t) => Arc::new(TcpDevice::open(&t, uri)?),
     })
 }

@@ -16,6 +16,8 @@
 //! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
 //! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
 //! | `zbd:/dev/nvme0n1,io=psync` | the same, data through `pread`/`pwrite` |
+//! | `tcp:HOST:PORT/NQN[/NSID]` | an NVMe/TCP target's zoned namespace (the first, or NSID), e.g. `tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target` |
+//! | `tcp:...,digest=header\|data\|both` | the same, with PDU digests |
 //!
 //! Options are `key=value` pairs separated by commas, parsed strictly: an
 //! unknown key, a repeated key or a bad value is an error naming it and the
@@ -38,7 +40,7 @@ pub const DEFAULT_PROFILE: &str = "zn540";
 pub const DEFAULT_URI: &str = "emu:zn540";
 
 /// URI schemes this build accepts.
-pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd"];
+pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd", "tcp"];
 
 /// Options a `zbd:` URI accepts.
 pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
@@ -176,6 +178,77 @@ pub enum DeviceUri {
     Passthrough(PathBuf),
     /// `zbd:PATH[,io=...]`: the kernel's zoned block device.
     ZonedBlock(ZonedBlockUri),
+    /// `tcp:HOST:PORT/NQN[/NSID]`: an NVMe/TCP target.
+    Tcp(TcpUri),
+}
+
+/// What a `tcp:` URI names.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpUri {
+    /// `HOST:PORT` (an IPv6 host in brackets).
+    pub addr: String,
+    /// The subsystem NQN.
+    pub nqn: String,
+    /// The namespace; `None`: the first zoned namespace.
+    pub nsid: Option<u32>,
+    /// Header digests.
+    pub header_digest: bool,
+    /// Data digests.
+    pub data_digest: bool,
+}
+
+fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
+    let (main, opts) = match rest.split_once(',') {
+        Some((m, o)) => (m, Some(o)),
+        None => (rest, None),
+    };
+    let usage =
+        "expected tcp:HOST:PORT/NQN[/NSID], e.g. tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target";
+    let Some((addr, path)) = main.split_once('/') else { return Err(usage.into()) };
+    let port_ok =
+        addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+    if !port_ok {
+        return Err(format!("{addr:?} is not HOST:PORT ({usage})"));
+    }
+    let (nqn, nsid) = match path.split_once('/') {
+        Some((n, id)) => {
+            let v: u32 = id.parse().map_err(|_| format!("{id:?} is not a namespace ID"))?;
+            if v == 0 || v == u32::MAX {
+                return Err(format!("namespace ID {v} is not a valid NSID"));
+            }
+            (n, Some(v))
+        }
+        None => (path, None),
+    };
+    if !nqn.starts_with("nqn.") || nqn.len() > 223 {
+        return Err(format!("{nqn:?} is not an NQN (\"nqn.\" and at most 223 bytes)"));
+    }
+    let mut u = TcpUri {
+        addr: addr.to_string(),
+        nqn: nqn.to_string(),
+        nsid,
+        header_digest: false,
+        data_digest: false,
+    };
+    for item in opts.into_iter().flat_map(|o| o.split(',')) {
+        match item.split_once('=') {
+            Some(("digest", v)) => {
+                let (h, d) = match v {
+                    "none" => (false, false),
+                    "header" => (true, false),
+                    "data" => (false, true),
+                    "both" => (true, true),
+                    _ => return Err(format!("digest={v:?}: one of none, header, data, both")),
+                };
+                u.header_digest = h;
+                u.data_digest = d;
+            }
+            _ => return Err(format!("{item:?} is not an option of tcp: (valid options: digest)")),
+        }
+    }
+    Ok(u)
 }
 
 impl FromStr for DeviceUri {
@@ -216,6 +289,7 @@ impl FromStr for DeviceUri {
                 Ok(DeviceUri::Passthrough(PathBuf::from(rest)))
             }
             "zbd" => parse_zoned_block(rest).map(DeviceUri::ZonedBlock).map_err(bad),
+            "tcp" => parse_tcp(rest).map(DeviceUri::Tcp).map_err(bad),
             other => Err(bad(format!(
                 "unknown device URI scheme {other:?} (known schemes: {})",
                 SCHEMES.join(", ")
@@ -403,6 +477,18 @@ impl fmt::Display for DeviceUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceUri::Pcie(a) => write!(f, "pcie:{a}"),
+            DeviceUri::Tcp(t) => {
+                write!(f, "tcp:{}/{}", t.addr, t.nqn)?;
+                if let Some(n) = t.nsid {
+                    write!(f, "/{n}")?;
+                }
+                match (t.header_digest, t.data_digest) {
+                    (false, false) => Ok(()),
+                    (true, false) => write!(f, ",digest=header"),
+                    (false, true) => write!(f, ",digest=data"),
+                    (true, true) => write!(f, ",digest=both"),
+                }
+            }
             DeviceUri::Passthrough(p) => write!(f, "ng:{}", p.display()),
             DeviceUri::ZonedBlock(z) => {
                 write!(f, "zbd:{}", z.path.display())?;
@@ -449,6 +535,32 @@ impl fmt::Display for DeviceUri {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_uris_parse_print_and_refuse_bad_parts() {
+        let u: DeviceUri =
+            "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:t/2,digest=both".parse().unwrap();
+        let DeviceUri::Tcp(t) = &u else { panic!("{u:?}") };
+        assert_eq!(
+            (t.addr.as_str(), t.nqn.as_str(), t.nsid),
+            ("127.0.0.1:4420", "nqn.2026-11.io.znskit:t", Some(2))
+        );
+        assert!(t.header_digest && t.data_digest);
+        assert_eq!(u.to_string(), "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:t/2,digest=both");
+        let v6: DeviceUri = "tcp:[::1]:4420/nqn.a".parse().unwrap();
+        assert_eq!(v6.to_string(), "tcp:[::1]:4420/nqn.a");
+        for (bad, why) in [
+            ("tcp:127.0.0.1/nqn.a", "HOST:PORT"),
+            ("tcp:127.0.0.1:4420", "expected tcp:"),
+            ("tcp:127.0.0.1:4420/notnqn", "not an NQN"),
+            ("tcp:127.0.0.1:4420/nqn.a/0", "not a valid NSID"),
+            ("tcp:127.0.0.1:4420/nqn.a,digest=all", "digest="),
+            ("tcp:127.0.0.1:4420/nqn.a,x=1", "valid options"),
+        ] {
+            let e = bad.parse::<DeviceUri>().unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 
     fn emu(s: &str) -> EmulatorUri {
         match s.parse::<DeviceUri>() {

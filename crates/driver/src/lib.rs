@@ -63,6 +63,7 @@ pub mod prp;
 pub mod queue;
 mod ring;
 mod suballoc;
+pub mod tcp;
 pub mod transport;
 pub mod zone;
 

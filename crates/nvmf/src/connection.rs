@@ -28,9 +28,9 @@ use crate::admin::{self, AsyncEvents, Done};
 use crate::controller::{Controller, Role};
 use crate::error::{NvmfError, Result};
 use crate::io::{self, IoContext};
-use crate::pdu::{write_pdu, PduReader, Received};
 use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
 use crate::target::Shared;
+use zns_driver::tcp::{write_pdu, PduReader, Received, TcpError};
 
 /// MAXH2CDATA: most data bytes in one H2CData PDU.
 pub const MAX_H2C_DATA: u32 = 128 * 1024;
@@ -88,7 +88,7 @@ impl<'a> Connection<'a> {
             shared,
             r: BufReader::with_capacity(256 * 1024, read_half),
             w: BufWriter::with_capacity(256 * 1024, stream),
-            reader: PduReader::default(),
+            reader: PduReader::new(0),
             digests: Digests::default(),
             queue: None,
             pending: VecDeque::new(),
@@ -165,10 +165,10 @@ impl<'a> Connection<'a> {
     fn next_capsule(&mut self) -> Result<Option<Capsule>> {
         let p = match self.reader.read(&mut self.r) {
             Ok(p) => p,
-            Err(NvmfError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(TcpError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Ok(None);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         match p.ch.pdu_type {
             PduType::CapsuleCmd => Ok(Some(self.capsule(&p))),
@@ -460,7 +460,15 @@ impl<'a> Connection<'a> {
     fn send_data(&mut self, cid: u16, len: usize) -> Result<()> {
         let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: len as u32 };
         let data = &self.out[..len];
-        write_pdu(&mut self.w, self.digests, PduType::C2hData, FLAG_DATA_LAST, &h.to_bytes(), data)
+        write_pdu(
+            &mut self.w,
+            self.digests,
+            PduType::C2hData,
+            FLAG_DATA_LAST,
+            &h.to_bytes(),
+            data,
+        )?;
+        Ok(())
     }
 
     /// The response capsule.
@@ -468,7 +476,8 @@ impl<'a> Connection<'a> {
         let (qid, sqhd) = self.queue.as_ref().map(|q| (q.qid, q.sqhd)).unwrap_or((0, 0));
         let field = StatusField::new(status, false, !status.is_success());
         let cqe = CompletionEntry::new(result, sqhd, qid, cid, field, false);
-        write_pdu(&mut self.w, self.digests, PduType::CapsuleResp, 0, &cqe.to_bytes(), &[])
+        write_pdu(&mut self.w, self.digests, PduType::CapsuleResp, 0, &cqe.to_bytes(), &[])?;
+        Ok(())
     }
 
     /// Sends a C2HTermReq for `e` (best effort: the connection ends anyway).

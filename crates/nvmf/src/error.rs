@@ -31,3 +31,14 @@ pub enum NvmfError {
 
 /// Result alias of the crate.
 pub type Result<T, E = NvmfError> = std::result::Result<T, E>;
+
+impl From<zns_driver::tcp::TcpError> for NvmfError {
+    fn from(e: zns_driver::tcp::TcpError) -> Self {
+        use zns_driver::tcp::TcpError;
+        match e {
+            TcpError::Io(e) => NvmfError::Io(e),
+            TcpError::Pdu(e) => NvmfError::Pdu(e),
+            other => NvmfError::Io(std::io::Error::other(other.to_string())),
+        }
+    }
+}

@@ -23,9 +23,11 @@
 //! and the I/O commands of the NVM and Zoned Namespace command sets,
 //! which reach the device unchanged so their statuses are the device's.
 //!
+//! PDU framing comes from the driver's transport (`zns_driver::tcp`), which
+//! znskit's initiator uses too.
+//!
 //! | module | concern |
 //! |---|---|
-//! | `pdu` | PDU framing and digests |
 //! | `connection` | one queue: initialization, capsules, R2T, data, responses |
 //! | `controller` | controllers, their registers and features |
 //! | `admin` | admin commands and log pages |
@@ -40,7 +42,6 @@ mod connection;
 mod controller;
 mod error;
 mod io;
-mod pdu;
 pub mod subsystem;
 mod target;
 

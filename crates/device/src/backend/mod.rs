@@ -9,9 +9,11 @@
 
 mod sys;
 pub(crate) mod sysfs;
+pub mod tcp;
 pub mod uring_passthrough;
 pub mod zoned_block;
 
+pub use tcp::{TcpDevice, TcpQueue};
 pub use uring_passthrough::{PassthroughDevice, PassthroughQueue};
 pub use zoned_block::{ZonedBlockDevice, ZonedBlockQueue};
 

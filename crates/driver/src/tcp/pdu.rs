@@ -9,16 +9,18 @@ use std::io::{Read, Write};
 
 use zns_spec::tcp::{self, CommonHeader, Digests, PduError, PduType, DIGEST_SIZE};
 
-use crate::error::Result;
+use super::{Result, TcpError};
 
 /// The longest PDU header (ICReq/ICResp: 128 bytes; a command capsule's
 /// is 72).
-pub(crate) const MAX_HLEN: usize = tcp::IC_PDU_SIZE;
+pub const MAX_HLEN: usize = tcp::IC_PDU_SIZE;
 
 /// One received PDU: its common header, the rest of its header, and its
 /// data (in the reader's buffer).
+///
+/// Thread safety: plain data.
 #[derive(Debug)]
-pub(crate) struct Received {
+pub struct Received {
     /// The common header.
     pub ch: CommonHeader,
     /// The whole header (`ch.hlen` bytes, common header included).
@@ -36,8 +38,10 @@ impl Received {
 
 /// Reads PDUs, checking them against the connection's digests and data
 /// limit.
+///
+/// Thread safety: `Send`; one per connection.
 #[derive(Debug, Default)]
-pub(crate) struct PduReader {
+pub struct PduReader {
     /// Digests in force (none until ICReq/ICResp).
     pub digests: Digests,
     /// Most data bytes one PDU may carry.
@@ -46,6 +50,12 @@ pub(crate) struct PduReader {
 }
 
 impl PduReader {
+    /// A reader for a connection with no digests yet and `max_data` bytes
+    /// of data allowed per PDU.
+    pub fn new(max_data: usize) -> PduReader {
+        PduReader { digests: Digests::default(), max_data, data: Vec::new() }
+    }
+
     /// The data of the last PDU read.
     pub fn data(&self, len: usize) -> &[u8] {
         &self.data[..len]
@@ -55,8 +65,9 @@ impl PduReader {
     pub fn read<R: Read>(&mut self, r: &mut R) -> Result<Received> {
         let mut header = [0u8; MAX_HLEN];
         r.read_exact(&mut header[..8])?;
-        let ch = CommonHeader::from_bytes(header[..8].try_into().expect("8 bytes"))?;
-        let layout = ch.layout(self.digests, self.max_data)?;
+        let ch = CommonHeader::from_bytes(header[..8].try_into().expect("8 bytes"))
+            .map_err(TcpError::Pdu)?;
+        let layout = ch.layout(self.digests, self.max_data).map_err(TcpError::Pdu)?;
         let hlen = ch.hlen as usize;
         r.read_exact(&mut header[8..hlen])?;
         let mut consumed = hlen;
@@ -67,7 +78,11 @@ impl PduReader {
             let got = u32::from_le_bytes(d);
             let computed = tcp::digest(&header[..hlen]);
             if got != computed {
-                return Err(PduError::HeaderDigest { pdu: ch.pdu_type, got, computed }.into());
+                return Err(TcpError::Pdu(PduError::HeaderDigest {
+                    pdu: ch.pdu_type,
+                    got,
+                    computed,
+                }));
             }
         }
         // Padding up to PDO (hosts align data to CPDA; ours is 0, but
@@ -91,7 +106,11 @@ impl PduReader {
             let got = u32::from_le_bytes(d);
             let computed = tcp::digest(&self.data[..layout.data_len]);
             if got != computed {
-                return Err(PduError::DataDigest { pdu: ch.pdu_type, got, computed }.into());
+                return Err(TcpError::Pdu(PduError::DataDigest {
+                    pdu: ch.pdu_type,
+                    got,
+                    computed,
+                }));
             }
         }
         Ok(Received { ch, header, data_len: layout.data_len })
@@ -100,7 +119,7 @@ impl PduReader {
 
 /// Writes one PDU: `specific` (header bytes 8..hlen), then `data` with
 /// the digests in force.
-pub(crate) fn write_pdu<W: Write>(
+pub fn write_pdu<W: Write>(
     w: &mut W,
     digests: Digests,
     pdu_type: PduType,
@@ -137,7 +156,8 @@ mod tests {
         let specific = [7u8; 16];
         write_pdu(&mut wire, digests, PduType::H2cData, tcp::FLAG_DATA_LAST, &specific, b"hello")
             .unwrap();
-        let mut r = PduReader { digests, max_data: 4096, ..Default::default() };
+        let mut r = PduReader::new(4096);
+        r.digests = digests;
         let p = r.read(&mut &wire[..]).unwrap();
         assert_eq!(p.ch.pdu_type, PduType::H2cData);
         assert_eq!(p.specific(), &specific);
@@ -145,15 +165,9 @@ mod tests {
         let mut bad = wire.clone();
         let n = bad.len();
         bad[n - 6] ^= 1; // a data byte
-        assert!(matches!(
-            r.read(&mut &bad[..]),
-            Err(crate::NvmfError::Pdu(PduError::DataDigest { .. }))
-        ));
+        assert!(matches!(r.read(&mut &bad[..]), Err(TcpError::Pdu(PduError::DataDigest { .. }))));
         let mut bad = wire;
         bad[10] ^= 1; // a header byte
-        assert!(matches!(
-            r.read(&mut &bad[..]),
-            Err(crate::NvmfError::Pdu(PduError::HeaderDigest { .. }))
-        ));
+        assert!(matches!(r.read(&mut &bad[..]), Err(TcpError::Pdu(PduError::HeaderDigest { .. }))));
     }
 }

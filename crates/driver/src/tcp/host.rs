@@ -1,0 +1,339 @@
+//! A host queue pair over one NVMe/TCP connection: initialization,
+//! Fabrics Connect, command capsules out, and the target's PDUs in as
+//! [`Event`]s for the caller to act on.
+
+use std::io::{BufReader, BufWriter, ErrorKind, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use zns_spec::fabrics::{ConnectCommand, ConnectData, PropertyGet, PropertySet};
+use zns_spec::sgl::SglDescriptor;
+use zns_spec::tcp::{
+    self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, R2t, TermReq, FLAG_DATA_LAST,
+};
+use zns_spec::{CompletionEntry, SubmissionEntry};
+
+use super::pdu::{write_pdu, PduReader};
+use super::{Result, TcpError};
+
+/// Most bytes a command sends in its capsule; larger writes go by R2T.
+/// The target's IOCCSZ may allow less (see
+/// [`TcpQueuePair::set_in_capsule_limit`]).
+pub const IN_CAPSULE_LIMIT: usize = 8192;
+
+/// How long a read from the target may stall before the queue fails.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One PDU from the target, as the caller must act on it.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Send `len` bytes at `offset` of command `cid`'s data, echoing `ttag`.
+    R2t {
+        /// The command.
+        cid: u16,
+        /// Transfer tag.
+        ttag: u16,
+        /// Offset within the command's data.
+        offset: u32,
+        /// Bytes asked for.
+        len: u32,
+    },
+    /// Data for command `cid` at `offset`.
+    Data {
+        /// The command.
+        cid: u16,
+        /// Offset within the command's data.
+        offset: u32,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+    /// A completion.
+    Completion(CompletionEntry),
+}
+
+/// A host queue pair: one NVMe/TCP connection, one queue.
+///
+/// Thread safety: `Send`, not `Sync`; one thread uses it.
+#[derive(Debug)]
+pub struct TcpQueuePair {
+    stream: TcpStream,
+    r: BufReader<TcpStream>,
+    w: BufWriter<TcpStream>,
+    reader: PduReader,
+    digests: Digests,
+    maxh2c: u32,
+    in_capsule: usize,
+    qid: u16,
+}
+
+impl TcpQueuePair {
+    /// Connects to `addr` and exchanges ICReq/ICResp asking for `digests`.
+    pub fn connect(addr: impl ToSocketAddrs, digests: Digests) -> Result<TcpQueuePair> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        let mut q = TcpQueuePair {
+            r: BufReader::with_capacity(256 * 1024, stream.try_clone()?),
+            w: BufWriter::with_capacity(256 * 1024, stream.try_clone()?),
+            stream,
+            reader: PduReader::new(0),
+            digests,
+            maxh2c: 4096,
+            in_capsule: IN_CAPSULE_LIMIT,
+            qid: 0,
+        };
+        let req = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 };
+        q.w.write_all(&req.to_bytes())?;
+        q.w.flush()?;
+        let p = q.reader.read(&mut q.r)?;
+        if p.ch.pdu_type != PduType::IcResp {
+            return Err(TcpError::Pdu(PduError::Unexpected(p.ch.pdu_type)));
+        }
+        let mut whole = [0u8; tcp::IC_PDU_SIZE];
+        whole.copy_from_slice(&p.header[..tcp::IC_PDU_SIZE]);
+        let resp = IcResp::from_bytes(&whole);
+        if resp.pfv != 0 || resp.cpda != 0 || resp.maxh2cdata < 4096 {
+            return Err(TcpError::Pdu(PduError::Field {
+                what: "ICResp with an unsupported PFV, CPDA or MAXH2CDATA",
+                offset: 8,
+                unsupported: true,
+            }));
+        }
+        q.digests = resp.digests;
+        q.reader.digests = resp.digests;
+        q.reader.max_data = usize::MAX >> 1;
+        q.maxh2c = resp.maxh2cdata;
+        Ok(q)
+    }
+
+    /// Fabrics Connect of queue `qid` with `entries` slots to controller
+    /// `cntlid` (FFFFh: a new one, for the admin queue); returns the
+    /// controller ID.
+    pub fn fabric_connect(
+        &mut self,
+        qid: u16,
+        entries: u16,
+        cntlid: u16,
+        subnqn: &str,
+        hostnqn: &str,
+    ) -> Result<u16> {
+        let sqe = ConnectCommand {
+            recfmt: 0,
+            qid,
+            sqsize: entries.saturating_sub(1).max(1),
+            cattr: 0,
+            kato_ms: 0,
+        }
+        .to_sqe();
+        let data = ConnectData {
+            host_id: host_id(hostnqn),
+            cntlid,
+            subnqn: subnqn.into(),
+            hostnqn: hostnqn.into(),
+        }
+        .to_bytes();
+        let c = self.run(sqe, Some(&data), None)?;
+        check("Fabrics Connect", &c)?;
+        self.qid = qid;
+        Ok(c.dw0 as u16)
+    }
+
+    /// Property Get.
+    pub fn property(&mut self, offset: u32, eight_bytes: bool) -> Result<u64> {
+        let c = self.run(PropertyGet { offset, eight_bytes }.to_sqe(), None, None)?;
+        check("Property Get", &c)?;
+        Ok(c.result_u64())
+    }
+
+    /// Property Set.
+    pub fn set_property(&mut self, offset: u32, value: u64, eight_bytes: bool) -> Result<()> {
+        let sqe = PropertySet { offset, eight_bytes, value }.to_sqe();
+        let c = self.run(sqe, None, None)?;
+        check("Property Set", &c)
+    }
+
+    /// The queue's ID (after Connect).
+    pub fn qid(&self) -> u16 {
+        self.qid
+    }
+
+    /// Limits in-capsule data to `bytes` (from the target's IOCCSZ).
+    pub fn set_in_capsule_limit(&mut self, bytes: usize) {
+        self.in_capsule = bytes.min(IN_CAPSULE_LIMIT);
+    }
+
+    /// Sends command `sqe` (its CID set): `out` goes in the capsule when
+    /// small enough, else the target asks for it with R2T; `in_len` bytes
+    /// may come back. Buffered until [`TcpQueuePair::flush`].
+    pub fn send(
+        &mut self,
+        mut sqe: SubmissionEntry,
+        out: Option<&[u8]>,
+        in_len: usize,
+    ) -> Result<()> {
+        let (sgl, inline): (SglDescriptor, &[u8]) = match out {
+            Some(d) if d.len() <= self.in_capsule => {
+                (SglDescriptor::in_capsule(0, d.len() as u32), d)
+            }
+            Some(d) => (SglDescriptor::transport(d.len() as u32), &[]),
+            None => (SglDescriptor::transport(in_len as u32), &[]),
+        };
+        sgl.store_in(&mut sqe);
+        write_pdu(&mut self.w, self.digests, PduType::CapsuleCmd, 0, &sqe.to_bytes(), inline)
+    }
+
+    /// Sends `data` (the bytes an R2T asked for, starting at `offset` of
+    /// the command's data) in H2CData PDUs of at most MAXH2CDATA bytes.
+    pub fn send_data(&mut self, cid: u16, ttag: u16, offset: u32, data: &[u8]) -> Result<()> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let n = (data.len() - done).min(self.maxh2c as usize);
+            let last = done + n == data.len();
+            let h = DataHeader { cccid: cid, ttag, datao: offset + done as u32, datal: n as u32 };
+            let flags = if last { FLAG_DATA_LAST } else { 0 };
+            write_pdu(
+                &mut self.w,
+                self.digests,
+                PduType::H2cData,
+                flags,
+                &h.to_bytes(),
+                &data[done..done + n],
+            )?;
+            done += n;
+        }
+        self.flush()
+    }
+
+    /// Pushes buffered capsules to the target.
+    pub fn flush(&mut self) -> Result<()> {
+        Ok(self.w.flush()?)
+    }
+
+    /// Whether a PDU (or part of one) is waiting: buffered, or readable
+    /// on the socket now. Never blocks.
+    pub fn ready(&mut self) -> Result<bool> {
+        if !self.r.buffer().is_empty() {
+            return Ok(true);
+        }
+        self.stream.set_nonblocking(true)?;
+        let mut b = [0u8; 1];
+        let r = self.stream.peek(&mut b);
+        self.stream.set_nonblocking(false)?;
+        match r {
+            Ok(0) => Err(TcpError::Io(ErrorKind::UnexpectedEof.into())),
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads the next PDU (blocking).
+    pub fn next_event(&mut self) -> Result<Event<'_>> {
+        let p = self.reader.read(&mut self.r)?;
+        let spec = p.specific();
+        match p.ch.pdu_type {
+            PduType::R2t => {
+                let r = R2t::from_bytes(spec[..16].try_into().expect("16 bytes"));
+                Ok(Event::R2t { cid: r.cccid, ttag: r.ttag, offset: r.r2to, len: r.r2tl })
+            }
+            PduType::C2hData => {
+                let h = DataHeader::from_bytes(spec[..16].try_into().expect("16 bytes"));
+                if h.datal as usize != p.data_len {
+                    return Err(TcpError::Pdu(PduError::DataOutOfRange {
+                        offset: h.datao,
+                        len: h.datal,
+                        limit: p.data_len as u32,
+                    }));
+                }
+                Ok(Event::Data {
+                    cid: h.cccid,
+                    offset: h.datao,
+                    bytes: self.reader.data(p.data_len),
+                })
+            }
+            PduType::CapsuleResp => Ok(Event::Completion(CompletionEntry::from_bytes(
+                spec[..16].try_into().expect("16 bytes"),
+            ))),
+            PduType::C2hTermReq => {
+                let t = TermReq::from_bytes(spec[..16].try_into().expect("16 bytes"));
+                Err(TcpError::Terminated { fes: t.fes, fei: t.fei })
+            }
+            other => Err(TcpError::Pdu(PduError::Unexpected(other))),
+        }
+    }
+
+    /// Runs one command alone (no other outstanding): sends `out`, fills
+    /// `inp`, returns the completion. For set-up and admin commands.
+    pub fn run(
+        &mut self,
+        mut sqe: SubmissionEntry,
+        out: Option<&[u8]>,
+        mut inp: Option<&mut [u8]>,
+    ) -> Result<CompletionEntry> {
+        let cid = sqe.cid().wrapping_add(0x1000) | 0x8000;
+        sqe.set_cid(cid);
+        let in_len = inp.as_ref().map_or(0, |b| b.len());
+        self.send(sqe, out, in_len)?;
+        self.flush()?;
+        loop {
+            let mut r2t = None;
+            match self.next_event()? {
+                Event::R2t { cid: c, ttag, offset, len } if c == cid => {
+                    r2t = Some((ttag, offset, len));
+                }
+                Event::Data { cid: c, offset, bytes } if c == cid => {
+                    let buf = inp.as_deref_mut().unwrap_or(&mut []);
+                    let end = offset as usize + bytes.len();
+                    if end > buf.len() {
+                        return Err(TcpError::Pdu(PduError::DataOutOfRange {
+                            offset,
+                            len: bytes.len() as u32,
+                            limit: buf.len() as u32,
+                        }));
+                    }
+                    buf[offset as usize..end].copy_from_slice(bytes);
+                }
+                Event::Completion(c) if c.cid == cid => return Ok(c),
+                other => {
+                    tracing::warn!(?other, "unexpected PDU while a lone command runs");
+                    return Err(TcpError::Pdu(PduError::Unexpected(PduType::CapsuleResp)));
+                }
+            }
+            if let Some((ttag, offset, len)) = r2t {
+                let d = out.unwrap_or(&[]);
+                let end = offset as usize + len as usize;
+                if end > d.len() {
+                    return Err(TcpError::Pdu(PduError::DataOutOfRange {
+                        offset,
+                        len,
+                        limit: d.len() as u32,
+                    }));
+                }
+                self.send_data(cid, ttag, offset, &d[offset as usize..end])?;
+            }
+        }
+    }
+}
+
+/// A failed status as [`TcpError::Command`].
+fn check(what: &'static str, c: &CompletionEntry) -> Result<()> {
+    let status = c.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    Err(TcpError::Command { what, status, result: c.dw0 })
+}
+
+/// A host identifier derived from the host NQN (stable per host NQN).
+fn host_id(hostnqn: &str) -> [u8; 16] {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut id = [0u8; 16];
+    for (i, chunk) in id.chunks_mut(8).enumerate() {
+        for &b in hostnqn.as_bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        h = h.rotate_left(29) ^ i as u64;
+        chunk.copy_from_slice(&h.to_be_bytes());
+    }
+    id
+}

@@ -1,0 +1,34 @@
+//! The device conformance suite through znskit's NVMe/TCP initiator
+//! (`tcp:` URIs) against znskit's target in the same process: the
+//! transport, the target's command mapping and the backend together must
+//! behave exactly like the emulator reached directly.
+
+#[path = "../../device/tests/conformance/mod.rs"]
+mod conformance;
+
+use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
+
+const NQN: &str = "nqn.2026-11.io.znskit:conformance";
+
+fn over_tcp(device: &str, options: &str) {
+    let dev = zns_device::open(device).unwrap();
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let uri = format!("tcp:{}/{NQN}{options}", target.local_addr());
+    let remote = zns_device::open(&uri).unwrap_or_else(|e| panic!("{uri}: {e}"));
+    assert_eq!(remote.info().backend, "tcp");
+    conformance::run_all(remote.as_ref());
+    drop(remote);
+    let stats = target.stop();
+    assert_eq!(stats.transport_errors, 0, "{stats:?}");
+}
+
+#[test]
+fn conformance_over_tcp_tiny() {
+    over_tcp("emu:tiny", "");
+}
+
+#[test]
+fn conformance_over_tcp_small_with_digests() {
+    over_tcp("emu:small", ",digest=both");
+}
