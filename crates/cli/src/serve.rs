@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// NVM subsystem NQN hosts connect to.
     #[arg(long, default_value = DEFAULT_NQN, value_name = "NQN")]
     pub nqn: String,
+    /// Only hosts with this NQN may connect (repeat for several); default:
+    /// any host.
+    #[arg(long = "allow-host", value_name = "NQN")]
+    pub allow_host: Vec<String>,
     /// Connections (queues) served at once; more are closed at accept.
     #[arg(long, default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u64).range(2..=65536))]
@@ -70,12 +74,16 @@ pub fn run(uris: &[String], args: &ServeArgs, out: &mut dyn Write) -> Result<()>
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
         devices.push(dev);
     }
-    let sub = Subsystem::new(args.nqn.clone(), devices)?;
+    let sub =
+        Subsystem::new(args.nqn.clone(), devices)?.with_allowed_hosts(args.allow_host.clone());
     let config = TargetConfig { max_connections: args.max_connections as usize };
     let target = NvmfTarget::bind(args.listen.as_str(), sub, config)
         .with_context(|| format!("serve over NVMe/TCP on {}", args.listen))?;
     let addr = target.local_addr();
     writeln!(out, "listening on {addr} subsystem {}", args.nqn)?;
+    if !args.allow_host.is_empty() {
+        writeln!(out, "  hosts allowed: {}", args.allow_host.join(", "))?;
+    }
     for ns in target.subsystem().namespaces() {
         let i = ns.info();
         writeln!(

@@ -53,6 +53,14 @@ pub(crate) struct Listener {
     pub addr: SocketAddr,
     /// The NVM subsystem's NQN.
     pub subnqn: String,
+    /// Hosts the subsystem allows (empty: any).
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Listener {
+    fn allows(&self, hostnqn: &str) -> bool {
+        self.allowed_hosts.is_empty() || self.allowed_hosts.iter().any(|h| h == hostnqn)
+    }
 }
 
 /// Held Asynchronous Event Requests of one admin queue.
@@ -168,7 +176,7 @@ fn get_log_page(
 ) -> Done {
     let cmd = GetLogPage::decode(sqe);
     let full: Vec<u8> = match (&ctrl.role, cmd.lid) {
-        (Role::Discovery, fabrics::LID_DISCOVERY) => discovery_log(listener),
+        (Role::Discovery, fabrics::LID_DISCOVERY) => discovery_log(listener, &ctrl.hostnqn),
         (Role::Discovery, _) => return Done::err(StatusCode::InvalidLogPage),
         (Role::Io(_), 0x01) => vec![0u8; 64],
         (Role::Io(_), 0x02) => smart_log(ctrl).to_vec(),
@@ -253,7 +261,10 @@ fn effects_log(csi: u8) -> Vec<u8> {
     b
 }
 
-fn discovery_log(l: &Listener) -> Vec<u8> {
+fn discovery_log(l: &Listener, hostnqn: &str) -> Vec<u8> {
+    if !l.allows(hostnqn) {
+        return fabrics::discovery_log_page(1, &[]);
+    }
     let entry = DiscoveryEntry {
         trtype: fabrics::TRTYPE_TCP,
         adrfam: if l.addr.is_ipv4() { fabrics::ADRFAM_IPV4 } else { fabrics::ADRFAM_IPV6 },

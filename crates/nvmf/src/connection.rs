@@ -405,6 +405,10 @@ impl<'a> Connection<'a> {
             tracing::info!(subnqn = %data.subnqn, "Connect to an unknown subsystem");
             return Err(invalid(256, true));
         }
+        if !discovery && !self.shared.subsystem.allows(&data.hostnqn) {
+            tracing::warn!(hostnqn = %data.hostnqn, "Connect from a host the subsystem does not allow");
+            return Err((connect_status::INVALID_HOST, 0));
+        }
         let ctrl = if cmd.qid == 0 {
             if data.cntlid != ConnectData::ANY_CONTROLLER {
                 return Err(invalid(16, true));

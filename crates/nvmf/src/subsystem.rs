@@ -59,6 +59,8 @@ pub struct Subsystem {
     nqn: String,
     serial: String,
     namespaces: Vec<Namespace>,
+    /// Host NQNs allowed to connect; empty: any host.
+    allowed_hosts: Vec<String>,
 }
 
 impl Subsystem {
@@ -92,7 +94,25 @@ impl Subsystem {
             .map(|(i, device)| Namespace { nsid: i as u32 + 1, device })
             .collect();
         let serial = format!("{:016x}", fnv(nqn.as_bytes()));
-        Ok(Subsystem { nqn, serial, namespaces })
+        Ok(Subsystem { nqn, serial, namespaces, allowed_hosts: Vec::new() })
+    }
+
+    /// Restricts the subsystem to hosts with these NQNs (an empty list
+    /// allows any host). Others' Connects fail with Connect Invalid Host,
+    /// and the discovery log page they read is empty.
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Subsystem {
+        self.allowed_hosts = hosts;
+        self
+    }
+
+    /// The allowed host NQNs (empty: any host).
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.allowed_hosts
+    }
+
+    /// Whether host `hostnqn` may connect.
+    pub fn allows(&self, hostnqn: &str) -> bool {
+        self.allowed_hosts.is_empty() || self.allowed_hosts.iter().any(|h| h == hostnqn)
     }
 
     /// The subsystem NQN.

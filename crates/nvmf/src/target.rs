@@ -87,7 +87,11 @@ impl NvmfTarget {
             listener.local_addr().map_err(|source| NvmfError::Bind { addr: shown, source })?;
         let subsystem = Arc::new(subsystem);
         let shared = Arc::new(Shared {
-            listener: Listener { addr: local, subnqn: subsystem.nqn().to_string() },
+            listener: Listener {
+                addr: local,
+                subnqn: subsystem.nqn().to_string(),
+                allowed_hosts: subsystem.allowed_hosts().to_vec(),
+            },
             subsystem,
             registry: Registry::default(),
             config,

@@ -432,6 +432,31 @@ fn transport_errors_end_only_their_connection() {
 }
 
 #[test]
+fn hosts_outside_the_allow_list_are_refused() {
+    let dev = zns_device::open("emu:tiny").unwrap();
+    let sub =
+        Subsystem::new(NQN, vec![dev]).unwrap().with_allowed_hosts(vec!["nqn.x:other".into()]);
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let mut h = Host::connect(t.local_addr(), Digests::default());
+    let c = h.fabric_connect(0, ConnectData::ANY_CONTROLLER, NQN);
+    assert_eq!(c.status(), connect_status::INVALID_HOST);
+    // Its discovery log lists nothing.
+    let mut d = Host::connect(t.local_addr(), Digests::default());
+    assert!(d
+        .fabric_connect(0, ConnectData::ANY_CONTROLLER, fabrics::DISCOVERY_NQN)
+        .status()
+        .is_success());
+    d.ok(PropertySet { offset: 0x14, eight_bytes: false, value: 1 }.to_sqe(), Dir::None);
+    let mut lp = GetLogPage::new(LogPageId::ErrorInformation, 0, 256);
+    lp.lid = fabrics::LID_DISCOVERY;
+    lp.csi = 0;
+    let (_, log) = d.ok(lp.to_entry().unwrap(), Dir::In(1024));
+    assert_eq!(DiscoveryHeader::from_bytes(log[..1024].try_into().unwrap()).numrec, 0);
+    drop((h, d));
+    t.stop();
+}
+
+#[test]
 fn subsystems_are_validated() {
     let dev = zns_device::open("emu:tiny").unwrap();
     let e = Subsystem::new("not-an-nqn", vec![dev.clone()]).unwrap_err();
