@@ -44,9 +44,16 @@ fn valid_stream(digests: Digests) -> Vec<u8> {
     let mut c = ConnectCommand { recfmt: 0, qid: 0, sqsize: 31, cattr: 0, kato_ms: 0 }.to_sqe();
     c.set_cid(1);
     SglDescriptor::in_capsule(0, 1024).store_in(&mut c);
-    let data = ConnectData { host_id: [3; 16], cntlid: 0xFFFF, subnqn: NQN.into(), hostnqn: "nqn.x:fuzz".into() };
+    let data = ConnectData {
+        host_id: [3; 16],
+        cntlid: 0xFFFF,
+        subnqn: NQN.into(),
+        hostnqn: "nqn.x:fuzz".into(),
+    };
     s.extend(capsule(digests, c, &data.to_bytes()));
-    let mut p = zns_spec::fabrics::PropertySet { offset: 0x14, eight_bytes: false, value: 0x460061 }.to_sqe();
+    let mut p =
+        zns_spec::fabrics::PropertySet { offset: 0x14, eight_bytes: false, value: 0x460061 }
+            .to_sqe();
     p.set_cid(2);
     s.extend(capsule(digests, p, &[]));
     let mut w = ReadWrite::new(1, 0, 1).write().unwrap();

@@ -3,12 +3,17 @@
 //!
 //! On the host the task starts two servers (the `zns` binary, release
 //! build), both on loopback:
-//! - `zns serve --device emu:zn540,zones=16`: an emulated ZN540 (its
-//!   timing model on the real clock) over NVMe/TCP. In the guest the
-//!   kernel's `nvme-tcp` connects to it through QEMU's user-mode network
-//!   (the host's loopback is 10.0.2.2 there): `nvme discover`, `nvme
-//!   connect`, nvme-cli's view of the zoned namespace, `blkzone`, fio's
-//!   zoned workload with verification, `nvme disconnect`.
+//! - `zns serve` with two namespaces, an emulated ZN540 cut to 16 zones
+//!   (its timing model on the real clock) and `emu:small` (4 MiB zones),
+//!   over NVMe/TCP. In the guest the kernel's `nvme-tcp` connects to it
+//!   through QEMU's user-mode network (the host's loopback is 10.0.2.2
+//!   there): `nvme discover`, `nvme connect`, nvme-cli's `list`,
+//!   `id-ctrl`, `zns id-ctrl`, `zns id-ns`, `zns report-zones`,
+//!   `zns reset-zone` and `zns zone-append`; `blkzone` report, open,
+//!   close, finish, reset; fio's zoned workloads with psync, libaio and
+//!   io_uring and crc32c verification (mq-deadline selected, as udev
+//!   would); znskit's conformance suite through the guest's `ng:` and
+//!   `zbd:` views of the target; `nvme disconnect`.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
@@ -48,16 +53,19 @@ pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
 const HOSTID: &str = "8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
 
-/// The NVMe/TCP target's device: the ZN540's geometry and timing, cut to
-/// 16 zones (32 GiB, sparse in RAM).
-const NVMF_DEVICE: &str = "emu:zn540,zones=16";
+/// The NVMe/TCP target's namespaces: the ZN540's geometry and timing, cut
+/// to 16 zones (32 GiB, sparse in RAM), and a small-zone device (4 MiB
+/// zones) for the workloads that fill zones.
+const NVMF_DEVICES: [&str; 2] = ["emu:zn540,zones=16", "emu:small"];
 
 /// The NBD export's device: a 1 GiB emulated ZNS SSD, data in RAM.
 const NBD_DEVICE: &str = "emu:small";
 
 /// Kernel modules the guest needs beyond the built-in ones.
+/// mq-deadline keeps a zone's writes in order at queue depths above 1
+/// (the script selects it: this kernel gives fabrics devices none).
 const MODULES: &[&str] =
-    &["nvme-core", "nvme-tcp", "virtio_pci", "virtio_net", "virtio_blk", "ext4"];
+    &["mq-deadline", "nvme-core", "nvme-tcp", "virtio_pci", "virtio_net", "virtio_blk", "ext4"];
 /// Modules loaded when the kernel has them (ext4's metadata checksums).
 const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
 
@@ -220,7 +228,17 @@ pub fn run(o: &VmOptions) -> Result<()> {
     let nvmf = Server::start(
         "zns serve",
         &zns,
-        &["--device", NVMF_DEVICE, "serve", "--listen", "127.0.0.1:0", "--nqn", NQN],
+        &[
+            "--device",
+            NVMF_DEVICES[0],
+            "--device",
+            NVMF_DEVICES[1],
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--nqn",
+            NQN,
+        ],
     )?;
     let nbd = Server::start(
         "zns ftl serve",
@@ -230,7 +248,9 @@ pub fn run(o: &VmOptions) -> Result<()> {
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let script = init_script(&names, nvmf.port, &mke2fs);
-    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let programs =
+        vmtest::build_guest_binaries(&root, &target, o.install, o.glibc, &["zns-conformance"])?;
+    let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &files)?;
     let devices = qemu_args(nbd.port);
     let log = dir.join("guest.log");
     let outcome = vmtest::boot(&kernel, &initramfs, &devices, o, &log);
@@ -343,17 +363,54 @@ T="-t tcp -a 10.0.2.2 -s {nvmf_port}"
 expect nvme-discover "{NQN}" nvme discover $T
 run nvme-connect nvme connect $T -n {NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
 i=0
-while [ $i -lt 100 ] && [ ! -e /sys/block/nvme0n1/queue/zoned ]; do sleep 0.1; i=$((i + 1)); done
-expect zoned host-managed cat /sys/block/nvme0n1/queue/zoned
-say "nvme0n1: zones=$(cat /sys/block/nvme0n1/queue/nr_zones) zone_sectors=$(cat /sys/block/nvme0n1/queue/chunk_sectors) max_open=$(cat /sys/block/nvme0n1/queue/max_open_zones) append_max=$(cat /sys/block/nvme0n1/queue/zone_append_max_bytes)"
+while [ $i -lt 100 ] && {{ [ ! -e /sys/block/nvme0n1/queue/zoned ] || [ ! -e /sys/block/nvme0n2/queue/zoned ]; }}; do sleep 0.1; i=$((i + 1)); done
+# The 0nX suffix of namespace ID $1 (the kernel numbers in discovery order).
+suffix_of() {{
+    for d in /sys/block/nvme0n*; do
+        if [ "$(cat $d/nsid 2>/dev/null)" = "$1" ]; then basename $d | sed 's/^nvme//'; return; fi
+    done
+    echo "0n$1"
+}}
+Z=/dev/nvme$(suffix_of 1)
+S=/dev/nvme$(suffix_of 2)
+G=/dev/ng$(suffix_of 2)
+for b in $Z $S; do
+    q=/sys/block/$(basename $b)/queue
+    say "$b: zoned=$(cat $q/zoned) zones=$(cat $q/nr_zones) zone_sectors=$(cat $q/chunk_sectors) max_open=$(cat $q/max_open_zones) append_max=$(cat $q/zone_append_max_bytes)"
+done
+expect zoned host-managed cat /sys/block/$(basename $Z)/queue/zoned
+# What udev does on a full system: zoned writes above queue depth 1 need
+# mq-deadline's per-zone write lock.
+for b in $Z $S; do echo mq-deadline > /sys/block/$(basename $b)/queue/scheduler; done
+expect scheduler "[mq-deadline]" cat /sys/block/$(basename $S)/queue/scheduler
 expect nvme-list "znskit" nvme list
 expect nvme-id-ctrl "{NQN}" nvme id-ctrl /dev/nvme0
-expect nvme-zns-id-ns "mor" nvme zns id-ns /dev/nvme0n1
-expect nvme-zns-report "nr_zones: 16" nvme zns report-zones /dev/nvme0n1 -d 2
-expect blkzone "start: 0x000000000" blkzone report -c 2 /dev/nvme0n1
-run fio-zoned fio --name=zoned --filename=/dev/nvme0n1 --direct=1 --ioengine=psync --zonemode=zbd --rw=write --bs=128k --size=2z --io_size=48m --max_open_zones=2 --verify=crc32c --do_verify=1 --minimal
-run nvme-zone-reset nvme zns reset-zone /dev/nvme0n1 -s 0
-expect nvme-wp-reset "WP: 0 " nvme zns report-zones /dev/nvme0n1 -d 1
+expect nvme-zns-id-ctrl "zasl" nvme zns id-ctrl /dev/nvme0
+expect nvme-zns-id-ns "mor" nvme zns id-ns $Z
+expect nvme-zns-report "nr_zones: 16" nvme zns report-zones $Z -d 2
+expect blkzone "start: 0x000000000" blkzone report -c 2 $Z
+run fio-zoned-psync fio --name=zoned --filename=$Z --direct=1 --ioengine=psync --zonemode=zbd --rw=write --bs=128k --size=2z --io_size=48m --max_open_zones=2 --verify=crc32c --do_verify=1 --minimal
+run nvme-zone-reset nvme zns reset-zone $Z -s 0
+expect nvme-wp-reset "WP: 0 " nvme zns report-zones $Z -d 1
+# The small-zone namespace: zone actions through blkzone, fio's
+# asynchronous engines filling and verifying zones, nvme-cli's append.
+run blkzone-open blkzone open -o 0 -c 1 $S
+expect blkzone-opened "(oe)" blkzone report -c 1 $S
+run blkzone-close blkzone close -o 0 -c 1 $S
+run blkzone-finish blkzone finish -o 0 -c 1 $S
+expect blkzone-full "(fu)" blkzone report -c 1 $S
+run blkzone-reset blkzone reset $S
+run fio-zoned-libaio fio --name=libaio --filename=$S --direct=1 --ioengine=libaio --iodepth=8 --zonemode=zbd --rw=randwrite --bs=16k --size=8z --io_size=24m --max_open_zones=4 --verify=crc32c --do_verify=1 --minimal
+run blkzone-reset-2 blkzone reset $S
+run fio-zoned-io_uring fio --name=io_uring --filename=$S --direct=1 --ioengine=io_uring --iodepth=16 --zonemode=zbd --rw=write --bs=64k --size=6z --verify=crc32c --do_verify=1 --minimal
+run blkzone-reset-3 blkzone reset $S
+head -c 8192 /dev/urandom > /tmp/blob
+expect nvme-zone-append "Success" nvme zns zone-append $S -s 0 -z 8192 -d /tmp/blob
+expect nvme-append-wp "WP: 0x2 " nvme zns report-zones $S -d 1
+run blkzone-reset-4 blkzone reset $S
+# znskit's own kernel-path backends on the kernel's view of the target.
+run conformance-ng /bin/zns-conformance "ng:$G"
+run conformance-zbd /bin/zns-conformance "zbd:$S"
 run nvme-disconnect nvme disconnect -n {NQN}
 # NBD: the FTL as the guest's virtio disk.
 D=/dev/vda
