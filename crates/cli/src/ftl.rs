@@ -127,6 +127,10 @@ pub struct FormatArgs {
     /// Metadata zones [default: what a checkpoint of the capacity needs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub meta_zones: Option<u32>,
+    /// Format even though zones hold data (an FTL or anything else): it is
+    /// all erased.
+    #[arg(long)]
+    pub force: bool,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -251,6 +255,13 @@ fn format(uri: &str, args: &FormatArgs, out: &mut dyn Write) -> Result<()> {
     config.meta_zones = args.meta_zones;
     let dev = zns_device::open(uri)?;
     let info = dev.info().clone();
+    let written = Ftl::written_zones(dev.as_ref()).context("read the zone states")?;
+    if written > 0 && !args.force {
+        bail!(
+            "{uri}: {written} zones hold data (an FTL or anything else); formatting erases \
+             it: add --force to do so"
+        );
+    }
     let ftl = Ftl::format(dev, config).with_context(|| format!("format an FTL on {uri}"))?;
     let st = ftl.stats();
     let c = ftl.config().clone();

@@ -48,6 +48,25 @@ fn format_stats_check_on_a_persistent_image() {
 }
 
 #[test]
+fn format_refuses_written_devices_without_force_and_bad_configs_change_nothing() {
+    let (_dir, uri) = image();
+    ok(zns(&["--device", &uri, "ftl", "format"]));
+    let again = zns(&["--device", &uri, "ftl", "format"]);
+    assert_eq!(again.code, 1);
+    assert!(
+        again.stderr.contains("--force") && again.stderr.contains("hold data"),
+        "{}",
+        again.stderr
+    );
+    // An impossible layout is refused before anything is erased.
+    let bad = zns(&["--device", &uri, "ftl", "format", "--force", "--meta-zones", "15"]);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stderr.contains("invalid FTL configuration"), "{}", bad.stderr);
+    ok(zns(&["--device", &uri, "ftl", "check"]));
+    ok(zns(&["--device", &uri, "ftl", "format", "--force"]));
+}
+
+#[test]
 fn format_on_a_process_device_warns_but_works() {
     let f = ok(zns(&["--device", "emu:tiny", "ftl", "format", "--json"]));
     assert!(f.stderr.contains("warning") && f.stderr.contains("vanishes"), "{}", f.stderr);

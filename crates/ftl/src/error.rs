@@ -48,6 +48,18 @@ pub enum FtlError {
     /// The device holds no FTL (no metadata zone with a valid header).
     #[error("the device holds no FTL metadata (format it first)")]
     NotFormatted,
+    /// The device holds no readable FTL metadata, but some of its zones hold
+    /// data: an FTL whose metadata is damaged, or other data. Formatting
+    /// would destroy it, so it takes an explicit [`crate::Ftl::format`].
+    #[error(
+        "the device holds no readable FTL metadata but {written_zones} of its zones hold data \
+         (a damaged FTL or other data); refusing to format over it: format explicitly to \
+         discard it"
+    )]
+    NotEmpty {
+        /// Zones that are not Empty.
+        written_zones: u64,
+    },
     /// The FTL on the device was made for a different geometry or version.
     #[error("incompatible FTL metadata: {0}")]
     Incompatible(String),

@@ -666,18 +666,26 @@ pub(crate) fn exposed_blocks(caps: &[u32], stride: u32, slack: u32, op: f64) -> 
     Ok(logical)
 }
 
-impl Ftl {
-    /// Formats `dev` (every zone is reset: all data is lost) and starts an
-    /// FTL on it.
-    pub fn format(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
-        config.validate()?;
-        let info = dev.info().clone();
-        let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
-        q.zone_action(ZoneAction::Reset, Target::All)
-            .map_err(FtlError::device("reset all zones"))?;
-        let report = q
-            .report_zones(0, ReportFilter::All, info.zone_count as usize)
-            .map_err(FtlError::device("report zones"))?;
+/// The geometry a format lays out, computed from a zone report before
+/// anything is written (and again after the reset, to confirm it).
+struct FormatPlan {
+    zones: u32,
+    caps: Box<[u32]>,
+    stride: u32,
+    meta_zones: u32,
+    logical: u64,
+}
+
+impl FormatPlan {
+    /// The plan for `report`, where `ready` says which zones will be
+    /// Empty; every configuration error is found here.
+    fn new(
+        dev: &dyn ZonedDevice,
+        config: &FtlConfig,
+        report: &[zns_device::Zone],
+        ready: impl Fn(&zns_device::Zone) -> bool,
+    ) -> Result<FormatPlan> {
+        let info = dev.info();
         let zones = u32::try_from(report.len())
             .map_err(|_| FtlError::Config(format!("{} zones", report.len())))?;
         let caps: Box<[u32]> = report.iter().map(|z| z.capacity as u32).collect();
@@ -693,10 +701,10 @@ impl Ftl {
                 "{zones} zones of {stride} blocks exceed 2^32 device blocks"
             )));
         }
-        let budget = open_budget(dev.as_ref()).saturating_sub(1);
-        let plan = StreamPlan::new(&config, budget)?;
+        let budget = open_budget(dev).saturating_sub(1);
+        let plan = StreamPlan::new(config, budget)?;
         let slack = plan.slack();
-        let usable = |z: &zns_device::Zone| z.state == ZoneState::Empty && z.capacity > 0;
+        let usable = |z: &zns_device::Zone| ready(z) && z.capacity > 0;
         // Metadata zones come first; size them for the capacity they will
         // checkpoint (the exposed capacity with no metadata zones bounds it).
         let all_caps: Vec<u32> =
@@ -722,6 +730,40 @@ impl Ftl {
             .map(|z| z.capacity as u32)
             .collect();
         let logical = exposed_blocks(&data_caps, stride, slack, config.op)?;
+        Ok(FormatPlan { zones, caps, stride, meta_zones, logical })
+    }
+}
+
+impl Ftl {
+    /// Formats `dev` (every zone is reset: all data is lost) and starts an
+    /// FTL on it. The configuration is checked against the device before
+    /// anything is written: an invalid one changes nothing.
+    pub fn format(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
+        config.validate()?;
+        let info = dev.info().clone();
+        let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
+        let before = q
+            .report_zones(0, ReportFilter::All, info.zone_count as usize)
+            .map_err(FtlError::device("report zones"))?;
+        // Every zone a reset makes Empty is usable: plan on that first.
+        let resettable =
+            |z: &zns_device::Zone| !matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline);
+        let planned = FormatPlan::new(dev.as_ref(), &config, &before, resettable)?;
+        q.zone_action(ZoneAction::Reset, Target::All)
+            .map_err(FtlError::device("reset all zones"))?;
+        let report = q
+            .report_zones(0, ReportFilter::All, info.zone_count as usize)
+            .map_err(FtlError::device("report zones"))?;
+        let empty = |z: &zns_device::Zone| z.state == ZoneState::Empty;
+        let plan = FormatPlan::new(dev.as_ref(), &config, &report, empty)?;
+        if plan.logical != planned.logical || plan.meta_zones != planned.meta_zones {
+            return Err(FtlError::Config(format!(
+                "the zones changed when reset ({} logical blocks planned, {} after the reset)",
+                planned.logical, plan.logical
+            )));
+        }
+        let FormatPlan { zones, caps, stride, meta_zones, logical } = plan;
+        let usable = |z: &zns_device::Zone| z.state == ZoneState::Empty && z.capacity > 0;
         let layout = Layout {
             block_size: info.block_size,
             zone_size: info.zone_size,
@@ -776,12 +818,34 @@ impl Ftl {
         Ok(Ftl::start(shared))
     }
 
-    /// Opens the FTL on `dev`, or formats the device when it holds none.
+    /// Opens the FTL on `dev`, or formats the device when it holds nothing
+    /// at all (every zone Empty). A device with written zones but no
+    /// readable FTL (damaged metadata, or other data) is never formatted
+    /// here: that is [`FtlError::NotEmpty`].
     pub fn open_or_format(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
         match Ftl::open(Arc::clone(&dev), config.clone()) {
-            Err(FtlError::NotFormatted) => Ftl::format(dev, config),
+            Err(FtlError::NotFormatted) => match Ftl::written_zones(dev.as_ref())? {
+                0 => Ftl::format(dev, config),
+                written_zones => Err(FtlError::NotEmpty { written_zones }),
+            },
             r => r,
         }
+    }
+
+    /// Zones of `dev` that hold data (any state but Empty, Read Only and
+    /// Offline): what a format would destroy.
+    pub fn written_zones(dev: &dyn ZonedDevice) -> Result<u64> {
+        let info = dev.info();
+        let mut q = dev.queue(2).map_err(FtlError::device("create a queue"))?;
+        let report = q
+            .report_zones(0, ReportFilter::All, info.zone_count as usize)
+            .map_err(FtlError::device("report zones"))?;
+        Ok(report
+            .iter()
+            .filter(|z| {
+                !matches!(z.state, ZoneState::Empty | ZoneState::ReadOnly | ZoneState::Offline)
+            })
+            .count() as u64)
     }
 
     fn start(shared: Shared) -> Ftl {

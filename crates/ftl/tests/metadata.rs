@@ -115,3 +115,56 @@ fn checkpoints_recycle_metadata_zones() {
     let ftl = Ftl::open(dev, FtlConfig::default()).unwrap();
     common::compare_all(&ftl, &model);
 }
+
+#[test]
+fn an_invalid_format_changes_nothing() {
+    let (dev, model, _) = prepared(200);
+    // Fifteen of sixteen zones for metadata leaves no room for data.
+    let bad = FtlConfig { meta_zones: Some(15), ..FtlConfig::default() };
+    let e = Ftl::format(Arc::clone(&dev), bad).map(|_| ()).unwrap_err();
+    assert!(matches!(e, FtlError::Config(_)), "{e}");
+    let ftl = Ftl::open(dev, FtlConfig::default()).expect("the FTL survives a refused format");
+    common::compare_all(&ftl, &model);
+}
+
+#[test]
+fn damaged_metadata_is_never_reformatted() {
+    let (dev, model, meta) = prepared(200);
+    let (start, _) = current_meta_zone(dev.as_ref(), meta);
+    let emu = Arc::clone(dev.emulator().unwrap());
+    let media = emu.namespaces()[0].media();
+    let mut page = vec![0u8; 4096];
+    media.read(start, &mut page).unwrap();
+    page[17] ^= 0x40;
+    media.write(start, &page).unwrap();
+    let written = Ftl::written_zones(dev.as_ref()).unwrap();
+    assert!(written > 0);
+    match Ftl::open_or_format(Arc::clone(&dev), FtlConfig::default()) {
+        Err(FtlError::NotEmpty { written_zones }) => assert_eq!(written_zones, written),
+        Err(FtlError::Corrupt { .. }) => {}
+        Ok(_) => panic!("a device with damaged metadata was reformatted"),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+    // Nothing was reset: the data zones still hold the blocks.
+    assert_eq!(Ftl::written_zones(dev.as_ref()).unwrap(), written);
+    // Repairing the page brings everything back.
+    page[17] ^= 0x40;
+    media.write(start, &page).unwrap();
+    let ftl = Ftl::open(dev, FtlConfig::default()).unwrap();
+    common::compare_all(&ftl, &model);
+}
+
+#[test]
+fn only_an_empty_device_is_formatted_by_open_or_format() {
+    let dev = common::device("emu:tiny");
+    let ftl = Ftl::open_or_format(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    drop(ftl);
+    let other = common::device("emu:tiny");
+    let mut q = other.queue(2).unwrap();
+    let b = other.alloc(4096).unwrap();
+    q.write(64, &b).unwrap();
+    drop(q);
+    let e = Ftl::open_or_format(other, FtlConfig::default()).map(|_| ()).unwrap_err();
+    assert!(matches!(e, FtlError::NotEmpty { written_zones: 1 }), "{e}");
+    assert!(e.to_string().contains("refusing to format"), "{e}");
+}

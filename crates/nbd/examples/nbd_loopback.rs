@@ -12,7 +12,7 @@
 //! apart).
 //!
 //! ```text
-//! cargo run --release -p zns-nbd --example loopback [-- --seconds 2]
+//! cargo run --release -p zns-nbd --example nbd_loopback [-- --seconds 2]
 //! ```
 
 use std::net::{SocketAddr, TcpStream};

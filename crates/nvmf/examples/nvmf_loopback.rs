@@ -10,7 +10,7 @@
 //! system time from `/proc/self/task`, over the measured window).
 //!
 //! ```text
-//! cargo run --release -p zns-nvmf --example loopback [-- --seconds 2]
+//! cargo run --release -p zns-nvmf --example nvmf_loopback [-- --seconds 2]
 //! ```
 
 use std::time::{Duration, Instant};
