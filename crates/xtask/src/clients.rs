@@ -44,10 +44,18 @@ options:
   --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
   --no-install       do not install missing packages; fail instead
   --kvm              use KVM (software emulation otherwise)
-  --memory SIZE      guest memory (default 1G)";
+  --memory SIZE      guest memory (default 1G)
+  --nvmet            also run the conformance suite through znskit's tcp: initiator
+                     against the guest kernel's own target (nvmet-tcp on a zoned
+                     null_blk); not yet passing, see docs/nvmf.md
+  --nvmet-only CHECKS
+                     the same, with only these conformance checks";
 
 /// The subsystem NQN the guest connects to.
 pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
+
+/// The subsystem the guest kernel's own target (nvmet) exports.
+pub const NVMET_NQN: &str = "nqn.2026-11.io.znskit:nvmet";
 
 /// The host NQN and ID the guest presents.
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
@@ -64,8 +72,17 @@ const NBD_DEVICE: &str = "emu:small";
 /// Kernel modules the guest needs beyond the built-in ones.
 /// mq-deadline keeps a zone's writes in order at queue depths above 1
 /// (the script selects it: this kernel gives fabrics devices none).
-const MODULES: &[&str] =
-    &["mq-deadline", "nvme-core", "nvme-tcp", "virtio_pci", "virtio_net", "virtio_blk", "ext4"];
+const MODULES: &[&str] = &[
+    "mq-deadline",
+    "nvme-core",
+    "nvme-tcp",
+    "nvmet-tcp",
+    "null_blk",
+    "virtio_pci",
+    "virtio_net",
+    "virtio_blk",
+    "ext4",
+];
 /// Modules loaded when the kernel has them (ext4's metadata checksums).
 const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
 
@@ -79,9 +96,18 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
     ("sqlite3", "sqlite3"),
 ];
 
+/// Options of the task.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    vm: VmOptions,
+    /// Run the kernel-target step, with these conformance checks ("" = all).
+    nvmet: Option<String>,
+}
+
 /// Parses the arguments after `clients`; `None` after printing help.
-pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<VmOptions>> {
+pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
     let mut o = VmOptions::default();
+    let mut nvmet = None;
     while let Some(a) = args.next() {
         let mut value = |name: &str| {
             args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
@@ -101,10 +127,12 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<VmOptions>
             "--no-install" => o.install = false,
             "--kvm" => o.kvm = true,
             "--memory" => o.memory = value("--memory")?,
+            "--nvmet" => nvmet = Some(String::new()),
+            "--nvmet-only" => nvmet = Some(value("--nvmet-only")?),
             other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
         }
     }
-    Ok(Some(o))
+    Ok(Some(Options { vm: o, nvmet }))
 }
 
 /// A `zns` server on the host, stopped (SIGTERM) when dropped.
@@ -212,7 +240,9 @@ fn guest_files(install: bool) -> Result<Vec<PathBuf>> {
 }
 
 /// Runs the whole task.
-pub fn run(o: &VmOptions) -> Result<()> {
+pub fn run(opts: &Options) -> Result<()> {
+    let o = &opts.vm;
+    let nvmet = opts.nvmet.clone();
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
@@ -247,7 +277,7 @@ pub fn run(o: &VmOptions) -> Result<()> {
     )?;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
-    let script = init_script(&names, nvmf.port, &mke2fs);
+    let script = init_script(&names, nvmf.port, &mke2fs, nvmet.as_deref());
     let programs =
         vmtest::build_guest_binaries(&root, &target, o.install, o.glibc, &["zns-conformance"])?;
     let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &files)?;
@@ -307,9 +337,49 @@ fn qemu_args(nbd_port: u16) -> Vec<String> {
     ]
 }
 
+/// The guest kernel's own NVMe/TCP target (nvmet-tcp, configured through
+/// configfs) exporting a zoned null_blk device, and znskit's `tcp:`
+/// initiator running the conformance suite against it (`--nvmet`).
+fn nvmet_lines(only: &str) -> String {
+    let only = if only.is_empty() { String::new() } else { format!("--only {only} ") };
+    format!(
+        r#"# The other direction: the guest kernel's own target (nvmet-tcp) exports a
+# zoned null_blk device; znskit's tcp: initiator runs the conformance suite.
+mount -t configfs none /sys/kernel/config 2>/dev/null
+N=/sys/kernel/config/nullb/znskit
+mkdir $N
+for kv in blocksize=4096 size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 zone_max_open=8 zone_max_active=10 power=1; do
+    echo ${{kv#*=}} > $N/${{kv%%=*}} || {{ fail=1; say "null_blk: cannot set $kv"; }}
+done
+# Newer kernels name the disk after its configfs directory, older ones nullbN.
+NB=$(for b in /sys/block/znskit /sys/block/nullb*; do [ "$(cat $b/queue/zoned 2>/dev/null)" = host-managed ] && basename $b; done | head -1)
+say "zoned null_blk: $NB"
+T=/sys/kernel/config/nvmet
+SUB=$T/subsystems/{NVMET_NQN}
+mkdir $SUB $SUB/namespaces/1 $T/ports/1
+echo 1 > $SUB/attr_allow_any_host
+echo /dev/$NB > $SUB/namespaces/1/device_path
+echo 1 > $SUB/namespaces/1/enable || {{ fail=1; say "nvmet: cannot enable the namespace"; }}
+echo tcp > $T/ports/1/addr_trtype
+echo ipv4 > $T/ports/1/addr_adrfam
+echo 127.0.0.1 > $T/ports/1/addr_traddr
+echo 4420 > $T/ports/1/addr_trsvcid
+ln -s $SUB $T/ports/1/subsystems/{NVMET_NQN}
+run conformance-nvmet /bin/zns-conformance {only}"tcp:127.0.0.1:4420/{NVMET_NQN}"
+"#
+    )
+}
+
 /// The guest's `/init`. `mke2fs` is Debian's program's path: busybox's
 /// shell runs its own applet of that name before any in `$PATH`.
-pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path) -> String {
+/// `nvmet`: also the kernel-target run of [`nvmet_lines`] (with the
+/// conformance checks it names, or all).
+pub fn init_script(
+    modules: &[String],
+    nvmf_port: u16,
+    mke2fs: &Path,
+    nvmet: Option<&str>,
+) -> String {
     let mke2fs = mke2fs.display();
     let mut s = String::from(
         r#"#!/bin/sh
@@ -425,6 +495,9 @@ run fsck-ext4 e2fsck -f -n $D
 sync
 "#
     ));
+    if let Some(only) = nvmet {
+        s.push_str(&nvmet_lines(only));
+    }
     s.push_str(&format!(
         r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
 if [ $fail -eq 0 ]; then echo "{RESULT_MARKER} PASS"; else echo "{RESULT_MARKER} FAIL"; fi
@@ -440,7 +513,10 @@ mod tests {
 
     #[test]
     fn the_script_connects_then_uses_the_disk_and_ends_with_a_marker() {
-        let s = init_script(&["nvme-tcp.ko".into()], 4420, Path::new("/usr/sbin/mke2fs"));
+        let s = init_script(&["nvme-tcp.ko".into()], 4420, Path::new("/usr/sbin/mke2fs"), None);
+        assert!(!s.contains("nvmet"));
+        let n = init_script(&[], 4420, Path::new("/usr/sbin/mke2fs"), Some("copy"));
+        assert!(n.contains("zns-conformance --only copy \"tcp:127.0.0.1:4420/"));
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("insmod /lib/modules/nvme-tcp.ko"));
         assert!(s.contains("T=\"-t tcp -a 10.0.2.2 -s 4420\""));

@@ -52,8 +52,10 @@ struct Shared {
     cntlid: u16,
     /// The admin queue: it keeps the controller alive.
     _admin: Mutex<TcpQueuePair>,
-    /// Queue IDs free for new queues.
-    free_qids: Mutex<Vec<u16>>,
+    /// Queue IDs free for new queues, least recently used first: a target
+    /// tears a closed connection's queue down asynchronously (Linux nvmet
+    /// refuses its ID until then), so a freed ID goes to the back.
+    free_qids: Mutex<VecDeque<u16>>,
 }
 
 /// A zoned namespace of an NVMe/TCP target.
@@ -159,7 +161,7 @@ impl TcpDevice {
             info,
             cntlid,
             _admin: Mutex::new(admin),
-            free_qids: Mutex::new((1..=granted.min(IO_QUEUES)).rev().collect()),
+            free_qids: Mutex::new((1..=granted.min(IO_QUEUES)).collect()),
         });
         let mut dev = TcpDevice { shared };
         let capacity = first_zone_capacity(&dev)?;
@@ -361,7 +363,7 @@ pub struct TcpQueue {
 
 impl Drop for TcpQueue {
     fn drop(&mut self) {
-        self.shared.free_qids.lock().push(self.qp.qid());
+        self.shared.free_qids.lock().push_back(self.qp.qid());
     }
 }
 
@@ -373,21 +375,46 @@ impl TcpQueue {
         let n = depth.min(MAX_DEPTH);
         let uri = shared.info.uri.clone();
         let fail = |reason: String| DeviceError::Unavailable { uri: uri.clone(), reason };
-        let qid = shared.free_qids.lock().pop().ok_or_else(|| {
-            DeviceError::InvalidArgument("every I/O queue the target granted is in use".into())
-        })?;
         let digests = Digests { header: shared.uri.header_digest, data: shared.uri.data_digest };
-        let connected =
-            TcpQueuePair::connect(shared.uri.addr.as_str(), digests).and_then(|mut qp| {
-                qp.fabric_connect(qid, (n + 1) as u16, shared.cntlid, &shared.uri.nqn, HOST_NQN)?;
-                Ok(qp)
-            });
-        let mut qp = match connected {
-            Ok(q) => q,
-            Err(e) => {
-                shared.free_qids.lock().push(qid);
-                return Err(fail(format!("I/O queue {qid}: {e}")));
+        // A target may still hold a queue ID whose connection just closed:
+        // on a refused Connect, try the next free ID.
+        let mut last = None;
+        let mut qp = None;
+        for _ in 0..4 {
+            let Some(qid) = shared.free_qids.lock().pop_front() else { break };
+            let connected =
+                TcpQueuePair::connect(shared.uri.addr.as_str(), digests).and_then(|mut qp| {
+                    qp.fabric_connect(
+                        qid,
+                        (n + 1) as u16,
+                        shared.cntlid,
+                        &shared.uri.nqn,
+                        HOST_NQN,
+                    )?;
+                    Ok(qp)
+                });
+            match connected {
+                Ok(q) => {
+                    qp = Some(q);
+                    break;
+                }
+                Err(e) => {
+                    shared.free_qids.lock().push_back(qid);
+                    let refused = matches!(e, TcpError::Command { .. });
+                    last = Some(format!("I/O queue {qid}: {e}"));
+                    if !refused {
+                        break;
+                    }
+                }
             }
+        }
+        let Some(mut qp) = qp else {
+            return Err(match last {
+                Some(reason) => fail(reason),
+                None => DeviceError::InvalidArgument(
+                    "every I/O queue the target granted is in use".into(),
+                ),
+            });
         };
         if let Some(id) = &shared.info.identify {
             let in_capsule = (id.controller.ioccsz as usize * 16).saturating_sub(64);
