@@ -278,8 +278,13 @@ pub fn run(opts: &Options) -> Result<()> {
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let script = init_script(&names, nvmf.port, &mke2fs, nvmet.as_deref());
-    let programs =
-        vmtest::build_guest_binaries(&root, &target, o.install, o.glibc, &["zns-conformance"])?;
+    let programs = vmtest::build_guest_binaries(
+        &root,
+        &target,
+        o.install,
+        o.glibc,
+        &["zns-conformance", "zns"],
+    )?;
     let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &files)?;
     let devices = qemu_args(nbd.port);
     let log = dir.join("guest.log");
@@ -365,6 +370,13 @@ echo ipv4 > $T/ports/1/addr_adrfam
 echo 127.0.0.1 > $T/ports/1/addr_traddr
 echo 4420 > $T/ports/1/addr_trsvcid
 ln -s $SUB $T/ports/1/subsystems/{NVMET_NQN}
+U="tcp:127.0.0.1:4420/{NVMET_NQN}"
+head -c 12288 /dev/urandom > /tmp/small
+head -c 1048576 /dev/urandom > /tmp/big
+run nvmet-write-small /bin/zns --device "$U" write --lba 0 --input /tmp/small
+run nvmet-write-big /bin/zns --device "$U" write --lba 3 --input /tmp/big
+run nvmet-write-after /bin/zns --device "$U" write --lba 259 --input /tmp/small
+run nvmet-reset /bin/zns --device "$U" zone reset --all
 run conformance-nvmet /bin/zns-conformance {only}"tcp:127.0.0.1:4420/{NVMET_NQN}"
 "#
     )

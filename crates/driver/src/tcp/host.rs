@@ -16,10 +16,13 @@ use zns_spec::{CompletionEntry, SubmissionEntry};
 use super::pdu::{write_pdu, PduReader};
 use super::{Result, TcpError};
 
-/// Most bytes a command sends in its capsule; larger writes go by R2T.
-/// The target's IOCCSZ may allow less (see
-/// [`TcpQueuePair::set_in_capsule_limit`]).
+/// Most bytes a command sends in its capsule until the target's IOCCSZ is
+/// known (see [`TcpQueuePair::set_in_capsule_limit`]); larger writes go by
+/// R2T. 8 KiB is what every target takes on an admin queue.
 pub const IN_CAPSULE_LIMIT: usize = 8192;
+
+/// The most in-capsule data sent whatever the target offers.
+const MAX_IN_CAPSULE: usize = 1 << 20;
 
 /// How long a read from the target may stall before the queue fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -157,9 +160,12 @@ impl TcpQueuePair {
         self.qid
     }
 
-    /// Limits in-capsule data to `bytes` (from the target's IOCCSZ).
+    /// Sends data in the capsule up to `bytes` (from the target's
+    /// IOCCSZ). Every write that fits must go there: Linux nvmet takes a
+    /// write no longer than its in-capsule size to carry its data in the
+    /// capsule, whatever the SGL says, and never asks for it with R2T.
     pub fn set_in_capsule_limit(&mut self, bytes: usize) {
-        self.in_capsule = bytes.min(IN_CAPSULE_LIMIT);
+        self.in_capsule = bytes.min(MAX_IN_CAPSULE);
     }
 
     /// Sends command `sqe` (its CID set): `out` goes in the capsule when
@@ -179,6 +185,14 @@ impl TcpQueuePair {
             None => (SglDescriptor::transport(in_len as u32), &[]),
         };
         sgl.store_in(&mut sqe);
+        tracing::trace!(
+            qid = self.qid,
+            cid = sqe.cid(),
+            opcode = sqe.opcode(),
+            in_capsule = inline.len(),
+            sgl_len = sgl.len,
+            "capsule out"
+        );
         write_pdu(&mut self.w, self.digests, PduType::CapsuleCmd, 0, &sqe.to_bytes(), inline)
     }
 
@@ -190,6 +204,15 @@ impl TcpQueuePair {
             let n = (data.len() - done).min(self.maxh2c as usize);
             let last = done + n == data.len();
             let h = DataHeader { cccid: cid, ttag, datao: offset + done as u32, datal: n as u32 };
+            tracing::trace!(
+                qid = self.qid,
+                cid,
+                ttag,
+                datao = h.datao,
+                datal = n,
+                last,
+                "H2CData out"
+            );
             let flags = if last { FLAG_DATA_LAST } else { 0 };
             write_pdu(
                 &mut self.w,
@@ -231,6 +254,14 @@ impl TcpQueuePair {
     pub fn next_event(&mut self) -> Result<Event<'_>> {
         let p = self.reader.read(&mut self.r)?;
         let spec = p.specific();
+        tracing::trace!(
+            qid = self.qid,
+            pdu = ?p.ch.pdu_type,
+            plen = p.ch.plen,
+            flags = p.ch.flags,
+            specific = ?&spec[..spec.len().min(16)],
+            "PDU in"
+        );
         match p.ch.pdu_type {
             PduType::R2t => {
                 let r = R2t::from_bytes(spec[..16].try_into().expect("16 bytes"));
