@@ -1,4 +1,4 @@
-//! The listening server: an accept thread and one thread per connection.
+//! The NBD server on zns-server's skeleton: a thread per connection.
 //!
 //! Each connection negotiates on its own and then serves its requests in
 //! order; connections to the same export run in parallel on the
@@ -14,12 +14,11 @@
 //! the same block is, as between any two overlapping writes, unordered).
 
 use std::io::{BufReader, BufWriter};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex};
+use zns_server::{Connection, TcpServer};
 
 use crate::error::{NbdError, Result};
 use crate::export::Export;
@@ -48,8 +47,6 @@ impl Default for ServerConfig {
 /// Thread safety: `Send + Sync`; relaxed atomic counters.
 #[derive(Debug, Default)]
 pub struct Counters {
-    connections: AtomicU64,
-    refused: AtomicU64,
     protocol_errors: AtomicU64,
     requests: AtomicU64,
     errors: AtomicU64,
@@ -71,12 +68,12 @@ impl Counters {
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// A snapshot of the totals.
-    pub fn snapshot(&self) -> ServerStats {
+    /// A snapshot of the totals (connections counted by the server).
+    fn snapshot(&self, totals: zns_server::Totals) -> ServerStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ServerStats {
-            connections: get(&self.connections),
-            refused: get(&self.refused),
+            connections: totals.connections,
+            refused: totals.refused,
             protocol_errors: get(&self.protocol_errors),
             requests: get(&self.requests),
             errors: get(&self.errors),
@@ -105,16 +102,10 @@ pub struct ServerStats {
     pub bytes_written: u64,
 }
 
-/// State shared by the accept thread and the connections.
+/// State the connections share.
 struct Shared {
     exports: Vec<Arc<Export>>,
-    config: ServerConfig,
     counters: Counters,
-    stopping: AtomicBool,
-    /// Open connections' streams, to shut them down on stop.
-    open: Mutex<Vec<(u64, TcpStream)>>,
-    /// Signalled when a connection ends.
-    ended: Condvar,
 }
 
 /// A running NBD server.
@@ -122,15 +113,14 @@ struct Shared {
 /// Thread safety: `Send + Sync`. Dropping it stops it like
 /// [`NbdServer::stop`].
 pub struct NbdServer {
-    addr: SocketAddr,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    server: TcpServer,
 }
 
 impl std::fmt::Debug for NbdServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NbdServer")
-            .field("addr", &self.addr)
+            .field("addr", &self.server.local_addr())
             .field("exports", &self.shared.exports)
             .finish_non_exhaustive()
     }
@@ -146,69 +136,41 @@ impl NbdServer {
     ) -> Result<NbdServer> {
         validate(&exports)?;
         let shown = format!("{addr:?}");
-        let listener = TcpListener::bind(&addr)
-            .map_err(|source| NbdError::Bind { addr: shown.clone(), source })?;
-        let local =
-            listener.local_addr().map_err(|source| NbdError::Bind { addr: shown, source })?;
         let shared = Arc::new(Shared {
             exports: exports.into_iter().map(Arc::new).collect(),
-            config,
             counters: Counters::default(),
-            stopping: AtomicBool::new(false),
-            open: Mutex::new(Vec::new()),
-            ended: Condvar::new(),
         });
         let s = Arc::clone(&shared);
-        let accept = std::thread::Builder::new()
-            .name("nbd-accept".into())
-            .spawn(move || accept_loop(listener, s))?;
-        tracing::info!(addr = %local, "NBD server listening");
-        Ok(NbdServer { addr: local, shared, accept: Some(accept) })
+        let server = TcpServer::bind(addr, "nbd", config.max_connections, move |stream, conn| {
+            serve(stream, &s, conn)
+        })
+        .map_err(|source| NbdError::Bind { addr: shown, source })?;
+        tracing::info!(addr = %server.local_addr(), "NBD server listening");
+        Ok(NbdServer { shared, server })
     }
 
     /// The address the server listens on (with the port the system chose
     /// when asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.server.local_addr()
     }
 
     /// The running totals.
     pub fn stats(&self) -> ServerStats {
-        self.shared.counters.snapshot()
+        self.shared.counters.snapshot(self.server.totals())
     }
 
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
-        self.shared.open.lock().len()
+        self.server.open_connections()
     }
 
     /// Stops accepting, closes every connection (a request being served
     /// completes first) and waits for them; returns the totals. The
     /// exported devices are not flushed: that is the owner's call.
-    pub fn stop(mut self) -> ServerStats {
-        self.shutdown();
-        self.stats()
-    }
-
-    fn shutdown(&mut self) {
-        let Some(accept) = self.accept.take() else { return };
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the blocked accept() with a connection of our own.
-        let _ = TcpStream::connect(wake_addr(self.addr));
-        let _ = accept.join();
-        let mut open = self.shared.open.lock();
-        for (_, s) in open.iter() {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        while !open.is_empty() {
-            self.shared.ended.wait(&mut open);
-        }
-    }
-}
-
-impl Drop for NbdServer {
-    fn drop(&mut self) {
-        self.shutdown();
+    pub fn stop(self) -> ServerStats {
+        let totals = self.server.stop();
+        self.shared.counters.snapshot(totals)
     }
 }
 
@@ -237,74 +199,9 @@ fn validate(exports: &[Export]) -> Result<()> {
     Ok(())
 }
 
-/// Where to connect to reach a listener on `addr` (an unspecified
-/// address listens on loopback too).
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    let mut a = addr;
-    if a.ip().is_unspecified() {
-        a.set_ip(match a {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    a
-}
-
-/// A connection's entry in the open list, removed when dropped.
-struct Registered<'a> {
-    shared: &'a Shared,
-    id: u64,
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        self.shared.open.lock().retain(|(i, _)| *i != self.id);
-        self.shared.ended.notify_all();
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut next_id = 0u64;
-    for conn in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let stream = match conn {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "NBD accept failed");
-                continue;
-            }
-        };
-        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let Ok(registered) = stream.try_clone() else { continue };
-        {
-            let mut open = shared.open.lock();
-            if open.len() >= shared.config.max_connections {
-                shared.counters.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%peer, max = shared.config.max_connections, "NBD connection refused: too many open");
-                continue;
-            }
-            next_id += 1;
-            open.push((next_id, registered));
-        }
-        shared.counters.connections.fetch_add(1, Ordering::Relaxed);
-        let (id, s) = (next_id, Arc::clone(&shared));
-        let spawned = std::thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
-            // Unregistered however the connection ends, a panic included,
-            // so that stop() never waits for it forever.
-            let _registered = Registered { shared: &s, id };
-            serve(stream, &s, &peer);
-        });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "cannot start an NBD connection thread");
-            shared.open.lock().retain(|(i, _)| *i != id);
-        }
-    }
-}
-
 /// Serves one connection to its end.
-fn serve(stream: TcpStream, shared: &Shared, peer: &str) {
+fn serve(stream: TcpStream, shared: &Shared, conn: &Connection<'_>) {
+    let peer = conn.peer;
     let _ = stream.set_nodelay(true);
     let Ok(read_half) = stream.try_clone() else { return };
     let mut r = BufReader::with_capacity(IO_BUFFER, read_half);
@@ -320,7 +217,7 @@ fn serve(stream: TcpStream, shared: &Shared, peer: &str) {
             shared.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, "NBD connection closed: {why}");
         }
-        Err(e) if shared.stopping.load(Ordering::SeqCst) => {
+        Err(e) if conn.stopping() => {
             tracing::debug!(%peer, error = %e, "NBD connection closed by shutdown");
         }
         Err(e) => tracing::info!(%peer, error = %e, "NBD connection ended"),

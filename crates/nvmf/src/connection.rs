@@ -52,10 +52,12 @@ struct Queue {
     io: IoContext,
 }
 
-/// A command capsule: its entry and in-capsule data.
+/// A command capsule: its entry and in-capsule data. A capsule run as
+/// soon as it is read has its data in the connection's data buffer
+/// already (`None`); one kept while a write waits for its data owns it.
 struct Capsule {
     sqe: SubmissionEntry,
-    data: Vec<u8>,
+    data: Option<Vec<u8>>,
 }
 
 /// What to do after a command.
@@ -171,7 +173,12 @@ impl<'a> Connection<'a> {
             Err(e) => return Err(e.into()),
         };
         match p.ch.pdu_type {
-            PduType::CapsuleCmd => Ok(Some(self.capsule(&p))),
+            PduType::CapsuleCmd => {
+                // Straight into the data buffer: no copy of its own.
+                self.host.clear();
+                self.host.extend_from_slice(self.reader.data(p.data_len));
+                Ok(Some(Capsule { sqe: entry_of(&p), data: None }))
+            }
             PduType::H2cTermReq => {
                 let t = TermReq::from_bytes(p.specific()[..16].try_into().expect("16 bytes"));
                 tracing::info!(fes = t.fes, fei = t.fei, "host terminated the connection");
@@ -181,18 +188,17 @@ impl<'a> Connection<'a> {
         }
     }
 
-    fn capsule(&self, p: &Received) -> Capsule {
-        let sqe = SubmissionEntry::from_bytes(p.specific()[..64].try_into().expect("64 bytes"));
-        Capsule { sqe, data: self.reader.data(p.data_len).to_vec() }
-    }
-
     /// Runs one command and sends its data and response.
     fn command(&mut self, capsule: Capsule) -> Result<Next> {
         let sqe = capsule.sqe;
         if let Some(q) = &mut self.queue {
             q.sqhd = (q.sqhd + 1) % q.entries;
         }
-        let (status, result, data, next) = match self.gather(&sqe, capsule.data)? {
+        if let Some(d) = capsule.data {
+            self.host.clear();
+            self.host.extend_from_slice(&d);
+        }
+        let (status, result, data, next) = match self.gather(&sqe)? {
             Err(status) => (status, 0, 0, Next::Continue),
             Ok(room) => self.dispatch(&sqe, room)?,
         };
@@ -206,30 +212,27 @@ impl<'a> Connection<'a> {
         Ok(next)
     }
 
-    /// Brings the command's data to `self.host` (in-capsule, or by R2T and
-    /// H2CData); returns the room the host offers for data to it, or the
-    /// status of a bad data descriptor.
-    fn gather(
-        &mut self,
-        sqe: &SubmissionEntry,
-        in_capsule: Vec<u8>,
-    ) -> Result<std::result::Result<usize, Status>> {
+    /// Leaves the command's data in `self.host`, which holds its
+    /// in-capsule data on entry: trimmed to what the descriptor names, or
+    /// fetched by R2T and H2CData. Returns the room the host offers for
+    /// data to it, or the status of a bad data descriptor.
+    fn gather(&mut self, sqe: &SubmissionEntry) -> Result<std::result::Result<usize, Status>> {
         let sgl = SglDescriptor::from_sqe(sqe);
         let to_controller = direction_to_controller(sqe);
-        self.host.clear();
-        if sgl.len == 0 && in_capsule.is_empty() {
+        if sgl.len == 0 && self.host.is_empty() {
             return Ok(Ok(0));
         }
-        match (sgl.kind, to_controller) {
-            (SglKind::InCapsule { offset }, true) => {
-                let end = offset.checked_add(sgl.len as u64);
-                if end.is_none_or(|e| e > in_capsule.len() as u64) {
-                    return Ok(Err(StatusCode::SglLengthInvalid.status()));
-                }
-                let (s, e) = (offset as usize, end.unwrap_or(0) as usize);
-                self.host.extend_from_slice(&in_capsule[s..e]);
-                Ok(Ok(0))
+        if let (SglKind::InCapsule { offset }, true) = (sgl.kind, to_controller) {
+            let end = offset.checked_add(sgl.len as u64);
+            if end.is_none_or(|e| e > self.host.len() as u64) {
+                return Ok(Err(StatusCode::SglLengthInvalid.status()));
             }
+            self.host.truncate(end.unwrap_or(0) as usize);
+            self.host.drain(..offset as usize);
+            return Ok(Ok(0));
+        }
+        self.host.clear();
+        match (sgl.kind, to_controller) {
             (SglKind::Transport, true) => {
                 let limit = if self.is_admin() { ADMIN_MAX_DATA } else { self.max_io_data() };
                 if sgl.len as usize > limit {
@@ -293,8 +296,8 @@ impl<'a> Connection<'a> {
                     if self.pending.len() >= QUEUE_ENTRIES as usize {
                         return Err(PduError::Unexpected(PduType::CapsuleCmd).into());
                     }
-                    let c = self.capsule(&p);
-                    self.pending.push_back(c);
+                    let data = Some(self.reader.data(p.data_len).to_vec());
+                    self.pending.push_back(Capsule { sqe: entry_of(&p), data });
                 }
                 other => return Err(PduError::Unexpected(other).into()),
             }
@@ -493,6 +496,11 @@ impl<'a> Connection<'a> {
             write_pdu(&mut self.w, Digests::default(), PduType::C2hTermReq, 0, &t.to_bytes(), &[]);
         let _ = self.w.flush();
     }
+}
+
+/// The submission entry of a command capsule.
+fn entry_of(p: &Received) -> SubmissionEntry {
+    SubmissionEntry::from_bytes(p.specific()[..64].try_into().expect("64 bytes"))
 }
 
 /// Status marker of a held command (no response yet).

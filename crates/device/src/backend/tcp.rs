@@ -528,8 +528,8 @@ impl TcpQueue {
                     limit: src.len() as u32,
                 }));
             }
-            let chunk = src[offset as usize..end].to_vec();
-            self.qp.send_data(cid, ttag, offset, &chunk)?;
+            // `src` borrows the slots, `qp` is another field: no copy.
+            self.qp.send_data(cid, ttag, offset, &src[offset as usize..end])?;
         }
         match lone_done {
             Some(Ok(v)) => Ok(Some(v)),
