@@ -393,40 +393,10 @@ pub fn init_script(
     nvmet: Option<&str>,
 ) -> String {
     let mke2fs = mke2fs.display();
-    let mut s = String::from(
-        r#"#!/bin/sh
-# znskit guest: real clients on znskit's NVMe/TCP target and NBD export.
-/bin/busybox --install -s /bin
-# Debian's programs before busybox's applets of the same name (mke2fs).
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
-mkdir -p /mnt /etc/nvme /run
-say() { echo "vmtest: $*"; }
-fail=0
-now() { cut -d. -f1 /proc/uptime; }
-run() {
-    label=$1; shift
-    say "RUN $label: $*"
-    t0=$(now)
-    "$@"
-    rc=$?
-    say "END $label rc=$rc ($(( $(now) - t0 )) s)"
-    if [ $rc -ne 0 ]; then fail=1; say "FAILED $label"; fi
-}
-expect() {
-    label=$1; want=$2; shift 2
-    got=$("$@" 2>&1)
-    case "$got" in
-        *"$want"*) say "END $label: found '$want'" ;;
-        *) fail=1; echo "FAIL $label: '$want' not in: $got" ;;
-    esac
-}
-say "guest up: Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPUs"
-"#,
+    let mut s = crate::guest::shell_start(
+        "real clients on znskit's NVMe/TCP target and NBD export, a result marker, power off.",
     );
+    s.push_str("mkdir -p /mnt /etc/nvme /run\n");
     for m in modules {
         s.push_str(&format!(
             "insmod /lib/modules/{m} || {{ say \"insmod {m} failed\"; fail=1; }}\n"

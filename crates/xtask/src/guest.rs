@@ -182,15 +182,17 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// The start of every `/init` script: mounts, shell helpers (`say`,
-/// `run`), modules (`modules`, files in `/lib/modules`), waiting for the
-/// namespaces, `$NS1` and `$NS2`, and the kernel's view of them.
-fn prologue(purpose: &str, modules: &[String], trace: bool) -> String {
-    let mut s = format!(
+/// The first lines of every guest's `/init`: busybox's applets, Debian's
+/// programs before them in `$PATH` (busybox's shell still prefers its own
+/// applets: call such programs by path), the mounts, and the shell
+/// helpers: `say`, `run LABEL CMD...` (a failed command fails the run),
+/// `expect LABEL TEXT CMD...` (so does output without TEXT).
+pub fn shell_start(purpose: &str) -> String {
+    format!(
         r#"#!/bin/sh
 # znskit guest: {purpose}
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 /bin/busybox --install -s /bin
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
@@ -207,9 +209,23 @@ run() {{
     say "END $label rc=$rc ($(( $(now) - t0 )) s)"
     if [ $rc -ne 0 ]; then fail=1; say "FAILED $label"; fi
 }}
+expect() {{
+    label=$1; want=$2; shift 2
+    got=$("$@" 2>&1)
+    case "$got" in
+        *"$want"*) say "END $label: found '$want'" ;;
+        *) fail=1; echo "FAIL $label: '$want' not in: $got" ;;
+    esac
+}}
 say "guest up: Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPUs"
 "#
-    );
+    )
+}
+
+/// The start of every vmtest `/init` script: [`shell_start`], modules (`modules`, files in `/lib/modules`), waiting for the
+/// namespaces, `$NS1` and `$NS2`, and the kernel's view of them.
+fn prologue(purpose: &str, modules: &[String], trace: bool) -> String {
+    let mut s = shell_start(purpose);
     if trace {
         s.push_str(
             r#"mount -t tracefs tracefs /sys/kernel/tracing
