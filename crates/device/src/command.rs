@@ -176,6 +176,56 @@ pub(crate) fn copy_list(ranges: &[CopyRange]) -> Result<Vec<u8>> {
         .map_err(|e| DeviceError::InvalidArgument(e.to_string()))
 }
 
+/// What a blocking command moves, checked against the command: the
+/// caller's buffer, or bytes of the queue's own (a Set Zone Descriptor
+/// Extension's data padded to the extension size, a Copy's range list).
+pub(crate) enum Transfer<'a> {
+    /// No data.
+    None,
+    /// Data to the device.
+    ToDevice(std::borrow::Cow<'a, [u8]>),
+    /// Data from the device.
+    FromDevice(&'a mut [u8]),
+}
+
+/// The data a blocking `op` moves with `data`, and the transfer length
+/// its submission entry takes (0 for Copy, whose ranges are not blocks).
+pub(crate) fn transfer<'a>(
+    info: &DeviceInfo,
+    op: &ZoneOp,
+    data: crate::device::Data<'a>,
+) -> Result<(Transfer<'a>, usize)> {
+    use crate::device::Data;
+    Ok(match (op, data) {
+        (ZoneOp::SetZoneExtension { .. }, Data::ToDevice(buf)) => {
+            let ext = info.capabilities.extension_bytes;
+            if ext == 0 || buf.len() > ext {
+                return Err(DeviceError::InvalidArgument(format!(
+                    "{} bytes of zone extension data; the device takes {ext}",
+                    buf.len()
+                )));
+            }
+            let mut padded = vec![0u8; ext];
+            padded[..buf.len()].copy_from_slice(buf);
+            (Transfer::ToDevice(padded.into()), ext)
+        }
+        (ZoneOp::Copy { ranges, .. }, Data::None) => {
+            (Transfer::ToDevice(copy_list(ranges)?.into()), 0)
+        }
+        (op, Data::None) if op.data_to_device().is_none() => (Transfer::None, 0),
+        (op, Data::ToDevice(buf)) if op.data_to_device() == Some(true) => {
+            (Transfer::ToDevice(buf.as_slice().into()), buf.len())
+        }
+        (op, Data::FromDevice(buf)) if op.data_to_device() == Some(false) => {
+            let len = buf.len();
+            (Transfer::FromDevice(buf.as_mut_slice()), len)
+        }
+        (op, Data::None) => return Err(no_buffer(op)),
+        (op, _) if op.data_to_device().is_none() => return Err(stray_buffer(op)),
+        (op, _) => return Err(wrong_way(op)),
+    })
+}
+
 /// The error for a command that needs a buffer and got none.
 pub(crate) fn no_buffer(op: &ZoneOp) -> DeviceError {
     DeviceError::InvalidArgument(format!("{} needs a buffer", op.kind()))

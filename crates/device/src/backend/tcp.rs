@@ -28,7 +28,7 @@ use zns_spec::{CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDe
 
 use super::status_error;
 use crate::buffer::IoBuffer;
-use crate::command;
+use crate::command::{self, Transfer};
 use crate::device::{Data, ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
 use crate::info::{Capabilities, CopyLimits, DeviceInfo, IdentifyData};
@@ -673,37 +673,11 @@ impl ZoneQueue for TcpQueue {
             });
         }
         let info = &self.shared.info;
-        let padded: Vec<u8>;
-        let list: Vec<u8>;
-        let (out, inp, len): (Option<&[u8]>, Option<&mut [u8]>, usize) = match (op, data) {
-            (ZoneOp::SetZoneExtension { .. }, Data::ToDevice(buf)) => {
-                let ext = info.capabilities.extension_bytes;
-                if ext == 0 || buf.len() > ext {
-                    return Err(DeviceError::InvalidArgument(format!(
-                        "{} bytes of zone extension data; the device takes {ext}",
-                        buf.len()
-                    )));
-                }
-                let mut p = vec![0u8; ext];
-                p[..buf.len()].copy_from_slice(buf);
-                padded = p;
-                (Some(&padded), None, ext)
-            }
-            (ZoneOp::Copy { ranges, .. }, Data::None) => {
-                list = command::copy_list(ranges)?;
-                (Some(&list), None, 0)
-            }
-            (op, Data::None) if op.data_to_device().is_none() => (None, None, 0),
-            (op, Data::ToDevice(buf)) if op.data_to_device() == Some(true) => {
-                (Some(buf.as_slice()), None, buf.len())
-            }
-            (op, Data::FromDevice(buf)) if op.data_to_device() == Some(false) => {
-                let len = buf.len();
-                (None, Some(buf.as_mut_slice()), len)
-            }
-            (op, Data::None) => return Err(command::no_buffer(op)),
-            (op, _) if op.data_to_device().is_none() => return Err(command::stray_buffer(op)),
-            (op, _) => return Err(command::wrong_way(op)),
+        let (mut transfer, len) = command::transfer(info, op, data)?;
+        let (out, inp): (Option<&[u8]>, Option<&mut [u8]>) = match &mut transfer {
+            Transfer::None => (None, None),
+            Transfer::ToDevice(d) => (Some(d), None),
+            Transfer::FromDevice(b) => (None, Some(b)),
         };
         let mut sqe = command::entry(info, op, len)?;
         // A CID no slot uses: slots are numbered below MAX_DEPTH.

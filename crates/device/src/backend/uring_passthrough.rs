@@ -32,7 +32,7 @@ use zns_spec::{CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDe
 use super::sys::{self, Big, Borrowed, Cqe, Held, Ring};
 use super::{os_error, status_error, sysfs, MAX_QUEUE_DEPTH};
 use crate::buffer::IoBuffer;
-use crate::command;
+use crate::command::{self, Transfer};
 use crate::device::{Data, ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
 use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
@@ -481,37 +481,11 @@ impl ZoneQueue for PassthroughQueue {
         command::check_data_metadata(&self.shared.info, op, &data)?;
         self.make_room()?;
         let info = &self.shared.info;
-        let padded: Vec<u8>;
-        let list: Vec<u8>;
-        let (borrowed, len) = match (op, data) {
-            (ZoneOp::SetZoneExtension { .. }, Data::ToDevice(buf)) => {
-                let ext = info.capabilities.extension_bytes;
-                if ext == 0 || buf.len() > ext {
-                    return Err(DeviceError::InvalidArgument(format!(
-                        "{} bytes of zone extension data; the device takes {ext}",
-                        buf.len()
-                    )));
-                }
-                let mut p = vec![0u8; ext];
-                p[..buf.len()].copy_from_slice(buf);
-                padded = p;
-                (Borrowed::ToDevice(&padded), ext)
-            }
-            (ZoneOp::Copy { ranges, .. }, Data::None) => {
-                list = command::copy_list(ranges)?;
-                (Borrowed::ToDevice(&list), 0)
-            }
-            (op, Data::None) if op.data_to_device().is_none() => (Borrowed::None, 0),
-            (op, Data::ToDevice(buf)) if op.data_to_device() == Some(true) => {
-                (Borrowed::ToDevice(buf), buf.len())
-            }
-            (op, Data::FromDevice(buf)) if op.data_to_device() == Some(false) => {
-                let len = buf.len();
-                (Borrowed::FromDevice(buf), len)
-            }
-            (op, Data::None) => return Err(command::no_buffer(op)),
-            (op, _) if op.data_to_device().is_none() => return Err(command::stray_buffer(op)),
-            (op, _) => return Err(command::wrong_way(op)),
+        let (mut transfer, len) = command::transfer(info, op, data)?;
+        let borrowed = match &mut transfer {
+            Transfer::None => Borrowed::None,
+            Transfer::ToDevice(d) => Borrowed::ToDevice(d),
+            Transfer::FromDevice(b) => Borrowed::FromDevice(b),
         };
         let sqe = command::entry(info, op, len)?;
         let slot = self.free.pop().expect("make_room left a free slot");
