@@ -23,14 +23,13 @@
 //! server that saw a protocol or transport error.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::guest::RESULT_MARKER;
+use crate::server::{build_zns, Server};
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{kernel, run_checked, Error, Result};
+use crate::{kernel, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
 
@@ -135,83 +134,11 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
     Ok(Some(Options { vm: o, nvmet }))
 }
 
-/// A `zns` server on the host, stopped (SIGTERM) when dropped.
-struct Server {
-    label: &'static str,
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-    port: u16,
-}
-
-impl Server {
-    /// Starts `zns ARGS` and waits for its `listening on` line.
-    fn start(label: &'static str, zns: &Path, args: &[&str]) -> Result<Server> {
-        let mut child = Command::new(zns)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| Error::new(format!("{}: {e}", zns.display())))?;
-        let stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut s = Server { label, child, stdout, port: 0 };
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n =
-                s.stdout.read_line(&mut line).map_err(|e| Error::new(format!("{label}: {e}")))?;
-            if n == 0 {
-                return Err(Error::new(format!("{label} exited before listening")));
-            }
-            print!("clients: {label}| {line}");
-            if let Some(rest) = line.strip_prefix("listening on ") {
-                let addr = rest.split_whitespace().next().unwrap_or_default();
-                s.port = addr
-                    .rsplit(':')
-                    .next()
-                    .and_then(|p| p.parse().ok())
-                    .ok_or_else(|| Error::new(format!("{label}: no port in {line:?}")))?;
-                return Ok(s);
-            }
-        }
-    }
-
-    /// SIGTERM, then its closing lines; fails unless it exits cleanly.
-    fn stop(mut self) -> Result<String> {
-        let pid = self.child.id().to_string();
-        run_checked(Command::new("kill").args(["-TERM", &pid]), "kill -TERM")?;
-        let status = self.child.wait().map_err(|e| Error::new(format!("{}: {e}", self.label)))?;
-        let mut rest = String::new();
-        let _ = self.stdout.read_to_string(&mut rest);
-        for l in rest.lines() {
-            println!("clients: {}| {l}", self.label);
-        }
-        if !status.success() {
-            return Err(Error::new(format!("{} exited with {status}", self.label)));
-        }
-        Ok(rest)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Builds the host's `zns` (release) and returns its path.
-fn build_zns(root: &Path, target: &Path) -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(["build", "--release", "-p", "zns-cli", "--bin", "zns"]);
-    run_checked(&mut cmd, "cargo build (zns)")?;
-    Ok(target.join("release").join("zns"))
-}
-
-/// The guest programs with their libraries, and `/etc/mke2fs.conf`.
-fn guest_files(install: bool) -> Result<Vec<PathBuf>> {
-    let missing: Vec<String> = GUEST_TOOLS
+/// The guest programs `tools` (program, Debian package) with their
+/// libraries, and `/etc/mke2fs.conf`; missing packages are installed
+/// when `install`.
+pub(crate) fn guest_files(tools: &[(&str, &str)], install: bool) -> Result<Vec<PathBuf>> {
+    let missing: Vec<String> = tools
         .iter()
         .filter(|(p, _)| vmtest::which(p).is_none())
         .map(|(_, pkg)| pkg.to_string())
@@ -223,7 +150,7 @@ fn guest_files(install: bool) -> Result<Vec<PathBuf>> {
         vmtest::apt_install(&missing, None)?;
     }
     let mut files = Vec::new();
-    for (p, _) in GUEST_TOOLS {
+    for (p, _) in tools {
         let path = vmtest::which(p).ok_or_else(|| Error::new(format!("{p} is not installed")))?;
         files.extend(
             vmtest::with_libraries(&path)
@@ -250,7 +177,7 @@ pub fn run(opts: &Options) -> Result<()> {
     let dir = cache.join("clients");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     vmtest::ensure_host_tools(o.install, true, &cache)?;
-    let files = guest_files(o.install)?;
+    let files = guest_files(GUEST_TOOLS, o.install)?;
     let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
     let zns = build_zns(&root, &target)?;

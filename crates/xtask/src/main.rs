@@ -18,10 +18,12 @@
 
 mod clients;
 mod cpio;
+mod crash;
 mod elf;
 mod engines;
 mod guest;
 mod kernel;
+mod server;
 mod vmtest;
 
 use std::fmt;
@@ -71,6 +73,9 @@ commands:
   clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone
            and fio on `zns serve`; ext4, fio, SQLite and fsck on `zns ftl serve`
            attached as the guest's disk; `cargo xtask clients --help`
+  crash    crash consistency through ext4: the guest's kernel on `zns ftl serve` (NBD)
+           over an image, the server killed with SIGKILL in each cycle, fsck and
+           every fsynced file checked after recovery; `cargo xtask crash --help`
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
@@ -84,6 +89,10 @@ fn main() -> ExitCode {
         }),
         Some("clients") => clients::parse(args).and_then(|o| match o {
             Some(o) => clients::run(&o),
+            None => Ok(()),
+        }),
+        Some("crash") => crash::parse(args).and_then(|o| match o {
+            Some(o) => crash::run(&o),
             None => Ok(()),
         }),
         Some("engines") => engines::Options::parse(args).and_then(|o| match o {

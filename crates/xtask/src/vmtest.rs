@@ -589,6 +589,19 @@ pub(crate) fn boot(
     o: &Options,
     log: &Path,
 ) -> Result<Outcome> {
+    boot_watched(kernel, initramfs, devices, o, log, &mut |_| {})
+}
+
+/// [`boot`], handing each console line to `watch` as it arrives (for
+/// tasks that act on the host while the guest runs).
+pub(crate) fn boot_watched(
+    kernel: &kernel::Kernel,
+    initramfs: &Path,
+    devices: &[String],
+    o: &Options,
+    log: &Path,
+    watch: &mut dyn FnMut(&str),
+) -> Result<Outcome> {
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-nographic", "-no-reboot", "-m", &o.memory, "-smp", &o.smp.to_string()]);
     let kvm = o.kvm;
@@ -647,6 +660,7 @@ pub(crate) fn boot(
                 println!("guest| {line}");
                 let _ = writeln!(logf, "{line}");
                 observe(&line, &mut outcome);
+                watch(&line);
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -676,7 +690,7 @@ pub(crate) fn boot(
 }
 
 /// A seed from the clock, for runs that do not name one.
-fn new_seed() -> u64 {
+pub(crate) fn new_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
