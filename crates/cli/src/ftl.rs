@@ -340,6 +340,8 @@ fn stats_json(uri: &str, s: &FtlStats) -> Value {
         "rescanned_zones": s.rescanned_zones,
         "rescued_blocks": s.rescued_blocks,
         "resumed_zones": s.resumed_zones,
+        "damaged_reads": s.damaged_reads,
+        "gc_damaged_blocks": s.gc_damaged_blocks,
         "user_waits": s.user_waits,
         "waf": s.waf,
         "waf_total": s.waf_total,
@@ -406,6 +408,7 @@ fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
         ("zones rescanned at mount", s.rescanned_zones.to_string()),
         ("blocks rescued at mount", s.rescued_blocks.to_string()),
         ("zones resumed at mount", s.resumed_zones.to_string()),
+        ("reads refused (damaged data)", s.damaged_reads.to_string()),
         ("GC victims", s.gc_victims.to_string()),
         ("GC blocks copied", s.gc_blocks_copied.to_string()),
     ];

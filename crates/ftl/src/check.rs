@@ -143,6 +143,17 @@ pub enum CheckProblem {
         /// The logical block the tag names (`None`: untagged).
         tagged: Option<u64>,
     },
+    /// A mapped block's tag names it, but its data (or the tag) fails the
+    /// tag's data checksum (`read_all`, FTLs formatted with data
+    /// checksums): reads of it fail.
+    DamagedData {
+        /// Zone.
+        zone: u32,
+        /// Block offset in the zone.
+        offset: u32,
+        /// The logical block.
+        logical: u64,
+    },
     /// Reading mapped blocks back failed (`read_all`).
     ReadFailed {
         /// Zone.
@@ -172,6 +183,7 @@ impl CheckProblem {
             CheckProblem::ZoneCount { .. } => "zone-count",
             CheckProblem::ReadFailed { .. } => "read-failed",
             CheckProblem::WrongTag { .. } => "wrong-tag",
+            CheckProblem::DamagedData { .. } => "damaged-data",
         }
     }
 
@@ -185,7 +197,8 @@ impl CheckProblem {
             | CheckProblem::MappedPastWritePointer { zone, .. }
             | CheckProblem::ZoneState { zone, .. }
             | CheckProblem::ReadFailed { zone, .. }
-            | CheckProblem::WrongTag { zone, .. } => Some(zone),
+            | CheckProblem::WrongTag { zone, .. }
+            | CheckProblem::DamagedData { zone, .. } => Some(zone),
             _ => None,
         }
     }
@@ -258,6 +271,11 @@ impl fmt::Display for CheckProblem {
                      but its metadata carries no valid tag"
                 ),
             },
+            CheckProblem::DamagedData { zone, offset, logical } => write!(
+                f,
+                "block {offset} of zone {zone} (logical block {logical}) fails its data checksum: \
+                 its data or tag is damaged (or another FTL's), and reads of it fail"
+            ),
         }
     }
 }
@@ -598,11 +616,17 @@ fn read_back(s: &Shared, r: &mut CheckReport) -> Result<()> {
                 ms,
             );
             if let (Ok(()), Some(t)) = (&res, &ctx.tags) {
-                for (i, tag) in t.chunks_exact(ms).enumerate() {
+                let bs = layout.block_size as usize;
+                for (i, (tag, data)) in t.chunks_exact(ms).zip(ctx.big.chunks_exact(bs)).enumerate()
+                {
                     let offset = o + i as u32;
                     let owner = s.map.owner(layout.pba(zone, offset));
-                    let tagged = crate::tag::decode(tag, s.tag_key).map(|t| t.logical);
-                    if let Some(logical) = owner.filter(|&l| Some(l) != tagged) {
+                    let tagged = crate::tag::decode(tag, &s.tagging, data).map(|t| t.logical);
+                    let Some(logical) = owner.filter(|&l| Some(l) != tagged) else { continue };
+                    let claimed = crate::tag::claimed(tag);
+                    if tagged.is_none() && s.tagging.data_crc && claimed == Some(logical) {
+                        r.problem(CheckProblem::DamagedData { zone, offset, logical });
+                    } else {
                         r.problem(CheckProblem::WrongTag { zone, offset, logical, tagged });
                     }
                 }
@@ -629,7 +653,7 @@ mod tests {
     use zns_device::{Target, ZoneAction, ZonedDevice};
 
     use super::*;
-    use crate::tag::{encode, Tag};
+    use crate::tag::{encode, Tag, Tagging};
     use crate::{BlockDevice, FtlConfig};
 
     fn setup() -> (Arc<dyn ZonedDevice>, Ftl) {
@@ -800,8 +824,10 @@ mod tests {
             // Overwrite one block's tag behind the FTL's back.
             let layout = &ftl.shared.layout;
             let lba = layout.lba(ftl.shared.map.lookup(7).unwrap());
+            let mut data = vec![0u8; bs];
+            ftl.read(7, &mut data).unwrap();
             let mut tag = [0u8; 16];
-            encode(Tag { logical: 999, seq: 1 }, ftl.shared.tag_key, &mut tag);
+            encode(Tag { logical: 999, seq: 1 }, &ftl.shared.tagging, &data, &mut tag);
             let emu = dev.emulator().unwrap();
             emu.namespaces()[0].media().write_metadata(lba, &tag).unwrap();
             let r = ftl.check(true).unwrap();
@@ -810,14 +836,79 @@ mod tests {
                 r.problems[0],
                 CheckProblem::WrongTag { logical: 7, tagged: Some(999), .. }
             ));
-            // A tag another FTL instance wrote is no tag.
-            encode(Tag { logical: 7, seq: 1 }, ftl.shared.tag_key ^ 1, &mut tag);
+            // A tag another FTL instance wrote does not verify: with data
+            // checksums it cannot be told from damage to this block.
+            let other = Tagging { key: ftl.shared.tagging.key ^ 1, ..ftl.shared.tagging };
+            encode(Tag { logical: 7, seq: 1 }, &other, &data, &mut tag);
             emu.namespaces()[0].media().write_metadata(lba, &tag).unwrap();
             let r = ftl.check(true).unwrap();
-            assert!(matches!(
-                r.problems[..],
-                [CheckProblem::WrongTag { logical: 7, tagged: None, .. }]
-            ));
+            assert!(matches!(r.problems[..], [CheckProblem::DamagedData { logical: 7, .. }]));
+        }
+    }
+
+    /// Flips one byte of logical block `l`'s data on the emulated media.
+    fn flip_data(dev: &Arc<dyn ZonedDevice>, ftl: &Ftl, l: u64) {
+        let layout = &ftl.shared.layout;
+        let lba = layout.lba(ftl.shared.map.lookup(l).unwrap());
+        let media = Arc::clone(dev.emulator().unwrap().namespaces()[0].media());
+        let mut block = vec![0u8; layout.block_size as usize];
+        media.read(lba, &mut block).unwrap();
+        block[1234] ^= 0x20;
+        media.write(lba, &block).unwrap();
+    }
+
+    #[test]
+    fn a_flipped_data_byte_fails_reads_and_the_check_and_stays_damaged_when_moved() {
+        for use_copy in [true, false] {
+            let dev = zns_device::open("emu:small,zones=16").unwrap();
+            let config = FtlConfig { use_copy, ..FtlConfig::default() };
+            let ftl = Ftl::format(Arc::clone(&dev), config).unwrap();
+            assert!(ftl.shared.tagging.data_crc);
+            let bs = ftl.block_size() as usize;
+            for l in 0..64u64 {
+                ftl.write(l, &vec![l as u8 ^ 0x5A; bs]).unwrap();
+            }
+            ftl.flush().unwrap();
+            flip_data(&dev, &ftl, 7);
+            let mut one = vec![0u8; bs];
+            let e = ftl.read(7, &mut one).unwrap_err();
+            assert!(
+                matches!(e, FtlError::DamagedData { logical: 7, why: "fails its checksum", .. }),
+                "{e}"
+            );
+            assert!(e.to_string().contains("logical block 7 is damaged"), "{e}");
+            let mut run = vec![0u8; 8 * bs];
+            assert!(matches!(ftl.read(4, &mut run), Err(FtlError::DamagedData { logical: 7, .. })));
+            for l in [6u64, 8, 63] {
+                ftl.read(l, &mut one).unwrap();
+                assert!(one.iter().all(|&b| b == l as u8 ^ 0x5A));
+            }
+            let r = ftl.check(true).unwrap();
+            assert_eq!(kinds(&r), vec!["damaged-data"], "{:?}", r.problems);
+            assert_eq!(ftl.stats().damaged_reads, 2);
+            // GC moves the block (other blocks are overwritten until it
+            // has): its copy still fails.
+            let before = ftl.shared.map.lookup(7);
+            let n = ftl.capacity_blocks();
+            let (mut i, mut x) = (0u64, 0x2545_F491_4F6C_DD1Du64);
+            while ftl.shared.map.lookup(7) == before {
+                assert!(i < 40 * n, "GC never moved block 7");
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ftl.write(64 + x % (n - 64), &vec![i as u8; bs]).unwrap();
+                i += 1;
+            }
+            assert!(ftl.read(7, &mut one).is_err(), "use_copy {use_copy}: moved, then readable");
+            let r = ftl.check(true).unwrap();
+            assert_eq!(kinds(&r), vec!["damaged-data"], "use_copy {use_copy}: {:?}", r.problems);
+            if !use_copy {
+                assert!(ftl.stats().gc_damaged_blocks >= 1);
+            }
+            // Writing the block again heals it.
+            ftl.write(7, &vec![1u8; bs]).unwrap();
+            ftl.read(7, &mut one).unwrap();
+            assert!(ftl.check(true).unwrap().is_ok());
         }
     }
 }

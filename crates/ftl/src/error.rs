@@ -74,6 +74,23 @@ pub enum FtlError {
         /// What is wrong.
         reason: String,
     },
+    /// A block's data does not match the checksum in its tag (or the tag
+    /// names another logical block): it is not returned. Like a drive's
+    /// Unrecovered Read Error; the rest of the device is unaffected.
+    #[error(
+        "logical block {logical} is damaged: the data in zone {zone} at block {offset} {why} \
+         (zns ftl check --read-all lists every such block)"
+    )]
+    DamagedData {
+        /// The logical block read.
+        logical: u64,
+        /// Zone holding it.
+        zone: u32,
+        /// Block offset inside the zone.
+        offset: u32,
+        /// What failed.
+        why: &'static str,
+    },
     /// The FTL stopped after an earlier device failure; reopen it to
     /// recover.
     #[error("the FTL stopped after an earlier failure: {0}")]

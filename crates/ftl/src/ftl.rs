@@ -18,7 +18,7 @@ use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::{meta_zone_plan, MetaCtx, MetaWriter};
 use crate::stats::{Counters, FtlStats, PoolCounts};
-use crate::tag::{self, Tag};
+use crate::tag::{self, Tag, Tagging};
 use crate::zones::{Grant, Pool, Who, Zones};
 
 /// Most idle I/O queues kept for reuse (more threads than this at once
@@ -69,6 +69,8 @@ pub(crate) struct IoCtx {
     /// are tagged with their logical address; attached only while a
     /// command uses it.
     pub tags: Option<IoBuffer>,
+    /// Indexes of the blocks of a GC batch whose data failed its check.
+    pub damaged: Vec<u32>,
 }
 
 /// Everything the FTL's threads share.
@@ -100,8 +102,8 @@ pub(crate) struct Shared {
     /// The next write sequence number for a user block's tag (see
     /// [`crate::tag`]).
     pub write_seq: AtomicU64,
-    /// The key of block tags' checks: the FTL instance.
-    pub tag_key: u64,
+    /// How blocks are tagged: the FTL instance's key, data checksums.
+    pub tagging: Tagging,
 }
 
 impl std::fmt::Debug for Shared {
@@ -185,7 +187,10 @@ impl Shared {
             plan,
             map,
             journal: Mutex::new(Journal::default()),
-            tag_key: meta.sb.instance,
+            tagging: Tagging {
+                key: meta.sb.instance,
+                data_crc: meta.sb.features & crate::journal::FEATURE_DATA_CRC != 0,
+            },
             meta: Mutex::new(meta),
             zones,
             ctxs: ArrayQueue::new(IDLE_QUEUES),
@@ -220,7 +225,7 @@ impl Shared {
                     .map_err(FtlError::device("allocate a metadata buffer"))?,
             ),
         };
-        Ok(IoCtx { q, big, small: Vec::new(), staging: Vec::new(), tags })
+        Ok(IoCtx { q, big, small: Vec::new(), staging: Vec::new(), tags, damaged: Vec::new() })
     }
 
     /// Bytes of per-LBA metadata each data block carries its tag in (its
@@ -346,7 +351,8 @@ impl Shared {
                         ctx.tags = Some(tags);
                         return Err(FtlError::device("size a metadata buffer")(e));
                     }
-                    tag::fill(&mut tags, ms, self.tag_key, &tag, done);
+                    let blocks = &data[done as usize * bs..(done + k) as usize * bs];
+                    tag::fill(&mut tags, ms, &self.tagging, &tag, done, blocks);
                     ctx.big.attach_metadata(tags);
                 }
                 let lba = self.layout.lba(self.layout.pba(g.zone, g.offset + done));
@@ -411,7 +417,8 @@ impl Shared {
                         error = Some(FtlError::device("size a metadata buffer")(e));
                         break;
                     }
-                    tag::fill(tags, ms, self.tag_key, &tag, first);
+                    let blocks = &data[first as usize * bs..(first + k) as usize * bs];
+                    tag::fill(tags, ms, &self.tagging, &tag, first, blocks);
                 }
                 match ctx.q.submit(ZoneOp::Append { zslba, fua: false }, Some(b), next as u64) {
                     Ok(()) => next += 1,
@@ -559,8 +566,7 @@ impl Shared {
                 {
                     k += 1;
                 }
-                ctx.big.set_len(k as usize * bs).map_err(FtlError::device("size a buffer"))?;
-                ctx.q.read(layout.lba(p), &mut ctx.big).map_err(FtlError::device("read data"))?;
+                self.read_verified(ctx, lba + i, p, k as u32)?;
                 buf[i as usize * bs..(i + k) as usize * bs].copy_from_slice(&ctx.big);
                 i += k;
             }
@@ -568,6 +574,39 @@ impl Shared {
         })?;
         Counters::add(&self.stats.user_reads, 1);
         Counters::add(&self.stats.user_blocks_read, n);
+        Ok(())
+    }
+
+    /// Reads `k` blocks from PBA `p` (logical blocks from `logical` on)
+    /// into `ctx.big`; with data checksums, with their tags, each checked
+    /// against its data and its logical block.
+    fn read_verified(&self, ctx: &mut IoCtx, logical: u64, p: u32, k: u32) -> Result<()> {
+        let bs = self.layout.block_size as usize;
+        let ms = self.tag_size();
+        let lba = self.layout.lba(p);
+        if !self.tagging.data_crc || ms == 0 {
+            ctx.big.set_len(k as usize * bs).map_err(FtlError::device("size a buffer"))?;
+            return ctx.q.read(lba, &mut ctx.big).map_err(FtlError::device("read data"));
+        }
+        tag::read_with_metadata(ctx.q.as_mut(), &mut ctx.big, &mut ctx.tags, lba, k as usize, ms)
+            .map_err(FtlError::device("read data"))?;
+        let meta = ctx.tags.as_ref().expect("the metadata buffer is back after every read");
+        for (j, (m, d)) in meta.chunks_exact(ms).zip(ctx.big.chunks_exact(bs)).enumerate() {
+            let l = logical + j as u64;
+            if tag::decode(m, &self.tagging, d).is_some_and(|t| t.logical == l) {
+                continue;
+            }
+            let why = match tag::claimed(m) {
+                Some(c) if c == l => "fails its checksum",
+                Some(_) => "belongs to another logical block",
+                None => "carries no tag",
+            };
+            let at = p + j as u32;
+            let (zone, offset) = (self.layout.zone_of(at), self.layout.offset_of(at));
+            tracing::error!(logical = l, zone, offset, why, "damaged data block");
+            Counters::add(&self.stats.damaged_reads, 1);
+            return Err(FtlError::DamagedData { logical: l, zone, offset, why });
+        }
         Ok(())
     }
 
@@ -633,6 +672,8 @@ impl Shared {
             rescanned_zones: g(&c.rescanned_zones),
             rescued_blocks: g(&c.rescued_blocks),
             resumed_zones: g(&c.resumed_zones),
+            damaged_reads: g(&c.damaged_reads),
+            gc_damaged_blocks: g(&c.gc_damaged_blocks),
             user_waits: self.zones.user_waits(),
             waf: ratio(data),
             waf_total: ratio(data + metab),
@@ -784,6 +825,7 @@ impl Ftl {
             meta_zones,
             stride,
             op_ppm: (config.op * 1e6) as u32,
+            features: crate::journal::FEATURE_DATA_CRC,
         };
         let pools: Vec<Pool> = report
             .iter()

@@ -220,9 +220,15 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
                 data.resize(batch.len() * bs, 0);
                 let r = read_runs(shared, ctx, &mut data, base, batch, bs);
                 // A copy never outranks the version it copies (see
-                // crate::tag): it carries no sequence number of its own.
-                let tag = |i: u32| Tag { logical: batch[i as usize].1, seq: tag::RELOCATED };
+                // crate::tag): it carries no sequence number of its own. A
+                // damaged block moves with a tag that fails as it did.
+                let damaged = std::mem::take(&mut ctx.damaged);
+                let tag = |i: u32| Tag {
+                    logical: batch[i as usize].1,
+                    seq: if damaged.contains(&i) { tag::POISONED } else { tag::RELOCATED },
+                };
                 let r = r.and_then(|()| shared.write_grant(ctx, &g, &data, tag));
+                ctx.damaged = damaged;
                 ctx.staging = data;
                 r?
             }
@@ -303,12 +309,40 @@ fn read_runs(
     bs: usize,
 ) -> Result<()> {
     let layout = &shared.layout;
+    let ms = shared.tag_size();
+    let verify = shared.tagging.data_crc && ms > 0;
+    ctx.damaged.clear();
     let mut at = 0usize;
     for (o, n) in runs(batch, layout.mdts_blocks) {
-        ctx.big.set_len(n as usize * bs).map_err(FtlError::device("size a buffer"))?;
-        ctx.q
-            .read(layout.lba(base + o), &mut ctx.big)
-            .map_err(FtlError::device("read valid blocks"))?;
+        let lba = layout.lba(base + o);
+        let r = match verify {
+            true => tag::read_with_metadata(
+                ctx.q.as_mut(),
+                &mut ctx.big,
+                &mut ctx.tags,
+                lba,
+                n as usize,
+                ms,
+            ),
+            false => ctx.big.set_len(n as usize * bs).and_then(|()| ctx.q.read(lba, &mut ctx.big)),
+        };
+        r.map_err(FtlError::device("read valid blocks"))?;
+        if verify {
+            let meta = ctx.tags.as_ref().expect("the metadata buffer is back after every read");
+            for (j, (m, d)) in meta.chunks_exact(ms).zip(ctx.big.chunks_exact(bs)).enumerate() {
+                let (offset, logical) = batch[at + j];
+                if tag::decode(m, &shared.tagging, d).is_none_or(|t| t.logical != logical) {
+                    tracing::warn!(
+                        zone = layout.zone_of(base),
+                        offset,
+                        logical,
+                        "GC moves a damaged block; it stays damaged"
+                    );
+                    Counters::add(&shared.stats.gc_damaged_blocks, 1);
+                    ctx.damaged.push((at + j) as u32);
+                }
+            }
+        }
         data[at * bs..(at + n as usize) * bs].copy_from_slice(&ctx.big);
         at += n as usize;
     }

@@ -115,9 +115,21 @@ pub(crate) struct Superblock {
     pub stride: u32,
     /// Over-provisioning at format, in parts per million (informational).
     pub op_ppm: u32,
+    /// Format features ([`FEATURE_DATA_CRC`]); 0 in headers written before
+    /// the field existed.
+    pub features: u32,
 }
 
-const SUPERBLOCK: usize = 8 + 8 + 4 + 8 + 4 + 4 + 4 + 4;
+/// Feature: block tags carry a CRC32C of the block's data (see
+/// [`crate::tag`]).
+pub(crate) const FEATURE_DATA_CRC: u32 = 1;
+
+/// Features this version understands; a header with others is refused.
+pub(crate) const KNOWN_FEATURES: u32 = FEATURE_DATA_CRC;
+
+/// Header payload before `features` existed (still read).
+const SUPERBLOCK_V1: usize = 8 + 8 + 4 + 8 + 4 + 4 + 4 + 4;
+const SUPERBLOCK: usize = SUPERBLOCK_V1 + 4;
 
 /// A page's contents.
 ///
@@ -188,6 +200,7 @@ impl Page {
                     p[32..36].copy_from_slice(&s.meta_zones.to_le_bytes());
                     p[36..40].copy_from_slice(&s.stride.to_le_bytes());
                     p[40..44].copy_from_slice(&s.op_ppm.to_le_bytes());
+                    p[44..48].copy_from_slice(&s.features.to_le_bytes());
                     (1u8, SUPERBLOCK)
                 }
                 Body::Log(records) => {
@@ -256,7 +269,7 @@ impl Page {
         let u64_at = |i: usize| u64::from_le_bytes(p[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_le_bytes(p[i..i + 4].try_into().expect("4 bytes"));
         let body = match b[4] {
-            1 if len == SUPERBLOCK => Body::Header(Superblock {
+            1 if len == SUPERBLOCK || len == SUPERBLOCK_V1 => Body::Header(Superblock {
                 instance: u64_at(0),
                 logical: u64_at(8),
                 block_size: u32_at(16),
@@ -265,6 +278,7 @@ impl Page {
                 meta_zones: u32_at(32),
                 stride: u32_at(36),
                 op_ppm: u32_at(40),
+                features: if len == SUPERBLOCK { u32_at(44) } else { 0 },
             }),
             2 if len.is_multiple_of(RECORD) => {
                 let mut records = Vec::with_capacity(len / RECORD);
@@ -314,6 +328,7 @@ mod tests {
             zones: 256,
             meta_zones: 4,
             stride: 960,
+            features: FEATURE_DATA_CRC,
             op_ppm: 70_000,
         }));
         let n = records_per_page(4096);
@@ -347,5 +362,31 @@ mod tests {
         j.push(Record::Map { l: 1, p: 2 });
         assert_eq!(j.take(), vec![Record::Map { l: 1, p: 2 }]);
         assert!(j.pending().is_empty());
+    }
+
+    #[test]
+    fn headers_written_before_features_existed_read_as_no_features() {
+        let sb = Superblock {
+            instance: 9,
+            logical: 1000,
+            block_size: 4096,
+            zone_size: 1024,
+            zones: 16,
+            meta_zones: 2,
+            stride: 960,
+            op_ppm: 200_000,
+            features: 0,
+        };
+        let mut b = vec![0u8; 4096];
+        Page { seq: 1, generation: 1, watermark: 0, body: Body::Header(sb) }.encode(&mut b);
+        // The older, 4-byte shorter payload, checksummed again.
+        b[6..8].copy_from_slice(&(SUPERBLOCK_V1 as u16).to_le_bytes());
+        b[20..24].fill(0);
+        let crc = crc32c::crc32c(&b);
+        b[20..24].copy_from_slice(&crc.to_le_bytes());
+        match Page::decode(&b) {
+            Ok(Page { body: Body::Header(got), .. }) => assert_eq!(got, sb),
+            other => panic!("{other:?}"),
+        }
     }
 }

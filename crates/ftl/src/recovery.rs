@@ -54,7 +54,7 @@ use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::MetaWriter;
 use crate::stats::Counters;
-use crate::tag::{self, Tag};
+use crate::tag::{self, Tag, Tagging};
 use crate::zones::Pool;
 
 /// One block of the metadata log as read.
@@ -126,6 +126,13 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         }
         _ => return Err(FtlError::NotFormatted),
     };
+    if sb.features & !crate::journal::KNOWN_FEATURES != 0 {
+        return Err(FtlError::Incompatible(format!(
+            "formatted with features {:#x}, of which this version knows {:#x}",
+            sb.features,
+            crate::journal::KNOWN_FEATURES
+        )));
+    }
     let geometry = (sb.block_size, sb.zone_size, sb.zones, sb.stride);
     if geometry != (info.block_size, info.zone_size, zones, stride) {
         return Err(FtlError::Incompatible(format!(
@@ -319,7 +326,11 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
         config.rescan && config.tag_blocks && info.capabilities.metadata && ms >= tag::SEQUENCED;
     let found = if rescan {
         let window = Window { from: watermark, below: tag::first_seq(generation) };
-        rescan_zones(q.as_mut(), &layout, &report, &map, window, ms, sb.instance)?
+        let tagging = Tagging {
+            key: sb.instance,
+            data_crc: sb.features & crate::journal::FEATURE_DATA_CRC != 0,
+        };
+        rescan_zones(q.as_mut(), &layout, &report, &map, window, ms, tagging)?
     } else {
         Rescue::default()
     };
@@ -463,7 +474,7 @@ struct TagReader {
     data: IoBuffer,
     meta: Option<IoBuffer>,
     ms: usize,
-    key: u64,
+    tagging: Tagging,
 }
 
 impl TagReader {
@@ -473,7 +484,12 @@ impl TagReader {
             tag::read_with_metadata(q, &mut self.data, &mut self.meta, lba, k as usize, self.ms);
         r.map_err(FtlError::device("read block tags"))?;
         let meta = self.meta.as_ref().expect("the metadata buffer is back after every read");
-        Ok(meta.chunks_exact(self.ms).map(|m| tag::decode(m, self.key)).collect())
+        let bs = self.data.len() / k.max(1) as usize;
+        Ok(meta
+            .chunks_exact(self.ms)
+            .zip(self.data.chunks_exact(bs))
+            .map(|(m, d)| tag::decode(m, &self.tagging, d))
+            .collect())
     }
 }
 
@@ -488,7 +504,7 @@ fn rescan_zones(
     map: &Map,
     window: Window,
     ms: usize,
-    key: u64,
+    tagging: Tagging,
 ) -> Result<Rescue> {
     let mut mapped = vec![0u64; layout.physical().div_ceil(64)];
     for l in 0..layout.logical {
@@ -503,7 +519,7 @@ fn rescan_zones(
         data: q.alloc(mdts as usize * bs).map_err(FtlError::device("allocate a buffer"))?,
         meta: Some(q.alloc(mdts as usize * ms).map_err(FtlError::device("allocate a buffer"))?),
         ms,
-        key,
+        tagging,
     };
     let mut newest: HashMap<u64, (u64, u32)> = HashMap::new();
     let mut out = Rescue::default();

@@ -28,6 +28,8 @@ pub(crate) struct Counters {
     pub rescanned_zones: AtomicU64,
     pub rescued_blocks: AtomicU64,
     pub resumed_zones: AtomicU64,
+    pub damaged_reads: AtomicU64,
+    pub gc_damaged_blocks: AtomicU64,
 }
 
 impl Counters {
@@ -114,6 +116,10 @@ pub struct FtlStats {
     /// Half-written zones recovery kept open to be written on (this
     /// mount); the others it finished.
     pub resumed_zones: u64,
+    /// Reads refused because a block failed its data checksum.
+    pub damaged_reads: u64,
+    /// Damaged blocks GC moved (their copies still fail their check).
+    pub gc_damaged_blocks: u64,
     /// Times a user write waited for GC to free a zone.
     pub user_waits: u64,
     /// Write amplification of data: device data blocks / user blocks.

@@ -395,3 +395,36 @@ fn many_connections_write_in_parallel() {
     assert_eq!(stats.connections, 5);
     assert_eq!(stats.bytes_written, 4 * 32 * 4096);
 }
+
+#[test]
+fn a_damaged_block_reads_as_eio_and_its_neighbours_as_written() {
+    let dev = zns_device::open("emu:small,zones=16").unwrap();
+    let ftl = Arc::new(Ftl::format(Arc::clone(&dev), FtlConfig::default()).unwrap());
+    let exports = vec![Export::new("ftl", Arc::clone(&ftl) as Arc<dyn BlockDevice>)];
+    let server = NbdServer::bind("127.0.0.1:0", exports, ServerConfig::default()).unwrap();
+    let mut c = NbdClient::connect(server.local_addr(), "ftl").unwrap();
+    let data: Vec<u8> = (0..4u8).flat_map(|b| pattern(4096, 40 + b)).collect();
+    c.write(8 * 4096, &data, true).unwrap();
+    // Find logical block 9 (the second block written) on the media and
+    // flip one byte of it behind the FTL's back.
+    let media = Arc::clone(dev.emulator().unwrap().namespaces()[0].media());
+    let want = &data[4096..8192];
+    let mut block = vec![0u8; 4096];
+    let lba = (0..16u64 * 1024)
+        .find(|&lba| {
+            media.read(lba, &mut block).unwrap();
+            block == want
+        })
+        .expect("the written block is on the media");
+    block[100] ^= 1;
+    media.write(lba, &block).unwrap();
+    let mut back = vec![0u8; 4096];
+    assert_eq!(errno_of(c.read(9 * 4096, &mut back).unwrap_err()), errno::EIO);
+    c.read(8 * 4096, &mut back).unwrap();
+    assert_eq!(back, data[..4096]);
+    c.read(10 * 4096, &mut back).unwrap();
+    assert_eq!(back, data[8192..12288]);
+    drop(c);
+    let stats = server.stop();
+    assert_eq!(stats.protocol_errors, 0);
+}
