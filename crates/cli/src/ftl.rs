@@ -45,6 +45,11 @@ pub enum FtlCommand {
         /// Also read every mapped block back.
         #[arg(long)]
         read_all: bool,
+        /// Where the metadata log is damaged, roll it back to the page
+        /// before the damage (block tags bring back what they can) and
+        /// report what is lost, then check. Never done without this flag.
+        #[arg(long)]
+        repair: bool,
     },
     /// Measure the FTL (first-pass IOPS, steady-state write amplification,
     /// map RAM) against the raw device. Formats the device; default device
@@ -221,7 +226,7 @@ pub fn run(uri: &str, device_given: bool, cmd: FtlCommand, out: &mut dyn Write) 
     match cmd {
         FtlCommand::Format(args) => format(uri, &args, out),
         FtlCommand::Stats { json } => stats(uri, json, out),
-        FtlCommand::Check { json, read_all } => check(uri, json, read_all, out),
+        FtlCommand::Check { json, read_all, repair } => check(uri, json, read_all, repair, out),
         FtlCommand::Serve(args) => crate::ftl_serve::run(uri, &args, out),
         FtlCommand::Bench(args) => {
             let uri = if device_given { uri } else { BENCH_DEFAULT_URI };
@@ -443,8 +448,89 @@ fn check_json(uri: &str, r: &CheckReport) -> Value {
     })
 }
 
-fn check(uri: &str, as_json: bool, read_all: bool, out: &mut dyn Write) -> Result<()> {
-    let ftl = open_ftl(uri)?;
+/// Opens the FTL with [`Ftl::repair`], printing what the repair lost.
+fn repair_ftl(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<(Ftl, Value)> {
+    let dev = zns_device::open(uri)?;
+    let (ftl, report) = Ftl::repair(dev, FtlConfig::default())
+        .with_context(|| format!("repair the FTL on {uri}"))?;
+    let Some(r) = report else {
+        if !as_json {
+            writeln!(out, "repair: the metadata log is intact; nothing to repair")?;
+        }
+        return Ok((ftl, Value::Null));
+    };
+    let value = json!({
+        "damage": r.damage.iter().map(|(z, b, why)| json!({"zone": z, "block": b, "reason": why})).collect::<Vec<_>>(),
+        "dropped_pages": r.dropped_pages,
+        "lost_map_records": r.lost_map_records,
+        "lost_unmap_records": r.lost_unmap_records,
+        "dropped_zones": r.dropped_zones,
+        "unmapped": r.unmapped,
+        "damaged_blocks": r.damaged_blocks,
+        "adopted": r.adopted,
+        "partial_checkpoint": r.partial_checkpoint,
+        "scanned": r.scanned,
+    });
+    if !as_json {
+        for (z, b, why) in &r.damage {
+            writeln!(out, "repair: metadata log cut at zone {z} block {b}: {why}")?;
+        }
+        writeln!(
+            out,
+            "repair: dropped {} log pages ({} readable mapping changes and {} discards in them \
+             are lost)",
+            r.dropped_pages, r.lost_map_records, r.lost_unmap_records
+        )?;
+        if r.partial_checkpoint {
+            writeln!(
+                out,
+                "repair: no complete checkpoint was left: the map was rebuilt from the newest \
+                 checkpoint's readable chunks, the log after it and the block tags ({} blocks \
+                 found by a full scan; discarded blocks may read their old data again)",
+                r.scanned
+            )?;
+        }
+        writeln!(
+            out,
+            "repair: {} blocks written after the kept log were adopted by their tags",
+            r.adopted
+        )?;
+        let list = |v: &[u64]| {
+            let head: Vec<String> = v.iter().take(16).map(u64::to_string).collect();
+            format!("{}{}", head.join(", "), if v.len() > 16 { ", ..." } else { "" })
+        };
+        if !r.unmapped.is_empty() {
+            writeln!(
+                out,
+                "repair: lost {} logical blocks (they now read as zeros): {}",
+                r.unmapped.len(),
+                list(&r.unmapped)
+            )?;
+        }
+        if !r.damaged_blocks.is_empty() {
+            writeln!(
+                out,
+                "repair: {} logical blocks fail their data checksum (reads of them fail): {}",
+                r.damaged_blocks.len(),
+                list(&r.damaged_blocks)
+            )?;
+        }
+        writeln!(out, "repair: a checkpoint of the repaired state is written")?;
+    }
+    Ok((ftl, value))
+}
+
+fn check(
+    uri: &str,
+    as_json: bool,
+    read_all: bool,
+    repair: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (ftl, repaired) = match repair {
+        true => repair_ftl(uri, as_json, out)?,
+        false => (open_ftl(uri)?, Value::Null),
+    };
     let r = ftl.check(read_all).context("check the FTL")?;
     if r.is_ok() {
         ftl.close().context("close the FTL")?;
@@ -454,7 +540,11 @@ fn check(uri: &str, as_json: bool, read_all: bool, out: &mut dyn Write) -> Resul
         drop(ftl);
     }
     if as_json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&check_json(uri, &r))?)?;
+        let mut v = check_json(uri, &r);
+        if repair {
+            v["repair"] = repaired;
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         writeln!(
             out,

@@ -160,3 +160,52 @@ fn a_short_bench_prints_every_key() {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
 }
+
+/// Flips a byte of the first End page (page kind 4) of the FTL's
+/// metadata log in the image at `path`.
+fn damage_an_end_page(path: &std::path::Path) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut block = vec![0u8; 4096];
+    let mut at = 0u64;
+    loop {
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.read_exact(&mut block).expect("an End page in the image");
+        if &block[..4] == b"ZFTL" && block[4] == 4 {
+            break;
+        }
+        at += 4096;
+    }
+    f.seek(SeekFrom::Start(at + 40)).unwrap();
+    f.write_all(&[block[40] ^ 0x08]).unwrap();
+}
+
+#[test]
+fn damaged_metadata_is_named_and_repaired_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", "small"]));
+    let uri = format!("emu:file={}", path.display());
+    ok(zns(&["--device", &uri, "ftl", "format"]));
+    damage_an_end_page(&path);
+    let c = zns(&["--device", &uri, "ftl", "check"]);
+    assert_eq!(c.code, 1, "{} {}", c.stdout, c.stderr);
+    assert!(c.stderr.contains("corrupt FTL metadata in zone 0"), "{}", c.stderr);
+    assert!(c.stderr.contains("write pointer") && c.stderr.contains("--repair"), "{}", c.stderr);
+    // The refused check changed nothing: the same error again.
+    let again = zns(&["--device", &uri, "ftl", "check"]);
+    assert_eq!(again.stderr, c.stderr);
+    let r = ok(zns(&["--device", &uri, "ftl", "check", "--repair", "--json"]));
+    let v = json(&r);
+    assert_eq!(v["ok"], true, "{v}");
+    let damage = v["repair"]["damage"].as_array().unwrap();
+    assert_eq!(damage[0]["zone"], 0, "{v}");
+    assert!(damage[0]["reason"].as_str().unwrap().contains("checksum"), "{v}");
+    assert!(v["repair"]["dropped_pages"].as_u64().unwrap() >= 1, "{v}");
+    // Repaired for good: a plain check passes, and a second repair finds
+    // nothing to do.
+    let c = ok(zns(&["--device", &uri, "ftl", "check", "--read-all"]));
+    assert!(c.stdout.contains("no problems found"), "{}", c.stdout);
+    let r = ok(zns(&["--device", &uri, "ftl", "check", "--repair"]));
+    assert!(r.stdout.contains("nothing to repair"), "{}", r.stdout);
+}

@@ -17,6 +17,7 @@ use crate::journal::{records_per_page, Journal, Superblock};
 use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::{meta_zone_plan, MetaCtx, MetaWriter};
+use crate::recovery::RepairReport;
 use crate::stats::{Counters, FtlStats, PoolCounts};
 use crate::tag::{self, Tag, Tagging};
 use crate::zones::{Grant, Pool, Who, Zones};
@@ -856,8 +857,31 @@ impl Ftl {
     /// device; the rest of `config` applies from now on.
     pub fn open(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
         config.validate()?;
-        let shared = crate::recovery::recover(dev, config)?;
+        let (shared, _) = crate::recovery::recover(dev, config, false)?;
         Ok(Ftl::start(shared))
+    }
+
+    /// Opens the FTL on `dev` like [`Ftl::open`], but where the metadata
+    /// log is damaged, rolls it back to the page before the damage instead
+    /// of failing: the blocks' tags bring back what they can (blocks
+    /// written after the kept log), mappings whose block's tag names
+    /// another logical block are dropped, and a checkpoint in a fresh
+    /// metadata zone makes the repaired state the FTL's. Returns what was
+    /// lost (`None`: nothing, the FTL was intact). Explicit only: nothing
+    /// repairs on [`Ftl::open`].
+    pub fn repair(
+        dev: Arc<dyn ZonedDevice>,
+        config: FtlConfig,
+    ) -> Result<(Ftl, Option<RepairReport>)> {
+        config.validate()?;
+        let (shared, report) = crate::recovery::recover(dev, config, true)?;
+        let ftl = Ftl::start(shared);
+        {
+            let s = &ftl.shared;
+            let mut m = s.meta.lock();
+            m.checkpoint(&s.meta_ctx())?;
+        }
+        Ok((ftl, report))
     }
 
     /// Opens the FTL on `dev`, or formats the device when it holds nothing

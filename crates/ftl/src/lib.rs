@@ -58,4 +58,5 @@ pub use check::{CheckProblem, CheckReport, MAX_PROBLEMS};
 pub use config::{FtlConfig, StreamLayout, VictimPolicy, WriteMode};
 pub use error::{FtlError, Result};
 pub use ftl::Ftl;
+pub use recovery::RepairReport;
 pub use stats::{FtlStats, PoolCounts};

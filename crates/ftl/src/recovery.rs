@@ -8,10 +8,15 @@
 //!    are present is loaded, and every record logged after its Begin
 //!    record is replayed (last change wins).
 //! 3. From the checkpoint's Begin zone on, page sequence numbers must
-//!    follow each other. A page that does not decode is the torn end of a
-//!    mount's log — dropped with a warning — only when no page follows it
-//!    or the next valid page belongs to a later mount; anywhere else it is
-//!    reported as corruption.
+//!    follow each other and every page must decode. Pages are one block
+//!    and NVMe writes of one block are atomic on power loss, so a crash
+//!    leaves fewer pages, never a torn one: a page below a zone's write
+//!    pointer that does not decode, the newest included, is damage, and
+//!    the mount fails naming it. [`crate::Ftl::repair`] (`zns ftl check
+//!    --repair`) instead cuts the log before the damage (falling back on
+//!    the newest checkpoint begun, its readable chunks and a scan of every
+//!    block tag when no complete checkpoint is left), drops mappings whose
+//!    block's tag names another logical block, and reports what was lost.
 //! 4. Rescan (with [`FtlConfig::rescan`] and tags of at least 16 bytes):
 //!    blocks written after the last durable log page are adopted by their
 //!    tags. Every page carries the write watermark W read after its
@@ -64,6 +69,166 @@ struct Entry {
     page: std::result::Result<Page, PageError>,
 }
 
+/// What a repair ([`crate::Ftl::repair`]) dropped or could not keep.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Where the log was damaged: (zone, block, what was wrong), one entry
+    /// per place the log was cut (later places come from re-checking the
+    /// shorter log). Empty when the log was intact.
+    pub damage: Vec<(u32, u32, String)>,
+    /// Log pages dropped: the damaged ones and every page after them.
+    pub dropped_pages: u64,
+    /// Map records in dropped pages that could still be read: mapping
+    /// changes lost unless the block tags brought them back.
+    pub lost_map_records: u64,
+    /// Unmap (discard) records in dropped pages that could still be read:
+    /// discarded blocks may read their old data again.
+    pub lost_unmap_records: u64,
+    /// Metadata zones whose every page was dropped (reset for the log).
+    pub dropped_zones: Vec<u32>,
+    /// Logical blocks whose mapping was dropped: the block it pointed to
+    /// is unwritten or its tag names another block (they read as zeros).
+    pub unmapped: Vec<u64>,
+    /// Logical blocks kept whose data fails its checksum (reads fail).
+    pub damaged_blocks: Vec<u64>,
+    /// Blocks adopted by their tags (written after the kept log).
+    pub adopted: u64,
+    /// No complete checkpoint was left: the map was rebuilt from the
+    /// chunks of the newest checkpoint begun, the log after it and every
+    /// data block's tag (discarded blocks may come back).
+    pub partial_checkpoint: bool,
+    /// Blocks a full scan of the tags mapped (with `partial_checkpoint`).
+    pub scanned: u64,
+}
+
+/// The report's name while recovery fills it.
+type Rollback = RepairReport;
+
+impl RepairReport {
+    /// Records the log cut at (`zone`, `block`) for `why`, dropping
+    /// `entries` (the damaged page and everything after it).
+    fn drop_pages(&mut self, zone: u32, block: u32, why: String, entries: &[Entry]) {
+        tracing::warn!(zone, block, reason = %why, dropped = entries.len(), "metadata log cut");
+        self.damage.push((zone, block, why));
+        self.dropped_pages += entries.len() as u64;
+        for e in entries {
+            if e.offset == 0 && !self.dropped_zones.contains(&e.zone) {
+                self.dropped_zones.push(e.zone);
+            }
+            if let Ok(Page { body: Body::Log(records), .. }) = &e.page {
+                for r in records {
+                    match r {
+                        Record::Map { .. } => self.lost_map_records += 1,
+                        Record::Unmap { .. } => self.lost_unmap_records += 1,
+                        Record::CheckpointBegin { .. } => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether nothing was lost or dropped.
+    pub fn is_clean(&self) -> bool {
+        self.damage.is_empty()
+            && self.unmapped.is_empty()
+            && self.damaged_blocks.is_empty()
+            && !self.partial_checkpoint
+    }
+}
+
+impl PageError {
+    /// Why the page does not decode, in words.
+    fn describe(&self) -> String {
+        match self {
+            PageError::Blank => "is blank (all zeros)".to_string(),
+            PageError::Bad(w) => format!("is damaged ({w})"),
+        }
+    }
+}
+
+/// A page inside a zone's write pointer that does not decode. NVMe writes
+/// of one block are atomic on power loss (AWUPF is at least one block) and
+/// every page is one block, so a write torn by a crash leaves no such
+/// page, only fewer pages: this is damage to a written page.
+fn damaged(zone: u32, block: u32, why: &str) -> FtlError {
+    corrupt(
+        zone,
+        block,
+        format!(
+            "{why}; it lies below the zone's write pointer, so it was written whole (a torn \
+             write leaves no page) and later damaged. `zns ftl check --repair` rolls the log back \
+             to the page before it and reports what is lost"
+        ),
+    )
+}
+
+/// The newest complete checkpoint of `list` (its id, the index of the
+/// page holding its Begin record, and the record's index there), with the
+/// highest checkpoint id anywhere in the list.
+fn newest_checkpoint(list: &[Entry]) -> (u64, Option<(u64, usize, usize)>) {
+    let mut max_ckpt = 0u64;
+    let mut begins = HashMap::new();
+    let mut chunk_count = HashMap::<u64, u64>::new();
+    for (i, e) in list.iter().enumerate() {
+        match &e.page {
+            Ok(Page { body: Body::Log(records), .. }) => {
+                for (r, rec) in records.iter().enumerate() {
+                    if let Record::CheckpointBegin { id } = rec {
+                        begins.insert(*id, (i, r));
+                        max_ckpt = max_ckpt.max(*id);
+                    }
+                }
+            }
+            Ok(Page { body: Body::Chunk { ckpt, .. }, .. }) => {
+                *chunk_count.entry(*ckpt).or_default() += 1;
+            }
+            Ok(Page { body: Body::End { ckpt, .. }, .. }) => max_ckpt = max_ckpt.max(*ckpt),
+            _ => {}
+        }
+    }
+    let chosen = list.iter().enumerate().rev().find_map(|(i, e)| match &e.page {
+        Ok(Page { body: Body::End { ckpt, chunks }, .. }) => {
+            let &(bi, br) = begins.get(ckpt)?;
+            (bi < i && chunk_count.get(ckpt).copied().unwrap_or(0) == *chunks)
+                .then_some((*ckpt, bi, br))
+        }
+        _ => None,
+    });
+    (max_ckpt, chosen)
+}
+
+/// The newest checkpoint whose Begin record is in `list`, complete or not.
+fn newest_begun(list: &[Entry]) -> Option<(u64, usize, usize)> {
+    list.iter().enumerate().rev().find_map(|(i, e)| match &e.page {
+        Ok(Page { body: Body::Log(records), .. }) => {
+            records.iter().enumerate().rev().find_map(|(r, rec)| match rec {
+                Record::CheckpointBegin { id } => Some((*id, i, r)),
+                _ => None,
+            })
+        }
+        _ => None,
+    })
+}
+
+/// Checks that the pages of `list` decode and follow each other; returns
+/// the last sequence number and the highest generation, or the index of
+/// the first page that breaks the log and why.
+fn check_sequence(list: &[Entry]) -> std::result::Result<(u64, u32), (usize, String)> {
+    let mut prev: Option<u64> = None;
+    let mut max_generation = 0u32;
+    for (i, e) in list.iter().enumerate() {
+        let p = e.page.as_ref().map_err(|err| (i, format!("metadata page {}", err.describe())))?;
+        if let Some(s) = prev.filter(|&s| p.seq != s + 1) {
+            return Err((i, format!("page sequence {} follows {s}", p.seq)));
+        }
+        prev = Some(p.seq);
+        max_generation = max_generation.max(p.generation);
+    }
+    Ok((prev.unwrap_or(0), max_generation))
+}
+
 /// Reads `blocks` blocks of `zone` from its start and decodes them.
 fn read_zone(q: &mut dyn ZoneQueue, layout: &Layout, zone: u32, blocks: u32) -> Result<Vec<Entry>> {
     let bs = layout.block_size as usize;
@@ -92,8 +257,16 @@ fn corrupt(zone: u32, block: u32, reason: impl Into<String>) -> FtlError {
     FtlError::Corrupt { zone: zone as u64, block: block as u64, reason: reason.into() }
 }
 
-/// Recovers the FTL on `dev`.
-pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Shared> {
+/// Recovers the FTL on `dev`. With `repair`, damage to the log rolls it
+/// back to the page before the damage instead of failing, mappings whose
+/// block's tag does not name them are dropped, and the log moves to a
+/// fresh zone (the caller writes a checkpoint there); what was lost is
+/// returned.
+pub(crate) fn recover(
+    dev: Arc<dyn ZonedDevice>,
+    config: FtlConfig,
+    repair: bool,
+) -> Result<(Shared, Option<Rollback>)> {
     let info = dev.info().clone();
     let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
     let report = q
@@ -150,6 +323,7 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
     let physical = layout.physical() as u64;
 
     // Every live metadata zone, in log order.
+    let mut rollback: Option<Rollback> = None;
     let mut live: Vec<(u64, Vec<Entry>)> = Vec::new();
     for z in 0..layout.meta_zones {
         if report[z as usize].state == ZoneState::Empty {
@@ -165,15 +339,13 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
                 return Err(corrupt(z, 0, "header of another FTL instance or geometry"))
             }
             Some(Ok(_)) => return Err(corrupt(z, 0, "metadata zone without a header page")),
-            Some(Err(_)) if entries.len() == 1 => {
-                // A zone whose only block is a torn header: the log had just
-                // moved to it when power failed. Nothing in it counts.
-                tracing::warn!(zone = z, "dropped a metadata zone holding only a torn header");
-                q.zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(z)))
-                    .map_err(FtlError::device("reset a metadata zone"))?;
+            Some(Err(e)) if repair => {
+                // Without its header a zone cannot be placed in the log.
+                let why = format!("unreadable header page ({})", e.describe());
+                rollback.get_or_insert_with(Rollback::default).drop_pages(z, 0, why, &entries);
                 continue;
             }
-            Some(Err(e)) => return Err(corrupt(z, 0, format!("unreadable header page: {e:?}"))),
+            Some(Err(e)) => return Err(damaged(z, 0, &format!("header page {}", e.describe()))),
             None => continue,
         };
         live.push((seq, entries));
@@ -181,86 +353,97 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
     live.sort_by_key(|(s, _)| *s);
     let list: Vec<Entry> = live.into_iter().flat_map(|(_, e)| e).collect();
 
-    // The newest complete checkpoint.
-    let mut max_ckpt = 0u64;
-    let mut begins = std::collections::HashMap::new();
-    let mut chunk_count = std::collections::HashMap::<u64, u64>::new();
-    for (i, e) in list.iter().enumerate() {
-        match &e.page {
-            Ok(Page { body: Body::Log(records), .. }) => {
-                for (r, rec) in records.iter().enumerate() {
-                    if let Record::CheckpointBegin { id } = rec {
-                        begins.insert(*id, (i, r));
-                        max_ckpt = max_ckpt.max(*id);
-                    }
-                }
-            }
-            Ok(Page { body: Body::Chunk { ckpt, .. }, .. }) => {
-                *chunk_count.entry(*ckpt).or_default() += 1;
-            }
-            Ok(Page { body: Body::End { ckpt, .. }, .. }) => max_ckpt = max_ckpt.max(*ckpt),
-            _ => {}
-        }
-    }
-    let chosen = list.iter().enumerate().rev().find_map(|(i, e)| match &e.page {
-        Ok(Page { body: Body::End { ckpt, chunks }, .. }) => {
-            let &(bi, br) = begins.get(ckpt)?;
-            (bi < i && chunk_count.get(ckpt).copied().unwrap_or(0) == *chunks)
-                .then_some((*ckpt, bi, br))
-        }
-        _ => None,
-    });
-    let Some((ckpt, begin_index, begin_record)) = chosen else {
-        let (z, o) = list.last().map_or((first as u32, 0), |e| (e.zone, e.offset));
-        return Err(corrupt(z, o, "no complete checkpoint in the metadata log"));
-    };
-    let begin_zone = list[begin_index].zone;
-    let start = list.iter().position(|e| e.zone == begin_zone).expect("the begin zone is listed");
-
-    // Strict checks from the checkpoint's zone on.
-    let mut prev: Option<(u64, u32)> = None;
-    let mut torn: Option<(u32, u32, String)> = None;
-    let mut max_generation = 0u32;
-    for e in &list[start..] {
-        match &e.page {
-            Ok(p) => {
-                if let Some((z, o, why)) = torn.take() {
-                    if prev.is_some_and(|(_, g)| p.generation <= g) {
-                        return Err(corrupt(z, o, format!("damaged metadata page ({why})")));
-                    }
-                    tracing::warn!(
-                        zone = z,
-                        block = o,
-                        "dropped the torn end of an earlier mount's log"
+    let mut list: Vec<Entry> = list;
+    let pages = || list.iter().filter_map(|e| e.page.as_ref().ok());
+    // Highest numbers anywhere in the log, dropped pages included: a
+    // repaired log never reuses them.
+    let all_max_seq = pages().map(|p| p.seq).max().unwrap_or(0);
+    let all_max_generation = pages().map(|p| p.generation).max().unwrap_or(0);
+    let all_max_ckpt = newest_checkpoint(&list).0;
+    let (ckpt, begin_index, begin_record, max_ckpt, begin_zone, last_seq, max_generation) = loop {
+        let (max_ckpt, chosen) = newest_checkpoint(&list);
+        let chosen = match chosen {
+            Some(c) => Some(c),
+            // Damage took every complete checkpoint: name the damage.
+            None => match list.iter().position(|e| e.page.is_err()) {
+                Some(i) if !repair => {
+                    let why = format!(
+                        "metadata page {}",
+                        list[i].page.as_ref().err().map_or(String::new(), PageError::describe)
                     );
+                    return Err(damaged(list[i].zone, list[i].offset, &why));
                 }
-                if let Some((s, _)) = prev {
-                    if p.seq != s + 1 {
-                        return Err(corrupt(
-                            e.zone,
-                            e.offset,
-                            format!("page sequence {} follows {s}", p.seq),
-                        ));
-                    }
+                Some(i) => {
+                    let (z, o) = (list[i].zone, list[i].offset);
+                    let why = "metadata page does not decode (no complete checkpoint before it)"
+                        .to_string();
+                    rollback.get_or_insert_with(Rollback::default).drop_pages(
+                        z,
+                        o,
+                        why,
+                        &list[i..],
+                    );
+                    list.truncate(i);
+                    continue;
                 }
-                prev = Some((p.seq, p.generation));
-                max_generation = max_generation.max(p.generation);
+                // Repair falls back on the newest checkpoint begun: its
+                // chunks that are there, the log after it, the tags.
+                None if repair => newest_begun(&list).inspect(|_| {
+                    rollback.get_or_insert_with(Rollback::default).partial_checkpoint = true;
+                }),
+                None => None,
+            },
+        };
+        let Some((ckpt, begin_index, begin_record)) = chosen else {
+            let (z, o) = list.last().map_or((first as u32, 0), |e| (e.zone, e.offset));
+            return Err(corrupt(z, o, "no complete checkpoint in the metadata log"));
+        };
+        let begin_zone = list[begin_index].zone;
+        let start =
+            list.iter().position(|e| e.zone == begin_zone).expect("the begin zone is listed");
+        match check_sequence(&list[start..]) {
+            Ok((last_seq, max_generation)) => {
+                break (
+                    ckpt,
+                    begin_index,
+                    begin_record,
+                    max_ckpt,
+                    begin_zone,
+                    last_seq,
+                    max_generation,
+                )
             }
-            Err(err) => {
-                if torn.is_none() {
-                    let why = match err {
-                        PageError::Blank => "blank".to_string(),
-                        PageError::Bad(w) => w.clone(),
-                    };
-                    torn = Some((e.zone, e.offset, why));
+            Err((i, why)) => {
+                let e = &list[start + i];
+                if !repair {
+                    return Err(damaged(e.zone, e.offset, &why));
                 }
+                let (z, o) = (e.zone, e.offset);
+                rollback.get_or_insert_with(Rollback::default).drop_pages(
+                    z,
+                    o,
+                    why,
+                    &list[start + i..],
+                );
+                list.truncate(start + i);
             }
         }
+    };
+    let (last_seq, max_generation, max_ckpt) = match repair {
+        true => (
+            all_max_seq.max(last_seq),
+            all_max_generation.max(max_generation),
+            all_max_ckpt.max(max_ckpt),
+        ),
+        false => (last_seq, max_generation, max_ckpt),
+    };
+    if let Some(r) = &rollback {
+        // Zones whose every page was dropped: empty them for the log.
+        for &z in &r.dropped_zones {
+            q.zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(z)))
+                .map_err(FtlError::device("reset a metadata zone"))?;
+        }
     }
-    if let Some((z, o, why)) = torn {
-        tracing::warn!(zone = z, block = o, reason = %why, "dropped the torn last page of the metadata log");
-    }
-    let last_seq = prev.map_or(0, |(s, _)| s);
 
     // Load the checkpoint, then replay what was logged after it began.
     let map = Map::new(&layout);
@@ -337,6 +520,29 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
     for &(l, p) in &found.adopted {
         map.replay_set(l, Some(p));
     }
+    if let (true, Some(r)) = (repair, rollback.as_mut()) {
+        r.adopted = found.adopted.len() as u64;
+    }
+    if rollback.as_ref().is_some_and(|r| r.partial_checkpoint) && rescan {
+        let tagging = Tagging {
+            key: sb.instance,
+            data_crc: sb.features & crate::journal::FEATURE_DATA_CRC != 0,
+        };
+        let scanned = scan_all_tags(q.as_mut(), &layout, &report, &map, ms, tagging)?;
+        rollback.as_mut().expect("partial").scanned = scanned;
+    }
+    if repair {
+        let tagging = Tagging {
+            key: sb.instance,
+            data_crc: sb.features & crate::journal::FEATURE_DATA_CRC != 0,
+        };
+        let tagged = config.tag_blocks && info.capabilities.metadata && ms >= 8;
+        let r = rollback.get_or_insert_with(RepairReport::default);
+        verify_mappings(q.as_mut(), &layout, &report, &map, tagged.then_some((ms, tagging)), r)?;
+        if r.is_clean() {
+            rollback = None;
+        }
+    }
 
     // Data zones: what is written, which pool. Half-written zones become
     // heads again, as many as the streams can hold (those with the most
@@ -402,7 +608,12 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
             first_seq[z as usize] = Some(seq);
         }
     }
-    let current = order.last().map(|&(_, z)| (z, written(z as usize)));
+    // A repaired log goes on in a fresh zone, so the checkpoint written
+    // there frees every zone that held damage.
+    let current = match repair {
+        true => None,
+        false => order.last().map(|&(_, z)| (z, written(z as usize))),
+    };
     let meta_q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
     let meta = MetaWriter::new(
         meta_q,
@@ -447,7 +658,117 @@ pub(crate) fn recover(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Sh
     Counters::add(&c.rescanned_zones, found.zones);
     Counters::add(&c.rescued_blocks, found.adopted.len() as u64);
     Counters::add(&c.resumed_zones, resumed as u64);
-    Ok(shared)
+    Ok((shared, rollback))
+}
+
+/// Repair without a complete checkpoint: maps every unmapped logical
+/// block to the newest block whose verified tag names it, reading every
+/// written block of every data zone. Returns the blocks mapped.
+fn scan_all_tags(
+    q: &mut dyn ZoneQueue,
+    layout: &Layout,
+    report: &[Zone],
+    map: &Map,
+    ms: usize,
+    tagging: Tagging,
+) -> Result<u64> {
+    let bs = layout.block_size as usize;
+    let mdts = layout.mdts_blocks.max(1);
+    let mut reader = TagReader {
+        data: q.alloc(mdts as usize * bs).map_err(FtlError::device("allocate a buffer"))?,
+        meta: Some(q.alloc(mdts as usize * ms).map_err(FtlError::device("allocate a buffer"))?),
+        ms,
+        tagging,
+    };
+    let mut newest: HashMap<u64, (u64, u32)> = HashMap::new();
+    for zone in layout.meta_zones..layout.zones {
+        let z = &report[zone as usize];
+        let written = match z.state {
+            ZoneState::Full => layout.cap(zone),
+            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed => {
+                (z.written() as u32).min(layout.cap(zone))
+            }
+            _ => continue,
+        };
+        let mut o = 0u32;
+        while o < written {
+            let k = (written - o).min(mdts);
+            let p0 = layout.pba(zone, o);
+            for (i, t) in reader.read(q, layout.lba(p0), k)?.into_iter().enumerate() {
+                let Some(t) = t.filter(|t| t.logical < layout.logical) else { continue };
+                if map.lookup(t.logical).is_some() {
+                    continue;
+                }
+                let p = p0 + i as u32;
+                let e = newest.entry(t.logical).or_insert((t.seq, p));
+                if t.seq > e.0 {
+                    *e = (t.seq, p);
+                }
+            }
+            o += k;
+        }
+    }
+    for (&l, &(_, p)) in &newest {
+        map.replay_set(l, Some(p));
+    }
+    Ok(newest.len() as u64)
+}
+
+/// Repair: drops every mapping that points past a zone's written extent
+/// or (with `tags`: metadata bytes and tagging) to a block whose tag names
+/// another logical block; keeps, and lists, blocks whose tag names them
+/// but whose data fails its checksum.
+fn verify_mappings(
+    q: &mut dyn ZoneQueue,
+    layout: &Layout,
+    report: &[Zone],
+    map: &Map,
+    tags: Option<(usize, Tagging)>,
+    r: &mut RepairReport,
+) -> Result<()> {
+    let extent = |zone: u32| match report[zone as usize].state {
+        ZoneState::Full => layout.cap(zone),
+        ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed => {
+            (report[zone as usize].written() as u32).min(layout.cap(zone))
+        }
+        _ => 0,
+    };
+    let mut reader = match tags {
+        Some((ms, tagging)) => Some(TagReader {
+            data: q
+                .alloc(layout.block_size as usize)
+                .map_err(FtlError::device("allocate a buffer"))?,
+            meta: Some(q.alloc(ms).map_err(FtlError::device("allocate a buffer"))?),
+            ms,
+            tagging,
+        }),
+        None => None,
+    };
+    for l in 0..layout.logical {
+        let Some(p) = map.lookup(l) else { continue };
+        let (zone, offset) = (layout.zone_of(p), layout.offset_of(p));
+        if layout.is_meta(zone) || offset >= extent(zone) {
+            map.replay_set(l, None);
+            r.unmapped.push(l);
+            continue;
+        }
+        let Some(reader) = reader.as_mut() else { continue };
+        match reader.claim(q, layout.lba(p))? {
+            (Some(t), _) if t.logical == l => {}
+            (None, Some(c)) if c == l && reader.tagging.data_crc => r.damaged_blocks.push(l),
+            _ => {
+                map.replay_set(l, None);
+                r.unmapped.push(l);
+            }
+        }
+    }
+    if !r.unmapped.is_empty() {
+        tracing::warn!(
+            blocks = r.unmapped.len(),
+            "repair dropped mappings whose blocks name others"
+        );
+    }
+    Ok(())
 }
 
 /// The write sequence numbers a rescan adopts: written after the log
@@ -478,6 +799,14 @@ struct TagReader {
 }
 
 impl TagReader {
+    /// The verified tag of the block at `lba`, and the logical block its
+    /// metadata names unverified.
+    fn claim(&mut self, q: &mut dyn ZoneQueue, lba: u64) -> Result<(Option<Tag>, Option<u64>)> {
+        let t = self.read(q, lba, 1)?[0];
+        let meta = self.meta.as_ref().expect("the metadata buffer is back after every read");
+        Ok((t, tag::claimed(&meta[..self.ms])))
+    }
+
     /// The tags of `k` blocks from `lba` (at most MDTS).
     fn read(&mut self, q: &mut dyn ZoneQueue, lba: u64, k: u32) -> Result<Vec<Option<Tag>>> {
         let r =

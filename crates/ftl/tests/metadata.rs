@@ -1,5 +1,6 @@
-//! Damage to the metadata log: a torn last page is dropped, damage
-//! anywhere else is reported with its place; read errors are reported.
+//! Damage to the metadata log: a page that does not decode, the last one
+//! included, fails the mount with its place (a crash cannot leave one);
+//! `Ftl::repair` rolls the log back knowingly; read errors are reported.
 
 mod common;
 
@@ -10,7 +11,12 @@ use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError, MemoryBlockDevice};
 
 /// A formatted device with some data, flushed, its FTL dropped.
 fn prepared(ops: usize) -> (Arc<dyn ZonedDevice>, MemoryBlockDevice, u32) {
-    let dev = common::device("emu:tiny");
+    prepared_on("emu:tiny", ops)
+}
+
+/// [`prepared`] on the device `uri`.
+fn prepared_on(uri: &str, ops: usize) -> (Arc<dyn ZonedDevice>, MemoryBlockDevice, u32) {
+    let dev = common::device(uri);
     let ftl = Ftl::format(Arc::clone(&dev), FtlConfig::default()).unwrap();
     let model = MemoryBlockDevice::new(ftl.block_size(), ftl.capacity_blocks());
     common::random_ops(&ftl, &model, 0..ftl.capacity_blocks(), ops, 5, false);
@@ -31,25 +37,111 @@ fn current_meta_zone(dev: &dyn ZonedDevice, meta: u32) -> (u64, u64) {
     (z.start, z.write_pointer.unwrap())
 }
 
+/// Flips one byte of the block at `lba` on the emulated media.
+fn flip(dev: &Arc<dyn ZonedDevice>, lba: u64, byte: usize) {
+    let emu = Arc::clone(dev.emulator().unwrap());
+    let media = emu.namespaces()[0].media();
+    let mut page = vec![0u8; 4096];
+    media.read(lba, &mut page).unwrap();
+    page[byte] ^= 0x10;
+    media.write(lba, &page).unwrap();
+}
+
+/// The error of a mount that must fail on the page at `lba`.
+fn refused_at(dev: &Arc<dyn ZonedDevice>, lba: u64) -> String {
+    match Ftl::open(Arc::clone(dev), FtlConfig::default()) {
+        Err(FtlError::Corrupt { zone, block, reason }) => {
+            assert_eq!(zone * 64 + block, lba, "{reason}");
+            reason
+        }
+        other => panic!("expected the mount to fail on block {lba}, got {other:?}"),
+    }
+}
+
 #[test]
-fn a_torn_last_page_is_dropped_and_the_log_goes_on() {
+fn a_half_written_last_page_is_damage_not_a_torn_write() {
     let (dev, model, meta) = prepared(400);
     let (_, wp) = current_meta_zone(dev.as_ref(), meta);
-    // A half-written page at the end of the log.
+    // A page with half its bytes written, below the write pointer: a
+    // crash cannot leave one (one-block writes are atomic on power loss).
     let mut q = dev.queue(2).unwrap();
     let mut b = dev.alloc(4096).unwrap();
     b[..2048].fill(0x5A);
     q.write(wp, &b).unwrap();
     q.flush().unwrap();
     drop(q);
-    let ftl = Ftl::open(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let reason = refused_at(&dev, wp);
+    assert!(reason.contains("write pointer") && reason.contains("--repair"), "{reason}");
+    // Repair drops it, knowingly, and loses nothing: the page held nothing.
+    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let report = report.expect("the repair reports the damage");
+    assert_eq!(report.damage.len(), 1, "{report:?}");
+    assert_eq!((report.damage[0].0 as u64) * 64 + report.damage[0].1 as u64, wp);
+    assert_eq!(report.dropped_pages, 1);
+    assert_eq!((report.lost_map_records, report.lost_unmap_records), (0, 0));
+    assert!(report.unmapped.is_empty() && report.damaged_blocks.is_empty(), "{report:?}");
     common::compare_all(&ftl, &model);
-    // The next mount's pages follow the torn one: still fine.
+    // The repaired FTL goes on, and opens without repair from now on.
     common::random_ops(&ftl, &model, 0..ftl.capacity_blocks(), 200, 6, false);
     ftl.flush().unwrap();
     drop(ftl);
     let ftl = Ftl::open(dev, FtlConfig::default()).unwrap();
     common::compare_all(&ftl, &model);
+}
+
+/// A prepared device (blocks tagged with sequence numbers) whose newest
+/// log page, made durable by a flush, maps a batch of freshly written
+/// blocks; returns it with the model before and after the batch and the
+/// page's address.
+fn last_page_maps_a_batch() -> (Arc<dyn ZonedDevice>, MemoryBlockDevice, MemoryBlockDevice, u64) {
+    let (dev, model, meta) = prepared_on("emu:tiny,metadata=16", 300);
+    let before = MemoryBlockDevice::new(model.block_size(), model.capacity_blocks());
+    let mut buf = vec![0u8; model.block_size() as usize];
+    for l in 0..model.capacity_blocks() {
+        model.read(l, &mut buf).unwrap();
+        before.write(l, &buf).unwrap();
+    }
+    let ftl = Ftl::open(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    for l in 10..40u64 {
+        common::fill(&mut buf, l, 1000 + l);
+        ftl.write(l, &buf).unwrap();
+        model.write(l, &buf).unwrap();
+    }
+    ftl.flush().unwrap();
+    drop(ftl);
+    let (_, wp) = current_meta_zone(dev.as_ref(), meta);
+    (dev, before, model, wp - 1)
+}
+
+#[test]
+fn a_flipped_byte_in_the_newest_durable_page_fails_the_mount_and_repair_rolls_back() {
+    let (dev, _, after, page) = last_page_maps_a_batch();
+    flip(&dev, page, 300);
+    let reason = refused_at(&dev, page);
+    assert!(reason.contains("checksum"), "{reason}");
+    // The blocks' tags are newer than the kept log: the repair adopts them
+    // and nothing is lost but the page itself.
+    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let report = report.expect("damage reported");
+    assert_eq!(report.dropped_pages, 1, "{report:?}");
+    assert!(report.adopted >= 30, "{report:?}");
+    common::compare_all(&ftl, &after);
+    drop(ftl);
+    common::compare_all(&Ftl::open(dev, FtlConfig::default()).unwrap(), &after);
+}
+
+#[test]
+fn without_the_tags_rescan_a_repair_rolls_back_to_the_older_versions() {
+    let (dev, before, _, page) = last_page_maps_a_batch();
+    flip(&dev, page, 4000);
+    refused_at(&dev, page);
+    let config = FtlConfig { rescan: false, ..FtlConfig::default() };
+    let (ftl, report) = Ftl::repair(Arc::clone(&dev), config).unwrap();
+    let report = report.expect("damage reported");
+    assert_eq!(report.adopted, 0);
+    // The damaged page's records are unreadable: the batch is lost, and
+    // the blocks read their versions from before it, as reported.
+    common::compare_all(&ftl, &before);
 }
 
 #[test]
@@ -167,4 +259,39 @@ fn only_an_empty_device_is_formatted_by_open_or_format() {
     let e = Ftl::open_or_format(other, FtlConfig::default()).map(|_| ()).unwrap_err();
     assert!(matches!(e, FtlError::NotEmpty { written_zones: 1 }), "{e}");
     assert!(e.to_string().contains("refusing to format"), "{e}");
+}
+
+#[test]
+fn a_damaged_end_page_with_no_older_checkpoint_is_repaired_from_the_log_and_tags() {
+    let dev = common::device("emu:tiny,metadata=16");
+    let ftl = Ftl::format(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let model = MemoryBlockDevice::new(ftl.block_size(), ftl.capacity_blocks());
+    let mut buf = vec![0u8; 4096];
+    for round in 0..3u64 {
+        for l in (round * 7..ftl.capacity_blocks()).step_by(3) {
+            common::fill(&mut buf, l, round);
+            ftl.write(l, &buf).unwrap();
+            model.write(l, &buf).unwrap();
+        }
+    }
+    ftl.flush().unwrap();
+    assert_eq!(ftl.stats().checkpoints, 1, "only the format's checkpoint");
+    drop(ftl);
+    // The format's checkpoint: its End page (page kind 4) in zone 0.
+    let media = Arc::clone(dev.emulator().unwrap().namespaces()[0].media());
+    let end = (0..64u64)
+        .find(|&lba| {
+            media.read(lba, &mut buf).unwrap();
+            buf[4] == 4 && buf[..4] != [0; 4]
+        })
+        .expect("the End page");
+    flip(&dev, end, 40);
+    refused_at(&dev, end);
+    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let report = report.expect("damage reported");
+    assert!(report.partial_checkpoint, "{report:?}");
+    assert_eq!(report.damage[0].1 as u64, end);
+    common::compare_all(&ftl, &model);
+    drop(ftl);
+    common::compare_all(&Ftl::open(dev, FtlConfig::default()).unwrap(), &model);
 }
