@@ -718,6 +718,17 @@ fn bench_json(uri: &str, o: &BenchOptions, r: &BenchReport) -> Value {
         ("meta_zones", json!(r.meta_zones)),
         ("waf", json!(r.waf)),
         ("waf_total", json!(r.waf_total)),
+        (
+            "spare",
+            json!({
+                "nominal": r.spare.nominal,
+                "device": r.spare.device,
+                "effective": r.spare.effective,
+                "greedy_waf_nominal": r.spare.greedy_waf_nominal,
+                "greedy_waf_effective": r.spare.greedy_waf_effective,
+                "waf_vs_greedy_effective": r.waf / r.spare.greedy_waf_effective,
+            }),
+        ),
         ("map_bytes_per_block", json!(r.map_bytes_per_block)),
         ("write_iops", json!(r.write_iops)),
         ("read_iops", json!(r.read_iops)),
@@ -798,6 +809,19 @@ fn bench_table(o: &BenchOptions, r: &BenchReport, out: &mut dyn Write) -> Result
         r.steady_write_iops,
         r.steady_read_iops,
         r.window.gc_victims
+    )?;
+    let sp = &r.spare;
+    writeln!(
+        out,
+        "spare: {:.1} % asked, {:.1} % in the data zones, {:.1} % effective (invalid blocks GC \
+         worked with, time-averaged); greedy's analytic WAF for uniform writes: {:.3} at the \
+         effective spare ({:.3} at the nominal), measured/analytic {:.3}",
+        sp.nominal * 100.0,
+        sp.device * 100.0,
+        sp.effective * 100.0,
+        sp.greedy_waf_effective,
+        sp.greedy_waf_nominal,
+        r.waf / sp.greedy_waf_effective
     )?;
     writeln!(out, "map RAM: {:.2} bytes per exposed block", r.map_bytes_per_block)?;
     if r.first_pass_gc_victims > 0 {

@@ -156,6 +156,14 @@ fn a_short_bench_prints_every_key() {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
     assert_eq!(v["phases"].as_array().unwrap().len(), 8);
+    // Spare: asked, given by the data zones, worked with by GC.
+    let sp = &v["spare"];
+    let (nominal, device) = (sp["nominal"].as_f64().unwrap(), sp["device"].as_f64().unwrap());
+    assert_eq!(nominal, 0.10, "{sp}");
+    assert!(device > nominal, "the data zones hold the reserves too: {sp}");
+    let effective = sp["effective"].as_f64().unwrap();
+    assert!(effective > 0.0 && effective < device, "{sp}");
+    assert!(sp["greedy_waf_effective"].as_f64().unwrap() > 1.0, "{sp}");
     for key in ["raw_write_iops_before", "raw_write_iops_after", "raw_read_iops_before"] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }

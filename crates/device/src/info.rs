@@ -49,6 +49,10 @@ pub struct Capabilities {
     /// Append: the LBA format has metadata, not interleaved with the data,
     /// and the backend passes it.
     pub metadata: bool,
+    /// Reads return what was written. False only for an emulated device
+    /// that keeps no data (`media=null`): host software must not verify
+    /// data or metadata read back (it reads as zeros).
+    pub stores_data: bool,
 }
 
 /// A conventional (random-write) namespace beside the zoned one.

@@ -500,6 +500,9 @@ pub struct BenchReport {
     /// Zones garbage collection reclaimed during fill and read (0 when the
     /// first-pass figures are free of GC, as intended).
     pub first_pass_gc_victims: u64,
+    /// The spare space the FTL had, nominal and effective, with greedy's
+    /// analytic write amplification at each.
+    pub spare: Spare,
     /// Write amplification of data in the measured window.
     pub waf: f64,
     /// Write amplification counting metadata, in the measured window.
@@ -518,6 +521,41 @@ pub struct BenchReport {
     pub phases: Vec<PhaseTime>,
     /// Wall-clock seconds of the whole run (format and close included).
     pub seconds: f64,
+}
+
+/// Spare space (over-provisioning) as configured, as the device gives it,
+/// and as garbage collection works with it.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Spare {
+    /// The over-provisioning asked for at format (spare / logical).
+    pub nominal: f64,
+    /// Data-zone blocks over logical blocks, less one: what the device
+    /// gives, before the FTL holds back heads and the GC reserve.
+    pub device: f64,
+    /// The time-average of invalid blocks in written zones over logical
+    /// blocks in the measured window: the spare garbage collection
+    /// actually works with, what the analytic model calls OP.
+    pub effective: f64,
+    /// Greedy's analytic WAF for uniform random writes at `nominal`.
+    pub greedy_waf_nominal: f64,
+    /// The same at `effective` (the honest reference).
+    pub greedy_waf_effective: f64,
+}
+
+impl Spare {
+    fn new(nominal: f64, data_zone_blocks: u64, logical: u64, mean_invalid: f64) -> Spare {
+        let logical = logical.max(1) as f64;
+        let effective = mean_invalid / logical;
+        Spare {
+            nominal,
+            device: data_zone_blocks as f64 / logical - 1.0,
+            effective,
+            greedy_waf_nominal: crate::analytic::greedy_waf(nominal),
+            greedy_waf_effective: crate::analytic::greedy_waf(effective.max(1e-6)),
+        }
+    }
 }
 
 /// Runs the benchmark (see the [module documentation](self)). `open`
@@ -545,6 +583,7 @@ pub fn run(
     // FTL phases.
     let dev = open_dev()?;
     let device = dev.info().uri.clone();
+    let ftl_device_info = dev.info().clone();
     let ftl = Ftl::format(dev, opts.config.clone())?;
     debug_assert_eq!(ftl.capacity_blocks(), n);
     let bs = ftl.block_size() as usize;
@@ -609,7 +648,25 @@ pub fn run(
         phases.push(mix(Phase::Warmup, opts.warmup, 2)?);
     }
     let s0 = ftl.stats();
-    let measured = mix(Phase::Measure, opts.measure, 3)?;
+    // The spare GC works with, sampled through the window: invalid blocks
+    // in written zones (free zones, unwritten head space and the GC
+    // reserve hold none).
+    let sampling = AtomicBool::new(true);
+    let (measured, spare) = std::thread::scope(|sc| {
+        let sampler = sc.spawn(|| {
+            let (mut sum, mut samples) = (0f64, 0u64);
+            while sampling.load(Ordering::Relaxed) {
+                sum += ftl.stats().invalid_blocks as f64;
+                samples += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            sum / samples.max(1) as f64
+        });
+        let measured = mix(Phase::Measure, opts.measure, 3);
+        sampling.store(false, Ordering::Relaxed);
+        (measured, sampler.join().unwrap_or(0.0))
+    });
+    let measured = measured?;
     let s1 = ftl.stats();
     phases.push(measured);
     let window = WindowStats::between(&s0, &s1);
@@ -634,6 +691,9 @@ pub fn run(
     let (ns_per_io_write, write_vs_raw_cpu) = cpu(&fill, &raw_write);
     let (ns_per_io_read, read_vs_raw_cpu) = cpu(&read, &raw_read);
     let user = window.user_blocks_written.max(1) as f64;
+    let info = ftl_device_info.clone();
+    let data_zone_blocks = (info.zone_count - meta_zones as u64) * info.zone_capacity;
+    let spare = Spare::new(opts.config.op, data_zone_blocks, n, spare);
     let report = BenchReport {
         device,
         block_size: bs as u32,
@@ -655,6 +715,7 @@ pub fn run(
         write_vs_raw_cpu,
         read_vs_raw_cpu,
         first_pass_gc_victims,
+        spare,
         waf: window.data_blocks_written as f64 / user,
         waf_total: (window.data_blocks_written + window.meta_blocks_written) as f64 / user,
         steady_write_iops: iops(&measured),

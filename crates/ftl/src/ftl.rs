@@ -235,7 +235,11 @@ impl Shared {
     /// least 8 bytes that the backend passes.
     pub fn tag_size(&self) -> usize {
         let info = self.dev.info();
-        if self.config.tag_blocks && info.capabilities.metadata && info.metadata_size >= 8 {
+        if self.config.tag_blocks
+            && info.capabilities.metadata
+            && info.capabilities.stores_data
+            && info.metadata_size >= 8
+        {
             info.metadata_size as usize
         } else {
             0
@@ -690,18 +694,27 @@ impl Shared {
 /// Exposed blocks for a device whose data zones (not metadata, usable)
 /// have capacities `caps`, at over-provisioning `op` with `slack` zones
 /// held out; at least one zone of spare space is always left.
-pub(crate) fn exposed_blocks(caps: &[u32], stride: u32, slack: u32, op: f64) -> Result<u64> {
+pub(crate) fn exposed_blocks(caps: &[u32], stride: u32, plan: &StreamPlan, op: f64) -> Result<u64> {
     let total: u64 = caps.iter().map(|&c| c as u64).sum();
-    let held = (slack as u64 + 1) * stride as u64;
-    if total <= held {
+    let slack = plan.slack();
+    if total <= (slack as u64 + 1) * stride as u64 {
         return Err(FtlError::Config(format!(
             "{} data zones cannot hold the {slack} zones the streams and GC reserve need plus \
              one zone of spare space",
             caps.len()
         )));
     }
-    let usable = total - slack as u64 * stride as u64;
-    let logical = ((usable as f64 / (1.0 + op)).floor() as u64).min(usable - stride as u64);
+    // What garbage collection cannot use as spare: the reserve zones,
+    // empty, and the heads' unwritten space, half a zone each on average
+    // (a head is anywhere from empty to full). Sizing on that makes the
+    // spare GC works with the one asked for, not more.
+    let heads: u64 = plan.max_heads.iter().map(|&h| h as u64).sum();
+    let held = plan.reserve as u64 * stride as u64 + heads * stride as u64 / 2;
+    let usable = total - held;
+    // Never more than every head and reserve zone full plus a zone of
+    // spare: garbage collection always finds a victim.
+    let bound = total - (slack as u64 + 1) * stride as u64;
+    let logical = ((usable as f64 / (1.0 + op)).floor() as u64).min(bound);
     if logical >= u32::MAX as u64 {
         return Err(FtlError::Config(format!("{logical} logical blocks (at most 2^32 - 2)")));
     }
@@ -745,13 +758,12 @@ impl FormatPlan {
         }
         let budget = open_budget(dev).saturating_sub(1);
         let plan = StreamPlan::new(config, budget)?;
-        let slack = plan.slack();
         let usable = |z: &zns_device::Zone| ready(z) && z.capacity > 0;
         // Metadata zones come first; size them for the capacity they will
         // checkpoint (the exposed capacity with no metadata zones bounds it).
         let all_caps: Vec<u32> =
             report.iter().filter(|z| usable(z)).map(|z| z.capacity as u32).collect();
-        let upper = exposed_blocks(&all_caps, stride, slack, config.op)?;
+        let upper = exposed_blocks(&all_caps, stride, &plan, config.op)?;
         let needed = meta_zone_plan(upper, info.block_size as usize, caps[0]).0;
         let meta_zones = config.meta_zones.unwrap_or(needed);
         if meta_zones < needed {
@@ -771,7 +783,7 @@ impl FormatPlan {
             .filter(|z| usable(z))
             .map(|z| z.capacity as u32)
             .collect();
-        let logical = exposed_blocks(&data_caps, stride, slack, config.op)?;
+        let logical = exposed_blocks(&data_caps, stride, &plan, config.op)?;
         Ok(FormatPlan { zones, caps, stride, meta_zones, logical })
     }
 }

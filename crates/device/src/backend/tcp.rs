@@ -288,6 +288,7 @@ fn describe(
             offline: true,
             // Metadata does not travel over the fabric here.
             metadata: false,
+            stores_data: true,
         },
         conventional: None,
         identify: Some(IdentifyData {

@@ -207,6 +207,7 @@ impl PassthroughDevice {
                 offline: true,
                 // Not passed through yet: refused with Unsupported.
                 metadata: false,
+                stores_data: true,
             },
             conventional,
             identify: Some(IdentifyData {

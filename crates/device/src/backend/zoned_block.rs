@@ -609,6 +609,7 @@ impl ZonedBlockDevice {
                 offline: false,
                 // The block layer has no separate metadata buffer.
                 metadata: false,
+                stores_data: true,
             },
             conventional,
             identify: None,

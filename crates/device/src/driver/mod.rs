@@ -144,6 +144,14 @@ impl DriverDevice {
     ) -> Result<Self> {
         let ctrl = Controller::emulated(Arc::clone(&emulator), Arc::clone(&memory))?;
         let mut dev = Self::from_controller(ctrl, uri)?;
+        if let Some(shared) = Arc::get_mut(&mut dev.shared) {
+            let nsid = shared.info.nsid;
+            shared.info.capabilities.stores_data = emulator
+                .namespaces()
+                .iter()
+                .find(|n| n.nsid() == nsid)
+                .is_none_or(|n| n.media().stores_data());
+        }
         dev.emulator = Some(emulator);
         dev.memory = Some(memory);
         Ok(dev)
@@ -355,6 +363,7 @@ fn describe(
             select_all: true,
             offline: true,
             metadata: ns.metadata_size > 0 && !ns.identify.metadata_extended(),
+            stores_data: true,
         },
         conventional,
         identify: Some(IdentifyData {
