@@ -13,7 +13,9 @@
 //!   close, finish, reset; fio's zoned workloads with psync, libaio and
 //!   io_uring and crc32c verification (mq-deadline selected, as udev
 //!   would); znskit's conformance suite through the guest's `ng:` and
-//!   `zbd:` views of the target; `nvme disconnect`.
+//!   `zbd:` views of the target; btrfs in zoned mode (`mkfs.btrfs -O
+//!   zoned`, fio with crc32c verification, `btrfs check`) on the
+//!   small-zone namespace; `nvme disconnect`.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
@@ -81,6 +83,7 @@ const MODULES: &[&str] = &[
     "virtio_net",
     "virtio_blk",
     "ext4",
+    "btrfs",
 ];
 /// Modules loaded when the kernel has them (ext4's metadata checksums).
 const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
@@ -93,6 +96,8 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
     ("mke2fs", "e2fsprogs"),
     ("e2fsck", "e2fsprogs"),
     ("sqlite3", "sqlite3"),
+    ("mkfs.btrfs", "btrfs-progs"),
+    ("btrfs", "btrfs-progs"),
 ];
 
 /// Options of the task.
@@ -387,6 +392,14 @@ head -c 8192 /dev/urandom > /tmp/blob
 expect nvme-zone-append "Success" nvme zns zone-append $S -s 0 -z 8192 -d /tmp/blob
 expect nvme-append-wp "WP: 0x2 " nvme zns report-zones $S -d 1
 run blkzone-reset-4 blkzone reset $S
+# btrfs in zoned mode on the small-zone namespace (Zone Append for data).
+run mkfs-btrfs mkfs.btrfs -f -q -O zoned -d single -m single $S
+run mount-btrfs mount -t btrfs $S /mnt
+run fio-btrfs fio --name=btrfs --directory=/mnt --ioengine=psync --rw=randwrite --bs=64k --size=48m --numjobs=2 --fsync=8 --verify=crc32c --do_verify=1 --minimal
+expect btrfs-zoned "zoned mode enabled" dmesg
+run umount-btrfs umount /mnt
+run btrfs-check btrfs check --readonly $S
+run blkzone-reset-5 blkzone reset $S
 # znskit's own kernel-path backends on the kernel's view of the target.
 run conformance-ng /bin/zns-conformance "ng:$G"
 run conformance-zbd /bin/zns-conformance "zbd:$S"
