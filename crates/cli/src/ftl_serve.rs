@@ -43,7 +43,7 @@ pub struct ServeArgs {
 
 /// Opens the FTL to serve: formats a process-private device, recovers any
 /// other.
-fn open_for_serving(uri: &str) -> Result<(Ftl, bool)> {
+pub(crate) fn open_for_serving(uri: &str) -> Result<(Ftl, bool)> {
     let private = process_private(uri)?;
     let dev = zns_device::open(uri)?;
     if private {

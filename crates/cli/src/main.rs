@@ -207,7 +207,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
     }
     let device = cli.device.first().cloned().unwrap_or_else(|| DEFAULT_URI.to_string());
     match cli.command {
-        Command::Serve(args) => serve::run(&cli.device, &args, out),
+        Command::Serve(args) => serve::run(&cli.device, device_given, &args, out),
         Command::Ftl { command } => ftl::run(&device, device_given, command, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),

@@ -2,6 +2,11 @@
 //! namespaces of one NVM subsystem over NVMe/TCP, for the Linux kernel's
 //! `nvme-tcp` host (`nvme connect`), nvme-cli, fio, and filesystems.
 //!
+//! `--ftl URI` adds the FTL on that device as a conventional (NVM command
+//! set) namespace after the zoned ones: the kernel sees an ordinary NVMe
+//! disk (ext4, XFS, or f2fs's metadata device). On SIGINT or SIGTERM each
+//! FTL is closed with a checkpoint.
+//!
 //! A timed emulator (`emu:zn540`) runs on the real clock unless the URI
 //! says `clock=`: hosts on the network live in real time, and the
 //! modelled drive's latencies then reach them. The target runs until
@@ -17,7 +22,8 @@ use clap::Args;
 use zns_device::uri::Timing;
 use zns_device::DeviceUri;
 use zns_emulator::profile::Profile;
-use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
+use zns_ftl::{BlockDevice, Ftl};
+use zns_nvmf::{Backend, NvmfTarget, Subsystem, TargetConfig};
 
 use crate::num::human_size;
 
@@ -43,6 +49,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u64).range(2..=65536))]
     pub max_connections: u64,
+    /// Also export the FTL on this device as a conventional NVM namespace
+    /// (repeat for several), after the `--device` namespaces. A device that
+    /// lives only in this process is formatted; any other must hold an FTL
+    /// (`zns ftl format`). Without `--device`, only these are served.
+    #[arg(long = "ftl", value_name = "URI")]
+    pub ftl: Vec<String>,
 }
 
 /// `uri` as served: a timed emulator on the real clock unless the URI
@@ -66,16 +78,36 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-pub fn run(uris: &[String], args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
+pub fn run(
+    uris: &[String],
+    device_given: bool,
+    args: &ServeArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
     let stop = stop_flag()?;
-    let mut devices = Vec::new();
-    for uri in uris {
+    let mut backends = Vec::new();
+    // Without --device, `--ftl` alone chooses what is served.
+    let zoned = if device_given || args.ftl.is_empty() { uris } else { &[] };
+    for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
-        devices.push(dev);
+        backends.push(Backend::Zoned(dev));
     }
-    let sub =
-        Subsystem::new(args.nqn.clone(), devices)?.with_allowed_hosts(args.allow_host.clone());
+    let mut ftls: Vec<Arc<Ftl>> = Vec::new();
+    for uri in &args.ftl {
+        let (ftl, formatted) = crate::ftl_serve::open_for_serving(uri)?;
+        if formatted {
+            writeln!(out, "formatted a new FTL on {uri} (it lives as long as this server)")?;
+        }
+        let ftl = Arc::new(ftl);
+        backends.push(Backend::Block {
+            device: Arc::clone(&ftl) as Arc<dyn BlockDevice>,
+            name: format!("FTL on {uri}"),
+        });
+        ftls.push(ftl);
+    }
+    let sub = Subsystem::with_backends(args.nqn.clone(), backends)?
+        .with_allowed_hosts(args.allow_host.clone());
     let config = TargetConfig { max_connections: args.max_connections as usize };
     let target = NvmfTarget::bind(args.listen.as_str(), sub, config)
         .with_context(|| format!("serve over NVMe/TCP on {}", args.listen))?;
@@ -85,17 +117,7 @@ pub fn run(uris: &[String], args: &ServeArgs, out: &mut dyn Write) -> Result<()>
         writeln!(out, "  hosts allowed: {}", args.allow_host.join(", "))?;
     }
     for ns in target.subsystem().namespaces() {
-        let i = ns.info();
-        writeln!(
-            out,
-            "  namespace {}: {} ({} zones of {}, {}-byte blocks, {})",
-            ns.nsid,
-            i.uri,
-            i.zone_count,
-            human_size(i.zone_size * i.block_size as u64),
-            i.block_size,
-            ns.device.clock_name(),
-        )?;
+        describe(ns, out)?;
     }
     writeln!(
         out,
@@ -110,14 +132,47 @@ pub fn run(uris: &[String], args: &ServeArgs, out: &mut dyn Write) -> Result<()>
         std::thread::sleep(Duration::from_millis(50));
     }
     let stats = target.stop();
+    let mut closed = 0;
+    for ftl in ftls {
+        let ftl = Arc::try_unwrap(ftl)
+            .map_err(|_| anyhow::anyhow!("an FTL is still in use after the target stopped"))?;
+        ftl.close().context("close an FTL (write its checkpoint)")?;
+        closed += 1;
+    }
     writeln!(
         out,
-        "stopped after {:.1} s: {} connections ({} refused, {} ended by transport errors)",
+        "stopped after {:.1} s: {} connections ({} refused, {} ended by transport errors){}",
         started.elapsed().as_secs_f64(),
         stats.connections,
         stats.refused,
-        stats.transport_errors
+        stats.transport_errors,
+        if closed > 0 { format!("; {closed} FTL checkpoint(s) written") } else { String::new() }
     )?;
+    Ok(())
+}
+
+/// One line per namespace: what it is and its geometry.
+fn describe(ns: &zns_nvmf::Namespace, out: &mut dyn Write) -> Result<()> {
+    match (&ns.backend, ns.info()) {
+        (Backend::Zoned(dev), Some(i)) => writeln!(
+            out,
+            "  namespace {}: {} ({} zones of {}, {}-byte blocks, {})",
+            ns.nsid,
+            i.uri,
+            i.zone_count,
+            human_size(i.zone_size * i.block_size as u64),
+            i.block_size,
+            dev.clock_name(),
+        )?,
+        _ => writeln!(
+            out,
+            "  namespace {}: {} (conventional, {}, {}-byte blocks)",
+            ns.nsid,
+            ns.name(),
+            human_size(ns.blocks() * ns.block_size() as u64),
+            ns.block_size()
+        )?,
+    }
     Ok(())
 }
 

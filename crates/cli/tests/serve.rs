@@ -66,3 +66,43 @@ fn serve_exports_every_device_and_stops_on_sigterm() {
     assert_eq!(two.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&two.stderr).contains("only `zns serve`"));
 }
+
+#[test]
+fn serve_exports_an_ftl_as_a_conventional_namespace_and_checkpoints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("ftl.img");
+    let zns = env!("CARGO_BIN_EXE_zns");
+    let ok = |args: &[&str]| {
+        let o = Command::new(zns).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    ok(&["emu", "create", img.to_str().unwrap(), "--profile", "small"]);
+    let uri = format!("emu:file={}", img.display());
+    ok(&["--device", &uri, "ftl", "format"]);
+    // Only --ftl: no zoned namespace is added.
+    let mut child = Command::new(zns)
+        .args(["serve", "--listen", "127.0.0.1:0", "--ftl", &uri])
+        .env_remove("ZNS_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run zns serve");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    while out.read_line(&mut text).unwrap() > 0 && !text.contains("nvme connect") {}
+    assert!(text.contains(&format!("namespace 1: FTL on {uri} (conventional")), "{text}");
+    assert!(!text.contains("namespace 2"), "{text}");
+    // While served, the image is locked.
+    let busy = Command::new(zns).args(["--device", &uri, "ftl", "check"]).output().unwrap();
+    assert_eq!(busy.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("in use"));
+    // SAFETY: kill(2) on our own child's pid has no memory effects.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "{status}: {rest}");
+    assert!(rest.contains("1 FTL checkpoint(s) written"), "{rest}");
+    ok(&["--device", &uri, "ftl", "check"]);
+}

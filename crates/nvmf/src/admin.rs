@@ -125,11 +125,14 @@ fn identify(ctrl: &Controller, sqe: &SubmissionEntry, out: &mut Vec<u8>) -> Done
             Some(b) => page(out, &b),
             None => Done::err(StatusCode::InvalidNamespaceOrFormat),
         },
-        0x07 if cmd.csi == zoned => match active_list(sub, cmd.nsid, |_| true) {
-            Some(b) => page(out, &b),
-            None => Done::err(StatusCode::InvalidNamespaceOrFormat),
-        },
-        0x07 if cmd.csi == nvm => page(out, &zeros),
+        // The active namespaces of one command set.
+        0x07 if cmd.csi == zoned || cmd.csi == nvm => {
+            let of_set = |id: u32| sub.namespace(id).is_some_and(|n| n.csi() as u8 == cmd.csi);
+            match active_list(sub, cmd.nsid, of_set) {
+                Some(b) => page(out, &b),
+                None => Done::err(StatusCode::InvalidNamespaceOrFormat),
+            }
+        }
         0x06 if cmd.csi == zoned => page(out, &sub.identify_zns_controller()[..]),
         // NVM-specific controller data: no limits beyond MDTS.
         0x06 if cmd.csi == nvm => page(out, &zeros),
@@ -144,7 +147,11 @@ fn identify(ctrl: &Controller, sqe: &SubmissionEntry, out: &mut Vec<u8>) -> Done
             match (cmd.cns, cmd.csi) {
                 (0x00, _) => page(out, &sub.identify_namespace(ns)[..]),
                 (0x03, _) => page(out, &sub.ns_descriptors(ns)[..]),
-                (0x05, c) if c == zoned => page(out, &sub.identify_zns_namespace(ns)[..]),
+                (0x05, c) if c == zoned => match sub.identify_zns_namespace(ns) {
+                    Some(b) => page(out, &b[..]),
+                    // Not a zoned namespace: the command set does not apply.
+                    None => Done::err(StatusCode::InvalidIoCommandSet),
+                },
                 (0x05, c) if c == nvm => page(out, &zeros),
                 (0x08, _) => page(out, &sub.identify_independent_namespace(ns)[..]),
                 _ => Done::err(StatusCode::InvalidField),
@@ -252,6 +259,9 @@ fn effects_log(csi: u8) -> Vec<u8> {
         for op in [IoOpcode::Write, IoOpcode::WriteZeroes, IoOpcode::Copy] {
             set(true, op as u8, CSUPP | LBCC);
         }
+    }
+    if csi == CommandSetId::Nvm as u8 {
+        set(true, IoOpcode::DatasetManagement as u8, CSUPP | LBCC);
     }
     if csi == CommandSetId::Zoned as u8 {
         set(true, IoOpcode::ZoneMgmtRecv as u8, CSUPP);

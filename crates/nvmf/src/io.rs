@@ -30,11 +30,11 @@ pub(crate) struct IoDone {
 }
 
 impl IoDone {
-    fn ok(result: u64, data: usize) -> IoDone {
+    pub(crate) fn ok(result: u64, data: usize) -> IoDone {
         IoDone { status: Status::SUCCESS, result, data }
     }
 
-    fn err(code: StatusCode) -> IoDone {
+    pub(crate) fn err(code: StatusCode) -> IoDone {
         IoDone { status: code.status(), result: 0, data: 0 }
     }
 }
@@ -43,6 +43,8 @@ impl IoDone {
 #[derive(Default)]
 pub(crate) struct IoContext {
     queues: Vec<Option<(Box<dyn ZoneQueue>, IoBuffer)>>,
+    /// Zeroes for Write Zeroes on block namespaces (made at first use).
+    pub(crate) zeros: Vec<u8>,
 }
 
 impl std::fmt::Debug for IoContext {
@@ -65,8 +67,11 @@ impl IoContext {
             self.queues.resize_with(i + 1, || None);
         }
         if self.queues[i].is_none() {
-            let q = ns.device.queue(DEPTH)?;
-            let buf = ns.device.alloc(ns.info().mdts_bytes.max(ns.info().block_size as usize))?;
+            let dev = ns.zoned().ok_or_else(|| {
+                DeviceError::Unsupported(format!("{} is not a zoned namespace", ns.name()))
+            })?;
+            let q = dev.queue(DEPTH)?;
+            let buf = dev.alloc(ns.mdts_bytes().max(ns.block_size() as usize))?;
             self.queues[i] = Some((q, buf));
         }
         let (q, buf) = self.queues[i].as_mut().expect("made above");
@@ -95,6 +100,12 @@ pub(crate) fn execute(
     let Some(ns) = sub.namespace(sqe.nsid) else {
         return IoDone::err(StatusCode::InvalidNamespaceOrFormat);
     };
+    if let Some(dev) = ns.block() {
+        let done =
+            crate::block::execute(dev.as_ref(), &mut ctx.zeros, op, sqe, host, host_room, out);
+        count(ctrl, op, &done, host.len());
+        return done;
+    }
     let mut lane = match ctx.lane(ns) {
         Ok(l) => l,
         Err(e) => return device_error(&e),
@@ -113,21 +124,27 @@ pub(crate) fn execute(
         IoOpcode::Copy => copy(&mut lane, sqe, host),
         _ => IoDone::err(StatusCode::InvalidOpcode),
     };
-    if done.status.is_success() {
-        let s = &ctrl.stats;
-        match op {
-            IoOpcode::Read => {
-                s.read_commands.fetch_add(1, Ordering::Relaxed);
-                s.bytes_read.fetch_add(done.data as u64, Ordering::Relaxed);
-            }
-            IoOpcode::Write | IoOpcode::ZoneAppend => {
-                s.write_commands.fetch_add(1, Ordering::Relaxed);
-                s.bytes_written.fetch_add(host.len() as u64, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-    }
+    count(ctrl, op, &done, host.len());
     done
+}
+
+/// Counts a successful read or write in the controller's statistics.
+fn count(ctrl: &Controller, op: IoOpcode, done: &IoDone, written: usize) {
+    if !done.status.is_success() {
+        return;
+    }
+    let s = &ctrl.stats;
+    match op {
+        IoOpcode::Read => {
+            s.read_commands.fetch_add(1, Ordering::Relaxed);
+            s.bytes_read.fetch_add(done.data as u64, Ordering::Relaxed);
+        }
+        IoOpcode::Write | IoOpcode::ZoneAppend => {
+            s.write_commands.fetch_add(1, Ordering::Relaxed);
+            s.bytes_written.fetch_add(written as u64, Ordering::Relaxed);
+        }
+        _ => {}
+    }
 }
 
 /// The status of a device error: NVMe statuses pass through; a command
@@ -174,7 +191,7 @@ fn sized(lane: &mut Lane<'_>, len: usize) -> Result<(), IoDone> {
 /// Bytes of `blocks` blocks, checked against what the data descriptor
 /// offers.
 fn transfer(lane: &Lane<'_>, blocks: u32, offered: usize) -> Result<usize, IoDone> {
-    let len = blocks as usize * lane.ns.info().block_size as usize;
+    let len = blocks as usize * lane.ns.block_size() as usize;
     if len > offered {
         return Err(IoDone::err(StatusCode::SglLengthInvalid));
     }
@@ -234,7 +251,7 @@ fn zone_send(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone 
         ZoneSendAction::Reset => ZoneAction::Reset,
         ZoneSendAction::Offline => ZoneAction::Offline,
         ZoneSendAction::SetDescriptorExtension => {
-            let n = lane.ns.info().capabilities.extension_bytes;
+            let n = lane.ns.info().map_or(0, |i| i.capabilities.extension_bytes);
             if n == 0 || c.select_all {
                 return IoDone::err(StatusCode::InvalidField);
             }
@@ -285,7 +302,8 @@ fn zone_receive(
         }
         d
     } else {
-        let mut big = match lane.ns.device.alloc(len) {
+        let alloc = lane.ns.zoned().map(|d| d.alloc(len));
+        let mut big = match alloc.expect("lanes are zoned") {
             Ok(b) => b,
             Err(e) => return device_error(&e),
         };
@@ -324,6 +342,12 @@ fn copy(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
 /// Flush of every namespace (NSID FFFFFFFFh).
 fn flush_all(ctx: &mut IoContext, sub: &Subsystem) -> IoDone {
     for ns in sub.namespaces() {
+        if let Some(dev) = ns.block() {
+            if let Err(e) = dev.flush() {
+                return crate::block::ftl_error(&e);
+            }
+            continue;
+        }
         let mut lane = match ctx.lane(ns) {
             Ok(l) => l,
             Err(e) => return device_error(&e),

@@ -32,12 +32,14 @@
 //! | `controller` | controllers, their registers and features |
 //! | `admin` | admin commands and log pages |
 //! | `io` | I/O commands to [`zns_device::ZoneOp`]s |
+//! | `block` | I/O commands on block namespaces (the FTL) |
 //! | [`subsystem`] | the subsystem, its namespaces and Identify data |
 //! | `target` | listening, connection threads, shutdown |
 
 #![warn(missing_docs)]
 
 mod admin;
+mod block;
 mod connection;
 mod controller;
 mod error;
@@ -47,5 +49,5 @@ mod target;
 
 pub use connection::MAX_H2C_DATA;
 pub use error::{NvmfError, Result};
-pub use subsystem::{Namespace, Subsystem};
+pub use subsystem::{Backend, Namespace, Subsystem};
 pub use target::{NvmfTarget, TargetConfig, TargetStats};

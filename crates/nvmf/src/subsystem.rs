@@ -1,6 +1,7 @@
-//! The NVM subsystem a target exports: its NQN and its namespaces, one
-//! per zoned device, and the Identify data the target's controllers
-//! report for them.
+//! The NVM subsystem a target exports: its NQN and its namespaces (zoned
+//! devices, and block devices such as the FTL as conventional NVM
+//! namespaces), and the Identify data the target's controllers report for
+//! them.
 //!
 //! The target is a controller of its own (as Linux's nvmet is): its
 //! Identify Controller describes the target, its namespaces describe the
@@ -11,6 +12,7 @@
 use std::sync::Arc;
 
 use zns_device::{DeviceInfo, ZonedDevice};
+use zns_ftl::BlockDevice;
 use zns_spec::identify::{
     IdentifyController, IdentifyNamespace, LbaFormat, NamespaceIdDescriptor,
     NamespaceIdDescriptorList, Oncs, ZnsController, ZnsNamespace, ZoneFormatExtension,
@@ -33,21 +35,106 @@ pub const IN_CAPSULE_DATA: usize = 8192;
 /// Commands outstanding per queue (MAXCMD, and CAP.MQES + 1).
 pub const QUEUE_ENTRIES: u16 = 128;
 
-/// One namespace: a zoned device under an NSID.
+/// Largest transfer of a block namespace's commands.
+pub const BLOCK_MDTS: usize = 1 << 20;
+
+/// What a namespace stands for.
+///
+/// Thread safety: `Send + Sync`.
+#[derive(Clone)]
+pub enum Backend {
+    /// A zoned device: a Zoned Namespace (CSI 02h).
+    Zoned(Arc<dyn ZonedDevice>),
+    /// A random-write block device (the FTL): an NVM namespace (CSI 00h)
+    /// with Read, Write, Flush, Write Zeroes and Dataset Management.
+    Block {
+        /// The device.
+        device: Arc<dyn BlockDevice>,
+        /// What it is, for logs (e.g. "FTL on emu:small").
+        name: String,
+    },
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Backend::Zoned(d) => f.debug_tuple("Zoned").field(&d.info().uri).finish(),
+            Backend::Block { name, .. } => f.debug_tuple("Block").field(name).finish(),
+        }
+    }
+}
+
+/// One namespace: a backend under an NSID.
 ///
 /// Thread safety: `Send + Sync`.
 #[derive(Debug, Clone)]
 pub struct Namespace {
     /// Namespace ID (1-based, dense).
     pub nsid: u32,
-    /// The device.
-    pub device: Arc<dyn ZonedDevice>,
+    /// The backend.
+    pub backend: Backend,
 }
 
 impl Namespace {
-    /// The device's description.
-    pub fn info(&self) -> &DeviceInfo {
-        self.device.info()
+    /// The zoned device, for a zoned namespace.
+    pub fn zoned(&self) -> Option<&Arc<dyn ZonedDevice>> {
+        match &self.backend {
+            Backend::Zoned(d) => Some(d),
+            Backend::Block { .. } => None,
+        }
+    }
+
+    /// The zoned device's description, for a zoned namespace.
+    pub fn info(&self) -> Option<&DeviceInfo> {
+        self.zoned().map(|d| d.info())
+    }
+
+    /// The block device, for an NVM namespace.
+    pub fn block(&self) -> Option<&Arc<dyn BlockDevice>> {
+        match &self.backend {
+            Backend::Block { device, .. } => Some(device),
+            Backend::Zoned(_) => None,
+        }
+    }
+
+    /// The command set the namespace belongs to.
+    pub fn csi(&self) -> CommandSetId {
+        match self.backend {
+            Backend::Zoned(_) => CommandSetId::Zoned,
+            Backend::Block { .. } => CommandSetId::Nvm,
+        }
+    }
+
+    /// Logical block size in bytes.
+    pub fn block_size(&self) -> u32 {
+        match &self.backend {
+            Backend::Zoned(d) => d.info().block_size,
+            Backend::Block { device, .. } => device.block_size(),
+        }
+    }
+
+    /// Size in logical blocks.
+    pub fn blocks(&self) -> u64 {
+        match &self.backend {
+            Backend::Zoned(d) => d.info().blocks(),
+            Backend::Block { device, .. } => device.capacity_blocks(),
+        }
+    }
+
+    /// Largest transfer of one command.
+    pub fn mdts_bytes(&self) -> usize {
+        match &self.backend {
+            Backend::Zoned(d) => d.info().mdts_bytes,
+            Backend::Block { .. } => BLOCK_MDTS,
+        }
+    }
+
+    /// What the namespace is, for logs.
+    pub fn name(&self) -> &str {
+        match &self.backend {
+            Backend::Zoned(d) => &d.info().uri,
+            Backend::Block { name, .. } => name,
+        }
     }
 }
 
@@ -64,8 +151,15 @@ pub struct Subsystem {
 }
 
 impl Subsystem {
-    /// A subsystem named `nqn` exporting `devices` as namespaces 1, 2, ...
+    /// A subsystem named `nqn` exporting zoned `devices` as namespaces 1,
+    /// 2, ...
     pub fn new(nqn: impl Into<String>, devices: Vec<Arc<dyn ZonedDevice>>) -> Result<Subsystem> {
+        Subsystem::with_backends(nqn, devices.into_iter().map(Backend::Zoned).collect())
+    }
+
+    /// A subsystem named `nqn` exporting `backends` as namespaces 1, 2, ...
+    /// (zoned devices as Zoned Namespaces, block devices as NVM ones).
+    pub fn with_backends(nqn: impl Into<String>, backends: Vec<Backend>) -> Result<Subsystem> {
         let nqn = nqn.into();
         if nqn.is_empty() || nqn.len() > zns_spec::fabrics::NQN_MAX || !nqn.starts_with("nqn.") {
             return Err(NvmfError::Subsystem(format!(
@@ -76,23 +170,23 @@ impl Subsystem {
         if nqn == zns_spec::fabrics::DISCOVERY_NQN {
             return Err(NvmfError::Subsystem(format!("{nqn} is the discovery subsystem's NQN")));
         }
-        if devices.is_empty() {
+        if backends.is_empty() {
             return Err(NvmfError::Subsystem("a subsystem needs at least one device".into()));
         }
-        for d in &devices {
-            let bs = d.info().block_size;
+        let namespaces: Vec<Namespace> = backends
+            .into_iter()
+            .enumerate()
+            .map(|(i, backend)| Namespace { nsid: i as u32 + 1, backend })
+            .collect();
+        for ns in &namespaces {
+            let bs = ns.block_size();
             if !bs.is_power_of_two() || bs < 512 {
                 return Err(NvmfError::Subsystem(format!(
                     "{}: block size {bs} is not a power of two of at least 512",
-                    d.info().uri
+                    ns.name()
                 )));
             }
         }
-        let namespaces = devices
-            .into_iter()
-            .enumerate()
-            .map(|(i, device)| Namespace { nsid: i as u32 + 1, device })
-            .collect();
         let serial = format!("{:016x}", fnv(nqn.as_bytes()));
         Ok(Subsystem { nqn, serial, namespaces, allowed_hosts: Vec::new() })
     }
@@ -132,17 +226,23 @@ impl Subsystem {
 
     /// Largest transfer of one command: the smallest device limit.
     pub fn mdts_bytes(&self) -> usize {
-        self.namespaces.iter().map(|n| n.info().mdts_bytes).min().unwrap_or(4096).max(4096)
+        self.namespaces.iter().map(Namespace::mdts_bytes).min().unwrap_or(4096).max(4096)
     }
 
     /// Identify Controller of an I/O controller with ID `cntlid`.
     pub fn identify_controller(&self, cntlid: u16) -> Box<[u8; IDENTIFY_SIZE]> {
-        let infos: Vec<&DeviceInfo> = self.namespaces.iter().map(|n| n.info()).collect();
+        let infos: Vec<&DeviceInfo> = self.namespaces.iter().filter_map(|n| n.info()).collect();
+        // Block namespaces write zeroes, copy, deallocate and cache writes
+        // until a flush.
+        let blocks = self.namespaces.iter().any(|n| n.block().is_some());
         let copy = infos.iter().all(|i| i.capabilities.copy.is_some());
         let wz = infos.iter().all(|i| i.capabilities.write_zeroes);
-        let oncs =
-            Oncs(if wz { Oncs::WRITE_ZEROES } else { 0 } | if copy { Oncs::COPY } else { 0 });
-        let vwc = infos.iter().any(|i| i.capabilities.volatile_write_cache);
+        let oncs = Oncs(
+            if wz { Oncs::WRITE_ZEROES } else { 0 }
+                | if copy { Oncs::COPY } else { 0 }
+                | if blocks { Oncs::DATASET_MANAGEMENT } else { 0 },
+        );
+        let vwc = blocks || infos.iter().any(|i| i.capabilities.volatile_write_cache);
         let id = IdentifyController {
             vid: 0x1b36,
             ssvid: 0x1af4,
@@ -177,8 +277,7 @@ impl Subsystem {
 
     /// Identify Namespace (NVM, CNS 00h) of `ns`.
     pub fn identify_namespace(&self, ns: &Namespace) -> Box<[u8; IDENTIFY_SIZE]> {
-        let info = ns.info();
-        let blocks = info.blocks();
+        let blocks = ns.blocks();
         let mut id = IdentifyNamespace {
             nsze: blocks,
             ncap: blocks,
@@ -190,20 +289,33 @@ impl Subsystem {
         };
         id.lbaf[0] = LbaFormat {
             metadata_size: 0,
-            lba_data_size_log2: info.block_size.trailing_zeros() as u8,
+            lba_data_size_log2: ns.block_size().trailing_zeros() as u8,
             relative_performance: 0,
         };
-        if let Some(c) = info.capabilities.copy {
+        if let Some(c) = ns.info().and_then(|i| i.capabilities.copy) {
             id.mssrl = c.max_range_blocks.min(u16::MAX as u32) as u16;
             id.mcl = c.max_blocks;
             id.msrc = c.max_ranges.saturating_sub(1).min(255) as u8;
         }
-        id.to_bytes()
+        if ns.block().is_some() {
+            let (range, total, ranges) = crate::block::COPY_LIMITS;
+            id.mssrl = range as u16;
+            id.mcl = total;
+            id.msrc = (ranges - 1) as u8;
+        }
+        let mut b = id.to_bytes();
+        if ns.block().is_some() {
+            // DLFEAT: deallocated blocks read as zeroes (001b), and Write
+            // Zeroes may deallocate (bit 3).
+            b[33] = 0b1001;
+        }
+        b
     }
 
-    /// ZNS Identify Namespace (CNS 05h, CSI 02h) of `ns`.
-    pub fn identify_zns_namespace(&self, ns: &Namespace) -> Box<[u8; IDENTIFY_SIZE]> {
-        let info = ns.info();
+    /// ZNS Identify Namespace (CNS 05h, CSI 02h) of `ns`; `None` for a
+    /// namespace of another command set.
+    pub fn identify_zns_namespace(&self, ns: &Namespace) -> Option<Box<[u8; IDENTIFY_SIZE]>> {
+        let info = ns.info()?;
         let mut z = match &info.identify {
             Some(id) => id.zns_namespace.clone(),
             None => ZnsNamespace::default(),
@@ -228,12 +340,18 @@ impl Subsystem {
         let zdes = (info.capabilities.extension_bytes / 64) as u8;
         z.lbafe = [ZoneFormatExtension::default(); 64];
         z.lbafe[0] = ZoneFormatExtension { zone_size: info.zone_size, zdes };
-        z.to_bytes()
+        Some(z.to_bytes())
     }
 
     /// ZNS Identify Controller (CNS 06h, CSI 02h).
     pub fn identify_zns_controller(&self) -> Box<[u8; IDENTIFY_SIZE]> {
-        let zasl = self.namespaces.iter().map(|n| n.info().zasl_bytes).min().unwrap_or(4096);
+        let zasl = self
+            .namespaces
+            .iter()
+            .filter_map(|n| n.info())
+            .map(|i| i.zasl_bytes)
+            .min()
+            .unwrap_or(4096);
         ZnsController { zasl: mdts_field(zasl) }.to_bytes()
     }
 
@@ -247,7 +365,7 @@ impl Subsystem {
             descriptors: vec![
                 NamespaceIdDescriptor::Nguid(g),
                 NamespaceIdDescriptor::Uuid(uuid),
-                NamespaceIdDescriptor::Csi(CommandSetId::Zoned as u8),
+                NamespaceIdDescriptor::Csi(ns.csi() as u8),
             ],
         }
         .to_bytes()

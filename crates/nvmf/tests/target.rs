@@ -467,3 +467,140 @@ fn subsystems_are_validated() {
     assert!(e.to_string().contains("at least one"), "{e}");
     let _ = Status::SUCCESS;
 }
+
+/// A subsystem of a zoned namespace (1) and the FTL on another device as
+/// a conventional one (2); returns the target and the FTL's device.
+fn zoned_and_ftl() -> (NvmfTarget, std::sync::Arc<dyn zns_device::ZonedDevice>) {
+    use std::sync::Arc;
+    use zns_ftl::{BlockDevice, Ftl, FtlConfig};
+    let zoned = zns_device::open("emu:small").unwrap();
+    let under = zns_device::open("emu:small,zones=16").unwrap();
+    let ftl = Arc::new(Ftl::format(Arc::clone(&under), FtlConfig::default()).unwrap());
+    let backends = vec![
+        zns_nvmf::Backend::Zoned(zoned),
+        zns_nvmf::Backend::Block { device: ftl as Arc<dyn BlockDevice>, name: "FTL".into() },
+    ];
+    let sub = Subsystem::with_backends(NQN, backends).unwrap();
+    (NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap(), under)
+}
+
+#[test]
+fn the_ftl_is_a_conventional_namespace_beside_the_zoned_one() {
+    let (t, _) = zoned_and_ftl();
+    let (mut h, _) = admin(t.local_addr(), Digests::default());
+    let c = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(c.nn, 2);
+    assert!(c.oncs.has(zns_spec::identify::Oncs::DATASET_MANAGEMENT));
+    assert!(c.oncs.has(zns_spec::identify::Oncs::WRITE_ZEROES));
+    assert!(c.vwc & IdentifyController::VWC_PRESENT != 0, "the FTL caches until a flush");
+    let descs = NamespaceIdDescriptorList::from_bytes(&h.identify(
+        Cns::NamespaceIdDescriptors,
+        2,
+        CommandSetId::Nvm,
+    ))
+    .unwrap();
+    assert_eq!(descs.command_set(), Some(CommandSetId::Nvm));
+    let raw = h.identify(Cns::Namespace, 2, CommandSetId::Nvm);
+    assert_eq!(raw[33] & 0b111, 1, "DLFEAT: deallocated blocks read as zeroes");
+    assert!(IdentifyNamespace::from_bytes(&raw).nsze > 0);
+    // Each command set's own list; no ZNS data for the NVM namespace.
+    let zl = h.identify(Cns::CsiActiveNamespaces, 0, CommandSetId::Zoned);
+    assert_eq!(&zl[..8], &[1, 0, 0, 0, 0, 0, 0, 0]);
+    let nl = h.identify(Cns::CsiActiveNamespaces, 0, CommandSetId::Nvm);
+    assert_eq!(&nl[..8], &[2, 0, 0, 0, 0, 0, 0, 0]);
+    let mut zc = IdentifyCmd::new(Cns::CsiNamespace, 2);
+    zc.csi = CommandSetId::Zoned as u8;
+    let (c, _) = h.cmd(zc.to_entry(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidIoCommandSet), "{:?}", c.status());
+    drop(h);
+    t.stop();
+}
+
+#[test]
+fn block_io_reaches_the_ftl_with_its_statuses() {
+    use zns_spec::command::{DatasetManagement, DsmRange, WriteZeroes};
+    let (t, under) = zoned_and_ftl();
+    let addr = t.local_addr();
+    let (_admin, cntlid) = admin(addr, Digests::default());
+    let mut q = io_queue(addr, cntlid, 1, Digests::default());
+    let bs = 4096usize;
+    // Random writes anywhere (no write pointer), in the capsule and by R2T.
+    let a: Vec<u8> = (0..4u8).flat_map(|i| pattern(bs, 60 + i)).collect();
+    q.ok(ReadWrite::new(2, 100, 2).write().unwrap(), Dir::Out(&a[..2 * bs]));
+    let mut fua = ReadWrite::new(2, 102, 2);
+    fua.fua = true;
+    q.ok(fua.write().unwrap(), Dir::Out(&a[2 * bs..]));
+    let big: Vec<u8> = (0..16u8).flat_map(|i| pattern(bs, i)).collect();
+    q.ok(ReadWrite::new(2, 7, 16).write().unwrap(), Dir::Out(&big));
+    let (_, back) = q.ok(ReadWrite::new(2, 100, 4).read().unwrap(), Dir::In(4 * bs));
+    assert_eq!(back, a);
+    let (_, back) = q.ok(ReadWrite::new(2, 7, 16).read().unwrap(), Dir::In(16 * bs));
+    assert_eq!(back, big);
+    // Deallocate two blocks, zero one without deallocating.
+    let ranges = DsmRange { attributes: 0, blocks: 2, slba: 100 }.to_bytes();
+    q.ok(DatasetManagement::deallocate(2, 1).to_entry().unwrap(), Dir::Out(&ranges));
+    q.ok(WriteZeroes::new(2, 103, 1).to_entry().unwrap(), Dir::None);
+    let (_, back) = q.ok(ReadWrite::new(2, 100, 4).read().unwrap(), Dir::In(4 * bs));
+    assert!(back[..2 * bs].iter().all(|&b| b == 0));
+    assert_eq!(&back[2 * bs..3 * bs], &a[2 * bs..3 * bs]);
+    assert!(back[3 * bs..].iter().all(|&b| b == 0));
+    q.ok(zns_spec::command::Flush { nsid: 2 }.to_entry(), Dir::None);
+    q.ok(zns_spec::command::Flush { nsid: 0xFFFF_FFFF }.to_entry(), Dir::None);
+    // Bad input: past the end, a range past the end (nothing changes),
+    // zone commands on a conventional namespace.
+    let raw = IdentifyNamespace::from_bytes(&identify_namespace_2(addr));
+    let (c, _) = q.cmd(ReadWrite::new(2, raw.nsze, 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let two: Vec<u8> = [
+        DsmRange { attributes: 0, blocks: 1, slba: 7 }.to_bytes(),
+        DsmRange { attributes: 0, blocks: 1, slba: raw.nsze }.to_bytes(),
+    ]
+    .concat();
+    let (c, _) = q.cmd(DatasetManagement::deallocate(2, 2).to_entry().unwrap(), Dir::Out(&two));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (_, back) = q.ok(ReadWrite::new(2, 7, 1).read().unwrap(), Dir::In(bs));
+    assert_eq!(back, big[..bs], "a refused deallocation changed nothing");
+    // Copy: two source ranges to one destination.
+    let src: Vec<u8> = [
+        zns_spec::copy::SourceRangeFormat0 { slba: 8, blocks: 2, ..Default::default() }
+            .to_bytes()
+            .unwrap(),
+        zns_spec::copy::SourceRangeFormat0 { slba: 20, blocks: 1, ..Default::default() }
+            .to_bytes()
+            .unwrap(),
+    ]
+    .concat();
+    let cp = zns_spec::command::CopyCmd::new(2, 500, 2);
+    q.ok(cp.to_entry().unwrap(), Dir::Out(&src));
+    let (_, back) = q.ok(ReadWrite::new(2, 500, 3).read().unwrap(), Dir::In(3 * bs));
+    assert_eq!(&back[..2 * bs], &big[bs..3 * bs]);
+    assert_eq!(&back[2 * bs..], &big[13 * bs..14 * bs]);
+    let (c, _) = q.cmd(ZoneAppend::new(2, 0, 1).to_entry().unwrap(), Dir::Out(&a[..bs]));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q.cmd(ZoneSend::new(2, 0, ZoneSendAction::Reset).to_entry(), Dir::None);
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    // A block damaged on the media: Unrecovered Read Error, as a drive says.
+    let media = std::sync::Arc::clone(under.emulator().unwrap().namespaces()[0].media());
+    let want = &big[3 * bs..4 * bs];
+    let mut block = vec![0u8; bs];
+    let lba = (0..16u64 * 1024)
+        .find(|&l| {
+            media.read(l, &mut block).unwrap();
+            block == want
+        })
+        .expect("the block is on the media");
+    block[9] ^= 4;
+    media.write(lba, &block).unwrap();
+    let (c, _) = q.cmd(ReadWrite::new(2, 10, 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::UnrecoveredReadError), "{:?}", c.status());
+    let (_, back) = q.ok(ReadWrite::new(2, 11, 1).read().unwrap(), Dir::In(bs));
+    assert_eq!(back, big[4 * bs..5 * bs]);
+    drop(q);
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
+/// Identify Namespace 2 on a fresh admin queue.
+fn identify_namespace_2(addr: SocketAddr) -> Box<[u8; IDENTIFY_SIZE]> {
+    let (mut h, _) = admin(addr, Digests::default());
+    h.identify(Cns::Namespace, 2, CommandSetId::Nvm)
+}

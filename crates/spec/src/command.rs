@@ -703,6 +703,108 @@ impl WriteZeroes {
     }
 }
 
+/// Dataset Management (09h). CDW10: NR (7:0, 0's based number of ranges);
+/// CDW11: IDR (0), IDW (1), AD (2: deallocate). The data buffer holds the
+/// ranges ([`DsmRange`], 16 bytes each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DatasetManagement {
+    /// Namespace identifier.
+    pub nsid: u32,
+    /// Number of ranges (1..=256).
+    pub ranges: u16,
+    /// IDR: the ranges will be read (a hint).
+    pub integral_read: bool,
+    /// IDW: the ranges will be written (a hint).
+    pub integral_write: bool,
+    /// AD: deallocate the ranges.
+    pub deallocate: bool,
+}
+
+impl DatasetManagement {
+    /// Deallocates `ranges` ranges (1..=256).
+    pub const fn deallocate(nsid: u32, ranges: u16) -> Self {
+        DatasetManagement {
+            nsid,
+            ranges,
+            integral_read: false,
+            integral_write: false,
+            deallocate: true,
+        }
+    }
+
+    /// The submission entry; fails when `ranges` is 0 or above 256.
+    pub const fn to_entry(&self) -> Result<SubmissionEntry, CommandError> {
+        if self.ranges == 0 {
+            return Err(CommandError::ZeroCount { field: "NR" });
+        }
+        if self.ranges > 256 {
+            return Err(CommandError::TooLarge {
+                field: "NR",
+                value: self.ranges as u64,
+                max: 256,
+            });
+        }
+        let mut e = SubmissionEntry::new(IoOpcode::DatasetManagement as u8, self.nsid);
+        e.cdw10 = (self.ranges - 1) as u32;
+        e.cdw11 = self.integral_read as u32
+            | (self.integral_write as u32) << 1
+            | (self.deallocate as u32) << 2;
+        Ok(e)
+    }
+
+    /// Decodes a Dataset Management entry.
+    pub const fn decode(e: &SubmissionEntry) -> Self {
+        DatasetManagement {
+            nsid: e.nsid,
+            ranges: (e.cdw10 & 0xFF) as u16 + 1,
+            integral_read: bit(e.cdw11, 0),
+            integral_write: bit(e.cdw11, 1),
+            deallocate: bit(e.cdw11, 2),
+        }
+    }
+}
+
+/// One range of a Dataset Management command: context attributes (bytes
+/// 0..4), length in logical blocks (4..8), starting LBA (8..16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DsmRange {
+    /// Context attributes.
+    pub attributes: u32,
+    /// Length in logical blocks.
+    pub blocks: u32,
+    /// Starting LBA.
+    pub slba: u64,
+}
+
+impl DsmRange {
+    /// Bytes of one range.
+    pub const SIZE: usize = 16;
+
+    /// The range's 16 bytes.
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&self.attributes.to_le_bytes());
+        b[4..8].copy_from_slice(&self.blocks.to_le_bytes());
+        b[8..].copy_from_slice(&self.slba.to_le_bytes());
+        b
+    }
+
+    /// The first `n` ranges in `data`; `None` when `data` is shorter.
+    pub fn decode_ranges(data: &[u8], n: usize) -> Option<Vec<DsmRange>> {
+        let bytes = data.get(..n.checked_mul(Self::SIZE)?)?;
+        Some(
+            bytes
+                .chunks_exact(Self::SIZE)
+                .map(|c| DsmRange {
+                    attributes: u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
+                    blocks: u32::from_le_bytes(c[4..8].try_into().expect("4 bytes")),
+                    slba: u64::from_le_bytes(c[8..].try_into().expect("8 bytes")),
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Copy (19h). CDW10-11: SDLBA; CDW12: NR (7:0, 0's based), DESFMT (11:8),
 /// PRINFOR (15:12), DTYPE (23:20), PRINFOW (29:26), FUA (30), LR (31);
 /// CDW13: DSPEC (31:16). The data buffer holds the source ranges
@@ -1009,6 +1111,23 @@ impl ZoneAppend {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dataset_management_round_trips_with_its_ranges() {
+        let d = DatasetManagement::deallocate(3, 2);
+        let e = d.to_entry().unwrap();
+        assert_eq!((e.opcode(), e.cdw10, e.cdw11), (0x09, 1, 1 << 2));
+        assert_eq!(DatasetManagement::decode(&e), d);
+        assert!(DatasetManagement::deallocate(1, 0).to_entry().is_err());
+        assert!(DatasetManagement::deallocate(1, 257).to_entry().is_err());
+        let r = [
+            DsmRange { attributes: 0, blocks: 8, slba: 1 << 33 },
+            DsmRange { attributes: 7, blocks: 1, slba: 5 },
+        ];
+        let bytes: Vec<u8> = r.iter().flat_map(|x| x.to_bytes()).collect();
+        assert_eq!(DsmRange::decode_ranges(&bytes, 2).unwrap(), r);
+        assert!(DsmRange::decode_ranges(&bytes, 3).is_none());
+    }
+
     use super::*;
     use crate::log::LogPageId;
 

@@ -15,7 +15,10 @@
 //!   would); znskit's conformance suite through the guest's `ng:` and
 //!   `zbd:` views of the target; btrfs in zoned mode (`mkfs.btrfs -O
 //!   zoned`, fio with crc32c verification, `btrfs check`) on the
-//!   small-zone namespace; `nvme disconnect`.
+//!   small-zone namespace; ext4 (mkfs, fio with crc32c verification,
+//!   fstrim, fsck) on the target's third namespace, the FTL on another
+//!   emulated device served as a conventional NVMe namespace
+//!   (`zns serve --ftl`); `nvme disconnect`.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
@@ -66,6 +69,10 @@ const HOSTID: &str = "8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
 /// to 16 zones (32 GiB, sparse in RAM), and a small-zone device (4 MiB
 /// zones) for the workloads that fill zones.
 const NVMF_DEVICES: [&str; 2] = ["emu:zn540,zones=16", "emu:small"];
+
+/// The device under the FTL that `zns serve --ftl` exports as the
+/// target's third, conventional namespace.
+const NVMF_FTL_DEVICE: &str = "emu:small";
 
 /// The NBD export's device: a 1 GiB emulated ZNS SSD, data in RAM.
 const NBD_DEVICE: &str = "emu:small";
@@ -200,6 +207,8 @@ pub fn run(opts: &Options) -> Result<()> {
             "127.0.0.1:0",
             "--nqn",
             NQN,
+            "--ftl",
+            NVMF_FTL_DEVICE,
         ],
     )?;
     let nbd = Server::start(
@@ -347,7 +356,7 @@ T="-t tcp -a 10.0.2.2 -s {nvmf_port}"
 expect nvme-discover "{NQN}" nvme discover $T
 run nvme-connect nvme connect $T -n {NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
 i=0
-while [ $i -lt 100 ] && {{ [ ! -e /sys/block/nvme0n1/queue/zoned ] || [ ! -e /sys/block/nvme0n2/queue/zoned ]; }}; do sleep 0.1; i=$((i + 1)); done
+while [ $i -lt 100 ] && {{ [ ! -e /sys/block/nvme0n1/queue/zoned ] || [ ! -e /sys/block/nvme0n2/queue/zoned ] || [ ! -e /sys/block/nvme0n3/queue/zoned ]; }}; do sleep 0.1; i=$((i + 1)); done
 # The 0nX suffix of namespace ID $1 (the kernel numbers in discovery order).
 suffix_of() {{
     for d in /sys/block/nvme0n*; do
@@ -358,6 +367,7 @@ suffix_of() {{
 Z=/dev/nvme$(suffix_of 1)
 S=/dev/nvme$(suffix_of 2)
 G=/dev/ng$(suffix_of 2)
+F=/dev/nvme$(suffix_of 3)
 for b in $Z $S; do
     q=/sys/block/$(basename $b)/queue
     say "$b: zoned=$(cat $q/zoned) zones=$(cat $q/nr_zones) zone_sectors=$(cat $q/chunk_sectors) max_open=$(cat $q/max_open_zones) append_max=$(cat $q/zone_append_max_bytes)"
@@ -403,6 +413,14 @@ run blkzone-reset-5 blkzone reset $S
 # znskit's own kernel-path backends on the kernel's view of the target.
 run conformance-ng /bin/zns-conformance "ng:$G"
 run conformance-zbd /bin/zns-conformance "zbd:$S"
+# The FTL as the target's conventional namespace: an ordinary disk.
+expect ftl-ns-not-zoned none cat /sys/block/$(basename $F)/queue/zoned
+run mkfs-ext4-nvmf {mke2fs} -t ext4 -F -q $F
+run mount-nvmf mount -t ext4 $F /mnt
+run fio-ext4-nvmf fio --name=nvmf --directory=/mnt --ioengine=psync --rw=randwrite --bs=64k --size=32m --numjobs=2 --fsync=8 --verify=crc32c --do_verify=1 --minimal
+run fstrim-nvmf fstrim -v /mnt
+run umount-nvmf umount /mnt
+run fsck-ext4-nvmf e2fsck -f -n $F
 run nvme-disconnect nvme disconnect -n {NQN}
 # NBD: the FTL as the guest's virtio disk.
 D=/dev/vda

@@ -1,0 +1,206 @@
+//! I/O commands on block namespaces (NVM command set): the FTL, or any
+//! other [`BlockDevice`], behind Read, Write, Flush, Write Zeroes, Dataset
+//! Management and Copy (read and write, within [`COPY_LIMITS`]). Zone
+//! commands and Zone Append are not NVM commands: Invalid Opcode.
+//!
+//! The block device has no volatile-cache switch of its own: a write with
+//! FUA is a write followed by a flush, so it is durable before its
+//! completion, as on any drive with a volatile write cache (the target
+//! reports one for these namespaces).
+
+use zns_ftl::{BlockDevice, FtlError};
+use zns_spec::command::{CopyCmd, DatasetManagement, DsmRange, ReadWrite, WriteZeroes};
+use zns_spec::copy::SourceRangeFormat0;
+use zns_spec::{IoOpcode, StatusCode, SubmissionEntry};
+
+use crate::io::IoDone;
+
+/// Copy limits of block namespaces (Identify Namespace MSSRL, MCL and
+/// MSRC + 1): blocks per source range, blocks per command, ranges.
+pub const COPY_LIMITS: (u32, u32, u32) = (256, 1024, 16);
+
+/// Runs I/O command `op` (`sqe`) on block device `dev`. `host` is the data
+/// the host sent, `room` the bytes its descriptor offers for data to it,
+/// output goes to `out`; `zeros` is the connection's buffer of zeroes.
+pub(crate) fn execute(
+    dev: &dyn BlockDevice,
+    zeros: &mut Vec<u8>,
+    op: IoOpcode,
+    sqe: &SubmissionEntry,
+    host: &[u8],
+    room: usize,
+    out: &mut Vec<u8>,
+) -> IoDone {
+    let r = match op {
+        IoOpcode::Read => read(dev, sqe, room, out),
+        IoOpcode::Write => write(dev, sqe, host),
+        IoOpcode::Flush => dev.flush().map(|()| IoDone::ok(0, 0)).map_err(|e| ftl_error(&e)),
+        IoOpcode::WriteZeroes => write_zeroes(dev, zeros, sqe),
+        IoOpcode::DatasetManagement => dataset_management(dev, sqe, host),
+        IoOpcode::Copy => copy(dev, zeros, sqe, host),
+        _ => Err(IoDone::err(StatusCode::InvalidOpcode)),
+    };
+    r.unwrap_or_else(|d| d)
+}
+
+/// The status of an FTL error: range and alignment errors are the
+/// host's, a block that fails its checksum is a media error, anything
+/// else the target's.
+pub(crate) fn ftl_error(e: &FtlError) -> IoDone {
+    let code = match e {
+        FtlError::OutOfRange { .. } => StatusCode::LbaOutOfRange,
+        FtlError::Misaligned { .. } => StatusCode::InvalidField,
+        FtlError::DamagedData { .. } => StatusCode::UnrecoveredReadError,
+        FtlError::NoSpace => StatusCode::CapacityExceeded,
+        other => {
+            tracing::warn!(error = %other, "block namespace failure");
+            return IoDone::err(StatusCode::InternalError);
+        }
+    };
+    tracing::debug!(error = %e, ?code, "block command failed");
+    IoDone::err(code)
+}
+
+/// Bytes of `blocks` blocks, checked against the range of the namespace
+/// and what the data descriptor offers.
+fn span(dev: &dyn BlockDevice, slba: u64, blocks: u32, offered: usize) -> Result<usize, IoDone> {
+    if slba.checked_add(blocks as u64).is_none_or(|end| end > dev.capacity_blocks()) {
+        return Err(IoDone::err(StatusCode::LbaOutOfRange));
+    }
+    let len = blocks as usize * dev.block_size() as usize;
+    if len > crate::subsystem::BLOCK_MDTS {
+        return Err(IoDone::err(StatusCode::InvalidField));
+    }
+    if len > offered {
+        return Err(IoDone::err(StatusCode::SglLengthInvalid));
+    }
+    Ok(len)
+}
+
+fn read(
+    dev: &dyn BlockDevice,
+    sqe: &SubmissionEntry,
+    room: usize,
+    out: &mut Vec<u8>,
+) -> Result<IoDone, IoDone> {
+    let c = ReadWrite::decode(sqe);
+    let len = span(dev, c.slba, c.blocks, room)?;
+    out.resize(len, 0);
+    dev.read(c.slba, &mut out[..len]).map_err(|e| ftl_error(&e))?;
+    Ok(IoDone::ok(0, len))
+}
+
+fn write(dev: &dyn BlockDevice, sqe: &SubmissionEntry, host: &[u8]) -> Result<IoDone, IoDone> {
+    let c = ReadWrite::decode(sqe);
+    let len = span(dev, c.slba, c.blocks, host.len())?;
+    dev.write(c.slba, &host[..len]).map_err(|e| ftl_error(&e))?;
+    if c.fua {
+        dev.flush().map_err(|e| ftl_error(&e))?;
+    }
+    Ok(IoDone::ok(0, 0))
+}
+
+fn write_zeroes(
+    dev: &dyn BlockDevice,
+    zeros: &mut Vec<u8>,
+    sqe: &SubmissionEntry,
+) -> Result<IoDone, IoDone> {
+    let c = WriteZeroes::decode(sqe);
+    let blocks = c.blocks as u64;
+    if c.slba.checked_add(blocks).is_none_or(|end| end > dev.capacity_blocks()) {
+        return Err(IoDone::err(StatusCode::LbaOutOfRange));
+    }
+    if c.deallocate {
+        // Deallocated blocks read as zeroes (DLFEAT).
+        dev.discard(c.slba, blocks).map_err(|e| ftl_error(&e))?;
+    } else {
+        let bs = dev.block_size() as u64;
+        let chunk = (crate::subsystem::BLOCK_MDTS as u64 / bs).max(1);
+        if zeros.len() < (chunk.min(blocks) * bs) as usize {
+            zeros.resize((chunk.min(blocks) * bs) as usize, 0);
+        }
+        let mut at = 0u64;
+        while at < blocks {
+            let k = chunk.min(blocks - at);
+            dev.write(c.slba + at, &zeros[..(k * bs) as usize]).map_err(|e| ftl_error(&e))?;
+            at += k;
+        }
+    }
+    if c.fua {
+        dev.flush().map_err(|e| ftl_error(&e))?;
+    }
+    Ok(IoDone::ok(0, 0))
+}
+
+/// Dataset Management: every range is checked before any is
+/// deallocated; without the deallocate attribute the command is a hint
+/// and does nothing.
+fn dataset_management(
+    dev: &dyn BlockDevice,
+    sqe: &SubmissionEntry,
+    host: &[u8],
+) -> Result<IoDone, IoDone> {
+    let c = DatasetManagement::decode(sqe);
+    let ranges = DsmRange::decode_ranges(host, c.ranges as usize)
+        .ok_or_else(|| IoDone::err(StatusCode::SglLengthInvalid))?;
+    let cap = dev.capacity_blocks();
+    if ranges.iter().any(|r| r.slba.checked_add(r.blocks as u64).is_none_or(|end| end > cap)) {
+        return Err(IoDone::err(StatusCode::LbaOutOfRange));
+    }
+    if c.deallocate {
+        for r in ranges.iter().filter(|r| r.blocks > 0) {
+            dev.discard(r.slba, r.blocks as u64).map_err(|e| ftl_error(&e))?;
+        }
+    }
+    Ok(IoDone::ok(0, 0))
+}
+
+/// Copy: the source ranges, read in order, written from the destination
+/// LBA on. Every range and the limits are checked before anything is
+/// written. `buf` is the connection's scratch buffer (overwritten; it is
+/// zeroed again before Write Zeroes uses it).
+fn copy(
+    dev: &dyn BlockDevice,
+    buf: &mut Vec<u8>,
+    sqe: &SubmissionEntry,
+    host: &[u8],
+) -> Result<IoDone, IoDone> {
+    let c = CopyCmd::decode(sqe);
+    if c.format != 0 {
+        return Err(IoDone::err(StatusCode::InvalidField));
+    }
+    let (range_max, total_max, ranges_max) = COPY_LIMITS;
+    if c.ranges as u32 > ranges_max {
+        return Err(IoDone::err(StatusCode::CommandSizeLimitExceeded));
+    }
+    let need = c.ranges as usize * SourceRangeFormat0::SIZE;
+    if host.len() < need {
+        return Err(IoDone::err(StatusCode::SglLengthInvalid));
+    }
+    let ranges = SourceRangeFormat0::decode_ranges(&host[..need], c.ranges as usize)
+        .map_err(|_| IoDone::err(StatusCode::InvalidField))?;
+    let cap = dev.capacity_blocks();
+    let total: u64 = ranges.iter().map(|r| r.blocks as u64).sum();
+    if ranges.iter().any(|r| r.blocks > range_max) || total > total_max as u64 {
+        return Err(IoDone::err(StatusCode::CommandSizeLimitExceeded));
+    }
+    let fits = |slba: u64, n: u64| slba.checked_add(n).is_some_and(|end| end <= cap);
+    if !ranges.iter().all(|r| fits(r.slba, r.blocks as u64)) || !fits(c.sdlba, total) {
+        return Err(IoDone::err(StatusCode::LbaOutOfRange));
+    }
+    let bs = dev.block_size() as usize;
+    buf.resize(buf.len().max(total as usize * bs), 0);
+    let mut at = 0usize;
+    for r in &ranges {
+        let len = r.blocks as usize * bs;
+        dev.read(r.slba, &mut buf[at..at + len]).map_err(|e| ftl_error(&e))?;
+        at += len;
+    }
+    let r = dev.write(c.sdlba, &buf[..at]).map_err(|e| ftl_error(&e));
+    buf[..at].fill(0);
+    r?;
+    if c.fua {
+        dev.flush().map_err(|e| ftl_error(&e))?;
+    }
+    Ok(IoDone::ok(0, 0))
+}
