@@ -22,7 +22,8 @@
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
-//!   with `PRAGMA integrity_check`, umount, `fsck.ext4 -f -n`.
+//!   with `PRAGMA integrity_check`, umount, `fsck.ext4 -f -n`; then XFS
+//!   (mkfs, fio with crc32c verification, `xfs_repair -n`).
 //!
 //! The task fails on any failed step, a missing result marker, or a
 //! server that saw a protocol or transport error.
@@ -90,6 +91,7 @@ const MODULES: &[&str] = &[
     "virtio_net",
     "virtio_blk",
     "ext4",
+    "xfs",
     "btrfs",
 ];
 /// Modules loaded when the kernel has them (ext4's metadata checksums).
@@ -103,6 +105,8 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
     ("mke2fs", "e2fsprogs"),
     ("e2fsck", "e2fsprogs"),
     ("sqlite3", "sqlite3"),
+    ("mkfs.xfs", "xfsprogs"),
+    ("xfs_repair", "xfsprogs"),
     ("mkfs.btrfs", "btrfs-progs"),
     ("btrfs", "btrfs-progs"),
 ];
@@ -432,6 +436,12 @@ expect sqlite "ok" sqlite3 /mnt/test.db "PRAGMA journal_mode=WAL; CREATE TABLE t
 expect sqlite-count "13334" sqlite3 /mnt/test.db "SELECT count(*) FROM t;"
 run umount umount /mnt
 run fsck-ext4 e2fsck -f -n $D
+# XFS on the same disk.
+run mkfs-xfs mkfs.xfs -f -q $D
+run mount-xfs mount -t xfs $D /mnt
+run fio-xfs fio --name=xfs --directory=/mnt --ioengine=psync --rw=randwrite --bs=64k --size=48m --numjobs=2 --fsync=8 --verify=crc32c --do_verify=1 --minimal
+run umount-xfs umount /mnt
+run xfs-repair xfs_repair -n $D
 sync
 "#
     ));
