@@ -472,7 +472,11 @@ mod tests {
         assert!(s.contains("T=\"-t tcp -a 10.0.2.2 -s 4420\""));
         let connect = s.find("nvme connect $T").unwrap();
         assert!(connect < s.find("fio-zoned").unwrap());
-        assert!(s.find("nvme disconnect").unwrap() < s.find("/usr/sbin/mke2fs -t ext4").unwrap());
+        // ext4 on the target's FTL namespace while connected, then on the
+        // NBD disk after the disconnect.
+        let disconnect = s.find("nvme disconnect").unwrap();
+        assert!(s.find("/usr/sbin/mke2fs -t ext4 -F -q $F").unwrap() < disconnect);
+        assert!(disconnect < s.find("/usr/sbin/mke2fs -t ext4 -F -q $D").unwrap());
         assert!(s.contains("e2fsck -f -n $D"));
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
         let q = qemu_args(10809);
