@@ -139,12 +139,13 @@ fn main() -> ExitCode {
     let device_given =
         matches.value_source("device").is_some_and(|s| s != ValueSource::DefaultValue);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    // Servers report dropped connections and failed requests by default.
     let serving = matches!(
         cli.command,
         Command::Serve(_) | Command::Ftl { command: ftl::FtlCommand::Serve(_) }
     );
-    init_logging(cli.log.as_deref(), if serving { "warn" } else { "off" });
+    // Servers report dropped connections and failed requests; every
+    // command says when a device image fell back to an older state.
+    init_logging(cli.log.as_deref(), if serving { "warn" } else { "off,zns_emulator::image=warn" });
     let mut out = std::io::stdout().lock();
     match run(cli, device_given, &mut out).and_then(|()| out.flush().map_err(Into::into)) {
         Ok(()) => ExitCode::SUCCESS,

@@ -573,3 +573,57 @@ fn metadata_round_trips_and_is_refused_without_it() {
         .failed();
     assert!(e.contains("no per-LBA metadata"), "{e}");
 }
+
+/// Flips one byte of the image at `at`.
+fn flip_image_byte(path: &std::path::Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x01], at).unwrap();
+}
+
+#[test]
+fn a_damaged_or_truncated_image_is_an_error_not_a_fresh_device() {
+    let profile = zns_emulator::profile::Profile::by_name("tiny").unwrap();
+    let l = zns_emulator::image::layout(&profile)[0];
+    // Both zone-state slots damaged after 16 blocks were written.
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(16 * 4096, 3)).ok();
+    flip_image_byte(&img.path, l.zone_state_offset + 30);
+    flip_image_byte(&img.path, l.zone_state_offset + l.slot_bytes + 30);
+    let e = img.run(&["report-zones"]).failed();
+    assert!(e.contains("namespace 1 has no valid zone-state slot"), "{e}");
+    assert!(e.contains("not opened as a fresh device"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    // Truncated below its data region.
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(16 * 4096, 3)).ok();
+    std::fs::OpenOptions::new().write(true).open(&img.path).unwrap().set_len(1_500_000).unwrap();
+    let e = img.run(&["read", "--lba", "0"]).failed();
+    assert!(e.contains("truncated: 1500000 bytes"), "{e}");
+    // The newest slot damaged, the older one intact: its state, and a
+    // warning saying so.
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(16 * 4096, 3)).ok();
+    img.run(&["zone", "reset", "--all"]).ok();
+    // Damage the newer slot (the higher sequence number).
+    let seq = |at: u64| {
+        use std::os::unix::fs::FileExt;
+        let mut b = [0u8; 8];
+        std::fs::File::open(&img.path).unwrap().read_exact_at(&mut b, at).unwrap();
+        u64::from_le_bytes(b)
+    };
+    let (a, b) = (seq(l.zone_state_offset), seq(l.zone_state_offset + l.slot_bytes));
+    let newer = if a > b {
+        ("A", l.zone_state_offset, a)
+    } else {
+        ("B", l.zone_state_offset + l.slot_bytes, b)
+    };
+    flip_image_byte(&img.path, newer.1 + 30);
+    let out = img.run(&["report-zones"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let want = format!("slot {} fails its checksum (sequence {})", newer.0, newer.2);
+    assert!(out.stderr.contains(&want), "{}", out.stderr);
+    assert!(out.stderr.contains("the newer zone state in it is lost"), "{}", out.stderr);
+}

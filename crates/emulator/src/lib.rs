@@ -219,9 +219,10 @@ impl EmulatorBuilder {
                 NamespaceKind::Zoned => {
                     let g = zone_geometry(&p);
                     let z = match stored {
-                        Some(bytes) => Zones::decode_durable(g, &bytes)
+                        // An empty record: the fresh state a new image starts with.
+                        Some(bytes) if !bytes.is_empty() => Zones::decode_durable(g, &bytes)
                             .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
-                        None => Zones::new(g)
+                        _ => Zones::new(g)
                             .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
                     };
                     Some(z)
