@@ -241,6 +241,10 @@ where
                 // Unregistered however the connection ends, a panic included,
                 // so that stop() never waits for it forever.
                 let _registered = Registered { shared: &s, id };
+                // Declared after `_registered`, so dropped before it: when
+                // this is the last reference to the handler (and to the
+                // devices it holds), they are gone before stop() returns.
+                let h = h;
                 h(stream, &Connection { peer: &peer, stopping: &s.stopping });
             });
         if let Err(e) = spawned {
@@ -282,5 +286,32 @@ mod tests {
         }
         let totals = server.stop();
         assert_eq!(totals, Totals { connections: 2, refused: 1 });
+    }
+
+    /// Sets its flag when dropped, slowly, as a device that closes its queues.
+    struct SlowDrop(Arc<AtomicBool>);
+
+    impl Drop for SlowDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn what_the_handler_holds_is_dropped_before_stop_returns() {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let held = SlowDrop(Arc::clone(&dropped));
+        let server = TcpServer::bind("127.0.0.1:0", "test", 4, move |mut s, _| {
+            let _ = &held;
+            let _ = s.read(&mut [0u8; 1]);
+        })
+        .unwrap();
+        let _peer = TcpStream::connect(server.local_addr()).unwrap();
+        while server.open_connections() == 0 {
+            std::thread::yield_now();
+        }
+        server.stop();
+        assert!(dropped.load(Ordering::SeqCst), "the handler outlived stop()");
     }
 }
