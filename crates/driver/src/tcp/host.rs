@@ -238,10 +238,11 @@ impl TcpQueuePair {
         if !self.r.buffer().is_empty() {
             return Ok(true);
         }
-        self.stream.set_nonblocking(true)?;
-        let mut b = [0u8; 1];
-        let r = self.stream.peek(&mut b);
-        self.stream.set_nonblocking(false)?;
+        // One system call: a non-blocking peek (toggling O_NONBLOCK around
+        // a plain peek costs two more, on every empty poll).
+        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let r = socket2::SockRef::from(&self.stream)
+            .recv_with_flags(&mut b, libc::MSG_PEEK | libc::MSG_DONTWAIT);
         match r {
             Ok(0) => Err(TcpError::Io(ErrorKind::UnexpectedEof.into())),
             Ok(_) => Ok(true),
