@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use zns_device::uri::SCHEMES;
 use zns_device::{DeviceError, Target, ZoneAction, ZonedDevice, DEFAULT_URI};
 
 use num::parse_num;
@@ -32,8 +33,8 @@ use num::parse_num;
 #[derive(Debug, Parser)]
 #[command(name = "zns", version, about, long_about = None)]
 struct Cli {
-    /// Device URI: emu:PROFILE, emu:file=PATH[,profile=NAME], pcie:DDDD:BB:DD.F
-    /// (`zns serve` takes it several times: one namespace each.)
+    /// Device URI (the help text is generated from zns-device's list of
+    /// URI forms: see `command`).
     #[arg(long, short = 'd', global = true, env = "ZNS_DEVICE", default_value = DEFAULT_URI,
           action = clap::ArgAction::Append)]
     device: Vec<String>,
@@ -133,8 +134,28 @@ impl ZoneCommand {
     }
 }
 
+/// The command line, with the `--device` help generated from the list of
+/// URI forms the parser accepts (`zns_device::uri::URI_FORMS`).
+fn command() -> clap::Command {
+    Cli::command().mut_arg("device", |a| a.help(device_help()).long_help(device_long_help()))
+}
+
+/// `-h`: one line naming every scheme.
+fn device_help() -> String {
+    let schemes: Vec<String> = SCHEMES.iter().map(|s| format!("{s}:...")).collect();
+    format!("Device URI: {} (--help lists every form)", schemes.join(", "))
+}
+
+/// `--help`: every form and what it opens.
+fn device_long_help() -> String {
+    format!(
+        "Device URI (`zns serve` takes several: one namespace each). The forms:\n{}",
+        zns_device::uri::help_text()
+    )
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     // `zns ftl bench` picks its own device unless one was asked for.
     let device_given =
         matches.value_source("device").is_some_and(|s| s != ValueSource::DefaultValue);
