@@ -14,6 +14,7 @@ mod identify;
 mod io;
 mod list;
 mod num;
+mod range;
 mod report;
 mod serve;
 
@@ -22,11 +23,11 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::parser::ValueSource;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use zns_device::uri::SCHEMES;
 use zns_device::{DeviceError, Target, ZoneAction, ZonedDevice, DEFAULT_URI};
 
-use num::parse_num;
+use range::ZoneTarget;
 
 /// Command line of znskit, a user-space storage stack for NVMe Zoned
 /// Namespace SSDs.
@@ -60,7 +61,8 @@ enum Command {
     },
     /// Report zones.
     ReportZones(report::ReportArgs),
-    /// Zone management: open, close, finish, reset or offline zones.
+    /// Zone management: open, close, finish, reset or offline a zone
+    /// (--zone N by index, --lba SLBA by start LBA) or every zone (--all).
     Zone {
         #[command(subcommand)]
         action: ZoneCommand,
@@ -94,18 +96,6 @@ enum Command {
         #[command(subcommand)]
         command: ftl::FtlCommand,
     },
-}
-
-/// Which zone(s) a zone management command acts on.
-#[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
-struct ZoneTarget {
-    /// Start LBA of the zone (decimal or 0x hex).
-    #[arg(value_parser = parse_num)]
-    slba: Option<u64>,
-    /// Every zone the action applies to (Select All).
-    #[arg(long)]
-    all: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -249,8 +239,11 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
 
 fn zone(dev: &dyn ZonedDevice, cmd: &ZoneCommand, out: &mut dyn Write) -> Result<()> {
     let (action, target) = cmd.parts();
+    // "reset", as in the device's own error lines ("reset zone at LBA 0x0").
+    let verb = action.kind().name().trim_start_matches("zone ");
+    let slba = target.resolve(dev.info(), verb)?;
     let mut q = dev.queue(2)?;
-    match target.slba {
+    match slba {
         Some(slba) => {
             q.zone_action(action, Target::Zone(slba))?;
             let z = q.zone(slba)?;
