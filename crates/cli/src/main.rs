@@ -127,7 +127,15 @@ impl ZoneCommand {
 /// The command line, with the `--device` help generated from the list of
 /// URI forms the parser accepts (`zns_device::uri::URI_FORMS`).
 fn command() -> clap::Command {
-    Cli::command().mut_arg("device", |a| a.help(device_help()).long_help(device_long_help()))
+    let cmd =
+        Cli::command().mut_arg("device", |a| a.help(device_help()).long_help(device_long_help()));
+    // `zns ftl bench` formats a device of its own unless one is named, so
+    // its help states that default instead of the global one. An argument
+    // a subcommand already has is not propagated over it.
+    let global = cmd.get_arguments().find(|a| a.get_id() == "device").cloned();
+    let Some(global) = global else { return cmd };
+    let bench = global.default_value(ftl::BENCH_DEFAULT_URI);
+    cmd.mut_subcommand("ftl", |f| f.mut_subcommand("bench", |b| b.arg(bench)))
 }
 
 /// `-h`: one line naming every scheme.
