@@ -13,6 +13,7 @@ mod ftl_serve;
 mod identify;
 mod io;
 mod list;
+mod nodata;
 mod num;
 mod range;
 mod report;
@@ -73,6 +74,10 @@ enum Command {
     Write(io::WriteArgs),
     /// Zone Append a file or stdin to a zone; prints the LBA the data landed at.
     Append(io::AppendArgs),
+    /// Write zeroes to blocks at an LBA (a zone's write pointer), without data from the host.
+    WriteZeroes(nodata::WriteZeroesArgs),
+    /// Copy blocks from source ranges to an LBA (a zone's write pointer) on the device (NVMe Copy).
+    Copy(nodata::CopyArgs),
     /// Persistent emulated devices and the emulator's profiles.
     Emu {
         #[command(subcommand)]
@@ -238,6 +243,8 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),
         Command::Write(args) => io::write(open(&device)?.as_ref(), &args, out),
         Command::Append(args) => io::append(open(&device)?.as_ref(), &args, out),
+        Command::WriteZeroes(args) => nodata::write_zeroes(open(&device)?.as_ref(), &args, out),
+        Command::Copy(args) => nodata::copy(open(&device)?.as_ref(), &args, out),
         Command::Zone { action } => {
             let dev = open(&device)?;
             zone(dev.as_ref(), &action, out)

@@ -221,9 +221,19 @@ fn formats_agree(img: &Image, extra: &[&str]) -> Vec<Row> {
 #[test]
 fn help_and_usage_errors() {
     let out = zns(&["--help"], None).ok();
-    for cmd in
-        ["list", "identify", "report-zones", "zone", "read", "write", "append", "emu", "bench"]
-    {
+    for cmd in [
+        "list",
+        "identify",
+        "report-zones",
+        "zone",
+        "read",
+        "write",
+        "append",
+        "write-zeroes",
+        "copy",
+        "emu",
+        "bench",
+    ] {
         assert!(out.text().contains(cmd), "{cmd} missing from help");
     }
     assert_eq!(zns(&["frobnicate"], None).code, 2);
@@ -468,12 +478,73 @@ fn write_off_the_write_pointer_fails_and_changes_nothing() {
     assert_eq!(img.run(&["read", "--lba", "0", "--blocks", "4"]).ok().stdout, data_before);
 }
 
-/// Exit code 2, clap's error line first, nothing on stdout.
+#[test]
+fn write_zeroes_and_copy_write_blocks_without_host_data() {
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(2 * 4096, 4)).ok();
+    let out = img.run(&["write-zeroes", "--lba", "2", "--blocks", "3"]).ok().text();
+    assert_eq!(out, "wrote zeroes to 3 blocks at LBA 0x2\n");
+    let out = img.run(&["copy", "--source", "0:2", "--dest", "0x40"]).ok().text();
+    assert_eq!(out, "copied 2 blocks from 1 range to LBA 0x40\n");
+    let out = img.run(&["copy", "--source", "1:1", "--source", "0:1", "--dest", "0x42"]).ok();
+    assert_eq!(out.text(), "copied 2 blocks from 2 ranges to LBA 0x42\n");
+    let got = img.run(&["read", "--lba", "0x40", "--blocks", "4"]).ok().stdout;
+    let data = pattern(2 * 4096, 4);
+    assert_eq!(&got[..8192], &data[..]);
+    assert_eq!((&got[8192..12288], &got[12288..]), (&data[4096..], &data[..4096]));
+    let got = img.run(&["read", "--lba", "2", "--blocks", "3"]).ok().stdout;
+    assert!(got.iter().all(|&b| b == 0));
+    assert_eq!(img.report_json()["zones"][0]["wp"], 5);
+    assert_eq!(img.report_json()["zones"][1]["wp"], 0x44);
+    // Off the write pointer: the device's answer.
+    let e = img.run(&["copy", "--source", "0:1", "--dest", "0x50"]).failed();
+    assert_eq!(e, "zns: copy to LBA 0x50: Zone Invalid Write (SCT 1h, SC BCh)");
+    let e = img.run(&["write-zeroes", "--lba", "0x10", "--blocks", "1"]).failed();
+    assert_eq!(e, "zns: write zeroes at LBA 0x10: Zone Invalid Write (SCT 1h, SC BCh)");
+    // Past the namespace: refused before anything is sent.
+    let before = img.report_json();
+    let e = img.run(&["write-zeroes", "--lba", "0x3ff", "--blocks", "2"]).failed();
+    assert!(e.contains("reaches past the end of the namespace (1024 blocks"), "{e}");
+    assert!(e.ends_with("LBA Out of Range; nothing was written"), "{e}");
+    let e = img.run(&["copy", "--source", "0x3f0:0x20", "--dest", "5"]).failed();
+    assert!(e.contains("source 32 blocks at LBA 0x3f0 reaches past the end"), "{e}");
+    let e = img.run(&["copy", "--source", "0:1", "--dest", "0x400"]).failed();
+    assert!(e.contains("the destination starts past the end"), "{e}");
+    assert_eq!(img.report_json(), before);
+    // The device's Copy limits, from a profile with small ones.
+    let toml = zns(&["emu", "show-profile", "tiny"], None).ok().text();
+    let toml = toml.replace(
+        "read_across_zone_boundaries = true",
+        "read_across_zone_boundaries = true\ncopy_max_range_blocks = 2\ncopy_max_blocks = 3\n\
+         copy_max_ranges = 2",
+    );
+    let prof = img.file("copy.toml", toml.as_bytes());
+    let path = img.path.parent().unwrap().join("copy.img");
+    zns(&["emu", "create", path.to_str().unwrap(), "--profile", &prof], None).ok();
+    let dev = format!("emu:file={}", path.display());
+    zns(&["-d", &dev, "write-zeroes", "--lba", "0", "--blocks", "8"], None).ok();
+    for (args, limit) in [
+        (&["--source", "0:1", "--source", "1:1", "--source", "2:1"][..], "(MSRC)"),
+        (&["--source", "0:3"], "(MSSRL)"),
+        (&["--source", "0:2", "--source", "2:2"], "(MCL)"),
+    ] {
+        let mut all = vec!["-d", dev.as_str(), "copy", "--dest", "0x40"];
+        all.extend_from_slice(args);
+        let e = zns(&all, None).failed();
+        assert!(e.contains(limit) && e.contains("Command Size Limit Exceeded"), "{e}");
+    }
+    zns(&["-d", &dev, "copy", "--source", "0:2", "--source", "4:1", "--dest", "0x40"], None).ok();
+    assert!(usage_error(img.run(&["copy", "--dest", "0x40"])).contains("--source"));
+    assert!(usage_error(img.run(&["copy", "--source", "4", "--dest", "0"])).contains("LBA:BLOCKS"));
+}
+
+/// Exit code 2, clap's error on stderr (returned), nothing on stdout.
 #[track_caller]
 fn usage_error(o: Out) -> String {
     assert_eq!(o.code, 2, "stderr: {}", o.stderr);
     assert!(o.stdout.is_empty());
-    o.stderr.lines().next().unwrap().to_string()
+    assert!(o.stderr.starts_with("error: "), "{}", o.stderr);
+    o.stderr
 }
 
 #[test]
