@@ -209,17 +209,53 @@ pub(crate) fn process_private(uri: &str) -> Result<bool> {
 }
 
 /// Opens the FTL on `uri` with the default run-time configuration.
-fn open_ftl(uri: &str) -> Result<Ftl> {
-    let private = process_private(uri)?;
+fn open_ftl(uri: &str, checking: bool) -> Result<Ftl> {
     let dev = zns_device::open(uri)?;
-    match Ftl::open(dev, FtlConfig::default()) {
-        Ok(f) => Ok(f),
-        Err(FtlError::NotFormatted) if private => bail!(
+    Ftl::open(dev, FtlConfig::default()).map_err(|e| open_error(uri, e, !checking))
+}
+
+/// An FTL that did not open: the library's error and what the user is
+/// told about it (what to do about a device with no FTL, where to look at
+/// a damaged one).
+#[derive(Debug)]
+pub(crate) struct OpenError {
+    message: String,
+    error: FtlError,
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Why the FTL on `uri` did not open, for the user; with `point_to_check`,
+/// damage is followed by the command that reports it. Nothing here
+/// formats or repairs.
+pub(crate) fn open_error(uri: &str, error: FtlError, point_to_check: bool) -> anyhow::Error {
+    let private = process_private(uri).unwrap_or(false);
+    let message = match &error {
+        FtlError::NotFormatted if private => format!(
             "open the FTL: {uri} holds no FTL: an emu: device without file= starts empty in \
              every command (format one on emu:file=PATH)"
         ),
-        Err(e) => Err(anyhow::Error::new(e).context(format!("open the FTL on {uri}"))),
-    }
+        FtlError::NotFormatted => format!(
+            "open the FTL on {uri}: the device holds no FTL metadata and no data: format one \
+             with `zns --device {uri} ftl format`"
+        ),
+        FtlError::NotEmpty { .. } => format!(
+            "open the FTL on {uri}: {error}; `zns --device {uri} report-zones` shows the zones \
+             that hold data, `zns ftl format --force` discards them"
+        ),
+        FtlError::Corrupt { .. } | FtlError::Incompatible(_) if point_to_check => format!(
+            "open the FTL on {uri}: {error}; `zns --device {uri} ftl check` reports it (`--json` \
+             for scripts)"
+        ),
+        _ => format!("open the FTL on {uri}: {error}"),
+    };
+    anyhow::Error::new(OpenError { message, error })
 }
 
 pub fn run(uri: &str, device_given: bool, cmd: FtlCommand, out: &mut dyn Write) -> Result<()> {
@@ -366,7 +402,7 @@ fn stats_json(uri: &str, s: &FtlStats) -> Value {
 }
 
 fn stats(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<()> {
-    let ftl = open_ftl(uri)?;
+    let ftl = open_ftl(uri, false)?;
     let s = ftl.stats();
     ftl.close().context("close the FTL")?;
     if as_json {
@@ -448,11 +484,36 @@ fn check_json(uri: &str, r: &CheckReport) -> Value {
     })
 }
 
+/// `zns ftl check --json` when the FTL does not open: `ok` false, the
+/// error, and where the damage is when it has a place.
+fn open_failure_json(uri: &str, e: &anyhow::Error) -> Value {
+    let ftl = e.chain().find_map(|c| c.downcast_ref::<OpenError>()).map(|o| &o.error);
+    let (kind, damage) = match ftl {
+        Some(FtlError::Corrupt { zone, block, reason }) => {
+            ("corrupt", json!({"zone": zone, "block": block, "reason": reason}))
+        }
+        Some(FtlError::NotEmpty { .. }) => ("not-an-ftl", Value::Null),
+        Some(FtlError::NotFormatted) => ("not-formatted", Value::Null),
+        Some(FtlError::Incompatible(_)) => ("incompatible", Value::Null),
+        _ => ("error", Value::Null),
+    };
+    json!({
+        "device": uri,
+        "ok": false,
+        "opened": false,
+        "error_kind": kind,
+        "error": format!("{e:#}"),
+        "damage": damage,
+    })
+}
+
 /// Opens the FTL with [`Ftl::repair`], printing what the repair lost.
 fn repair_ftl(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<(Ftl, Value)> {
     let dev = zns_device::open(uri)?;
-    let (ftl, report) = Ftl::repair(dev, FtlConfig::default())
-        .with_context(|| format!("repair the FTL on {uri}"))?;
+    let (ftl, report) = Ftl::repair(dev, FtlConfig::default()).map_err(|error| {
+        let message = format!("repair the FTL on {uri}: {error}");
+        anyhow::Error::new(OpenError { message, error })
+    })?;
     let Some(r) = report else {
         if !as_json {
             writeln!(out, "repair: the metadata log is intact; nothing to repair")?;
@@ -527,9 +588,18 @@ fn check(
     repair: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (ftl, repaired) = match repair {
-        true => repair_ftl(uri, as_json, out)?,
-        false => (open_ftl(uri)?, Value::Null),
+    let opened = match repair {
+        true => repair_ftl(uri, as_json, out),
+        false => open_ftl(uri, true).map(|f| (f, Value::Null)),
+    };
+    let (ftl, repaired) = match opened {
+        Ok(o) => o,
+        Err(e) if as_json => {
+            // Scripts get the damage as JSON too; stderr still says it.
+            writeln!(out, "{}", serde_json::to_string_pretty(&open_failure_json(uri, &e))?)?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
     };
     let r = ftl.check(read_all).context("check the FTL")?;
     if r.is_ok() {

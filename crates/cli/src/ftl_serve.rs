@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError};
+use zns_ftl::{BlockDevice, Ftl, FtlConfig};
 use zns_nbd::{Export, NbdServer, ServerConfig};
 
-use crate::ftl::process_private;
+use crate::ftl::{open_error, process_private};
 use crate::num::human_size;
 
 /// Arguments of `zns ftl serve`.
@@ -51,13 +51,8 @@ pub(crate) fn open_for_serving(uri: &str) -> Result<(Ftl, bool)> {
             .with_context(|| format!("format an FTL on {uri}"))?;
         return Ok((ftl, true));
     }
-    match Ftl::open(dev, FtlConfig::default()) {
-        Ok(f) => Ok((f, false)),
-        Err(FtlError::NotFormatted) => {
-            bail!("{uri} holds no FTL: format one first (zns --device {uri} ftl format)")
-        }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("open the FTL on {uri}"))),
-    }
+    let ftl = Ftl::open(dev, FtlConfig::default()).map_err(|e| open_error(uri, e, true))?;
+    Ok((ftl, false))
 }
 
 /// Sets a flag on SIGINT and SIGTERM.

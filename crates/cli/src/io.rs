@@ -1,6 +1,8 @@
 //! `zns read`, `zns write` and `zns append`: data between files (or
 //! stdin/stdout) and the device, in commands of at most the device's
-//! transfer limit (MDTS) or Zone Append limit (ZASL).
+//! transfer limit (MDTS) or Zone Append limit (ZASL). Every range is
+//! checked against the namespace before the first command (see
+//! [`crate::range`]).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -11,6 +13,7 @@ use clap::Args;
 use zns_device::{ZoneQueue, ZonedDevice};
 
 use crate::num::parse_num;
+use crate::range::{check_range, check_read, AppendZone};
 
 /// Arguments of `zns read`.
 #[derive(Debug, Args)]
@@ -52,15 +55,16 @@ pub struct WriteArgs {
 /// Arguments of `zns append`.
 #[derive(Debug, Args)]
 pub struct AppendArgs {
-    /// Start LBA of the zone to append to.
-    #[arg(long, value_parser = parse_num)]
-    pub zone_start: u64,
+    /// The zone to append to: --zone N or --zone-start SLBA.
+    #[command(flatten)]
+    pub zone: AppendZone,
     /// Data to append; `-` is stdin. Padded with zeroes to whole blocks.
     #[arg(long, short, default_value = "-")]
     pub input: PathBuf,
 }
 
-fn plural(blocks: u64) -> String {
+/// "1 block", "3 blocks".
+pub fn plural(blocks: u64) -> String {
     if blocks == 1 {
         "1 block".to_string()
     } else {
@@ -127,6 +131,7 @@ pub fn read(dev: &dyn ZonedDevice, args: &ReadArgs, out: &mut dyn Write) -> Resu
     if args.blocks == 0 {
         bail!("--blocks must be at least 1");
     }
+    check_read(info, args.lba, args.blocks)?;
     let mut q = dev.queue(2)?;
     let per = info.max_transfer_blocks();
     let mut sink: Box<dyn Write + '_> = if is_stdio(&args.output) {
@@ -171,6 +176,8 @@ pub fn write(dev: &dyn ZonedDevice, args: &WriteArgs, out: &mut dyn Write) -> Re
     let bs = info.block_size as usize;
     let data = input(&args.input, bs)?;
     let blocks = (data.len() / bs) as u64;
+    let what = format!("write of {} at LBA {:#x}", plural(blocks), args.lba);
+    check_range(info, &what, args.lba, blocks, "nothing was written")?;
     let per = info.max_transfer_blocks();
     let mut q = dev.queue(2)?;
     if blocks > per {
@@ -221,18 +228,20 @@ pub fn append(dev: &dyn ZonedDevice, args: &AppendArgs, out: &mut dyn Write) -> 
     let data = input(&args.input, bs)?;
     let blocks = (data.len() / bs) as u64;
     let per = info.max_append_blocks();
+    let zslba = args.zone.resolve(info)?;
+    let index = zslba / info.zone_size;
     let mut q = dev.queue(2)?;
     if blocks > per {
-        let z = q.zone(args.zone_start)?;
+        let z = q.zone(zslba)?;
         let wp = z.write_pointer.unwrap_or(z.end());
-        check_fits(q.as_mut(), wp.max(args.zone_start), blocks, "zone append")?;
+        check_fits(q.as_mut(), wp.max(zslba), blocks, "zone append")?;
     }
     let mut buf = dev.alloc((per.min(blocks) as usize) * bs)?;
     let mut landed: Vec<(u64, u64)> = Vec::new();
     for chunk in data.chunks(per as usize * bs) {
         buf.set_len(chunk.len())?;
         buf.copy_from_slice(chunk);
-        let lba = q.append(args.zone_start, &buf)?;
+        let lba = q.append(zslba, &buf)?;
         let n = (chunk.len() / bs) as u64;
         match landed.last_mut() {
             Some((start, len)) if *start + *len == lba => *len += n,
@@ -240,7 +249,7 @@ pub fn append(dev: &dyn ZonedDevice, args: &AppendArgs, out: &mut dyn Write) -> 
         }
     }
     for (lba, n) in landed {
-        writeln!(out, "appended {} to zone {:#x} at LBA {lba:#x}", plural(n), args.zone_start)?;
+        writeln!(out, "appended {} to zone {index} at LBA {lba:#x}", plural(n))?;
     }
     Ok(())
 }

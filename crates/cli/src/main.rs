@@ -13,7 +13,9 @@ mod ftl_serve;
 mod identify;
 mod io;
 mod list;
+mod nodata;
 mod num;
+mod range;
 mod report;
 mod serve;
 
@@ -22,18 +24,19 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::parser::ValueSource;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use zns_device::uri::SCHEMES;
 use zns_device::{DeviceError, Target, ZoneAction, ZonedDevice, DEFAULT_URI};
 
-use num::parse_num;
+use range::ZoneTarget;
 
 /// Command line of znskit, a user-space storage stack for NVMe Zoned
 /// Namespace SSDs.
 #[derive(Debug, Parser)]
 #[command(name = "zns", version, about, long_about = None)]
 struct Cli {
-    /// Device URI: emu:PROFILE, emu:file=PATH[,profile=NAME], pcie:DDDD:BB:DD.F
-    /// (`zns serve` takes it several times: one namespace each.)
+    /// Device URI (the help text is generated from zns-device's list of
+    /// URI forms: see `command`).
     #[arg(long, short = 'd', global = true, env = "ZNS_DEVICE", default_value = DEFAULT_URI,
           action = clap::ArgAction::Append)]
     device: Vec<String>,
@@ -59,7 +62,8 @@ enum Command {
     },
     /// Report zones.
     ReportZones(report::ReportArgs),
-    /// Zone management: open, close, finish, reset or offline zones.
+    /// Zone management: open, close, finish, reset or offline a zone
+    /// (--zone N by index, --lba SLBA by start LBA) or every zone (--all).
     Zone {
         #[command(subcommand)]
         action: ZoneCommand,
@@ -70,6 +74,10 @@ enum Command {
     Write(io::WriteArgs),
     /// Zone Append a file or stdin to a zone; prints the LBA the data landed at.
     Append(io::AppendArgs),
+    /// Write zeroes to blocks at an LBA (a zone's write pointer), without data from the host.
+    WriteZeroes(nodata::WriteZeroesArgs),
+    /// Copy blocks from source ranges to an LBA (a zone's write pointer) on the device (NVMe Copy).
+    Copy(nodata::CopyArgs),
     /// Persistent emulated devices and the emulator's profiles.
     Emu {
         #[command(subcommand)]
@@ -93,18 +101,6 @@ enum Command {
         #[command(subcommand)]
         command: ftl::FtlCommand,
     },
-}
-
-/// Which zone(s) a zone management command acts on.
-#[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
-struct ZoneTarget {
-    /// Start LBA of the zone (decimal or 0x hex).
-    #[arg(value_parser = parse_num)]
-    slba: Option<u64>,
-    /// Every zone the action applies to (Select All).
-    #[arg(long)]
-    all: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -133,8 +129,36 @@ impl ZoneCommand {
     }
 }
 
+/// The command line, with the `--device` help generated from the list of
+/// URI forms the parser accepts (`zns_device::uri::URI_FORMS`).
+fn command() -> clap::Command {
+    let cmd =
+        Cli::command().mut_arg("device", |a| a.help(device_help()).long_help(device_long_help()));
+    // `zns ftl bench` formats a device of its own unless one is named, so
+    // its help states that default instead of the global one. An argument
+    // a subcommand already has is not propagated over it.
+    let global = cmd.get_arguments().find(|a| a.get_id() == "device").cloned();
+    let Some(global) = global else { return cmd };
+    let bench = global.default_value(ftl::BENCH_DEFAULT_URI);
+    cmd.mut_subcommand("ftl", |f| f.mut_subcommand("bench", |b| b.arg(bench)))
+}
+
+/// `-h`: one line naming every scheme.
+fn device_help() -> String {
+    let schemes: Vec<String> = SCHEMES.iter().map(|s| format!("{s}:...")).collect();
+    format!("Device URI: {} (--help lists every form)", schemes.join(", "))
+}
+
+/// `--help`: every form and what it opens.
+fn device_long_help() -> String {
+    format!(
+        "Device URI (`zns serve` takes several: one namespace each). The forms:\n{}",
+        zns_device::uri::help_text()
+    )
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     // `zns ftl bench` picks its own device unless one was asked for.
     let device_given =
         matches.value_source("device").is_some_and(|s| s != ValueSource::DefaultValue);
@@ -219,6 +243,8 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),
         Command::Write(args) => io::write(open(&device)?.as_ref(), &args, out),
         Command::Append(args) => io::append(open(&device)?.as_ref(), &args, out),
+        Command::WriteZeroes(args) => nodata::write_zeroes(open(&device)?.as_ref(), &args, out),
+        Command::Copy(args) => nodata::copy(open(&device)?.as_ref(), &args, out),
         Command::Zone { action } => {
             let dev = open(&device)?;
             zone(dev.as_ref(), &action, out)
@@ -228,8 +254,11 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
 
 fn zone(dev: &dyn ZonedDevice, cmd: &ZoneCommand, out: &mut dyn Write) -> Result<()> {
     let (action, target) = cmd.parts();
+    // "reset", as in the device's own error lines ("reset zone at LBA 0x0").
+    let verb = action.kind().name().trim_start_matches("zone ");
+    let slba = target.resolve(dev.info(), verb)?;
     let mut q = dev.queue(2)?;
-    match target.slba {
+    match slba {
         Some(slba) => {
             q.zone_action(action, Target::Zone(slba))?;
             let z = q.zone(slba)?;

@@ -52,7 +52,7 @@ pub enum Format {
 /// Arguments of `zns report-zones`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// First zone number to report.
+    /// First zone to report, by index (as the table's `Zone:` column).
     #[arg(long, default_value = "0", value_parser = parse_num)]
     pub start_zone: u64,
     /// Most zones to report (default: all).
@@ -101,12 +101,14 @@ fn raw_wp(z: &Zone) -> u64 {
     z.write_pointer.unwrap_or(u64::MAX)
 }
 
-/// nvme-cli `zns report-zones` layout.
+/// nvme-cli `zns report-zones` layout, each line led by the zone's index
+/// (what `--zone` takes).
 pub fn table(zones: &[Zone]) -> String {
     let mut s = format!("nr_zones: {}\n", zones.len());
     for z in zones {
         s += &format!(
-            "SLBA: {:<10} WP: {:<10} Cap: {:<10} State: {:<12} Type: {:<14} Attrs: {:#x}\n",
+            "Zone: {:<6} SLBA: {:<10} WP: {:<10} Cap: {:<10} State: {:<12} Type: {:<14} Attrs: {:#x}\n",
+            z.index,
             format!("{:#x}", z.start),
             format!("{:#x}", raw_wp(z)),
             format!("{:#x}", z.capacity),
@@ -269,7 +271,7 @@ mod tests {
         assert_eq!(lines[0], "nr_zones: 7");
         assert_eq!(
             lines[1],
-            "SLBA: 0x0        WP: 0x0        Cap: 0x43500    State: EMPTY        Type: SEQWRITE_REQ   Attrs: 0x0"
+            "Zone: 0      SLBA: 0x0        WP: 0x0        Cap: 0x43500    State: EMPTY        Type: SEQWRITE_REQ   Attrs: 0x0"
         );
         assert!(lines[2].contains("State: IMP_OPENED "));
         assert!(lines[6].contains("WP: 0xffffffffffffffff Cap: 0x43500    State: FULL "));

@@ -221,14 +221,27 @@ fn formats_agree(img: &Image, extra: &[&str]) -> Vec<Row> {
 #[test]
 fn help_and_usage_errors() {
     let out = zns(&["--help"], None).ok();
-    for cmd in
-        ["list", "identify", "report-zones", "zone", "read", "write", "append", "emu", "bench"]
-    {
+    for cmd in [
+        "list",
+        "identify",
+        "report-zones",
+        "zone",
+        "read",
+        "write",
+        "append",
+        "write-zeroes",
+        "copy",
+        "emu",
+        "bench",
+    ] {
         assert!(out.text().contains(cmd), "{cmd} missing from help");
     }
     assert_eq!(zns(&["frobnicate"], None).code, 2);
     assert_eq!(zns(&["zone", "open"], None).code, 2, "a zone or --all is required");
-    assert_eq!(zns(&["zone", "open", "0", "--all"], None).code, 2, "not both");
+    assert_eq!(zns(&["zone", "open", "--zone", "0", "--all"], None).code, 2, "not both");
+    assert_eq!(zns(&["zone", "open", "--zone", "0", "--lba", "0"], None).code, 2, "not both");
+    assert_eq!(zns(&["append", "--zone", "0", "--zone-start", "0"], None).code, 2, "not both");
+    assert_eq!(zns(&["append"], None).code, 2, "a zone is required");
     assert_eq!(zns(&["read", "--lba", "ten"], None).code, 2);
     assert_eq!(zns(&["report-zones", "--state", "sleepy"], None).code, 2);
     assert_eq!(zns(&["bench", "overhead", "--seconds", "0"], None).code, 2);
@@ -324,8 +337,8 @@ fn report_formats_parse_and_agree() {
     // append, the rest empty. (Each command ends with a controller shutdown,
     // which closes open zones, or empties them when nothing was written.)
     img.run_in(&["write", "--lba", "0"], &pattern(5000, 1)).ok();
-    img.run(&["zone", "open", "0x40"]).ok();
-    img.run(&["zone", "finish", "0x80"]).ok();
+    img.run(&["zone", "open", "--lba", "0x40"]).ok();
+    img.run(&["zone", "finish", "--zone", "2"]).ok();
     img.run_in(&["append", "--zone-start", "0xc0"], b"x").ok();
     let all = formats_agree(&img, &[]);
     assert_eq!(all.len(), 16);
@@ -352,7 +365,7 @@ fn report_formats_parse_and_agree() {
     let t = img.run(&["report-zones", "--count", "1"]).ok().text();
     assert_eq!(
         t,
-        "nr_zones: 1\nSLBA: 0x0        WP: 0x2        Cap: 0x30       State: CLOSED       \
+        "nr_zones: 1\nZone: 0      SLBA: 0x0        WP: 0x2        Cap: 0x30       State: CLOSED       \
          Type: SEQWRITE_REQ   Attrs: 0x0\n"
     );
     let b = img.run(&["report-zones", "--count", "1", "--format", "blkzone"]).ok().text();
@@ -369,28 +382,28 @@ fn report_formats_parse_and_agree() {
 fn zone_commands_walk_the_states() {
     let img = Image::new();
     let state = |i: usize| img.report_json()["zones"][i]["state"].as_str().unwrap().to_string();
-    let out = img.run(&["zone", "open", "0x40"]).ok().text();
+    let out = img.run(&["zone", "open", "--lba", "0x40"]).ok().text();
     assert_eq!(out, "zone 1 at LBA 0x40: Explicitly Opened\n");
     // The shutdown at the end of each command closes open zones, and
     // empties an opened zone nothing was written to.
     assert_eq!(state(1), "EMPTY");
     img.run_in(&["write", "--lba", "0x40"], b"x").ok();
     assert_eq!(state(1), "CLOSED");
-    let out = img.run(&["zone", "open", "0x40"]).ok().text();
+    let out = img.run(&["zone", "open", "--zone", "1"]).ok().text();
     assert_eq!(out, "zone 1 at LBA 0x40: Explicitly Opened\n");
-    let out = img.run(&["zone", "close", "64"]).ok().text();
+    let out = img.run(&["zone", "close", "--lba", "64"]).ok().text();
     assert_eq!(out, "zone 1 at LBA 0x40: Closed\n");
     assert_eq!(state(1), "CLOSED");
-    img.run(&["zone", "finish", "0x40"]).ok();
+    img.run(&["zone", "finish", "--zone-start", "0x40"]).ok();
     assert_eq!(state(1), "FULL");
-    img.run(&["zone", "reset", "0x40"]).ok();
+    img.run(&["zone", "reset", "--zone", "1"]).ok();
     assert_eq!(state(1), "EMPTY");
-    let e = img.run(&["zone", "offline", "0x40"]).failed();
+    let e = img.run(&["zone", "offline", "--lba", "0x40"]).failed();
     assert_eq!(e, "zns: offline zone at LBA 0x40: Invalid Zone State Transition (SCT 1h, SC BFh)");
-    let e = img.run(&["zone", "close", "0x40"]).failed();
+    let e = img.run(&["zone", "close", "--zone", "1"]).failed();
     assert!(e.ends_with("Invalid Zone State Transition (SCT 1h, SC BFh)"), "{e}");
-    img.run(&["zone", "finish", "0x80"]).ok();
-    img.run(&["zone", "open", "0xc0"]).ok();
+    img.run(&["zone", "finish", "--lba", "0x80"]).ok();
+    img.run(&["zone", "open", "--zone", "3"]).ok();
     let out = img.run(&["zone", "reset", "--all"]).ok().text();
     assert_eq!(out, "reset all zones: done\n");
     assert!(img.report_json()["zones"].as_array().unwrap().iter().all(|z| z["state"] == "EMPTY"));
@@ -398,8 +411,13 @@ fn zone_commands_walk_the_states() {
     img.run(&["zone", "close", "--all"]).ok();
     img.run(&["zone", "open", "--all"]).ok();
     img.run(&["zone", "offline", "--all"]).ok();
-    let e = img.run(&["zone", "open", "0x41"]).failed();
-    assert_eq!(e, "zns: open zone at LBA 0x41: Invalid Field in Command (SCT 0h, SC 02h)");
+    let e = img.run(&["zone", "open", "--lba", "0x41"]).failed();
+    assert_eq!(
+        e,
+        "zns: open zone at LBA 0x41: not a zone's start LBA (it lies in zone 1, which starts at \
+         LBA 0x40; --zone 1 names it): the device would answer Invalid Field in Command; nothing \
+         was changed"
+    );
 }
 
 #[test]
@@ -423,9 +441,9 @@ fn write_read_append_round_trips() {
     let a = pattern(20 * 4096 - 100, 9);
     let input = img.file("a.bin", &a);
     let out = img.run(&["append", "--zone-start", "0x40", "--input", &input]).ok().text();
-    assert_eq!(out, "appended 20 blocks to zone 0x40 at LBA 0x40\n");
-    let out = img.run_in(&["append", "--zone-start", "0x40"], b"more").ok().text();
-    assert_eq!(out, "appended 1 block to zone 0x40 at LBA 0x54\n");
+    assert_eq!(out, "appended 20 blocks to zone 1 at LBA 0x40\n");
+    let out = img.run_in(&["append", "--zone", "1"], b"more").ok().text();
+    assert_eq!(out, "appended 1 block to zone 1 at LBA 0x54\n");
     let got = img.run(&["read", "--lba", "0x40", "--blocks", "20"]).ok().stdout;
     assert_eq!(&got[..a.len()], &a[..]);
     assert!(got[a.len()..].iter().all(|&b| b == 0));
@@ -452,12 +470,162 @@ fn write_off_the_write_pointer_fails_and_changes_nothing() {
     let e = img.run_in(&["write", "--lba", "0x2"], &pattern(47 * 4096, 2)).failed();
     assert!(e.contains("does not fit") && e.contains("nothing was written"), "{e}");
     // One command past the capacity: the device refuses it.
-    img.run(&["zone", "finish", "0x40"]).ok();
+    img.run(&["zone", "finish", "--zone", "1"]).ok();
     let e = img.run_in(&["write", "--lba", "0x40"], b"x").failed();
     assert_eq!(e, "zns: write at LBA 0x40: Zone Is Full (SCT 1h, SC B9h)");
-    img.run(&["zone", "reset", "0x40"]).ok();
+    img.run(&["zone", "reset", "--lba", "0x40"]).ok();
     assert_eq!(img.report_json(), before);
     assert_eq!(img.run(&["read", "--lba", "0", "--blocks", "4"]).ok().stdout, data_before);
+}
+
+#[test]
+fn write_zeroes_and_copy_write_blocks_without_host_data() {
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(2 * 4096, 4)).ok();
+    let out = img.run(&["write-zeroes", "--lba", "2", "--blocks", "3"]).ok().text();
+    assert_eq!(out, "wrote zeroes to 3 blocks at LBA 0x2\n");
+    let out = img.run(&["copy", "--source", "0:2", "--dest", "0x40"]).ok().text();
+    assert_eq!(out, "copied 2 blocks from 1 range to LBA 0x40\n");
+    let out = img.run(&["copy", "--source", "1:1", "--source", "0:1", "--dest", "0x42"]).ok();
+    assert_eq!(out.text(), "copied 2 blocks from 2 ranges to LBA 0x42\n");
+    let got = img.run(&["read", "--lba", "0x40", "--blocks", "4"]).ok().stdout;
+    let data = pattern(2 * 4096, 4);
+    assert_eq!(&got[..8192], &data[..]);
+    assert_eq!((&got[8192..12288], &got[12288..]), (&data[4096..], &data[..4096]));
+    let got = img.run(&["read", "--lba", "2", "--blocks", "3"]).ok().stdout;
+    assert!(got.iter().all(|&b| b == 0));
+    assert_eq!(img.report_json()["zones"][0]["wp"], 5);
+    assert_eq!(img.report_json()["zones"][1]["wp"], 0x44);
+    // Off the write pointer: the device's answer.
+    let e = img.run(&["copy", "--source", "0:1", "--dest", "0x50"]).failed();
+    assert_eq!(e, "zns: copy to LBA 0x50: Zone Invalid Write (SCT 1h, SC BCh)");
+    let e = img.run(&["write-zeroes", "--lba", "0x10", "--blocks", "1"]).failed();
+    assert_eq!(e, "zns: write zeroes at LBA 0x10: Zone Invalid Write (SCT 1h, SC BCh)");
+    // Past the namespace: refused before anything is sent.
+    let before = img.report_json();
+    let e = img.run(&["write-zeroes", "--lba", "0x3ff", "--blocks", "2"]).failed();
+    assert!(e.contains("reaches past the end of the namespace (1024 blocks"), "{e}");
+    assert!(e.ends_with("LBA Out of Range; nothing was written"), "{e}");
+    let e = img.run(&["copy", "--source", "0x3f0:0x20", "--dest", "5"]).failed();
+    assert!(e.contains("source 32 blocks at LBA 0x3f0 reaches past the end"), "{e}");
+    let e = img.run(&["copy", "--source", "0:1", "--dest", "0x400"]).failed();
+    assert!(e.contains("the destination starts past the end"), "{e}");
+    assert_eq!(img.report_json(), before);
+    // The device's Copy limits, from a profile with small ones.
+    let toml = zns(&["emu", "show-profile", "tiny"], None).ok().text();
+    let toml = toml.replace(
+        "read_across_zone_boundaries = true",
+        "read_across_zone_boundaries = true\ncopy_max_range_blocks = 2\ncopy_max_blocks = 3\n\
+         copy_max_ranges = 2",
+    );
+    let prof = img.file("copy.toml", toml.as_bytes());
+    let path = img.path.parent().unwrap().join("copy.img");
+    zns(&["emu", "create", path.to_str().unwrap(), "--profile", &prof], None).ok();
+    let dev = format!("emu:file={}", path.display());
+    zns(&["-d", &dev, "write-zeroes", "--lba", "0", "--blocks", "8"], None).ok();
+    for (args, limit) in [
+        (&["--source", "0:1", "--source", "1:1", "--source", "2:1"][..], "(MSRC)"),
+        (&["--source", "0:3"], "(MSSRL)"),
+        (&["--source", "0:2", "--source", "2:2"], "(MCL)"),
+    ] {
+        let mut all = vec!["-d", dev.as_str(), "copy", "--dest", "0x40"];
+        all.extend_from_slice(args);
+        let e = zns(&all, None).failed();
+        assert!(e.contains(limit) && e.contains("Command Size Limit Exceeded"), "{e}");
+    }
+    zns(&["-d", &dev, "copy", "--source", "0:2", "--source", "4:1", "--dest", "0x40"], None).ok();
+    assert!(usage_error(img.run(&["copy", "--dest", "0x40"])).contains("--source"));
+    assert!(usage_error(img.run(&["copy", "--source", "4", "--dest", "0"])).contains("LBA:BLOCKS"));
+}
+
+/// Exit code 2, clap's error on stderr (returned), nothing on stdout.
+#[track_caller]
+fn usage_error(o: Out) -> String {
+    assert_eq!(o.code, 2, "stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty());
+    assert!(o.stderr.starts_with("error: "), "{}", o.stderr);
+    o.stderr
+}
+
+#[test]
+fn zones_are_named_by_index_or_start_lba_never_by_a_bare_number() {
+    let img = Image::new();
+    // A bare number: refused, saying what to write instead.
+    for action in ["open", "close", "finish", "reset", "offline"] {
+        let e = usage_error(img.run(&["zone", action, "0x40"]));
+        assert!(e.contains("ambiguous: write --zone 0x40") && e.contains("--lba 0x40"), "{e}");
+    }
+    // --zone is the index report-zones prints, --lba the SLBA beside it.
+    let t = img.run(&["report-zones", "--start-zone", "5", "--count", "1"]).ok().text();
+    assert!(t.lines().nth(1).unwrap().starts_with("Zone: 5      SLBA: 0x140 "), "{t}");
+    let out = img.run(&["zone", "finish", "--zone", "5"]).ok().text();
+    assert_eq!(out, "zone 5 at LBA 0x140: Full\n");
+    let out = img.run(&["zone", "reset", "--lba", "0x140"]).ok().text();
+    assert_eq!(out, "zone 5 at LBA 0x140: Empty\n");
+    let out = img.run_in(&["append", "--zone", "5"], b"x").ok().text();
+    assert_eq!(out, "appended 1 block to zone 5 at LBA 0x140\n");
+    let out = img.run_in(&["append", "--zone-start", "0x140"], b"y").ok().text();
+    assert_eq!(out, "appended 1 block to zone 5 at LBA 0x141\n");
+    let csv = img.run(&["report-zones", "--start-zone", "5", "--count", "1", "--format", "csv"]);
+    assert_eq!(csv.ok().text().lines().nth(1).unwrap(), "5,320,322,48,64,CLOSED,SEQWRITE_REQ,0");
+    // Zones that do not exist: nothing reaches the device.
+    let before = img.report_json();
+    let e = img.run(&["zone", "finish", "--zone", "16"]).failed();
+    assert_eq!(e, "zns: zone 16 does not exist: the device has 16 zones (0 to 15)");
+    let e = img.run_in(&["append", "--zone", "99"], b"x").failed();
+    assert_eq!(e, "zns: zone 99 does not exist: the device has 16 zones (0 to 15)");
+    let e = img.run_in(&["append", "--zone-start", "0x400"], b"x").failed();
+    assert!(e.contains("starts past the end of the namespace (1024 blocks"), "{e}");
+    assert!(e.contains("LBA Out of Range"), "{e}");
+    assert_eq!(img.report_json(), before);
+}
+
+#[test]
+fn ranges_past_the_namespace_fail_before_any_io() {
+    let img = Image::new();
+    img.run_in(&["write", "--lba", "0"], &pattern(4096, 1)).ok();
+    let before = img.report_json();
+    // The read that once wrote its output up to the failure: nothing on
+    // stdout, one line naming the limit and the status.
+    let e = img.run(&["read", "--lba", "0", "--blocks", "100000000"]).failed();
+    assert_eq!(
+        e,
+        "zns: read of 100000000 blocks at LBA 0x0 reaches past the end of the namespace (1024 \
+         blocks, last LBA 0x3ff): the device would answer LBA Out of Range; nothing was read"
+    );
+    let out = img.path.parent().unwrap().join("out.bin");
+    let o = out.to_str().unwrap();
+    let e = img.run(&["read", "--lba", "0x3f0", "--blocks", "0x11", "--output", o]).failed();
+    assert!(e.contains("reaches past the end") && e.contains("last LBA 0x3ff"), "{e}");
+    assert!(!out.exists(), "no output file is created");
+    let e = img.run(&["read", "--lba", "0xffffffffffffffff", "--blocks", "2"]).failed();
+    assert!(e.contains("starts past the end"), "{e}");
+    img.run(&["read", "--lba", "0x3f0", "--blocks", "0x10", "--output", o]).ok();
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), 16 * 4096);
+    // Writes: one command and several.
+    let e = img.run_in(&["write", "--lba", "0x400"], b"x").failed();
+    assert!(e.starts_with("zns: write of 1 block at LBA 0x400 starts past the end"), "{e}");
+    assert!(e.ends_with("LBA Out of Range; nothing was written"), "{e}");
+    let e = img.run_in(&["write", "--lba", "0x3f0"], &pattern(40 * 4096, 2)).failed();
+    assert!(e.starts_with("zns: write of 40 blocks at LBA 0x3f0 reaches past the end"), "{e}");
+    assert_eq!(img.report_json(), before, "nothing changed");
+    // A device that does not read across zone boundaries: a read that
+    // spans two zones is refused before the first command.
+    let toml = zns(&["emu", "show-profile", "tiny"], None)
+        .ok()
+        .text()
+        .replace("read_across_zone_boundaries = true", "read_across_zone_boundaries = false");
+    let prof = img.file("norazb.toml", toml.as_bytes());
+    let path = img.path.parent().unwrap().join("norazb.img");
+    zns(&["emu", "create", path.to_str().unwrap(), "--profile", &prof], None).ok();
+    let dev = format!("emu:file={}", path.display());
+    let e = zns(&["-d", &dev, "read", "--lba", "0x3f", "--blocks", "2"], None).failed();
+    assert_eq!(
+        e,
+        "zns: read of 2 blocks at LBA 0x3f crosses from zone 0 into zone 1, and the device does \
+         not read across zone boundaries: it would answer Zone Boundary Error; nothing was read"
+    );
+    zns(&["-d", &dev, "read", "--lba", "0x3e", "--blocks", "2"], None).ok();
 }
 
 #[test]
@@ -473,19 +641,24 @@ fn errors_are_one_line_with_exit_code_1() {
     let e = zns(&["-d", "emu:tiny,speed=11", "report-zones"], None).failed();
     assert!(e.contains("unknown option \"speed\"") && e.contains("profile, file, media, timing"));
     let e = zns(&["-d", "emu:tiny", "read", "--lba", "0x400"], None).failed();
-    assert_eq!(e, "zns: read at LBA 0x400: LBA Out of Range (SCT 0h, SC 80h)");
-    let e = zns(&["-d", "emu:tiny", "zone", "reset", "0x10000"], None).failed();
-    assert_eq!(e, "zns: reset zone at LBA 0x10000: LBA Out of Range (SCT 0h, SC 80h)");
+    assert_eq!(
+        e,
+        "zns: read of 1 block at LBA 0x400 starts past the end of the namespace (1024 blocks, \
+         last LBA 0x3ff): the device would answer LBA Out of Range; nothing was read"
+    );
+    let e = zns(&["-d", "emu:tiny", "zone", "reset", "--lba", "0x10000"], None).failed();
+    assert_eq!(
+        e,
+        "zns: reset zone at LBA 0x10000 starts past the end of the namespace (1024 blocks, last \
+         LBA 0x3ff): the device would answer LBA Out of Range; nothing was changed"
+    );
     let e = zns(&["-d", "emu:file=/nonexistent/dev.img", "identify"], None).failed();
     assert!(e.contains("/nonexistent/dev.img"), "{e}");
     let e = zns(&["-d", "pcie:ffff:ff:1f.7", "identify"], None).failed();
     assert!(e.contains("cannot open pcie:ffff:ff:1f.7: no PCI device ffff:ff:1f.7"), "{e}");
     let img = Image::new();
     let e = img.run_in(&["append", "--zone-start", "0x41"], b"x").failed();
-    assert_eq!(
-        e,
-        "zns: zone append to zone at LBA 0x41: Invalid Field in Command (SCT 0h, SC 02h)"
-    );
+    assert!(e.starts_with("zns: zone append to zone at LBA 0x41: not a zone's start LBA"), "{e}");
     let e = zns(&["-d", &format!("{},profile=small", img.uri), "identify"], None).failed();
     assert!(e.contains("holds a \"tiny\" device, not \"small\""), "{e}");
     let _ = Path::new(&img.path);

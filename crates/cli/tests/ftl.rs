@@ -86,7 +86,7 @@ fn unformatted_devices_and_bad_options_fail_cleanly() {
         assert!(o.stdout.is_empty(), "{}", o.stdout);
         assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
         assert!(o.stderr.starts_with("zns: "), "{}", o.stderr);
-        assert!(o.stderr.contains("format it first"), "{}", o.stderr);
+        assert!(o.stderr.contains("no FTL metadata and no data: format one with"), "{}", o.stderr);
         assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
     }
     let o = zns(&["--device", "emu:tiny", "ftl", "stats"]);
@@ -216,4 +216,99 @@ fn damaged_metadata_is_named_and_repaired_only_when_asked() {
     assert!(c.stdout.contains("no problems found"), "{}", c.stdout);
     let r = ok(zns(&["--device", &uri, "ftl", "check", "--repair"]));
     assert!(r.stdout.contains("nothing to repair"), "{}", r.stdout);
+}
+
+/// The image's first block whose page starts with the FTL's magic and has
+/// page kind `kind` (1: header), as an offset in the image file.
+fn ftl_page(path: &std::path::Path, kind: u8) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut block = vec![0u8; 4096];
+    let mut at = 0u64;
+    loop {
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.read_exact(&mut block).expect("an FTL page of that kind in the image");
+        if &block[..4] == b"ZFTL" && block[4] == kind {
+            return at;
+        }
+        at += 4096;
+    }
+}
+
+fn flip_byte(path: &std::path::Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x08], at).unwrap();
+}
+
+#[test]
+fn a_damaged_ftl_header_is_named_never_taken_for_an_empty_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", "small"]));
+    let uri = format!("emu:file={}", path.display());
+    ok(zns(&["--device", &uri, "ftl", "format"]));
+    flip_byte(&path, ftl_page(&path, 1) + 40);
+    let zones = ok(zns(&["--device", &uri, "report-zones", "--format", "csv"])).stdout;
+    // (`ftl serve` and `serve --ftl` open the FTL through the same path;
+    // they are not run here, since a server that did start would not stop.)
+    for cmd in [&["ftl", "stats"][..], &["ftl", "stats", "--json"]] {
+        let mut args = vec!["--device", uri.as_str()];
+        args.extend_from_slice(cmd);
+        let o = zns(&args);
+        assert_eq!((o.code, o.stdout.as_str()), (1, ""), "{cmd:?}: {}", o.stderr);
+        assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+        let e = &o.stderr;
+        assert!(!e.contains("format it first") && !e.contains("format one"), "{e}");
+        assert!(e.contains("corrupt FTL metadata in zone 0 at block 0"), "{e}");
+        assert!(e.contains("header page (its superblock") && e.contains("is damaged"), "{e}");
+        assert!(e.contains(&format!("`zns --device {uri} ftl check` reports it")), "{e}");
+    }
+    // The check names it too, and as JSON for scripts; a repair cannot
+    // rebuild the layout and says so; nothing on the device changed.
+    let c = zns(&["--device", &uri, "ftl", "check", "--json"]);
+    assert_eq!(c.code, 1, "{}", c.stderr);
+    assert!(c.stderr.contains("header page (its superblock"), "{}", c.stderr);
+    let v = json(&c);
+    assert_eq!((v["ok"].as_bool(), v["opened"].as_bool()), (Some(false), Some(false)), "{v}");
+    assert_eq!(v["error_kind"], "corrupt", "{v}");
+    assert_eq!((v["damage"]["zone"].as_u64(), v["damage"]["block"].as_u64()), (Some(0), Some(0)));
+    assert!(v["damage"]["reason"].as_str().unwrap().contains("checksum mismatch"), "{v}");
+    let r = zns(&["--device", &uri, "ftl", "check", "--repair"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot be rebuilt"), "{}", r.stderr);
+    let f = zns(&["--device", &uri, "ftl", "format"]);
+    assert_eq!(f.code, 1, "{}", f.stderr);
+    assert!(f.stderr.contains("--force"), "{}", f.stderr);
+    assert_eq!(ok(zns(&["--device", &uri, "report-zones", "--format", "csv"])).stdout, zones);
+}
+
+#[test]
+fn other_data_is_not_an_ftl_and_not_an_empty_device() {
+    let (dir, uri) = image();
+    let input = dir.path().join("x");
+    std::fs::write(&input, b"not an FTL").unwrap();
+    ok(zns(&["--device", &uri, "write", "--lba", "0", "--input", input.to_str().unwrap()]));
+    let o = zns(&["--device", &uri, "ftl", "stats"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("no FTL metadata, but 1 of its zones hold data"), "{}", o.stderr);
+    assert!(o.stderr.contains("report-zones` shows the zones"), "{}", o.stderr);
+    assert!(!o.stderr.contains("format it first"), "{}", o.stderr);
+}
+
+#[test]
+fn bench_help_states_the_device_it_uses() {
+    let h = ok(zns(&["ftl", "bench", "--help"])).stdout;
+    assert!(h.contains("[default: emu:small,media=null]"), "{h}");
+    assert!(!h.contains("[default: emu:zn540]"), "{h}");
+    // And it uses it.
+    let args =
+        ["ftl", "bench", "--json", "--warmup", "0.02", "--measure", "0.02", "--reads", "100"];
+    let o = ok(zns(&args));
+    assert_eq!(json(&o)["device"], "emu:small,media=null");
+    // Elsewhere the global default stands.
+    let h = ok(zns(&["ftl", "stats", "--help"])).stdout;
+    assert!(h.contains("[default: emu:zn540]"), "{h}");
 }

@@ -1,23 +1,9 @@
 //! Device URIs: one string selects a backend and its options.
 //!
-//! | URI | device |
-//! |---|---|
-//! | `emu:` (or `emu`) | emulated controller, `zn540` profile, RAM media |
-//! | `emu:PROFILE` | a built-in profile (`tiny`, `small`, `zn540`) |
-//! | `emu:file=PATH` | a persistent device image; its profile is stored in it |
-//! | `emu:file=PATH,profile=NAME` | the same, checking the image holds that profile |
-//! | `emu:PROFILE,media=null` | no data kept: reads return zeroes |
-//! | `emu:PROFILE,timing=on\|off` | the timing model (default: on when the profile has one, as `zn540`) |
-//! | `emu:PROFILE,clock=virtual\|real` | the timed emulator's clock (default: virtual) |
-//! | `emu:PROFILE,zones=N` | the profile's zoned namespace cut (or grown) to `N` zones, geometry and timing unchanged: quick experiments on a large profile |
-//! | `emu:PROFILE,metadata=N` | the zoned namespace's LBA format with `N` bytes of separate per-LBA metadata (0: none) |
-//! | `emu:PROFILE,lba=BYTES` | the zoned namespace's LBA format with `BYTES`-byte blocks (a power of two, 512 to 65536: `lba=512` is the ZN540's 512 B format), zone size and capacity in bytes unchanged |
-//! | `pcie:0000:00:04.0` | the user-space driver on a PCIe controller (root; unbound device) |
-//! | `ng:/dev/ng0n1` | io_uring NVMe passthrough on the kernel's generic namespace device |
-//! | `zbd:/dev/nvme0n1` | the kernel's zoned block device: zone ioctls, data through io_uring |
-//! | `zbd:/dev/nvme0n1,io=psync` | the same, data through `pread`/`pwrite` |
-//! | `tcp:HOST:PORT/NQN[/NSID]` | an NVMe/TCP target's zoned namespace (the first, or NSID), e.g. `tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target` |
-//! | `tcp:...,digest=header\|data\|both` | the same, with PDU digests |
+//! Every form, with what it opens, is listed once in [`URI_FORMS`]
+//! (`emu:tiny`, `emu:file=PATH`, `pcie:0000:00:04.0`, `ng:/dev/ng0n1`,
+//! `zbd:/dev/nvme0n1`, `tcp:HOST:PORT/NQN[/NSID]` and their options);
+//! `zns --help`, the README and docs/cli.md print that list.
 //!
 //! Options are `key=value` pairs separated by commas, parsed strictly: an
 //! unknown key, a repeated key or a bad value is an error naming it and the
@@ -32,6 +18,9 @@ pub use zns_emulator::clock::ClockMode;
 use zns_emulator::profile::{valid_block_size, Profile};
 
 use crate::error::DeviceError;
+
+mod forms;
+pub use forms::{help_text, markdown_table, plain, UriForm, URI_FORMS, URI_OPTIONS_NOTE};
 
 /// The profile `emu:` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "zn540";

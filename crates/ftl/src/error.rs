@@ -45,16 +45,19 @@ pub enum FtlError {
     /// The configuration does not fit the device.
     #[error("invalid FTL configuration: {0}")]
     Config(String),
-    /// The device holds no FTL (no metadata zone with a valid header).
-    #[error("the device holds no FTL metadata (format it first)")]
+    /// The device holds no FTL: no zone holds data (a device with data
+    /// but no FTL is [`FtlError::NotEmpty`], one whose FTL header is
+    /// damaged [`FtlError::Corrupt`]).
+    #[error("the device holds no FTL metadata and no data (format it first)")]
     NotFormatted,
-    /// The device holds no readable FTL metadata, but some of its zones hold
-    /// data: an FTL whose metadata is damaged, or other data. Formatting
-    /// would destroy it, so it takes an explicit [`crate::Ftl::format`].
+    /// The device holds no FTL metadata, but some of its zones hold data:
+    /// other data, or an FTL whose metadata is damaged past recognition.
+    /// Formatting would destroy it, so nothing but an explicit
+    /// [`crate::Ftl::format`] does.
     #[error(
-        "the device holds no readable FTL metadata but {written_zones} of its zones hold data \
-         (a damaged FTL or other data); refusing to format over it: format explicitly to \
-         discard it"
+        "the device holds no FTL metadata, but {written_zones} of its zones hold data (other \
+         data, or an FTL damaged past recognition); it is not formatted over unless a format \
+         is asked for explicitly"
     )]
     NotEmpty {
         /// Zones that are not Empty.

@@ -165,6 +165,10 @@ pub(crate) struct Page {
     pub body: Body,
 }
 
+/// Why a block that is not the FTL's at all (no page magic) does not
+/// decode: other data, unlike a damaged page of the FTL's own.
+pub(crate) const NO_MAGIC: &str = "no page magic";
+
 /// Why a block is not a valid page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PageError {
@@ -244,7 +248,7 @@ impl Page {
         }
         let bad = |s: &str| Err(PageError::Bad(s.to_string()));
         if b.len() < HEADER + SUPERBLOCK || b[0..4] != MAGIC {
-            return bad("no page magic");
+            return bad(NO_MAGIC);
         }
         let stored = u32::from_le_bytes(b[20..24].try_into().expect("4 bytes"));
         // The checksum covers the page with its own field zero.

@@ -54,7 +54,7 @@ use crate::config::FtlConfig;
 use crate::config::StreamPlan;
 use crate::error::{FtlError, Result};
 use crate::ftl::{open_budget, Parts, Shared};
-use crate::journal::{Body, Page, PageError, Record};
+use crate::journal::{Body, Page, PageError, Record, NO_MAGIC};
 use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::MetaWriter;
@@ -146,6 +146,35 @@ impl PageError {
             PageError::Bad(w) => format!("is damaged ({w})"),
         }
     }
+}
+
+/// A device with written zones but no FTL header where the FTL's would be.
+fn not_empty(report: &[Zone]) -> FtlError {
+    let written = report
+        .iter()
+        .filter(|z| !matches!(z.state, ZoneState::Empty | ZoneState::ReadOnly | ZoneState::Offline))
+        .count();
+    match written {
+        0 => FtlError::NotFormatted,
+        n => FtlError::NotEmpty { written_zones: n as u64 },
+    }
+}
+
+/// The header page of the first written metadata zone, damaged: the
+/// FTL's superblock (its geometry and layout), of which no other copy is
+/// kept once a checkpoint has recycled the older metadata zones.
+fn damaged_header(zone: u32, e: &PageError) -> FtlError {
+    corrupt(
+        zone,
+        0,
+        format!(
+            "the FTL's header page (its superblock: geometry and layout) {}; nothing was \
+             changed. The layout it holds cannot be rebuilt (`zns ftl check --repair` cannot \
+             help), and the data zones are untouched: `zns report-zones` lists them and `zns \
+             read` dumps any block, this page included",
+            e.describe()
+        ),
+    )
 }
 
 /// A page inside a zone's write pointer that does not decode. NVMe writes
@@ -297,7 +326,14 @@ pub(crate) fn recover(
         Some(Err(PageError::Bad(why))) if why.contains("version") => {
             return Err(FtlError::Incompatible(why.clone()))
         }
-        _ => return Err(FtlError::NotFormatted),
+        // The FTL's own page, damaged: the header naming the layout. Not
+        // "no FTL", which would invite a format over the data.
+        Some(Err(e @ PageError::Bad(why))) if why != NO_MAGIC => {
+            return Err(damaged_header(first as u32, e))
+        }
+        // Written zones that do not start with the FTL's pages: other
+        // data, never taken for an empty device.
+        _ => return Err(not_empty(&report)),
     };
     if sb.features & !crate::journal::KNOWN_FEATURES != 0 {
         return Err(FtlError::Incompatible(format!(

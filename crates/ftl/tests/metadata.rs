@@ -191,7 +191,32 @@ fn a_device_of_another_geometry_or_without_ftl_is_refused() {
     c.fill(1);
     q.write(1, &c).unwrap();
     drop(q);
-    assert!(matches!(Ftl::open(dev, FtlConfig::default()), Err(FtlError::NotFormatted)));
+    let e = Ftl::open(dev, FtlConfig::default()).map(|_| ()).unwrap_err();
+    assert!(
+        matches!(e, FtlError::NotEmpty { written_zones: 1 }),
+        "other data is not 'no FTL': {e}"
+    );
+}
+
+#[test]
+fn a_damaged_header_page_is_damage_not_an_unformatted_device() {
+    let (dev, model, _) = prepared(50);
+    flip(&dev, 0, 40);
+    let reason = refused_at(&dev, 0);
+    assert!(
+        reason.contains("header page (its superblock") && reason.contains("checksum"),
+        "{reason}"
+    );
+    assert!(reason.contains("nothing was changed"), "{reason}");
+    // Neither a repair nor open_or_format takes it for something else.
+    let e = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).map(|_| ()).unwrap_err();
+    assert!(matches!(e, FtlError::Corrupt { zone: 0, block: 0, .. }), "{e}");
+    let e = Ftl::open_or_format(Arc::clone(&dev), FtlConfig::default()).map(|_| ()).unwrap_err();
+    assert!(matches!(e, FtlError::Corrupt { zone: 0, block: 0, .. }), "{e}");
+    assert!(Ftl::written_zones(dev.as_ref()).unwrap() > 1, "nothing was reset");
+    flip(&dev, 0, 40);
+    let ftl = Ftl::open(dev, FtlConfig::default()).expect("the header restored, the FTL opens");
+    common::compare_all(&ftl, &model);
 }
 
 #[test]
@@ -258,7 +283,7 @@ fn only_an_empty_device_is_formatted_by_open_or_format() {
     drop(q);
     let e = Ftl::open_or_format(other, FtlConfig::default()).map(|_| ()).unwrap_err();
     assert!(matches!(e, FtlError::NotEmpty { written_zones: 1 }), "{e}");
-    assert!(e.to_string().contains("refusing to format"), "{e}");
+    assert!(e.to_string().contains("not formatted over"), "{e}");
 }
 
 #[test]
