@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 
 use crate::buffer::IoBuffer;
+use crate::changes::ZoneChanges;
 use crate::error::{DeviceError, Result};
 use crate::info::DeviceInfo;
 use crate::op::{Completion, CopyRange, Rejected, ZoneOp};
@@ -41,6 +42,14 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
     /// The emulated controller behind the device, for fault injection and
     /// power cuts in tests; `None` for real devices.
     fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
+        None
+    }
+
+    /// The zones the device changes on its own (Read Only, Offline,
+    /// finished by the controller, Reset or Finish Zone Recommended): its
+    /// Changed Zone List. `None` when the backend cannot see them (today
+    /// only emulated devices can).
+    fn zone_changes(&self) -> Option<&dyn ZoneChanges> {
         None
     }
 

@@ -282,6 +282,27 @@ fn devices_come_back_after_a_power_cut() {
 }
 
 #[test]
+fn zones_the_emulator_changes_reach_the_device_layer() {
+    let dev = open("emu:tiny").unwrap();
+    let changes = dev.zone_changes().expect("emulated devices see their zone changes");
+    assert_eq!(changes.take(), Vec::<u64>::new());
+    let g0 = changes.generation();
+    let zones = dev.emulator().unwrap().namespaces()[0].zones().unwrap();
+    zones.set_offline(2).unwrap();
+    zones.set_read_only(1).unwrap();
+    zones.set_offline(2).unwrap(); // already Offline: no change
+    assert_eq!(changes.generation(), g0 + 2);
+    let zone_size = dev.info().zone_size;
+    assert_eq!(changes.take(), vec![2 * zone_size, zone_size]);
+    assert_eq!(changes.take(), Vec::<u64>::new(), "taken once");
+    // The zones say so too.
+    let mut q = dev.queue(2).unwrap();
+    let z = q.report_zones(0, ReportFilter::All, 3).unwrap();
+    assert_eq!(z[1].state, zns_device::ZoneState::ReadOnly);
+    assert_eq!(z[2].state, zns_device::ZoneState::Offline);
+}
+
+#[test]
 fn bad_uris_fail_cleanly() {
     for (uri, needle) in [
         ("nvme:/dev/ng0n1", "unknown device URI scheme \"nvme\""),

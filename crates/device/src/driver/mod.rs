@@ -17,6 +17,7 @@ use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 pub use queue::DriverQueue;
 
 use crate::buffer::IoBuffer;
+use crate::changes::{EmulatedChanges, ZoneChanges};
 use crate::device::{ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
 use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
@@ -49,6 +50,7 @@ pub struct DriverDevice {
     shared: Arc<Shared>,
     emulator: Option<Arc<zns_emulator::Controller>>,
     memory: Option<Arc<ProcessMemory>>,
+    changes: Option<EmulatedChanges>,
 }
 
 impl DriverDevice {
@@ -152,6 +154,7 @@ impl DriverDevice {
                 .find(|n| n.nsid() == nsid)
                 .is_none_or(|n| n.media().stores_data());
         }
+        dev.changes = EmulatedChanges::new(&emulator, dev.shared.info.nsid);
         dev.emulator = Some(emulator);
         dev.memory = Some(memory);
         Ok(dev)
@@ -220,6 +223,7 @@ impl DriverDevice {
             shared: Arc::new(Shared { ctrl, ns, info }),
             emulator: None,
             memory: None,
+            changes: None,
         })
     }
 
@@ -266,6 +270,10 @@ impl ZonedDevice for DriverDevice {
 
     fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
         self.emulator.as_ref()
+    }
+
+    fn zone_changes(&self) -> Option<&dyn ZoneChanges> {
+        self.changes.as_ref().map(|c| c as &dyn ZoneChanges)
     }
 
     fn now_ns(&self) -> u64 {
