@@ -53,6 +53,30 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The device's conventional namespace ([`DeviceInfo::conventional`])
+    /// as [`ZonedDevice::conventional_queue`] reaches it: its NSID, block
+    /// size, transfer limit and capabilities, with no zones (`zone_count`
+    /// 0; its size is `conventional.blocks`). `None` when the device has
+    /// none or the backend cannot run commands there (today only the
+    /// driver backend, `emu:` and `pcie:`, can).
+    fn conventional(&self) -> Option<&DeviceInfo> {
+        None
+    }
+
+    /// A queue whose commands go to the device's conventional namespace:
+    /// Read, Write, Write Zeroes, Flush and Copy, with the device's own
+    /// statuses; its [`ZoneQueue::info`] is [`ZonedDevice::conventional`].
+    /// Zone commands get whatever the device answers there (Invalid
+    /// Command Opcode on the emulator). Errors with `Unsupported` when
+    /// [`ZonedDevice::conventional`] is `None`.
+    fn conventional_queue(&self, depth: usize) -> Result<Box<dyn ZoneQueue>> {
+        let _ = depth;
+        Err(DeviceError::Unsupported(format!(
+            "{}: no conventional namespace this backend reaches",
+            self.info().uri
+        )))
+    }
+
     /// Now, in nanoseconds since an arbitrary origin, on the clock the
     /// device's completions follow: the wall clock (monotonic) for real
     /// devices; for a timed emulator its own clock, virtual by default

@@ -729,3 +729,110 @@ fn zone_changes_reach_hosts_as_events_and_changed_zone_lists() {
     drop((h, other, q));
     assert_eq!(t.stop().transport_errors, 0);
 }
+
+#[test]
+fn a_devices_conventional_namespace_is_a_namespace_of_the_subsystem() {
+    use zns_spec::command::{DatasetManagement, DsmRange, WriteZeroes};
+    let t = target("emu:tiny");
+    let addr = t.local_addr();
+    let (mut h, cntlid) = admin(addr, Digests::default());
+    let c = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(c.nn, 2);
+    assert!(c.oncs.has(zns_spec::identify::Oncs::DATASET_MANAGEMENT));
+    let list = h.identify(Cns::ActiveNamespaces, 0, CommandSetId::Nvm);
+    assert_eq!(&list[..12], &[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
+    let nl = h.identify(Cns::CsiActiveNamespaces, 0, CommandSetId::Nvm);
+    assert_eq!(&nl[..8], &[2, 0, 0, 0, 0, 0, 0, 0]);
+    let descs = NamespaceIdDescriptorList::from_bytes(&h.identify(
+        Cns::NamespaceIdDescriptors,
+        2,
+        CommandSetId::Nvm,
+    ))
+    .unwrap();
+    assert_eq!(descs.command_set(), Some(CommandSetId::Nvm));
+    // The emulator's own namespace: its size, block size and Copy limits.
+    let dev = zns_device::open("emu:tiny").unwrap();
+    let conv = dev.conventional().unwrap().clone();
+    let ns = IdentifyNamespace::from_bytes(&h.identify(Cns::Namespace, 2, CommandSetId::Nvm));
+    assert_eq!(ns.nsze, conv.conventional.unwrap().blocks);
+    assert_eq!(1u32 << ns.lbaf[0].lba_data_size_log2, conv.block_size);
+    let copy = conv.capabilities.copy.unwrap();
+    assert_eq!((ns.mcl, ns.msrc as u32 + 1), (copy.max_blocks, copy.max_ranges));
+    let mut zc = IdentifyCmd::new(Cns::CsiNamespace, 2);
+    zc.csi = CommandSetId::Zoned as u8;
+    let (c, _) = h.cmd(zc.to_entry(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidIoCommandSet), "{:?}", c.status());
+
+    let mut q = io_queue(addr, cntlid, 1, Digests::default());
+    let bs = conv.block_size as usize;
+    let blocks = ns.nsze;
+    // Random writes anywhere, in the capsule and by R2T; the zoned
+    // namespace beside it is untouched.
+    let a = pattern(2 * bs, 11);
+    q.ok(ReadWrite::new(2, 700, 2).write().unwrap(), Dir::Out(&a));
+    let big = pattern(16 * bs, 12);
+    q.ok(ReadWrite::new(2, 3, 16).write().unwrap(), Dir::Out(&big));
+    let (_, back) = q.ok(ReadWrite::new(2, 700, 2).read().unwrap(), Dir::In(2 * bs));
+    assert_eq!(back, a);
+    let (_, back) = q.ok(ReadWrite::new(2, 3, 16).read().unwrap(), Dir::In(16 * bs));
+    assert_eq!(back, big);
+    let rep = ZoneReceive::report(1, 0, 4096, ReportFilter::All);
+    let (_, r) = q.ok(rep.to_entry().unwrap(), Dir::In(4096));
+    let zs = zns_device::open("emu:tiny").unwrap().info().zone_size;
+    let report = zns_device::parse_report(&r, zs, None).unwrap();
+    assert_eq!(report.descriptors[0].write_pointer, Some(0));
+    // Copy, Write Zeroes, deallocation (as zeroes), flush.
+    let src = zns_spec::copy::SourceRangeFormat0 { slba: 700, blocks: 2, ..Default::default() }
+        .to_bytes()
+        .unwrap();
+    q.ok(zns_spec::command::CopyCmd::new(2, 100, 1).to_entry().unwrap(), Dir::Out(&src));
+    let (_, back) = q.ok(ReadWrite::new(2, 100, 2).read().unwrap(), Dir::In(2 * bs));
+    assert_eq!(back, a);
+    q.ok(WriteZeroes::new(2, 100, 1).to_entry().unwrap(), Dir::None);
+    let ranges = DsmRange { attributes: 0, blocks: 4, slba: 3 }.to_bytes();
+    q.ok(DatasetManagement::deallocate(2, 1).to_entry().unwrap(), Dir::Out(&ranges));
+    let (_, back) = q.ok(ReadWrite::new(2, 3, 5).read().unwrap(), Dir::In(5 * bs));
+    assert!(back[..4 * bs].iter().all(|&b| b == 0));
+    assert_eq!(&back[4 * bs..], &big[4 * bs..5 * bs]);
+    let (_, back) = q.ok(ReadWrite::new(2, 100, 2).read().unwrap(), Dir::In(2 * bs));
+    assert!(back[..bs].iter().all(|&b| b == 0));
+    assert_eq!(&back[bs..], &a[bs..]);
+    q.ok(zns_spec::command::Flush { nsid: 2 }.to_entry(), Dir::None);
+    q.ok(zns_spec::command::Flush { nsid: 0xFFFF_FFFF }.to_entry(), Dir::None);
+    // The device's statuses; no zone commands on an NVM namespace; a
+    // refused deallocation changes nothing.
+    let (c, _) = q.cmd(ReadWrite::new(2, blocks, 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (c, _) = q.cmd(ReadWrite::new(2, blocks - 1, 2).write().unwrap(), Dir::Out(&a));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let two: Vec<u8> = [
+        DsmRange { attributes: 0, blocks: 1, slba: 8 }.to_bytes(),
+        DsmRange { attributes: 0, blocks: 1, slba: blocks }.to_bytes(),
+    ]
+    .concat();
+    let (c, _) = q.cmd(DatasetManagement::deallocate(2, 2).to_entry().unwrap(), Dir::Out(&two));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (_, back) = q.ok(ReadWrite::new(2, 8, 1).read().unwrap(), Dir::In(bs));
+    assert_eq!(back, big[5 * bs..6 * bs]);
+    let (c, _) = q.cmd(ZoneAppend::new(2, 0, 1).to_entry().unwrap(), Dir::Out(&a[..bs]));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q.cmd(ZoneSend::new(2, 0, ZoneSendAction::Reset).to_entry(), Dir::None);
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q
+        .cmd(ZoneReceive::report(2, 0, 4096, ReportFilter::All).to_entry().unwrap(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    // Dataset Management stays an NVM command: not on the zoned namespace.
+    let (c, _) = q.cmd(DatasetManagement::deallocate(1, 1).to_entry().unwrap(), Dir::Out(&ranges));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    drop((h, q));
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
+#[test]
+fn a_conventional_backend_needs_a_device_that_reaches_one() {
+    let dev = zns_device::open("emu:small").unwrap();
+    assert_eq!(zns_nvmf::Backend::of_device(dev.clone()).len(), 1);
+    let bad = zns_nvmf::Backend::Conventional { device: dev, name: "emu:small, none".into() };
+    let e = Subsystem::with_backends(NQN, vec![bad]).unwrap_err();
+    assert!(e.to_string().contains("no conventional namespace"), "{e}");
+}
