@@ -2,8 +2,10 @@
 //! namespaces of one NVM subsystem over NVMe/TCP, for the Linux kernel's
 //! `nvme-tcp` host (`nvme connect`), nvme-cli, fio, and filesystems.
 //!
+//! Each device gives its zoned namespace and, where it has one (the
+//! emulator's `tiny`), its conventional namespace, in that order.
 //! `--ftl URI` adds the FTL on that device as a conventional (NVM command
-//! set) namespace after the zoned ones: the kernel sees an ordinary NVMe
+//! set) namespace after the device ones: the kernel sees an ordinary NVMe
 //! disk (ext4, XFS, or f2fs's metadata device). On SIGINT or SIGTERM each
 //! FTL is closed with a checkpoint.
 //!
@@ -91,7 +93,8 @@ pub fn run(
     for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
-        backends.push(Backend::Zoned(dev));
+        // Its zoned namespace, and its conventional one where it has one.
+        backends.extend(Backend::of_device(dev));
     }
     let mut ftls: Vec<Arc<Ftl>> = Vec::new();
     for uri in &args.ftl {

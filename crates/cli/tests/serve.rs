@@ -1,4 +1,5 @@
-//! `zns serve` as a user runs it: several devices as namespaces, the
+//! `zns serve` as a user runs it: several devices as namespaces (a
+//! device's conventional namespace after its zoned one), the
 //! printed connect line, an NVMe/TCP connection initialized, SIGTERM.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -40,7 +41,9 @@ fn serve_exports_every_device_and_stops_on_sigterm() {
         })
         .to_string();
     assert!(text.contains("namespace 1: emu:tiny"), "{text}");
-    assert!(text.contains("namespace 2: emu:small"), "{text}");
+    // tiny's conventional namespace follows its zoned one.
+    assert!(text.contains("namespace 2: emu:tiny, namespace 2 (conventional, 4.0 MiB"), "{text}");
+    assert!(text.contains("namespace 3: emu:small"), "{text}");
     assert!(text.contains("-n nqn.2026-11.io.znskit:cli-test"), "{text}");
 
     let mut s = TcpStream::connect(&addr).unwrap();

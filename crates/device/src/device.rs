@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 
 use crate::buffer::IoBuffer;
+use crate::changes::ZoneChanges;
 use crate::error::{DeviceError, Result};
 use crate::info::DeviceInfo;
 use crate::op::{Completion, CopyRange, Rejected, ZoneOp};
@@ -42,6 +43,38 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
     /// power cuts in tests; `None` for real devices.
     fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
         None
+    }
+
+    /// The zones the device changes on its own (Read Only, Offline,
+    /// finished by the controller, Reset or Finish Zone Recommended): its
+    /// Changed Zone List. `None` when the backend cannot see them (today
+    /// only emulated devices can).
+    fn zone_changes(&self) -> Option<&dyn ZoneChanges> {
+        None
+    }
+
+    /// The device's conventional namespace ([`DeviceInfo::conventional`])
+    /// as [`ZonedDevice::conventional_queue`] reaches it: its NSID, block
+    /// size, transfer limit and capabilities, with no zones (`zone_count`
+    /// 0; its size is `conventional.blocks`). `None` when the device has
+    /// none or the backend cannot run commands there (today only the
+    /// driver backend, `emu:` and `pcie:`, can).
+    fn conventional(&self) -> Option<&DeviceInfo> {
+        None
+    }
+
+    /// A queue whose commands go to the device's conventional namespace:
+    /// Read, Write, Write Zeroes, Flush and Copy, with the device's own
+    /// statuses; its [`ZoneQueue::info`] is [`ZonedDevice::conventional`].
+    /// Zone commands get whatever the device answers there (Invalid
+    /// Command Opcode on the emulator). Errors with `Unsupported` when
+    /// [`ZonedDevice::conventional`] is `None`.
+    fn conventional_queue(&self, depth: usize) -> Result<Box<dyn ZoneQueue>> {
+        let _ = depth;
+        Err(DeviceError::Unsupported(format!(
+            "{}: no conventional namespace this backend reaches",
+            self.info().uri
+        )))
     }
 
     /// Now, in nanoseconds since an arbitrary origin, on the clock the

@@ -108,7 +108,8 @@ pub struct DeviceInfo {
     pub block_size: u32,
     /// Metadata bytes per block (kept separately; not transferred here).
     pub metadata_size: u16,
-    /// Number of zones.
+    /// Number of zones (0 where the description is of a conventional
+    /// namespace, [`crate::ZonedDevice::conventional`]).
     pub zone_count: u64,
     /// Zone size in blocks.
     pub zone_size: u64,

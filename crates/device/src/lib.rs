@@ -12,6 +12,8 @@
 //!   write, append, zone management, reports, copy and flush.
 //! - [`IoBuffer`]: owned page-aligned memory, DMA-capable where the backend
 //!   needs it.
+//! - [`ZoneChanges`]: the zones a device changed on its own (its Changed
+//!   Zone List), for layers that report them upward.
 //! - [`DeviceError`]: typed errors; a command failure names the command,
 //!   its LBA and the NVMe status by its specification name.
 //! - [`open`]: a device from a URI (`emu:tiny`, `emu:file=dev.img`,
@@ -39,6 +41,7 @@
 
 pub mod backend;
 pub mod buffer;
+pub mod changes;
 mod command;
 pub mod device;
 pub mod discovery;
@@ -55,6 +58,7 @@ pub use backend::{
     PassthroughDevice, PassthroughQueue, TcpDevice, TcpQueue, ZonedBlockDevice, ZonedBlockQueue,
 };
 pub use buffer::IoBuffer;
+pub use changes::ZoneChanges;
 pub use device::{Data, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT, REPORT_BATCH};
 pub use driver::{DriverDevice, DriverQueue};
 pub use error::{DeviceError, OpKind, Result};

@@ -282,6 +282,70 @@ fn devices_come_back_after_a_power_cut() {
 }
 
 #[test]
+fn zones_the_emulator_changes_reach_the_device_layer() {
+    let dev = open("emu:tiny").unwrap();
+    let changes = dev.zone_changes().expect("emulated devices see their zone changes");
+    assert_eq!(changes.take(), Vec::<u64>::new());
+    let g0 = changes.generation();
+    let zones = dev.emulator().unwrap().namespaces()[0].zones().unwrap();
+    zones.set_offline(2).unwrap();
+    zones.set_read_only(1).unwrap();
+    zones.set_offline(2).unwrap(); // already Offline: no change
+    assert_eq!(changes.generation(), g0 + 2);
+    let zone_size = dev.info().zone_size;
+    assert_eq!(changes.take(), vec![2 * zone_size, zone_size]);
+    assert_eq!(changes.take(), Vec::<u64>::new(), "taken once");
+    // The zones say so too.
+    let mut q = dev.queue(2).unwrap();
+    let z = q.report_zones(0, ReportFilter::All, 3).unwrap();
+    assert_eq!(z[1].state, zns_device::ZoneState::ReadOnly);
+    assert_eq!(z[2].state, zns_device::ZoneState::Offline);
+}
+
+#[test]
+fn the_conventional_namespace_has_queues_of_its_own() {
+    use zns_device::{Data, StatusCode, ZoneOp};
+    let dev = open("emu:tiny").unwrap();
+    let conv = dev.conventional().expect("tiny has a conventional namespace").clone();
+    assert_eq!((conv.nsid, conv.block_size, conv.zone_count), (2, 4096, 0));
+    assert_eq!(conv.conventional.unwrap().blocks, 1024);
+    assert!(!conv.capabilities.append && conv.capabilities.copy.is_some());
+    let mut q = dev.conventional_queue(4).unwrap();
+    assert_eq!(q.info().nsid, 2);
+    // Random writes, in any order, read back.
+    let mut a = dev.alloc(8192).unwrap();
+    a.fill(0x5A);
+    q.write(900, &a).unwrap();
+    let mut b = dev.alloc(4096).unwrap();
+    b.fill(0xA5);
+    q.write(10, &b).unwrap();
+    q.write(5, &b).unwrap();
+    let mut back = dev.alloc(8192).unwrap();
+    q.read(900, &mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 0x5A));
+    q.copy(&[(900, 1), (10, 1)], 300).unwrap();
+    q.read(300, &mut back).unwrap();
+    assert!(back[..4096].iter().all(|&x| x == 0x5A) && back[4096..].iter().all(|&x| x == 0xA5));
+    q.write_zeroes(300, 1).unwrap();
+    q.flush().unwrap();
+    // The zoned namespace is untouched; the device's own statuses.
+    let mut zq = dev.queue(2).unwrap();
+    assert_eq!(zq.zone(0).unwrap().write_pointer, Some(0));
+    let e = q.read(1024, &mut back).unwrap_err();
+    assert_eq!(e.status(), Some(StatusCode::LbaOutOfRange.status()), "{e}");
+    let mut report = dev.alloc(4096).unwrap();
+    let op =
+        ZoneOp::ReportZones { slba: 0, filter: ReportFilter::All, partial: false, extended: false };
+    let e = q.execute(&op, Data::FromDevice(&mut report)).unwrap_err();
+    assert_eq!(e.status(), Some(StatusCode::InvalidOpcode.status()), "{e}");
+    // A device without one says so.
+    let small = open("emu:small").unwrap();
+    assert!(small.conventional().is_none());
+    let e = small.conventional_queue(1).map(drop).unwrap_err();
+    assert!(matches!(e, DeviceError::Unsupported(_)), "{e}");
+}
+
+#[test]
 fn bad_uris_fail_cleanly() {
     for (uri, needle) in [
         ("nvme:/dev/ng0n1", "unknown device URI scheme \"nvme\""),

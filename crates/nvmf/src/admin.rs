@@ -14,6 +14,7 @@ use zns_spec::{AdminOpcode, CommandSetId, IoOpcode, Status, StatusCode, Submissi
 
 use crate::controller::{Controller, Role, MAX_IO_QUEUES};
 use crate::subsystem::{identify_discovery_controller, Subsystem};
+use crate::target::Shared;
 
 /// How an admin command ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +76,7 @@ const AER_LIMIT: usize = 4;
 /// Runs admin command `sqe`; output data goes to `out`.
 pub(crate) fn execute(
     ctrl: &Controller,
-    listener: &Listener,
+    shared: &Shared,
     aer: &mut AsyncEvents,
     sqe: &SubmissionEntry,
     out: &mut Vec<u8>,
@@ -85,9 +86,9 @@ pub(crate) fn execute(
     };
     match op {
         AdminOpcode::Identify => identify(ctrl, sqe, out),
-        AdminOpcode::GetLogPage => get_log_page(ctrl, listener, sqe, out),
+        AdminOpcode::GetLogPage => get_log_page(ctrl, shared, sqe, out),
         AdminOpcode::GetFeatures => get_features(ctrl, sqe),
-        AdminOpcode::SetFeatures => set_features(ctrl, sqe),
+        AdminOpcode::SetFeatures => set_features(ctrl, shared, sqe),
         AdminOpcode::KeepAlive => Done::ok(0),
         AdminOpcode::AsyncEventRequest => {
             if aer.held.len() >= AER_LIMIT {
@@ -177,22 +178,28 @@ fn active_list(sub: &Subsystem, after: u32, keep: impl Fn(u32) -> bool) -> Optio
 
 fn get_log_page(
     ctrl: &Controller,
-    listener: &Listener,
+    shared: &Shared,
     sqe: &SubmissionEntry,
     out: &mut Vec<u8>,
 ) -> Done {
     let cmd = GetLogPage::decode(sqe);
     let full: Vec<u8> = match (&ctrl.role, cmd.lid) {
-        (Role::Discovery, fabrics::LID_DISCOVERY) => discovery_log(listener, &ctrl.hostnqn),
+        (Role::Discovery, fabrics::LID_DISCOVERY) => discovery_log(&shared.listener, &ctrl.hostnqn),
         (Role::Discovery, _) => return Done::err(StatusCode::InvalidLogPage),
         (Role::Io(_), 0x01) => vec![0u8; 64],
         (Role::Io(_), 0x02) => smart_log(ctrl).to_vec(),
         (Role::Io(_), 0x03) => firmware_slot_log(),
         (Role::Io(_), 0x04) => vec![0u8; 4096],
         (Role::Io(_), 0x05) => effects_log(cmd.csi),
-        // Changed Zone List: zone changes are not tracked across the
-        // fabric, so the list is always empty (and no event announces it).
-        (Role::Io(_), 0xBF) if cmd.csi == CommandSetId::Zoned as u8 => vec![0u8; 4096],
+        (Role::Io(sub), 0xBF) if cmd.csi == CommandSetId::Zoned as u8 => {
+            match sub.namespace(sqe.nsid) {
+                None => return Done::err(StatusCode::InvalidNamespaceOrFormat),
+                Some(ns) if ns.zoned().is_none() => return Done::err(StatusCode::InvalidField),
+                Some(_) => {}
+            }
+            shared.refresh_zone_changes();
+            ctrl.changed_zone_list(sqe.nsid, cmd.rae).to_vec()
+        }
         _ => return Done::err(StatusCode::InvalidLogPage),
     };
     let start = cmd.offset.min(full.len() as u64) as usize;
@@ -342,7 +349,7 @@ fn get_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Done {
     Done::result(v)
 }
 
-fn set_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Done {
+fn set_features(ctrl: &Controller, shared: &Shared, sqe: &SubmissionEntry) -> Done {
     let cmd = Features::decode(sqe);
     if cmd.save {
         return Done::err(StatusCode::FeatureNotSaveable);
@@ -358,6 +365,9 @@ fn set_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Done {
             Done::result(granted as u64 | (granted as u64) << 16)
         }
         fid::ASYNC_EVENT_CONFIG => {
+            // Changes made before the switch are listed under the old
+            // setting: enabling notices does not announce them.
+            shared.refresh_zone_changes();
             ctrl.async_event_config.store(cmd.value, Ordering::Relaxed);
             Done::ok(0)
         }

@@ -11,7 +11,7 @@
 //! with a C2HTermReq saying why; NVMe-level errors are statuses.
 
 use std::collections::VecDeque;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
@@ -31,6 +31,10 @@ use crate::io::{self, IoContext};
 use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
 use crate::target::Shared;
 use zns_driver::tcp::{write_pdu, PduReader, Received, TcpError};
+
+/// How often an admin queue waiting for zone events looks for them while
+/// its host sends nothing.
+const EVENT_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// MAXH2CDATA: most data bytes in one H2CData PDU.
 pub const MAX_H2C_DATA: u32 = 128 * 1024;
@@ -148,17 +152,84 @@ impl<'a> Connection<'a> {
         loop {
             let capsule = match self.pending.pop_front() {
                 Some(c) => c,
-                None => match self.next_capsule()? {
-                    Some(c) => c,
-                    None => return Ok(()),
-                },
+                None => {
+                    if self.awaits_zone_events() {
+                        self.wait_delivering_events()?;
+                    }
+                    match self.next_capsule()? {
+                        Some(c) => c,
+                        None => return Ok(()),
+                    }
+                }
             };
             if let Next::Close = self.command(capsule)? {
                 return Ok(());
             }
+            self.deliver_events()?;
             if self.pending.is_empty() && self.r.buffer().is_empty() {
                 self.w.flush()?;
             }
+        }
+    }
+
+    /// An admin queue holding Asynchronous Event Requests of a host that
+    /// enabled Zone Descriptor Changed notices on a subsystem whose devices
+    /// report zone changes: it must look for them while the host is quiet.
+    fn awaits_zone_events(&self) -> bool {
+        self.queue.as_ref().is_some_and(|q| {
+            q.qid == 0
+                && !q.aer.held.is_empty()
+                && q.ctrl.zone_notices()
+                && !self.shared.zone_watch.is_empty()
+        })
+    }
+
+    /// Waits for the host's next bytes, delivering zone events every
+    /// [`EVENT_POLL`] meanwhile; returns when input is there (or the stream
+    /// ended), or when there is nothing left to wait for. No byte is
+    /// consumed, so the next PDU is read whole afterwards without a timeout.
+    fn wait_delivering_events(&mut self) -> Result<()> {
+        if !self.r.buffer().is_empty() {
+            return Ok(());
+        }
+        self.r.get_ref().set_read_timeout(Some(EVENT_POLL))?;
+        let r = loop {
+            match self.r.fill_buf() {
+                Ok(_) => break Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if let Err(e) = self.deliver_events().and_then(|()| Ok(self.w.flush()?)) {
+                        break Err(e);
+                    }
+                    if !self.awaits_zone_events() {
+                        break Ok(());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e.into()),
+            }
+        };
+        self.r.get_ref().set_read_timeout(None)?;
+        r
+    }
+
+    /// Completes held Asynchronous Event Requests with the controller's
+    /// waiting zone events (admin queues only).
+    fn deliver_events(&mut self) -> Result<()> {
+        loop {
+            let Some(q) = self.queue.as_mut().filter(|q| q.qid == 0 && !q.aer.held.is_empty())
+            else {
+                return Ok(());
+            };
+            self.shared.refresh_zone_changes();
+            let Some(event) = q.ctrl.next_zone_event() else { return Ok(()) };
+            let cid = q.aer.held.remove(0);
+            tracing::debug!(cid, nsid = event.nsid, "Zone Descriptor Changed event");
+            self.respond(cid, Status::SUCCESS, event.to_result())?;
         }
     }
 
@@ -323,8 +394,7 @@ impl<'a> Connection<'a> {
         }
         if q.qid == 0 {
             return Ok(
-                match admin::execute(&q.ctrl, &self.shared.listener, &mut q.aer, sqe, &mut self.out)
-                {
+                match admin::execute(&q.ctrl, self.shared, &mut q.aer, sqe, &mut self.out) {
                     Done::Complete { status, result, data } => {
                         (status, result, data.min(room), Next::Continue)
                     }
@@ -416,6 +486,8 @@ impl<'a> Connection<'a> {
             if data.cntlid != ConnectData::ANY_CONTROLLER {
                 return Err(invalid(16, true));
             }
+            // Changes made before this controller existed are not its own.
+            self.shared.refresh_zone_changes();
             let role = if discovery {
                 Role::Discovery
             } else {

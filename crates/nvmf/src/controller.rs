@@ -12,9 +12,12 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use zns_spec::event::{AsyncEvent, AEC_ZONE_DESCRIPTOR_CHANGED};
+use zns_spec::log::ChangedZoneList;
 use zns_spec::regs::{offset, Cap};
 use zns_spec::{Status, StatusCode};
 
+use crate::events::ZoneEvents;
 use crate::subsystem::{Subsystem, QUEUE_ENTRIES, VERSION};
 
 /// What a controller serves.
@@ -47,6 +50,9 @@ pub(crate) struct Controller {
     pub async_event_config: AtomicU32,
     pub write_cache: AtomicBool,
     pub stats: Stats,
+    /// Changed Zone Lists and Zone Descriptor Changed events (admin path
+    /// only: changes arrive from the subsystem's zone watch).
+    zone_events: Mutex<ZoneEvents>,
 }
 
 /// Counters of the SMART / Health log.
@@ -130,6 +136,30 @@ impl Controller {
             Role::Discovery => None,
         }
     }
+
+    /// The host enabled Zone Descriptor Changed notices (Asynchronous
+    /// Event Configuration bit 27).
+    pub fn zone_notices(&self) -> bool {
+        self.async_event_config.load(Ordering::Relaxed) & AEC_ZONE_DESCRIPTOR_CHANGED != 0
+    }
+
+    /// Lists changed `zones` of namespace `nsid` (and queues an event if
+    /// the host asked for them).
+    pub fn record_zone_changes(&self, nsid: u32, zones: &[u64]) {
+        self.zone_events.lock().record(nsid, zones, self.zone_notices());
+    }
+
+    /// The next Zone Descriptor Changed event to complete an Asynchronous
+    /// Event Request with, if any.
+    pub fn next_zone_event(&self) -> Option<AsyncEvent> {
+        self.zone_events.lock().next_event(self.zone_notices())
+    }
+
+    /// The Changed Zone List of namespace `nsid`; unless `retain`, it is
+    /// emptied and its event re-armed.
+    pub fn changed_zone_list(&self, nsid: u32, retain: bool) -> Box<[u8; ChangedZoneList::SIZE]> {
+        self.zone_events.lock().read_log(nsid, retain)
+    }
 }
 
 /// The controllers of a target.
@@ -163,6 +193,7 @@ impl Registry {
                 async_event_config: AtomicU32::new(0),
                 write_cache: AtomicBool::new(true),
                 stats: Stats::default(),
+                zone_events: Mutex::new(ZoneEvents::default()),
             });
             map.insert(id, Arc::clone(&c));
             return Some(c);
@@ -173,6 +204,16 @@ impl Registry {
     /// Controller `cntlid`, if it exists.
     pub fn get(&self, cntlid: u16) -> Option<Arc<Controller>> {
         self.map.lock().get(&cntlid).cloned()
+    }
+
+    /// Calls `f` on every I/O controller (under the registry's lock:
+    /// `f` must not connect or remove controllers).
+    pub fn each_io(&self, mut f: impl FnMut(&Controller)) {
+        for c in self.map.lock().values() {
+            if matches!(c.role, Role::Io(_)) {
+                f(c);
+            }
+        }
     }
 
     /// Forgets controller `cntlid` (its admin queue is gone).

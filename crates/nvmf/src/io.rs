@@ -9,12 +9,14 @@
 use std::sync::atomic::Ordering;
 
 use zns_device::{CopyRange, Data, DeviceError, IoBuffer, Target, ZoneAction, ZoneOp, ZoneQueue};
-use zns_spec::command::{CopyCmd, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend};
+use zns_spec::command::{
+    CopyCmd, DatasetManagement, DsmRange, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
+};
 use zns_spec::copy::SourceRangeFormat0;
 use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry, ZoneSendAction};
 
 use crate::controller::Controller;
-use crate::subsystem::{Namespace, Subsystem};
+use crate::subsystem::{Backend, Namespace, Subsystem};
 
 /// Queue depth of the per-connection device queues: commands run one at a
 /// time per connection.
@@ -67,10 +69,16 @@ impl IoContext {
             self.queues.resize_with(i + 1, || None);
         }
         if self.queues[i].is_none() {
-            let dev = ns.zoned().ok_or_else(|| {
-                DeviceError::Unsupported(format!("{} is not a zoned namespace", ns.name()))
-            })?;
-            let q = dev.queue(DEPTH)?;
+            let (dev, q) = match &ns.backend {
+                Backend::Zoned(d) => (d, d.queue(DEPTH)?),
+                Backend::Conventional { device, .. } => (device, device.conventional_queue(DEPTH)?),
+                Backend::Block { .. } => {
+                    return Err(DeviceError::Unsupported(format!(
+                        "{} is a block device, not a device namespace",
+                        ns.name()
+                    )))
+                }
+            };
             let buf = dev.alloc(ns.mdts_bytes().max(ns.block_size() as usize))?;
             self.queues[i] = Some((q, buf));
         }
@@ -106,11 +114,16 @@ pub(crate) fn execute(
         count(ctrl, op, &done, host.len());
         return done;
     }
+    let conventional = ns.conventional().is_some();
+    if conventional && !CONVENTIONAL_OPCODES.contains(&op) {
+        return IoDone::err(StatusCode::InvalidOpcode);
+    }
     let mut lane = match ctx.lane(ns) {
         Ok(l) => l,
         Err(e) => return device_error(&e),
     };
     let done = match op {
+        IoOpcode::DatasetManagement if conventional => deallocate(&mut lane, sqe, host),
         IoOpcode::Read => read(&mut lane, sqe, host_room, out),
         IoOpcode::Write => write(&mut lane, sqe, host),
         IoOpcode::ZoneAppend => append(&mut lane, sqe, host),
@@ -127,6 +140,17 @@ pub(crate) fn execute(
     count(ctrl, op, &done, host.len());
     done
 }
+
+/// The NVM command set's commands a device's conventional namespace
+/// takes; zone commands and Zone Append are not among them.
+const CONVENTIONAL_OPCODES: [IoOpcode; 6] = [
+    IoOpcode::Read,
+    IoOpcode::Write,
+    IoOpcode::WriteZeroes,
+    IoOpcode::Flush,
+    IoOpcode::Copy,
+    IoOpcode::DatasetManagement,
+];
 
 /// Counts a successful read or write in the controller's statistics.
 fn count(ctrl: &Controller, op: IoOpcode, done: &IoDone, written: usize) {
@@ -337,6 +361,38 @@ fn copy(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
     };
     let ranges = ranges.iter().map(|r| CopyRange { slba: r.slba, blocks: r.blocks }).collect();
     run(lane, ZoneOp::Copy { ranges, dest: c.sdlba }, None)
+}
+
+/// Dataset Management on a device's conventional namespace: every range is
+/// checked first; deallocation (a hint the specification lets a controller
+/// act on or not) becomes Write Zeroes of the ranges where the device
+/// writes zeroes, which frees an emulator's media. Without the deallocate
+/// attribute, or on a device without Write Zeroes, nothing changes.
+fn deallocate(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
+    let c = DatasetManagement::decode(sqe);
+    let Some(ranges) = DsmRange::decode_ranges(host, c.ranges as usize) else {
+        return IoDone::err(StatusCode::SglLengthInvalid);
+    };
+    let cap = lane.ns.blocks();
+    if ranges.iter().any(|r| r.slba.checked_add(r.blocks as u64).is_none_or(|end| end > cap)) {
+        return IoDone::err(StatusCode::LbaOutOfRange);
+    }
+    let zeroes = lane.ns.device_info().is_some_and(|i| i.capabilities.write_zeroes);
+    if !c.deallocate || !zeroes {
+        return IoDone::ok(0, 0);
+    }
+    for r in &ranges {
+        let mut at = 0u64;
+        while at < r.blocks as u64 {
+            let n = (r.blocks as u64 - at).min(1 << 16) as u32;
+            let d = run(lane, ZoneOp::WriteZeroes { lba: r.slba + at, blocks: n }, None);
+            if !d.status.is_success() {
+                return d;
+            }
+            at += n as u64;
+        }
+    }
+    IoDone::ok(0, 0)
 }
 
 /// Flush of every namespace (NSID FFFFFFFFh).

@@ -30,6 +30,7 @@
 //! |---|---|
 //! | `connection` | one queue: initialization, capsules, R2T, data, responses |
 //! | `controller` | controllers, their registers and features |
+//! | `events` | Changed Zone Lists and Zone Descriptor Changed events |
 //! | `admin` | admin commands and log pages |
 //! | `io` | I/O commands to [`zns_device::ZoneOp`]s |
 //! | `block` | I/O commands on block namespaces (the FTL) |
@@ -43,6 +44,7 @@ mod block;
 mod connection;
 mod controller;
 mod error;
+mod events;
 mod io;
 pub mod subsystem;
 mod target;

@@ -45,6 +45,17 @@ pub const BLOCK_MDTS: usize = 1 << 20;
 pub enum Backend {
     /// A zoned device: a Zoned Namespace (CSI 02h).
     Zoned(Arc<dyn ZonedDevice>),
+    /// The conventional namespace of a zoned device
+    /// ([`ZonedDevice::conventional`]): an NVM namespace (CSI 00h) whose
+    /// Read, Write, Write Zeroes, Flush and Copy run on the device's own
+    /// queues to it ([`ZonedDevice::conventional_queue`]), with the
+    /// device's statuses.
+    Conventional {
+        /// The device.
+        device: Arc<dyn ZonedDevice>,
+        /// What it is, for logs (e.g. "emu:tiny, namespace 2").
+        name: String,
+    },
     /// A random-write block device (the FTL): an NVM namespace (CSI 00h)
     /// with Read, Write, Flush, Write Zeroes and Dataset Management.
     Block {
@@ -55,10 +66,25 @@ pub enum Backend {
     },
 }
 
+impl Backend {
+    /// The namespaces of a device: its zoned namespace, then its
+    /// conventional one where it has one the backend reaches.
+    pub fn of_device(device: Arc<dyn ZonedDevice>) -> Vec<Backend> {
+        let conventional = device.conventional().map(|c| Backend::Conventional {
+            name: format!("{}, namespace {}", device.info().uri, c.nsid),
+            device: Arc::clone(&device),
+        });
+        std::iter::once(Backend::Zoned(device)).chain(conventional).collect()
+    }
+}
+
 impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Backend::Zoned(d) => f.debug_tuple("Zoned").field(&d.info().uri).finish(),
+            Backend::Conventional { name, .. } => {
+                f.debug_tuple("Conventional").field(name).finish()
+            }
             Backend::Block { name, .. } => f.debug_tuple("Block").field(name).finish(),
         }
     }
@@ -80,7 +106,7 @@ impl Namespace {
     pub fn zoned(&self) -> Option<&Arc<dyn ZonedDevice>> {
         match &self.backend {
             Backend::Zoned(d) => Some(d),
-            Backend::Block { .. } => None,
+            _ => None,
         }
     }
 
@@ -89,11 +115,29 @@ impl Namespace {
         self.zoned().map(|d| d.info())
     }
 
+    /// The device whose conventional namespace this is.
+    pub fn conventional(&self) -> Option<&Arc<dyn ZonedDevice>> {
+        match &self.backend {
+            Backend::Conventional { device, .. } => Some(device),
+            _ => None,
+        }
+    }
+
+    /// The description of the device namespace behind this one (zoned or
+    /// conventional); `None` for a block device.
+    pub fn device_info(&self) -> Option<&DeviceInfo> {
+        match &self.backend {
+            Backend::Zoned(d) => Some(d.info()),
+            Backend::Conventional { device, .. } => device.conventional(),
+            Backend::Block { .. } => None,
+        }
+    }
+
     /// The block device, for an NVM namespace.
     pub fn block(&self) -> Option<&Arc<dyn BlockDevice>> {
         match &self.backend {
             Backend::Block { device, .. } => Some(device),
-            Backend::Zoned(_) => None,
+            _ => None,
         }
     }
 
@@ -101,15 +145,15 @@ impl Namespace {
     pub fn csi(&self) -> CommandSetId {
         match self.backend {
             Backend::Zoned(_) => CommandSetId::Zoned,
-            Backend::Block { .. } => CommandSetId::Nvm,
+            Backend::Conventional { .. } | Backend::Block { .. } => CommandSetId::Nvm,
         }
     }
 
     /// Logical block size in bytes.
     pub fn block_size(&self) -> u32 {
         match &self.backend {
-            Backend::Zoned(d) => d.info().block_size,
             Backend::Block { device, .. } => device.block_size(),
+            _ => self.device_info().map_or(0, |i| i.block_size),
         }
     }
 
@@ -117,6 +161,9 @@ impl Namespace {
     pub fn blocks(&self) -> u64 {
         match &self.backend {
             Backend::Zoned(d) => d.info().blocks(),
+            Backend::Conventional { device, .. } => {
+                device.conventional().and_then(|i| i.conventional).map_or(0, |c| c.blocks)
+            }
             Backend::Block { device, .. } => device.capacity_blocks(),
         }
     }
@@ -124,8 +171,8 @@ impl Namespace {
     /// Largest transfer of one command.
     pub fn mdts_bytes(&self) -> usize {
         match &self.backend {
-            Backend::Zoned(d) => d.info().mdts_bytes,
             Backend::Block { .. } => BLOCK_MDTS,
+            _ => self.device_info().map_or(4096, |i| i.mdts_bytes),
         }
     }
 
@@ -133,7 +180,7 @@ impl Namespace {
     pub fn name(&self) -> &str {
         match &self.backend {
             Backend::Zoned(d) => &d.info().uri,
-            Backend::Block { name, .. } => name,
+            Backend::Conventional { name, .. } | Backend::Block { name, .. } => name,
         }
     }
 }
@@ -151,10 +198,11 @@ pub struct Subsystem {
 }
 
 impl Subsystem {
-    /// A subsystem named `nqn` exporting zoned `devices` as namespaces 1,
-    /// 2, ...
+    /// A subsystem named `nqn` exporting `devices` as namespaces 1, 2, ...:
+    /// each device's zoned namespace, then its conventional namespace where
+    /// it has one ([`Backend::of_device`]).
     pub fn new(nqn: impl Into<String>, devices: Vec<Arc<dyn ZonedDevice>>) -> Result<Subsystem> {
-        Subsystem::with_backends(nqn, devices.into_iter().map(Backend::Zoned).collect())
+        Subsystem::with_backends(nqn, devices.into_iter().flat_map(Backend::of_device).collect())
     }
 
     /// A subsystem named `nqn` exporting `backends` as namespaces 1, 2, ...
@@ -179,6 +227,14 @@ impl Subsystem {
             .map(|(i, backend)| Namespace { nsid: i as u32 + 1, backend })
             .collect();
         for ns in &namespaces {
+            if let Backend::Conventional { device, .. } = &ns.backend {
+                if device.conventional().is_none() {
+                    return Err(NvmfError::Subsystem(format!(
+                        "{}: the device has no conventional namespace this backend reaches",
+                        ns.name()
+                    )));
+                }
+            }
             let bs = ns.block_size();
             if !bs.is_power_of_two() || bs < 512 {
                 return Err(NvmfError::Subsystem(format!(
@@ -231,16 +287,18 @@ impl Subsystem {
 
     /// Identify Controller of an I/O controller with ID `cntlid`.
     pub fn identify_controller(&self, cntlid: u16) -> Box<[u8; IDENTIFY_SIZE]> {
-        let infos: Vec<&DeviceInfo> = self.namespaces.iter().filter_map(|n| n.info()).collect();
+        let infos: Vec<&DeviceInfo> =
+            self.namespaces.iter().filter_map(|n| n.device_info()).collect();
         // Block namespaces write zeroes, copy, deallocate and cache writes
-        // until a flush.
+        // until a flush; conventional ones take deallocation too.
         let blocks = self.namespaces.iter().any(|n| n.block().is_some());
+        let dsm = self.namespaces.iter().any(|n| n.csi() == CommandSetId::Nvm);
         let copy = infos.iter().all(|i| i.capabilities.copy.is_some());
         let wz = infos.iter().all(|i| i.capabilities.write_zeroes);
         let oncs = Oncs(
             if wz { Oncs::WRITE_ZEROES } else { 0 }
                 | if copy { Oncs::COPY } else { 0 }
-                | if blocks { Oncs::DATASET_MANAGEMENT } else { 0 },
+                | if dsm { Oncs::DATASET_MANAGEMENT } else { 0 },
         );
         let vwc = blocks || infos.iter().any(|i| i.capabilities.volatile_write_cache);
         let id = IdentifyController {
@@ -292,7 +350,7 @@ impl Subsystem {
             lba_data_size_log2: ns.block_size().trailing_zeros() as u8,
             relative_performance: 0,
         };
-        if let Some(c) = ns.info().and_then(|i| i.capabilities.copy) {
+        if let Some(c) = ns.device_info().and_then(|i| i.capabilities.copy) {
             id.mssrl = c.max_range_blocks.min(u16::MAX as u32) as u16;
             id.mcl = c.max_blocks;
             id.msrc = c.max_ranges.saturating_sub(1).min(255) as u8;

@@ -11,6 +11,7 @@ use crate::admin::Listener;
 use crate::connection::Connection;
 use crate::controller::Registry;
 use crate::error::{NvmfError, Result};
+use crate::events::ZoneWatch;
 use crate::subsystem::Subsystem;
 
 /// Settings of a target.
@@ -43,7 +44,16 @@ pub(crate) struct Shared {
     pub subsystem: Arc<Subsystem>,
     pub registry: Registry,
     pub listener: Listener,
+    /// Reads the devices' zone changes into the controllers' lists.
+    pub zone_watch: ZoneWatch,
     transport_errors: AtomicU64,
+}
+
+impl Shared {
+    /// Hands the devices' new zone changes to every controller.
+    pub(crate) fn refresh_zone_changes(&self) {
+        self.zone_watch.refresh(&self.registry);
+    }
 }
 
 impl Shared {
@@ -88,7 +98,9 @@ impl NvmfTarget {
         let listener = std::net::TcpListener::bind(&addr).map_err(bind_err)?;
         let local = listener.local_addr().map_err(bind_err)?;
         let subsystem = Arc::new(subsystem);
+        let zone_watch = ZoneWatch::new(&subsystem);
         let shared = Arc::new(Shared {
+            zone_watch,
             listener: Listener {
                 addr: local,
                 subnqn: subsystem.nqn().to_string(),

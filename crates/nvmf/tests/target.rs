@@ -8,22 +8,24 @@ use std::net::{SocketAddr, TcpStream};
 
 use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 use zns_spec::command::{IdentifyCmd, ReadWrite, ZoneAppend, ZoneReceive, ZoneSend};
+use zns_spec::event::{AsyncEvent, AEC_ZONE_DESCRIPTOR_CHANGED};
 use zns_spec::fabrics::{
     self, connect_status, ConnectCommand, ConnectData, DiscoveryEntry, DiscoveryHeader,
     PropertyGet, PropertySet,
 };
+use zns_spec::features::FeatureId;
 use zns_spec::identify::{
     Cns, IdentifyController, IdentifyNamespace, NamespaceIdDescriptorList, ZnsController,
     ZnsNamespace, IDENTIFY_SIZE,
 };
-use zns_spec::log::{GetLogPage, LogPageId};
+use zns_spec::log::{ChangedZoneList, GetLogPage, LogPageId};
 use zns_spec::sgl::SglDescriptor;
 use zns_spec::tcp::{
     self, CommonHeader, DataHeader, Digests, IcReq, IcResp, PduType, R2t, TermReq, FLAG_DATA_LAST,
 };
 use zns_spec::{
     CommandSetId, CompletionEntry, ReportFilter, Status, StatusCode, SubmissionEntry,
-    ZoneSendAction,
+    ZoneAttributes, ZoneSendAction,
 };
 
 const NQN: &str = "nqn.2026-11.io.znskit:test";
@@ -153,6 +155,22 @@ impl Host {
                 other => panic!("unexpected {other:?}"),
             }
         }
+    }
+
+    /// Sends a command that moves no data without waiting for it.
+    fn submit(&mut self, mut sqe: SubmissionEntry) -> u16 {
+        self.cid = self.cid.wrapping_add(1);
+        sqe.set_cid(self.cid);
+        SglDescriptor::transport(0).store_in(&mut sqe);
+        self.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), &[]);
+        self.cid
+    }
+
+    /// The next PDU, which must be a response.
+    fn response(&mut self) -> CompletionEntry {
+        let (t, _, spec, _) = self.recv();
+        assert_eq!(t, PduType::CapsuleResp);
+        CompletionEntry::from_bytes(spec[..16].try_into().unwrap())
     }
 
     fn ok(&mut self, sqe: SubmissionEntry, dir: Dir<'_>) -> (u64, Vec<u8>) {
@@ -512,6 +530,10 @@ fn the_ftl_is_a_conventional_namespace_beside_the_zoned_one() {
     zc.csi = CommandSetId::Zoned as u8;
     let (c, _) = h.cmd(zc.to_entry(), Dir::In(4096));
     assert!(c.status().is(StatusCode::InvalidIoCommandSet), "{:?}", c.status());
+    // No Changed Zone List for a namespace without zones.
+    let lp = GetLogPage::new(LogPageId::ChangedZoneList, 2, 1024);
+    let (c, _) = h.cmd(lp.to_entry().unwrap(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidField), "{:?}", c.status());
     drop(h);
     t.stop();
 }
@@ -603,4 +625,214 @@ fn block_io_reaches_the_ftl_with_its_statuses() {
 fn identify_namespace_2(addr: SocketAddr) -> Box<[u8; IDENTIFY_SIZE]> {
     let (mut h, _) = admin(addr, Digests::default());
     h.identify(Cns::Namespace, 2, CommandSetId::Nvm)
+}
+
+/// Get Log Page Changed Zone List of `nsid`, with Retain Asynchronous
+/// Event as given.
+fn changed_zones(h: &mut Host, nsid: u32, rae: bool) -> ChangedZoneList {
+    let mut lp = GetLogPage::new(LogPageId::ChangedZoneList, nsid, 1024);
+    lp.rae = rae;
+    let (_, page) = h.ok(lp.to_entry().unwrap(), Dir::In(4096));
+    ChangedZoneList::from_bytes(page[..].try_into().unwrap())
+}
+
+fn set_async_event_config(h: &mut Host, value: u32) {
+    let f = zns_spec::command::Features::set(FeatureId::AsyncEventConfiguration, value, false);
+    h.ok(f.set_entry(), Dir::None);
+}
+
+/// Keep Alive; its response must be the next PDU (no event came first).
+fn quiet(h: &mut Host) {
+    let cid = h.submit(SubmissionEntry::new(0x18, 0));
+    let c = h.response();
+    assert_eq!(c.cid, cid, "an Asynchronous Event Request completed: {c:?}");
+}
+
+#[test]
+fn zone_changes_reach_hosts_as_events_and_changed_zone_lists() {
+    let dev = zns_device::open("emu:small").unwrap();
+    let zones = || dev.emulator().unwrap().namespaces()[0].zones().unwrap();
+    let zs = dev.info().zone_size;
+    // A change before the target serves is no controller's.
+    zones().set_offline(9).unwrap();
+    let sub = Subsystem::new(NQN, vec![dev.clone()]).unwrap();
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let addr = t.local_addr();
+    let (mut h, cntlid) = admin(addr, Digests::default());
+    let (mut other, _) = admin(addr, Digests::default());
+    let c = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_ne!(c.oaes & AEC_ZONE_DESCRIPTOR_CHANGED, 0, "OAES: Zone Descriptor Changed");
+    assert_eq!(changed_zones(&mut h, 1, false), ChangedZoneList::default());
+    // Notices disabled (as the Linux host leaves them): the zone is
+    // listed, the held request stays held.
+    let aer = h.submit(SubmissionEntry::new(0x0C, 0));
+    zones().set_offline(2).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    quiet(&mut h);
+    assert_eq!(changed_zones(&mut h, 1, true).zones, [2 * zs]);
+    // Enabled: the next change completes the held request at once.
+    set_async_event_config(&mut h, AEC_ZONE_DESCRIPTOR_CHANGED);
+    let f = zns_spec::command::Features::get(
+        FeatureId::AsyncEventConfiguration,
+        zns_spec::features::FeatureSelect::Current,
+    );
+    assert_eq!(h.ok(f.get_entry(), Dir::None).0 as u32, AEC_ZONE_DESCRIPTOR_CHANGED);
+    zones().set_read_only(1).unwrap();
+    let c = h.response();
+    assert_eq!(c.cid, aer);
+    assert!(c.status().is_success());
+    assert_eq!(AsyncEvent::from_result(c.result_u64()), AsyncEvent::zone_descriptor_changed(1));
+    assert_eq!(c.result_u64(), 0x0000_0001_00BF_EF02);
+    // Masked until the log is read with RAE cleared: listed, no event.
+    let aer = h.submit(SubmissionEntry::new(0x0C, 0));
+    let mut q = io_queue(addr, cntlid, 1, Digests::default());
+    q.ok(ReadWrite::new(1, 3 * zs, 1).write().unwrap(), Dir::Out(&pattern(4096, 1)));
+    zones().finish_by_controller(3).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    quiet(&mut h);
+    assert_eq!(changed_zones(&mut h, 1, true).zones, [2 * zs, zs, 3 * zs]);
+    quiet(&mut h);
+    assert_eq!(changed_zones(&mut h, 1, false).zones, [2 * zs, zs, 3 * zs]);
+    assert_eq!(changed_zones(&mut h, 1, false), ChangedZoneList::default());
+    // Re-armed: the next change completes the request held meanwhile.
+    zones().set_reset_recommended(3).unwrap();
+    let c = h.response();
+    assert_eq!((c.cid, c.result_u64()), (aer, 0x0000_0001_00BF_EF02));
+    assert_eq!(changed_zones(&mut h, 1, false).zones, [3 * zs]);
+    // Zone 3 is Full with Zone Finished by Controller and Reset Zone
+    // Recommended, as the host's report says.
+    let rep = ZoneReceive::report(1, 3 * zs, 4096, ReportFilter::All);
+    let (_, r) = q.ok(rep.to_entry().unwrap(), Dir::In(4096));
+    let report = zns_device::parse_report(&r, zs, None).unwrap();
+    let z = &report.descriptors[0];
+    assert_eq!(z.state, zns_spec::ZoneState::Full);
+    assert!(z.attributes.has(ZoneAttributes::FINISHED_BY_CONTROLLER));
+    assert!(z.attributes.has(ZoneAttributes::RESET_RECOMMENDED));
+    // The other host saw every change since it connected, in its own list.
+    assert_eq!(changed_zones(&mut other, 1, false).zones, [2 * zs, zs, 3 * zs]);
+    // An event that came with no request held waits for the next one.
+    zones().set_offline(4).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let aer = h.submit(SubmissionEntry::new(0x0C, 0));
+    let c = h.response();
+    assert_eq!((c.cid, AsyncEvent::from_result(c.result_u64()).nsid), (aer, 1));
+    // No such namespace; the command set must be ZNS.
+    let (c, _) = h.cmd(
+        GetLogPage::new(LogPageId::ChangedZoneList, 7, 1024).to_entry().unwrap(),
+        Dir::In(4096),
+    );
+    assert!(c.status().is(StatusCode::InvalidNamespaceOrFormat), "{:?}", c.status());
+    let mut lp = GetLogPage::new(LogPageId::ChangedZoneList, 1, 1024);
+    lp.csi = 0;
+    let (c, _) = h.cmd(lp.to_entry().unwrap(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidLogPage), "{:?}", c.status());
+    drop((h, other, q));
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
+#[test]
+fn a_devices_conventional_namespace_is_a_namespace_of_the_subsystem() {
+    use zns_spec::command::{DatasetManagement, DsmRange, WriteZeroes};
+    let t = target("emu:tiny");
+    let addr = t.local_addr();
+    let (mut h, cntlid) = admin(addr, Digests::default());
+    let c = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(c.nn, 2);
+    assert!(c.oncs.has(zns_spec::identify::Oncs::DATASET_MANAGEMENT));
+    let list = h.identify(Cns::ActiveNamespaces, 0, CommandSetId::Nvm);
+    assert_eq!(&list[..12], &[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
+    let nl = h.identify(Cns::CsiActiveNamespaces, 0, CommandSetId::Nvm);
+    assert_eq!(&nl[..8], &[2, 0, 0, 0, 0, 0, 0, 0]);
+    let descs = NamespaceIdDescriptorList::from_bytes(&h.identify(
+        Cns::NamespaceIdDescriptors,
+        2,
+        CommandSetId::Nvm,
+    ))
+    .unwrap();
+    assert_eq!(descs.command_set(), Some(CommandSetId::Nvm));
+    // The emulator's own namespace: its size, block size and Copy limits.
+    let dev = zns_device::open("emu:tiny").unwrap();
+    let conv = dev.conventional().unwrap().clone();
+    let ns = IdentifyNamespace::from_bytes(&h.identify(Cns::Namespace, 2, CommandSetId::Nvm));
+    assert_eq!(ns.nsze, conv.conventional.unwrap().blocks);
+    assert_eq!(1u32 << ns.lbaf[0].lba_data_size_log2, conv.block_size);
+    let copy = conv.capabilities.copy.unwrap();
+    assert_eq!((ns.mcl, ns.msrc as u32 + 1), (copy.max_blocks, copy.max_ranges));
+    let mut zc = IdentifyCmd::new(Cns::CsiNamespace, 2);
+    zc.csi = CommandSetId::Zoned as u8;
+    let (c, _) = h.cmd(zc.to_entry(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidIoCommandSet), "{:?}", c.status());
+
+    let mut q = io_queue(addr, cntlid, 1, Digests::default());
+    let bs = conv.block_size as usize;
+    let blocks = ns.nsze;
+    // Random writes anywhere, in the capsule and by R2T; the zoned
+    // namespace beside it is untouched.
+    let a = pattern(2 * bs, 11);
+    q.ok(ReadWrite::new(2, 700, 2).write().unwrap(), Dir::Out(&a));
+    let big = pattern(16 * bs, 12);
+    q.ok(ReadWrite::new(2, 3, 16).write().unwrap(), Dir::Out(&big));
+    let (_, back) = q.ok(ReadWrite::new(2, 700, 2).read().unwrap(), Dir::In(2 * bs));
+    assert_eq!(back, a);
+    let (_, back) = q.ok(ReadWrite::new(2, 3, 16).read().unwrap(), Dir::In(16 * bs));
+    assert_eq!(back, big);
+    let rep = ZoneReceive::report(1, 0, 4096, ReportFilter::All);
+    let (_, r) = q.ok(rep.to_entry().unwrap(), Dir::In(4096));
+    let zs = zns_device::open("emu:tiny").unwrap().info().zone_size;
+    let report = zns_device::parse_report(&r, zs, None).unwrap();
+    assert_eq!(report.descriptors[0].write_pointer, Some(0));
+    // Copy, Write Zeroes, deallocation (as zeroes), flush.
+    let src = zns_spec::copy::SourceRangeFormat0 { slba: 700, blocks: 2, ..Default::default() }
+        .to_bytes()
+        .unwrap();
+    q.ok(zns_spec::command::CopyCmd::new(2, 100, 1).to_entry().unwrap(), Dir::Out(&src));
+    let (_, back) = q.ok(ReadWrite::new(2, 100, 2).read().unwrap(), Dir::In(2 * bs));
+    assert_eq!(back, a);
+    q.ok(WriteZeroes::new(2, 100, 1).to_entry().unwrap(), Dir::None);
+    let ranges = DsmRange { attributes: 0, blocks: 4, slba: 3 }.to_bytes();
+    q.ok(DatasetManagement::deallocate(2, 1).to_entry().unwrap(), Dir::Out(&ranges));
+    let (_, back) = q.ok(ReadWrite::new(2, 3, 5).read().unwrap(), Dir::In(5 * bs));
+    assert!(back[..4 * bs].iter().all(|&b| b == 0));
+    assert_eq!(&back[4 * bs..], &big[4 * bs..5 * bs]);
+    let (_, back) = q.ok(ReadWrite::new(2, 100, 2).read().unwrap(), Dir::In(2 * bs));
+    assert!(back[..bs].iter().all(|&b| b == 0));
+    assert_eq!(&back[bs..], &a[bs..]);
+    q.ok(zns_spec::command::Flush { nsid: 2 }.to_entry(), Dir::None);
+    q.ok(zns_spec::command::Flush { nsid: 0xFFFF_FFFF }.to_entry(), Dir::None);
+    // The device's statuses; no zone commands on an NVM namespace; a
+    // refused deallocation changes nothing.
+    let (c, _) = q.cmd(ReadWrite::new(2, blocks, 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (c, _) = q.cmd(ReadWrite::new(2, blocks - 1, 2).write().unwrap(), Dir::Out(&a));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let two: Vec<u8> = [
+        DsmRange { attributes: 0, blocks: 1, slba: 8 }.to_bytes(),
+        DsmRange { attributes: 0, blocks: 1, slba: blocks }.to_bytes(),
+    ]
+    .concat();
+    let (c, _) = q.cmd(DatasetManagement::deallocate(2, 2).to_entry().unwrap(), Dir::Out(&two));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (_, back) = q.ok(ReadWrite::new(2, 8, 1).read().unwrap(), Dir::In(bs));
+    assert_eq!(back, big[5 * bs..6 * bs]);
+    let (c, _) = q.cmd(ZoneAppend::new(2, 0, 1).to_entry().unwrap(), Dir::Out(&a[..bs]));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q.cmd(ZoneSend::new(2, 0, ZoneSendAction::Reset).to_entry(), Dir::None);
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q
+        .cmd(ZoneReceive::report(2, 0, 4096, ReportFilter::All).to_entry().unwrap(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    // Dataset Management stays an NVM command: not on the zoned namespace.
+    let (c, _) = q.cmd(DatasetManagement::deallocate(1, 1).to_entry().unwrap(), Dir::Out(&ranges));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    drop((h, q));
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
+#[test]
+fn a_conventional_backend_needs_a_device_that_reaches_one() {
+    let dev = zns_device::open("emu:small").unwrap();
+    assert_eq!(zns_nvmf::Backend::of_device(dev.clone()).len(), 1);
+    let bad = zns_nvmf::Backend::Conventional { device: dev, name: "emu:small, none".into() };
+    let e = Subsystem::with_backends(NQN, vec![bad]).unwrap_err();
+    assert!(e.to_string().contains("no conventional namespace"), "{e}");
 }

@@ -4,8 +4,9 @@
 //! by every znskit layer: submission and completion entries, opcodes, status
 //! codes with their specification names, controller registers, Identify data
 //! structures, zone descriptors and reports, Copy source ranges, log pages,
-//! typed command builders, and NVMe over Fabrics: SGL descriptors, Fabrics
-//! commands, the Discovery log page and the NVMe/TCP PDUs.
+//! asynchronous events, typed command builders, and NVMe over Fabrics: SGL
+//! descriptors, Fabrics commands, the Discovery log page and the NVMe/TCP
+//! PDUs.
 //!
 //! This crate does no I/O and knows no backend. Every structure has a wire
 //! image (`to_bytes`/`from_bytes`) whose layout is pinned by tests.
@@ -16,6 +17,7 @@ compile_error!("znskit supports little-endian hosts only (NVMe structures are li
 pub mod command;
 pub mod copy;
 pub mod cqe;
+pub mod event;
 pub mod fabrics;
 pub mod features;
 pub mod identify;

@@ -52,15 +52,12 @@ options:
   --memory SIZE      guest memory (default 1G)
   --nvmet            also run the conformance suite through znskit's tcp: initiator
                      against the guest kernel's own target (nvmet-tcp on a zoned
-                     null_blk); not yet passing, see docs/nvmf.md
+                     null_blk), as `cargo xtask nvmet` does in a guest of its own
   --nvmet-only CHECKS
                      the same, with only these conformance checks";
 
 /// The subsystem NQN the guest connects to.
 pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
-
-/// The subsystem the guest kernel's own target (nvmet) exports.
-pub const NVMET_NQN: &str = "nqn.2026-11.io.znskit:nvmet";
 
 /// The host NQN and ID the guest presents.
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
@@ -287,49 +284,9 @@ fn qemu_args(nbd_port: u16) -> Vec<String> {
     ]
 }
 
-/// The guest kernel's own NVMe/TCP target (nvmet-tcp, configured through
-/// configfs) exporting a zoned null_blk device, and znskit's `tcp:`
-/// initiator running the conformance suite against it (`--nvmet`).
-fn nvmet_lines(only: &str) -> String {
-    let only = if only.is_empty() { String::new() } else { format!("--only {only} ") };
-    format!(
-        r#"# The other direction: the guest kernel's own target (nvmet-tcp) exports a
-# zoned null_blk device; znskit's tcp: initiator runs the conformance suite.
-mount -t configfs none /sys/kernel/config 2>/dev/null
-N=/sys/kernel/config/nullb/znskit
-mkdir $N
-for kv in blocksize=4096 size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 zone_max_open=8 zone_max_active=10 power=1; do
-    echo ${{kv#*=}} > $N/${{kv%%=*}} || {{ fail=1; say "null_blk: cannot set $kv"; }}
-done
-# Newer kernels name the disk after its configfs directory, older ones nullbN.
-NB=$(for b in /sys/block/znskit /sys/block/nullb*; do [ "$(cat $b/queue/zoned 2>/dev/null)" = host-managed ] && basename $b; done | head -1)
-say "zoned null_blk: $NB"
-T=/sys/kernel/config/nvmet
-SUB=$T/subsystems/{NVMET_NQN}
-mkdir $SUB $SUB/namespaces/1 $T/ports/1
-echo 1 > $SUB/attr_allow_any_host
-echo /dev/$NB > $SUB/namespaces/1/device_path
-echo 1 > $SUB/namespaces/1/enable || {{ fail=1; say "nvmet: cannot enable the namespace"; }}
-echo tcp > $T/ports/1/addr_trtype
-echo ipv4 > $T/ports/1/addr_adrfam
-echo 127.0.0.1 > $T/ports/1/addr_traddr
-echo 4420 > $T/ports/1/addr_trsvcid
-ln -s $SUB $T/ports/1/subsystems/{NVMET_NQN}
-U="tcp:127.0.0.1:4420/{NVMET_NQN}"
-head -c 12288 /dev/urandom > /tmp/small
-head -c 1048576 /dev/urandom > /tmp/big
-run nvmet-write-small /bin/zns --device "$U" write --lba 0 --input /tmp/small
-run nvmet-write-big /bin/zns --device "$U" write --lba 3 --input /tmp/big
-run nvmet-write-after /bin/zns --device "$U" write --lba 259 --input /tmp/small
-run nvmet-reset /bin/zns --device "$U" zone reset --all
-run conformance-nvmet /bin/zns-conformance {only}"tcp:127.0.0.1:4420/{NVMET_NQN}"
-"#
-    )
-}
-
 /// The guest's `/init`. `mke2fs` is Debian's program's path: busybox's
 /// shell runs its own applet of that name before any in `$PATH`.
-/// `nvmet`: also the kernel-target run of [`nvmet_lines`] (with the
+/// `nvmet`: also the kernel-target run of [`crate::nvmet::script_lines`] (with the
 /// conformance checks it names, or all).
 pub fn init_script(
     modules: &[String],
@@ -446,7 +403,7 @@ sync
 "#
     ));
     if let Some(only) = nvmet {
-        s.push_str(&nvmet_lines(only));
+        s.push_str(&crate::nvmet::script_lines(only));
     }
     s.push_str(&format!(
         r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi

@@ -10,6 +10,9 @@
 //! - `cargo xtask clients`: real clients on znskit's exports in a guest:
 //!   the kernel's nvme-tcp, nvme-cli, blkzone and fio on `zns serve`;
 //!   ext4, fio, SQLite and fsck on `zns ftl serve` as the guest's disk.
+//! - `cargo xtask nvmet`: znskit's `tcp:` initiator and the conformance
+//!   suite against the guest kernel's own NVMe/TCP target (nvmet-tcp on a
+//!   zoned null_blk).
 //! - `cargo xtask engines`: in the same guest, queue-depth-1 latency of
 //!   4 KiB random reads, sequential writes and zone appends through
 //!   `pcie:`, `ng:`, `zbd:` and fio's psync, libaio and io_uring engines;
@@ -23,6 +26,7 @@ mod elf;
 mod engines;
 mod guest;
 mod kernel;
+mod nvmet;
 mod server;
 mod vmtest;
 
@@ -76,6 +80,9 @@ commands:
   crash    crash consistency through ext4: the guest's kernel on `zns ftl serve` (NBD)
            over an image, the server killed with SIGKILL in each cycle, fsck and
            every fsynced file checked after recovery; `cargo xtask crash --help`
+  nvmet    znskit's NVMe/TCP initiator against the guest kernel's own target
+           (nvmet-tcp on a zoned null_blk): the conformance suite, nvmet's known
+           divergences accepted exactly; `cargo xtask nvmet --help`
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
@@ -93,6 +100,10 @@ fn main() -> ExitCode {
         }),
         Some("crash") => crash::parse(args).and_then(|o| match o {
             Some(o) => crash::run(&o),
+            None => Ok(()),
+        }),
+        Some("nvmet") => nvmet::parse(args).and_then(|o| match o {
+            Some(o) => nvmet::run(&o),
             None => Ok(()),
         }),
         Some("engines") => engines::Options::parse(args).and_then(|o| match o {

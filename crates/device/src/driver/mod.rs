@@ -17,6 +17,7 @@ use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 pub use queue::DriverQueue;
 
 use crate::buffer::IoBuffer;
+use crate::changes::{EmulatedChanges, ZoneChanges};
 use crate::device::{ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
 use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
@@ -49,6 +50,9 @@ pub struct DriverDevice {
     shared: Arc<Shared>,
     emulator: Option<Arc<zns_emulator::Controller>>,
     memory: Option<Arc<ProcessMemory>>,
+    changes: Option<EmulatedChanges>,
+    /// The conventional namespace, for its queues.
+    conventional: Option<Arc<Shared>>,
 }
 
 impl DriverDevice {
@@ -144,7 +148,8 @@ impl DriverDevice {
     ) -> Result<Self> {
         let ctrl = Controller::emulated(Arc::clone(&emulator), Arc::clone(&memory))?;
         let mut dev = Self::from_controller(ctrl, uri)?;
-        if let Some(shared) = Arc::get_mut(&mut dev.shared) {
+        let shared = [Some(&mut dev.shared), dev.conventional.as_mut()];
+        for shared in shared.into_iter().flatten().filter_map(Arc::get_mut) {
             let nsid = shared.info.nsid;
             shared.info.capabilities.stores_data = emulator
                 .namespaces()
@@ -152,6 +157,7 @@ impl DriverDevice {
                 .find(|n| n.nsid() == nsid)
                 .is_none_or(|n| n.media().stores_data());
         }
+        dev.changes = EmulatedChanges::new(&emulator, dev.shared.info.nsid);
         dev.emulator = Some(emulator);
         dev.memory = Some(memory);
         Ok(dev)
@@ -216,10 +222,16 @@ impl DriverDevice {
             zone_size = info.zone_size,
             "zoned device open"
         );
+        let conventional = ctrl.namespaces().iter().find(|n| !n.is_zoned()).map(|cns| {
+            let info = describe_conventional(&ctrl, cns, &info);
+            Arc::new(Shared { ctrl: ctrl.clone(), ns: cns.clone(), info })
+        });
         Ok(DriverDevice {
             shared: Arc::new(Shared { ctrl, ns, info }),
             emulator: None,
             memory: None,
+            changes: None,
+            conventional,
         })
     }
 
@@ -266,6 +278,24 @@ impl ZonedDevice for DriverDevice {
 
     fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
         self.emulator.as_ref()
+    }
+
+    fn zone_changes(&self) -> Option<&dyn ZoneChanges> {
+        self.changes.as_ref().map(|c| c as &dyn ZoneChanges)
+    }
+
+    fn conventional(&self) -> Option<&DeviceInfo> {
+        self.conventional.as_ref().map(|s| &s.info)
+    }
+
+    fn conventional_queue(&self, depth: usize) -> Result<Box<dyn ZoneQueue>> {
+        match &self.conventional {
+            Some(s) => Ok(Box::new(DriverQueue::new(Arc::clone(s), depth)?)),
+            None => Err(DeviceError::Unsupported(format!(
+                "{} has no conventional namespace",
+                self.shared.info.uri
+            ))),
+        }
     }
 
     fn now_ns(&self) -> u64 {
@@ -373,6 +403,44 @@ fn describe(
             namespace: ns.identify.clone(),
             zns_namespace: z.identify.clone(),
         }),
+    }
+}
+
+/// The description of conventional namespace `ns` beside the zoned one
+/// `zoned` describes: no zones, its own block size, limits and Copy
+/// limits.
+fn describe_conventional(ctrl: &Controller, ns: &Namespace, zoned: &DeviceInfo) -> DeviceInfo {
+    let ic = &ctrl.info().identify;
+    let copy = ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
+        max_range_blocks: ns.identify.mssrl as u32,
+        max_blocks: ns.identify.mcl,
+        max_ranges: ns.identify.msrc as u32 + 1,
+    });
+    DeviceInfo {
+        nsid: ns.nsid,
+        block_size: ns.block_size as u32,
+        metadata_size: ns.metadata_size,
+        zone_count: 0,
+        zone_size: 0,
+        zone_capacity: 0,
+        max_open: None,
+        max_active: None,
+        zasl_bytes: 0,
+        mdts_bytes: ns.max_transfer,
+        capabilities: Capabilities {
+            append: false,
+            copy,
+            extended_report: false,
+            extension_bytes: 0,
+            read_across_zone_boundaries: true,
+            variable_zone_capacity: false,
+            select_all: false,
+            offline: false,
+            metadata: ns.metadata_size > 0 && !ns.identify.metadata_extended(),
+            ..zoned.capabilities.clone()
+        },
+        identify: None,
+        ..zoned.clone()
     }
 }
 

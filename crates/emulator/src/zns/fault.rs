@@ -85,6 +85,15 @@ impl Zones {
         taken.into_iter().map(|z| self.geometry.zone_start(z)).collect()
     }
 
+    /// Zone changes recorded so far (each controller-initiated change
+    /// counts, listed zones included). One atomic load and no lock: a
+    /// consumer that polls for changes (an NVMe/TCP target waiting to send
+    /// a Zone Descriptor Changed event) compares it with the count it saw
+    /// and calls [`Zones::take_changed_zones`] only when it moved.
+    pub fn changed_zones_generation(&self) -> u64 {
+        self.change_count.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Number of entries waiting in the Changed Zone List.
     pub fn changed_zones_pending(&self) -> usize {
         self.changed.lock().order.len()

@@ -130,6 +130,11 @@ struct ChangedZones {
     listed: Vec<bool>,
 }
 
+/// How many zone changes were ever recorded: a reader that saw the same
+/// count has nothing new to take (see [`Zones::changed_zones_generation`]).
+#[derive(Debug, Default)]
+struct ChangeCount(AtomicU64);
+
 /// The zones of one zoned namespace. `Send + Sync`; every method takes
 /// `&self`.
 pub struct Zones {
@@ -137,6 +142,7 @@ pub struct Zones {
     zones: Box<[ZoneCell]>,
     resources: Mutex<Resources>,
     changed: Mutex<ChangedZones>,
+    change_count: ChangeCount,
 }
 
 impl fmt::Debug for Zones {
@@ -169,6 +175,7 @@ impl Zones {
             geometry,
             zones,
             resources: Mutex::new(Resources::default()),
+            change_count: ChangeCount::default(),
         })
     }
 
@@ -308,6 +315,9 @@ impl Zones {
             c.listed[index as usize] = true;
             c.order.push_back(index);
         }
+        // Under the list's lock, so a reader that loads the new count and
+        // then takes the list finds this zone in it.
+        self.change_count.0.fetch_add(1, Ordering::Release);
     }
 }
 

@@ -552,6 +552,7 @@ fn zns_changed_zone_list() {
     let z = Zones::new(geo(8, 8, 6, Some(2), Some(2), 0, false)).unwrap();
     put(&z, 0, ZSIO, 1);
     put(&z, 1, ZSC, 1);
+    assert_eq!(z.changed_zones_generation(), 0);
     z.set_read_only(0).unwrap();
     z.set_read_only(0).unwrap(); // no-op, listed once
     z.set_offline(3).unwrap();
@@ -562,12 +563,16 @@ fn zns_changed_zone_list() {
     z.set_finish_recommended(2).unwrap();
     z.set_reset_recommended(2).unwrap();
     assert_eq!(z.changed_zones_pending(), 4);
+    // Every change counts once, a zone changed twice included.
+    assert_eq!(z.changed_zones_generation(), 5);
     assert_eq!(z.take_changed_zones(2), [0, 24]);
     assert_eq!(z.take_changed_zones(10), [8, 16]);
     assert_eq!(z.take_changed_zones(10), Vec::<u64>::new());
+    assert_eq!(z.changed_zones_generation(), 5, "taking the list is no change");
     // Host-initiated changes are not listed; fault errors.
     z.send(0, ZoneSendAction::Offline, false, None).unwrap();
     assert_eq!(z.changed_zones_pending(), 0);
+    assert_eq!(z.changed_zones_generation(), 5);
     assert_eq!(z.set_read_only(0), Err(StatusCode::InvalidZoneStateTransition));
     assert_eq!(z.set_read_only(6), Err(StatusCode::LbaOutOfRange));
     assert_eq!(z.finish_by_controller(4), Err(StatusCode::InvalidZoneStateTransition));
