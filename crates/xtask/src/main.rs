@@ -21,6 +21,7 @@ mod cpio;
 mod crash;
 mod elf;
 mod engines;
+mod fio_zbd;
 mod guest;
 mod kernel;
 mod server;
