@@ -27,8 +27,12 @@
 //!   with `PRAGMA integrity_check`, umount, `fsck.ext4 -f -n`; then XFS
 //!   (mkfs, fio with crc32c verification, `xfs_repair -n`).
 //!
-//! Parts run alone with `--parts` (`base`: all but fio's zbd tests;
-//! `fio-zbd`: those only, after the connect).
+//! Then a second guest boots Debian's generic kernel (the cloud kernel
+//! has no f2fs) for f2fs on another `zns serve`: see [`crate::f2fs`].
+//!
+//! Parts run alone with `--parts` (`base`: the first guest but fio's zbd
+//! tests; `fio-zbd`: those only, after the connect; `f2fs`: the second
+//! guest).
 //!
 //! The task fails on any failed step, a missing result marker, a fio zbd
 //! test result its expectations do not list, or a server that saw a
@@ -40,9 +44,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::guest::RESULT_MARKER;
+use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{fio_zbd, kernel, Error, Result};
+use crate::{f2fs, fio_zbd, kernel, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
 
@@ -51,16 +56,21 @@ emulated ZN540 and a small-zone device) and whose virtio disk is `zns ftl
 serve` (the FTL over NBD), both running on the host, and runs nvme-cli,
 blkzone, fio, btrfs, mkfs.ext4, SQLite, XFS and fsck against them, then
 fio's own zoned block device tests (t/zbd/test-zbd-support from Debian's fio
-source package).
+source package); then boots Debian's generic kernel for f2fs on the target's
+zoned namespace with the FTL namespace as its metadata device.
 
 options:
   --parts LIST       the parts to run, comma separated (default: all):
                        base     nvme-cli, blkzone, fio, btrfs, conformance, ext4,
                                 SQLite, XFS (the cloud kernel's guest)
                        fio-zbd  fio's t/zbd/test-zbd-support (same guest)
+                       f2fs     f2fs (a second guest: the generic kernel)
   --zbd-tests LIST   only these fio zbd test numbers (comma separated)
   --timeout SECS     give each guest this long (default 1800)
   --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
+  --f2fs-kernel PACKAGE
+                     the f2fs guest's kernel (default: newest
+                     linux-image-*-amd64-unsigned, Debian's generic kernel)
   --no-install       do not install missing packages; fail instead
   --kvm              use KVM (software emulation otherwise)
   --memory SIZE      guest memory (default 1G)
@@ -126,7 +136,7 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
 ];
 
 /// The parts of the task that can run alone.
-pub const PARTS: &[&str] = &["base", "fio-zbd"];
+pub const PARTS: &[&str] = &["base", "fio-zbd", "f2fs"];
 
 /// Options of the task.
 #[derive(Debug, Clone)]
@@ -138,6 +148,8 @@ pub struct Options {
     parts: Vec<String>,
     /// Only these fio zbd tests (all when empty).
     zbd_tests: Vec<u32>,
+    /// The f2fs guest's kernel package.
+    f2fs_kernel: Option<String>,
 }
 
 impl Options {
@@ -153,6 +165,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
     let mut nvmet = None;
     let mut parts: Vec<String> = PARTS.iter().map(|p| p.to_string()).collect();
     let mut zbd_tests = Vec::new();
+    let mut f2fs_kernel = None;
     while let Some(a) = args.next() {
         let mut value = |name: &str| {
             args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
@@ -187,6 +200,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
                     .map_err(|_| Error::new(format!("--zbd-tests {v:?}: not test numbers")))?;
             }
             "--kernel" => o.kernel = Some(value("--kernel")?),
+            "--f2fs-kernel" => f2fs_kernel = Some(value("--f2fs-kernel")?),
             "--no-install" => o.install = false,
             "--kvm" => o.kvm = true,
             "--memory" => o.memory = value("--memory")?,
@@ -195,7 +209,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
             other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
         }
     }
-    Ok(Some(Options { vm: o, nvmet, parts, zbd_tests }))
+    Ok(Some(Options { vm: o, nvmet, parts, zbd_tests, f2fs_kernel }))
 }
 
 /// The guest programs `tools` (program, Debian package) with their
@@ -255,6 +269,9 @@ pub fn run(opts: &Options) -> Result<()> {
     if cloud {
         reports.push(("cloud kernel guest", run_cloud(opts, &root, &target, &zns)?));
     }
+    if opts.part("f2fs") {
+        reports.push(("f2fs guest", run_f2fs(opts, &cache, &zns)?));
+    }
     println!();
     let mut pass = true;
     for (what, r) in &reports {
@@ -312,7 +329,8 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         None
     };
     let files = guest_files(&tools, o.install)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let kernel =
+        kernel::prepare(&cache.join("kernel"), Flavour::Cloud, o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
     let nvmf = Server::start(
         "zns serve",
@@ -395,6 +413,55 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     }
     println!("clients: log {}", log.display());
     Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
+}
+
+/// The generic kernel's guest: f2fs on the target's zoned namespace.
+fn run_f2fs(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm;
+    let dir = cache.join("clients-f2fs");
+    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let files = guest_files(f2fs::TOOLS, o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        Flavour::Generic,
+        opts.f2fs_kernel.as_deref(),
+        o.install,
+    )?;
+    let modules = kernel::modules_for(&kernel, f2fs::MODULES, &[])?;
+    let server = Server::start(
+        "zns serve (f2fs)",
+        zns,
+        &[
+            "--device",
+            f2fs::ZONED_DEVICE,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--nqn",
+            f2fs::NQN,
+            "--ftl",
+            f2fs::FTL_DEVICE,
+        ],
+    )?;
+    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    let script = f2fs::init_script(&names, server.port);
+    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let devices = qemu_args(None);
+    let log = dir.join("guest.log");
+    let guest_start = Instant::now();
+    let outcome = vmtest::boot(&kernel, &initramfs, &devices, o, &log);
+    let guest_secs = guest_start.elapsed().as_secs_f64();
+    let end = server.stop();
+    let outcome = outcome?;
+    let mut failures = outcome.failures.clone();
+    server_end("zns serve (f2fs)", end, &[" 0 ended by transport errors"], &mut failures);
+    println!("clients: log {}", log.display());
+    Ok(Report {
+        summaries: outcome.summaries.clone(),
+        failures,
+        passed: outcome.result == Some(true),
+        guest_secs,
+    })
 }
 
 /// QEMU arguments: user-mode networking (the host's loopback is 10.0.2.2
@@ -707,8 +774,8 @@ mod tests {
         let base = script(&GuestPlan { base: true, zbd: None, nvmet: None });
         assert!(!base.contains("test-zbd-support"));
         let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
-        let o = parse(&["--parts", "fio-zbd", "--zbd-tests", "3,5"]);
-        assert!(o.part("fio-zbd") && !o.part("base"));
+        let o = parse(&["--parts", "f2fs", "--zbd-tests", "3,5"]);
+        assert!(o.part("f2fs") && !o.part("base") && !o.part("fio-zbd"));
         assert_eq!(o.zbd_tests, [3, 5]);
         assert!(PARTS.iter().all(|p| parse(&[]).part(p)));
         assert!(super::parse(["--parts", "zonefs"].map(String::from).into_iter()).is_err());

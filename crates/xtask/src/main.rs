@@ -21,6 +21,7 @@ mod cpio;
 mod crash;
 mod elf;
 mod engines;
+mod f2fs;
 mod fio_zbd;
 mod guest;
 mod kernel;

@@ -818,7 +818,12 @@ pub fn run(o: &Options) -> Result<()> {
     let cache = target.join("vmtest");
     fs::create_dir_all(&cache).map_err(|e| Error::io(&cache, e))?;
     ensure_host_tools(o.install, o.peers, &cache)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        kernel::Flavour::Cloud,
+        o.kernel.as_deref(),
+        o.install,
+    )?;
     let modules = kernel::modules_to_load(&kernel)?;
     let programs = build_guest_binaries(&root, &target, o.install, o.glibc, GUEST_PROGRAMS)?;
     let mut peer_files = Vec::new();
