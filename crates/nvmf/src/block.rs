@@ -155,6 +155,24 @@ fn dataset_management(
     Ok(IoDone::ok(0, 0))
 }
 
+/// Reads `ranges` in order into `buf` (their total size) and writes it at
+/// `dest`.
+fn copy_through(
+    dev: &dyn BlockDevice,
+    ranges: &[SourceRangeFormat0],
+    dest: u64,
+    buf: &mut [u8],
+) -> Result<(), IoDone> {
+    let bs = dev.block_size() as usize;
+    let mut at = 0usize;
+    for r in ranges {
+        let len = r.blocks as usize * bs;
+        dev.read(r.slba, &mut buf[at..at + len]).map_err(|e| ftl_error(&e))?;
+        at += len;
+    }
+    dev.write(dest, buf).map_err(|e| ftl_error(&e))
+}
+
 /// Copy: the source ranges, read in order, written from the destination
 /// LBA on. Every range and the limits are checked before anything is
 /// written. `buf` is the connection's scratch buffer (overwritten; it is
@@ -189,18 +207,82 @@ fn copy(
         return Err(IoDone::err(StatusCode::LbaOutOfRange));
     }
     let bs = dev.block_size() as usize;
-    buf.resize(buf.len().max(total as usize * bs), 0);
-    let mut at = 0usize;
-    for r in &ranges {
-        let len = r.blocks as usize * bs;
-        dev.read(r.slba, &mut buf[at..at + len]).map_err(|e| ftl_error(&e))?;
-        at += len;
-    }
-    let r = dev.write(c.sdlba, &buf[..at]).map_err(|e| ftl_error(&e));
-    buf[..at].fill(0);
+    let bytes = total as usize * bs;
+    buf.resize(buf.len().max(bytes), 0);
+    let r = copy_through(dev, &ranges, c.sdlba, &mut buf[..bytes]);
+    // Zeroed again whatever happened: a read that failed half way left
+    // source data behind, which Write Zeroes would otherwise write.
+    buf[..bytes].fill(0);
     r?;
     if c.fua {
         dev.flush().map_err(|e| ftl_error(&e))?;
     }
     Ok(IoDone::ok(0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zns_ftl::MemoryBlockDevice;
+    use zns_spec::command::WriteZeroes;
+
+    /// A memory disk whose blocks from `bad` on fail their reads.
+    struct Damaged {
+        disk: MemoryBlockDevice,
+        bad: u64,
+    }
+
+    impl BlockDevice for Damaged {
+        fn block_size(&self) -> u32 {
+            self.disk.block_size()
+        }
+        fn capacity_blocks(&self) -> u64 {
+            self.disk.capacity_blocks()
+        }
+        fn read(&self, lba: u64, buf: &mut [u8]) -> zns_ftl::Result<()> {
+            // Fill the buffer first, as a device that fails half way may.
+            self.disk.read(lba, buf)?;
+            let blocks = (buf.len() / self.block_size() as usize) as u64;
+            if lba + blocks > self.bad {
+                return Err(FtlError::DamagedData {
+                    logical: self.bad,
+                    zone: 0,
+                    offset: 0,
+                    why: "checksum",
+                });
+            }
+            Ok(())
+        }
+        fn write(&self, lba: u64, buf: &[u8]) -> zns_ftl::Result<()> {
+            self.disk.write(lba, buf)
+        }
+        fn flush(&self) -> zns_ftl::Result<()> {
+            self.disk.flush()
+        }
+        fn discard(&self, lba: u64, blocks: u64) -> zns_ftl::Result<()> {
+            self.disk.discard(lba, blocks)
+        }
+    }
+
+    #[test]
+    fn a_copy_that_fails_leaves_write_zeroes_writing_zeroes() {
+        let dev = Damaged { disk: MemoryBlockDevice::new(4096, 64), bad: 8 };
+        dev.write(0, &[0xA5; 4 * 4096]).unwrap();
+        let mut zeros = Vec::new();
+        let mut out = Vec::new();
+        // Two ranges: blocks 0-3 read, blocks 6-9 fail (8 is damaged).
+        let ranges: Vec<u8> = [(0u64, 4u32), (6, 4)]
+            .iter()
+            .flat_map(|&(slba, n)| SourceRangeFormat0::new(slba, n).to_bytes().unwrap())
+            .collect();
+        let sqe = CopyCmd::new(1, 32, 2).to_entry().unwrap();
+        let done = execute(&dev, &mut zeros, IoOpcode::Copy, &sqe, &ranges, 0, &mut out);
+        assert_eq!(done.status, StatusCode::UnrecoveredReadError.status());
+        let sqe = WriteZeroes::new(1, 0, 4).to_entry().unwrap();
+        let done = execute(&dev, &mut zeros, IoOpcode::WriteZeroes, &sqe, &[], 0, &mut out);
+        assert!(done.status.is_success());
+        let mut back = vec![0xFF; 4 * 4096];
+        dev.read(0, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0), "Write Zeroes wrote stale copy data");
+    }
 }

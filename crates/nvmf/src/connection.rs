@@ -276,6 +276,17 @@ impl<'a> Connection<'a> {
         if status == HELD {
             return Ok(next);
         }
+        tracing::trace!(
+            cid = sqe.cid(),
+            opcode = sqe.opcode(),
+            nsid = sqe.nsid,
+            cdw10 = sqe.cdw10,
+            cdw11 = sqe.cdw11,
+            cdw12 = sqe.cdw12,
+            status = ?status,
+            data,
+            "command done"
+        );
         if data > 0 {
             self.send_data(sqe.cid(), data)?;
         }

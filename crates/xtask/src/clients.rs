@@ -18,35 +18,59 @@
 //!   small-zone namespace; ext4 (mkfs, fio with crc32c verification,
 //!   fstrim, fsck) on the target's third namespace, the FTL on another
 //!   emulated device served as a conventional NVMe namespace
-//!   (`zns serve --ftl`); `nvme disconnect`.
+//!   (`zns serve --ftl`); fio's own zoned block device tests
+//!   (`t/zbd/test-zbd-support` from Debian's fio source package, see
+//!   [`crate::fio_zbd`]) on the small-zone namespace; `nvme disconnect`.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
 //!   with `PRAGMA integrity_check`, umount, `fsck.ext4 -f -n`; then XFS
 //!   (mkfs, fio with crc32c verification, `xfs_repair -n`).
 //!
-//! The task fails on any failed step, a missing result marker, or a
-//! server that saw a protocol or transport error.
+//! Then a second guest boots Debian's generic kernel (the cloud kernel
+//! has no f2fs) for f2fs on another `zns serve`: see [`crate::f2fs`].
+//!
+//! Parts run alone with `--parts` (`base`: the first guest but fio's zbd
+//! tests; `fio-zbd`: those only, after the connect; `f2fs`: the second
+//! guest).
+//!
+//! The task fails on any failed step, a missing result marker, a fio zbd
+//! test result its expectations do not list, or a server that saw a
+//! protocol or transport error.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::guest::RESULT_MARKER;
+use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{kernel, Error, Result};
+use crate::{f2fs, fio_zbd, kernel, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
 
 Boots a QEMU guest whose kernel connects over NVMe/TCP to `zns serve` (an
-emulated ZN540) and whose virtio disk is `zns ftl serve` (the FTL over NBD),
-both running on the host, and runs nvme-cli, blkzone, fio, mkfs.ext4,
-SQLite and fsck against them.
+emulated ZN540 and a small-zone device) and whose virtio disk is `zns ftl
+serve` (the FTL over NBD), both running on the host, and runs nvme-cli,
+blkzone, fio, btrfs, mkfs.ext4, SQLite, XFS and fsck against them, then
+fio's own zoned block device tests (t/zbd/test-zbd-support from Debian's fio
+source package); then boots Debian's generic kernel for f2fs on the target's
+zoned namespace with the FTL namespace as its metadata device.
 
 options:
-  --timeout SECS     give the guest this long (default 900)
+  --parts LIST       the parts to run, comma separated (default: all):
+                       base     nvme-cli, blkzone, fio, btrfs, conformance, ext4,
+                                SQLite, XFS (the cloud kernel's guest)
+                       fio-zbd  fio's t/zbd/test-zbd-support (same guest)
+                       f2fs     f2fs (a second guest: the generic kernel)
+  --zbd-tests LIST   only these fio zbd test numbers (comma separated)
+  --timeout SECS     give each guest this long (default 1800)
   --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
+  --f2fs-kernel PACKAGE
+                     the f2fs guest's kernel (default: newest
+                     linux-image-*-amd64-unsigned, Debian's generic kernel)
   --no-install       do not install missing packages; fail instead
   --kvm              use KVM (software emulation otherwise)
   --memory SIZE      guest memory (default 1G)
@@ -108,18 +132,37 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
     ("btrfs", "btrfs-progs"),
 ];
 
+/// The parts of the task that can run alone.
+pub const PARTS: &[&str] = &["base", "fio-zbd", "f2fs"];
+
 /// Options of the task.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     vm: VmOptions,
     /// Run the kernel-target step, with these conformance checks ("" = all).
     nvmet: Option<String>,
+    /// The parts to run (of [`PARTS`]).
+    parts: Vec<String>,
+    /// Only these fio zbd tests (all when empty).
+    zbd_tests: Vec<u32>,
+    /// The f2fs guest's kernel package.
+    f2fs_kernel: Option<String>,
+}
+
+impl Options {
+    fn part(&self, name: &str) -> bool {
+        self.parts.iter().any(|p| p == name)
+    }
 }
 
 /// Parses the arguments after `clients`; `None` after printing help.
 pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
     let mut o = VmOptions::default();
+    o.timeout = Duration::from_secs(1800);
     let mut nvmet = None;
+    let mut parts: Vec<String> = PARTS.iter().map(|p| p.to_string()).collect();
+    let mut zbd_tests = Vec::new();
+    let mut f2fs_kernel = None;
     while let Some(a) = args.next() {
         let mut value = |name: &str| {
             args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
@@ -135,7 +178,26 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
                     v.parse().map_err(|_| Error::new(format!("--timeout {v:?}: not a number")))?;
                 o.timeout = Duration::from_secs(s.max(1));
             }
+            "--parts" => {
+                let v = value("--parts")?;
+                parts = v.split(',').map(str::trim).map(str::to_string).collect();
+                if let Some(bad) = parts.iter().find(|p| !PARTS.contains(&p.as_str())) {
+                    return Err(Error::new(format!(
+                        "--parts: unknown part {bad:?} (known: {})",
+                        PARTS.join(", ")
+                    )));
+                }
+            }
+            "--zbd-tests" => {
+                let v = value("--zbd-tests")?;
+                zbd_tests = v
+                    .split(',')
+                    .map(|t| t.trim().parse::<u32>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| Error::new(format!("--zbd-tests {v:?}: not test numbers")))?;
+            }
             "--kernel" => o.kernel = Some(value("--kernel")?),
+            "--f2fs-kernel" => f2fs_kernel = Some(value("--f2fs-kernel")?),
             "--no-install" => o.install = false,
             "--kvm" => o.kvm = true,
             "--memory" => o.memory = value("--memory")?,
@@ -144,7 +206,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
             other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
         }
     }
-    Ok(Some(Options { vm: o, nvmet }))
+    Ok(Some(Options { vm: o, nvmet, parts, zbd_tests, f2fs_kernel }))
 }
 
 /// The guest programs `tools` (program, Debian package) with their
@@ -179,25 +241,97 @@ pub(crate) fn guest_files(tools: &[(&str, &str)], install: bool) -> Result<Vec<P
     Ok(files)
 }
 
+/// What one guest's run found.
+#[derive(Debug, Default)]
+struct Report {
+    summaries: Vec<String>,
+    failures: Vec<String>,
+    /// The guest printed its result marker with PASS.
+    passed: bool,
+    /// How long the guest ran.
+    guest_secs: f64,
+}
+
 /// Runs the whole task.
 pub fn run(opts: &Options) -> Result<()> {
     let o = &opts.vm;
-    let nvmet = opts.nvmet.clone();
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
     let cache = target.join("vmtest");
+    vmtest::ensure_host_tools(o.install, true, &cache)?;
+    let zns = build_zns(&root, &target)?;
+    let mut reports: Vec<(&str, Report)> = Vec::new();
+    let cloud = opts.part("base") || opts.part("fio-zbd") || opts.nvmet.is_some();
+    if cloud {
+        reports.push(("cloud kernel guest", run_cloud(opts, &root, &target, &zns)?));
+    }
+    if opts.part("f2fs") {
+        reports.push(("f2fs guest", run_f2fs(opts, &cache, &zns)?));
+    }
+    println!();
+    let mut pass = true;
+    for (what, r) in &reports {
+        for s in &r.summaries {
+            println!("clients: {}", s.trim_start_matches("vmtest: "));
+        }
+        for f in &r.failures {
+            println!("clients: {}", f.trim_start_matches("vmtest: "));
+        }
+        let ok = r.passed && r.failures.is_empty();
+        println!(
+            "clients: {what}: {} (guest {:.1} s)",
+            if ok { "PASS" } else { "FAIL" },
+            r.guest_secs
+        );
+        pass &= ok;
+    }
+    println!(
+        "clients: {} in {:.1} s (parts {}; logs in {})",
+        if pass { "PASS" } else { "FAIL" },
+        start.elapsed().as_secs_f64(),
+        opts.parts.join(","),
+        cache.display()
+    );
+    if pass {
+        Ok(())
+    } else {
+        Err(Error::new("the real clients failed"))
+    }
+}
+
+/// Checks how a server ended: `clean` must be in its closing lines.
+fn server_end(what: &str, end: Result<String>, clean: &[&str], failures: &mut Vec<String>) {
+    match end {
+        Ok(s) if clean.iter().all(|c| s.contains(c)) => {}
+        Ok(s) => failures.push(format!("{what} saw errors: {}", s.trim())),
+        Err(e) => failures.push(e.to_string()),
+    }
+}
+
+/// The cloud kernel's guest: the base clients, fio's zbd tests, nvmet.
+fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm;
+    let cache = target.join("vmtest");
     let dir = cache.join("clients");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    vmtest::ensure_host_tools(o.install, true, &cache)?;
-    let files = guest_files(GUEST_TOOLS, o.install)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let base = opts.part("base");
+    let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
+    let zbd = if opts.part("fio-zbd") {
+        tools.extend_from_slice(fio_zbd::TOOLS);
+        // fio first: the script is its source package's.
+        guest_files(&tools, o.install)?;
+        Some(fio_zbd::prepare(&cache, o.install)?)
+    } else {
+        None
+    };
+    let files = guest_files(&tools, o.install)?;
+    let kernel =
+        kernel::prepare(&cache.join("kernel"), Flavour::Cloud, o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
-    let zns = build_zns(&root, &target)?;
-
     let nvmf = Server::start(
         "zns serve",
-        &zns,
+        zns,
         &[
             "--device",
             NVMF_DEVICES[0],
@@ -212,120 +346,212 @@ pub fn run(opts: &Options) -> Result<()> {
             NVMF_FTL_DEVICE,
         ],
     )?;
-    let nbd = Server::start(
-        "zns ftl serve",
-        &zns,
-        &["--device", NBD_DEVICE, "ftl", "serve", "--listen", "127.0.0.1:0", "--export", "ftl"],
-    )?;
+    let nbd = if base {
+        Some(Server::start(
+            "zns ftl serve",
+            zns,
+            &["--device", NBD_DEVICE, "ftl", "serve", "--listen", "127.0.0.1:0", "--export", "ftl"],
+        )?)
+    } else {
+        None
+    };
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
-    let script = init_script(&names, nvmf.port, &mke2fs, nvmet.as_deref());
+    let zbd_wanted: Vec<u32> = match &zbd {
+        Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
+        _ => opts.zbd_tests.clone(),
+    };
+    let plan = GuestPlan {
+        base,
+        zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
+        nvmet: opts.nvmet.clone(),
+    };
+    let script = init_script(&names, nvmf.port, &mke2fs, &plan);
     let programs = vmtest::build_guest_binaries(
-        &root,
-        &target,
+        root,
+        target,
         o.install,
         o.glibc,
         &["zns-conformance", "zns"],
     )?;
-    let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &files)?;
-    let devices = qemu_args(nbd.port);
+    let entries = match &zbd {
+        Some(z) => fio_zbd::guest_entries(z)?,
+        None => Vec::new(),
+    };
+    let initramfs =
+        vmtest::pack_initramfs_with(&dir, &programs, &modules, &script, &files, &entries)?;
+    let devices = qemu_args(nbd.as_ref().map(|s| s.port));
     let log = dir.join("guest.log");
-    let outcome = vmtest::boot(&kernel, &initramfs, &devices, o, &log);
+    let mut zbd_results = BTreeMap::new();
+    let mut zbd_times = BTreeMap::new();
+    let guest_start = Instant::now();
+    let outcome = vmtest::boot_watched(&kernel, &initramfs, &devices, o, &log, &mut |line| {
+        if let Some((n, status, why)) = fio_zbd::parse_result(line) {
+            zbd_results.insert(n, (status, why));
+        } else if let Some((n, secs)) = fio_zbd::parse_time(line) {
+            zbd_times.insert(n, secs);
+        }
+    });
+    let guest_secs = guest_start.elapsed().as_secs_f64();
     let nvmf_end = nvmf.stop();
-    let nbd_end = nbd.stop();
+    let nbd_end = nbd.map(Server::stop);
     let outcome = outcome?;
     let mut failures = outcome.failures.clone();
-    match &nvmf_end {
-        Ok(s) if s.contains(" 0 ended by transport errors") => {}
-        Ok(s) => failures.push(format!("zns serve saw transport errors: {}", s.trim())),
-        Err(e) => failures.push(e.to_string()),
+    server_end("zns serve", nvmf_end, &[" 0 ended by transport errors"], &mut failures);
+    if let Some(end) = nbd_end {
+        let clean = [" 0 closed for protocol errors", "(0 failed)"];
+        server_end("zns ftl serve", end, &clean, &mut failures);
     }
-    match &nbd_end {
-        Ok(s) if s.contains(" 0 closed for protocol errors") && s.contains("(0 failed)") => {}
-        Ok(s) => failures.push(format!("zns ftl serve saw errors: {}", s.trim())),
-        Err(e) => failures.push(e.to_string()),
+    let mut summaries = outcome.summaries.clone();
+    if let Some(z) = &zbd {
+        summaries.push(format!("{} ({})", fio_zbd::summary(&zbd_results), z.source));
+        summaries.push(fio_zbd::slowest(&zbd_times, 8));
+        failures.extend(fio_zbd::check(&zbd_results, &zbd_wanted));
     }
-    println!();
-    for s in &outcome.summaries {
-        println!("clients: {}", s.trim_start_matches("vmtest: "));
-    }
-    for f in &failures {
-        println!("clients: {}", f.trim_start_matches("vmtest: "));
-    }
-    let pass = outcome.result == Some(true) && failures.is_empty();
-    println!(
-        "clients: {} in {:.1} s (log {})",
-        if pass { "PASS" } else { "FAIL" },
-        start.elapsed().as_secs_f64(),
-        log.display()
-    );
-    if pass {
-        Ok(())
-    } else {
-        Err(Error::new("the real clients failed"))
-    }
+    println!("clients: log {}", log.display());
+    Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
+}
+
+/// The generic kernel's guest: f2fs on the target's zoned namespace.
+fn run_f2fs(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm;
+    let dir = cache.join("clients-f2fs");
+    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let files = guest_files(f2fs::TOOLS, o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        Flavour::Generic,
+        opts.f2fs_kernel.as_deref(),
+        o.install,
+    )?;
+    let modules = kernel::modules_for(&kernel, f2fs::MODULES, &[])?;
+    let server = Server::start(
+        "zns serve (f2fs)",
+        zns,
+        &[
+            "--device",
+            f2fs::ZONED_DEVICE,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--nqn",
+            f2fs::NQN,
+            "--ftl",
+            f2fs::FTL_DEVICE,
+        ],
+    )?;
+    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    let script = f2fs::init_script(&names, server.port);
+    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let devices = qemu_args(None);
+    let log = dir.join("guest.log");
+    let guest_start = Instant::now();
+    let outcome = vmtest::boot(&kernel, &initramfs, &devices, o, &log);
+    let guest_secs = guest_start.elapsed().as_secs_f64();
+    let end = server.stop();
+    let outcome = outcome?;
+    let mut failures = outcome.failures.clone();
+    server_end("zns serve (f2fs)", end, &[" 0 ended by transport errors"], &mut failures);
+    println!("clients: log {}", log.display());
+    Ok(Report {
+        summaries: outcome.summaries.clone(),
+        failures,
+        passed: outcome.result == Some(true),
+        guest_secs,
+    })
 }
 
 /// QEMU arguments: user-mode networking (the host's loopback is 10.0.2.2
-/// in the guest) and the NBD export as a virtio disk.
-fn qemu_args(nbd_port: u16) -> Vec<String> {
-    vec![
+/// in the guest) and the NBD export on `nbd_port`, if any, as a virtio disk.
+fn qemu_args(nbd_port: Option<u16>) -> Vec<String> {
+    let mut a: Vec<String> = vec![
         "-netdev".into(),
         "user,id=net0".into(),
         "-device".into(),
         "virtio-net-pci,netdev=net0".into(),
-        "-blockdev".into(),
-        format!(
-            "driver=nbd,node-name=ftl,server.type=inet,server.host=127.0.0.1,\
-             server.port={nbd_port},export=ftl"
-        ),
-        "-device".into(),
-        "virtio-blk-pci,drive=ftl".into(),
-    ]
+    ];
+    if let Some(port) = nbd_port {
+        a.extend([
+            "-blockdev".into(),
+            format!(
+                "driver=nbd,node-name=ftl,server.type=inet,server.host=127.0.0.1,\
+                 server.port={port},export=ftl"
+            ),
+            "-device".into(),
+            "virtio-blk-pci,drive=ftl".into(),
+        ]);
+    }
+    a
 }
 
-/// The guest's `/init`. `mke2fs` is Debian's program's path: busybox's
-/// shell runs its own applet of that name before any in `$PATH`.
-/// `nvmet`: also the kernel-target run of [`crate::nvmet::script_lines`] (with the
-/// conformance checks it names, or all).
-pub fn init_script(
-    modules: &[String],
-    nvmf_port: u16,
-    mke2fs: &Path,
-    nvmet: Option<&str>,
-) -> String {
-    let mke2fs = mke2fs.display();
-    let mut s = crate::guest::shell_start(
-        "real clients on znskit's NVMe/TCP target and NBD export, a result marker, power off.",
-    );
+/// The start of a clients guest's `/init`: the shell helpers, `modules`
+/// loaded, the network up (and the virtio disk waited for when
+/// `nbd_disk`), the host NQN and ID written for nvme-cli.
+pub(crate) fn start_lines(purpose: &str, modules: &[String], nbd_disk: bool) -> String {
+    let mut s = crate::guest::shell_start(purpose);
     s.push_str("mkdir -p /mnt /etc/nvme /run\n");
     for m in modules {
         s.push_str(&format!(
             "insmod /lib/modules/{m} || {{ say \"insmod {m} failed\"; fail=1; }}\n"
         ));
     }
+    let vda = if nbd_disk { " || [ ! -e /sys/block/vda ]" } else { "" };
     s.push_str(&format!(
         r#"i=0
-while [ $i -lt 100 ] && {{ [ ! -e /sys/class/net/eth0 ] || [ ! -e /sys/block/vda ]; }}; do sleep 0.1; i=$((i + 1)); done
+while [ $i -lt 100 ] && {{ [ ! -e /sys/class/net/eth0 ]{vda}; }}; do sleep 0.1; i=$((i + 1)); done
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
 echo {HOSTNQN} > /etc/nvme/hostnqn
 echo {HOSTID} > /etc/nvme/hostid
-# NVMe/TCP: the kernel's host on znskit's target.
-T="-t tcp -a 10.0.2.2 -s {nvmf_port}"
-expect nvme-discover "{NQN}" nvme discover $T
-run nvme-connect nvme connect $T -n {NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
+"#
+    ));
+    s
+}
+
+/// `nvme discover` and `nvme connect` to subsystem `nqn` on the host's
+/// port `port`, waiting for its `namespaces` namespaces; defines
+/// `suffix_of NSID` (the `0nX` suffix the kernel gave namespace NSID: it
+/// numbers them in discovery order) and `$T` (the transport arguments).
+pub(crate) fn connect_lines(port: u16, nqn: &str, namespaces: u32) -> String {
+    let waits: Vec<String> =
+        (1..=namespaces).map(|n| format!("[ ! -e /sys/block/nvme0n{n}/queue/zoned ]")).collect();
+    let waits = waits.join(" || ");
+    format!(
+        r#"# NVMe/TCP: the kernel's host on znskit's target.
+T="-t tcp -a 10.0.2.2 -s {port}"
+expect nvme-discover "{nqn}" nvme discover $T
+run nvme-connect nvme connect $T -n {nqn} --hostnqn {HOSTNQN} --hostid {HOSTID}
 i=0
-while [ $i -lt 100 ] && {{ [ ! -e /sys/block/nvme0n1/queue/zoned ] || [ ! -e /sys/block/nvme0n2/queue/zoned ] || [ ! -e /sys/block/nvme0n3/queue/zoned ]; }}; do sleep 0.1; i=$((i + 1)); done
-# The 0nX suffix of namespace ID $1 (the kernel numbers in discovery order).
+while [ $i -lt 100 ] && {{ {waits}; }}; do sleep 0.1; i=$((i + 1)); done
 suffix_of() {{
     for d in /sys/block/nvme0n*; do
         if [ "$(cat $d/nsid 2>/dev/null)" = "$1" ]; then basename $d | sed 's/^nvme//'; return; fi
     done
     echo "0n$1"
 }}
-Z=/dev/nvme$(suffix_of 1)
+"#
+    )
+}
+
+/// The end of a clients guest's `/init`: the kernel log on failure, the
+/// result marker, power off.
+pub(crate) fn end_lines() -> String {
+    format!(
+        r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
+if [ $fail -eq 0 ]; then echo "{RESULT_MARKER} PASS"; else echo "{RESULT_MARKER} FAIL"; fi
+poweroff -f
+"#
+    )
+}
+
+/// The NVMe/TCP namespaces as shell variables (`$Z` the ZN540, `$S` the
+/// small-zone namespace and `$G` its generic device, `$F` the FTL), what
+/// the kernel made of them, and mq-deadline on the zoned ones: what udev
+/// does on a full system (zoned writes above queue depth 1 need its
+/// per-zone write lock).
+fn namespace_lines() -> String {
+    r#"Z=/dev/nvme$(suffix_of 1)
 S=/dev/nvme$(suffix_of 2)
 G=/dev/ng$(suffix_of 2)
 F=/dev/nvme$(suffix_of 3)
@@ -334,11 +560,18 @@ for b in $Z $S; do
     say "$b: zoned=$(cat $q/zoned) zones=$(cat $q/nr_zones) zone_sectors=$(cat $q/chunk_sectors) max_open=$(cat $q/max_open_zones) append_max=$(cat $q/zone_append_max_bytes)"
 done
 expect zoned host-managed cat /sys/block/$(basename $Z)/queue/zoned
-# What udev does on a full system: zoned writes above queue depth 1 need
-# mq-deadline's per-zone write lock.
 for b in $Z $S; do echo mq-deadline > /sys/block/$(basename $b)/queue/scheduler; done
 expect scheduler "[mq-deadline]" cat /sys/block/$(basename $S)/queue/scheduler
-expect nvme-list "znskit" nvme list
+"#
+    .to_string()
+}
+
+/// The NVMe/TCP clients: nvme-cli, blkzone, fio's zoned workloads, btrfs,
+/// znskit's conformance suite through the kernel's devices, ext4 on the
+/// FTL namespace.
+fn nvme_lines(mke2fs: &str) -> String {
+    format!(
+        r#"expect nvme-list "znskit" nvme list
 expect nvme-id-ctrl "{NQN}" nvme id-ctrl /dev/nvme0
 expect nvme-zns-id-ctrl "zasl" nvme zns id-ctrl /dev/nvme0
 expect nvme-zns-id-ns "mor" nvme zns id-ns $Z
@@ -382,8 +615,15 @@ run fio-ext4-nvmf fio --name=nvmf --directory=/mnt --ioengine=psync --rw=randwri
 run fstrim-nvmf fstrim -v /mnt
 run umount-nvmf umount /mnt
 run fsck-ext4-nvmf e2fsck -f -n $F
-run nvme-disconnect nvme disconnect -n {NQN}
-# NBD: the FTL as the guest's virtio disk.
+"#
+    )
+}
+
+/// The FTL over NBD as the guest's virtio disk: ext4 (fio, SQLite, fsck),
+/// then XFS.
+fn nbd_lines(mke2fs: &str) -> String {
+    format!(
+        r#"# NBD: the FTL as the guest's virtio disk.
 D=/dev/vda
 say "vda: $(cat /sys/block/vda/size 2>/dev/null) sectors"
 run mkfs-ext4 {mke2fs} -t ext4 -F -q $D
@@ -401,16 +641,50 @@ run umount-xfs umount /mnt
 run xfs-repair xfs_repair -n $D
 sync
 "#
-    ));
-    if let Some(only) = nvmet {
+    )
+}
+
+/// What the cloud kernel's guest runs.
+#[derive(Debug, Clone, Default)]
+pub struct GuestPlan {
+    /// The NVMe/TCP clients of [`nvme_lines`] and the NBD disk's of
+    /// [`nbd_lines`].
+    pub base: bool,
+    /// fio's `t/zbd/test-zbd-support` on the small-zone namespace, with
+    /// these tests (all when empty).
+    pub zbd: Option<Vec<u32>>,
+    /// The kernel-target run of [`crate::nvmet::script_lines`], with the conformance
+    /// checks it names (all when empty).
+    pub nvmet: Option<String>,
+}
+
+/// The cloud kernel guest's `/init`. `mke2fs` is Debian's program's path:
+/// busybox's shell runs its own applet of that name before any in `$PATH`.
+pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &GuestPlan) -> String {
+    let mke2fs = mke2fs.display().to_string();
+    let mut s = start_lines(
+        "real clients on znskit's NVMe/TCP target and NBD export, a result marker, power off.",
+        modules,
+        plan.base,
+    );
+    if plan.base || plan.zbd.is_some() {
+        s.push_str(&connect_lines(nvmf_port, NQN, 3));
+        s.push_str(&namespace_lines());
+        if plan.base {
+            s.push_str(&nvme_lines(&mke2fs));
+        }
+        if let Some(only) = &plan.zbd {
+            s.push_str(&fio_zbd::guest_lines("$S", only));
+        }
+        s.push_str(&format!("run nvme-disconnect nvme disconnect -n {NQN}\n"));
+    }
+    if plan.base {
+        s.push_str(&nbd_lines(&mke2fs));
+    }
+    if let Some(only) = &plan.nvmet {
         s.push_str(&crate::nvmet::script_lines(only));
     }
-    s.push_str(&format!(
-        r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
-if [ $fail -eq 0 ]; then echo "{RESULT_MARKER} PASS"; else echo "{RESULT_MARKER} FAIL"; fi
-poweroff -f
-"#
-    ));
+    s.push_str(&end_lines());
     s
 }
 
@@ -418,25 +692,50 @@ poweroff -f
 mod tests {
     use super::*;
 
+    fn script(plan: &GuestPlan) -> String {
+        init_script(&["nvme-tcp.ko".into()], 4420, Path::new("/usr/sbin/mke2fs"), plan)
+    }
+
     #[test]
     fn the_script_connects_then_uses_the_disk_and_ends_with_a_marker() {
-        let s = init_script(&["nvme-tcp.ko".into()], 4420, Path::new("/usr/sbin/mke2fs"), None);
+        let all = GuestPlan { base: true, zbd: Some(Vec::new()), nvmet: None };
+        let s = script(&all);
         assert!(!s.contains("nvmet"));
-        let n = init_script(&[], 4420, Path::new("/usr/sbin/mke2fs"), Some("copy"));
+        let n = script(&GuestPlan { base: true, zbd: None, nvmet: Some("copy".into()) });
         assert!(n.contains("zns-conformance --only copy \"tcp:127.0.0.1:4420/"));
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("insmod /lib/modules/nvme-tcp.ko"));
         assert!(s.contains("T=\"-t tcp -a 10.0.2.2 -s 4420\""));
         let connect = s.find("nvme connect $T").unwrap();
         assert!(connect < s.find("fio-zoned").unwrap());
-        // ext4 on the target's FTL namespace while connected, then on the
-        // NBD disk after the disconnect.
+        // ext4 on the target's FTL namespace and fio's zbd tests while
+        // connected, then ext4 on the NBD disk after the disconnect.
         let disconnect = s.find("nvme disconnect").unwrap();
         assert!(s.find("/usr/sbin/mke2fs -t ext4 -F -q $F").unwrap() < disconnect);
+        let zbd = s.find("test-zbd-support -r -w $S").unwrap();
+        assert!(s.find("conformance-zbd").unwrap() < zbd && zbd < disconnect);
         assert!(disconnect < s.find("/usr/sbin/mke2fs -t ext4 -F -q $D").unwrap());
         assert!(s.contains("e2fsck -f -n $D"));
+        assert!(s.contains("/sys/block/vda"));
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
-        let q = qemu_args(10809);
+        let q = qemu_args(Some(10809));
         assert!(q.iter().any(|a| a.contains("server.port=10809,export=ftl")));
+        assert!(!qemu_args(None).iter().any(|a| a.contains("nbd")));
+    }
+
+    #[test]
+    fn each_part_runs_alone() {
+        let zbd = script(&GuestPlan { base: false, zbd: Some(vec![5]), nvmet: None });
+        assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $S"));
+        assert!(!zbd.contains("fio-zoned") && !zbd.contains("mke2fs") && !zbd.contains("vda"));
+        let base = script(&GuestPlan { base: true, zbd: None, nvmet: None });
+        assert!(!base.contains("test-zbd-support"));
+        let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
+        let o = parse(&["--parts", "f2fs", "--zbd-tests", "3,5"]);
+        assert!(o.part("f2fs") && !o.part("base") && !o.part("fio-zbd"));
+        assert_eq!(o.zbd_tests, [3, 5]);
+        assert!(PARTS.iter().all(|p| parse(&[]).part(p)));
+        assert!(super::parse(["--parts", "zonefs"].map(String::from).into_iter()).is_err());
+        assert!(super::parse(["--zbd-tests", "x"].map(String::from).into_iter()).is_err());
     }
 }

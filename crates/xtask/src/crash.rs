@@ -211,7 +211,12 @@ pub fn run(opts: &Options) -> Result<()> {
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     vmtest::ensure_host_tools(o.install, false, &cache)?;
     let files = guest_files(GUEST_TOOLS, o.install)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        kernel::Flavour::Cloud,
+        o.kernel.as_deref(),
+        o.install,
+    )?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
     let zns = build_zns(&root, &target)?;
 

@@ -307,7 +307,12 @@ pub fn run(o: &Options) -> Result<()> {
     let out = o.out.clone().unwrap_or_else(|| root.join("docs"));
     fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
     vmtest::ensure_host_tools(o.vm.install, true, &cache)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.vm.kernel.as_deref(), o.vm.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        kernel::Flavour::Cloud,
+        o.vm.kernel.as_deref(),
+        o.vm.install,
+    )?;
     let modules = kernel::modules_to_load(&kernel)?;
     let programs =
         vmtest::build_guest_binaries(&root, &target, o.vm.install, o.vm.glibc, &["zns-engines"])?;

@@ -1,7 +1,9 @@
-//! The guest kernel: a Debian cloud kernel package
-//! (`linux-image-*-cloud-amd64-unsigned`) fetched with `apt-get download`,
-//! unpacked with `dpkg -x` into a cache directory, and the modules the
-//! guest must load (NVMe, unless it is built in) with their dependencies.
+//! The guest kernel: a Debian kernel package of one flavour (the cloud
+//! kernel `linux-image-*-cloud-amd64-unsigned`, small and quick to boot,
+//! or the generic `linux-image-*-amd64-unsigned`, which has every
+//! filesystem, f2fs included) fetched with `apt-get download`, unpacked
+//! with `dpkg -x` into a cache directory, and the modules the guest must
+//! load (NVMe, unless it is built in) with their dependencies.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,10 +26,43 @@ pub struct Kernel {
     pub modules_dir: PathBuf,
 }
 
-/// The version part of a cloud kernel package name:
-/// `linux-image-6.12.117+deb12-cloud-amd64-unsigned` → `6.12.117+deb12`.
-pub fn package_version(name: &str) -> Option<&str> {
-    name.strip_prefix("linux-image-")?.strip_suffix("-cloud-amd64-unsigned")
+/// Which of Debian's kernel images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// `linux-image-VERSION-cloud-amd64-unsigned`: virtio and NVMe drivers,
+    /// btrfs, XFS, zonefs; no f2fs.
+    Cloud,
+    /// `linux-image-VERSION-amd64-unsigned`: Debian's generic kernel, every
+    /// filesystem as a module (f2fs among them); larger, slower to unpack.
+    Generic,
+}
+
+impl Flavour {
+    /// The package name's end after the version.
+    fn suffix(self) -> &'static str {
+        match self {
+            Flavour::Cloud => "-cloud-amd64-unsigned",
+            Flavour::Generic => "-amd64-unsigned",
+        }
+    }
+
+    /// `apt-cache search` pattern of this flavour's packages (the generic
+    /// pattern also matches other flavours: [`package_version`] sorts them
+    /// out).
+    fn search_pattern(self) -> String {
+        format!("^linux-image-.*{}$", self.suffix())
+    }
+}
+
+/// The version part of a kernel package name of `flavour`:
+/// `linux-image-6.12.117+deb12-cloud-amd64-unsigned` → `6.12.117+deb12`
+/// (cloud), `linux-image-6.1.0-48-amd64-unsigned` → `6.1.0-48` (generic).
+/// Another flavour's package (`-cloud-`, `-rt-`) is `None` for generic.
+pub fn package_version(flavour: Flavour, name: &str) -> Option<&str> {
+    let v = name.strip_prefix("linux-image-")?.strip_suffix(flavour.suffix())?;
+    // A version's dash-separated parts start with a digit (6.1.0-48,
+    // 6.12.117+deb12); a flavour name (cloud, rt) does not.
+    v.split('-').all(|part| part.starts_with(|c: char| c.is_ascii_digit())).then_some(v)
 }
 
 /// Orders versions by their runs of digits (`6.12.1` after `6.1.0-56`).
@@ -38,47 +73,54 @@ pub fn version_key(v: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The newest cloud kernel package among `apt-cache search` output lines.
-pub fn pick_package(search_output: &str) -> Option<String> {
+/// The newest kernel package of `flavour` among `apt-cache search`
+/// output lines.
+pub fn pick_package(flavour: Flavour, search_output: &str) -> Option<String> {
     search_output
         .lines()
         .filter_map(|l| l.split(" - ").next().map(str::trim))
-        .filter(|n| package_version(n).is_some())
-        .max_by_key(|n| version_key(package_version(n).unwrap_or_default()))
+        .filter(|n| package_version(flavour, n).is_some())
+        .max_by_key(|n| version_key(package_version(flavour, n).unwrap_or_default()))
         .map(str::to_string)
 }
 
-fn search_packages() -> Result<String> {
+fn search_packages(flavour: Flavour) -> Result<String> {
     let out = Command::new("apt-cache")
-        .args(["search", "--names-only", "^linux-image-.*-cloud-amd64-unsigned$"])
+        .args(["search", "--names-only", &flavour.search_pattern()])
         .output()
         .map_err(|e| Error::new(format!("apt-cache: {e}")))?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Finds (or fetches) the kernel package `wanted` (the newest cloud
-/// kernel when `None`) unpacked under `cache`.
-pub fn prepare(cache: &Path, wanted: Option<&str>, may_install: bool) -> Result<Kernel> {
+/// Finds (or fetches) the kernel package `wanted` (the newest of
+/// `flavour` when `None`) unpacked under `cache`.
+pub fn prepare(
+    cache: &Path,
+    flavour: Flavour,
+    wanted: Option<&str>,
+    may_install: bool,
+) -> Result<Kernel> {
     fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
     let package = match wanted {
         Some(p) => p.to_string(),
         None => {
-            let mut found = pick_package(&search_packages()?);
+            let mut found = pick_package(flavour, &search_packages(flavour)?);
             if found.is_none() && may_install {
                 run_checked(Command::new("apt-get").arg("update"), "apt-get update")?;
-                found = pick_package(&search_packages()?);
+                found = pick_package(flavour, &search_packages(flavour)?);
             }
             match found {
                 Some(p) => p,
                 // Offline: whatever was unpacked before.
-                None => cached_packages(cache)
+                None => cached_packages(cache, flavour)
                     .into_iter()
-                    .max_by_key(|n| version_key(package_version(n).unwrap_or_default()))
+                    .max_by_key(|n| version_key(package_version(flavour, n).unwrap_or_default()))
                     .ok_or_else(|| {
-                        Error::new(
-                            "no linux-image-*-cloud-amd64-unsigned package is known to apt \
-                         (run apt-get update) and none is cached",
-                        )
+                        Error::new(format!(
+                            "no linux-image-*{} package is known to apt (run apt-get update) \
+                             and none is cached",
+                            flavour.suffix()
+                        ))
                     })?,
             }
         }
@@ -90,10 +132,17 @@ pub fn prepare(cache: &Path, wanted: Option<&str>, may_install: bool) -> Result<
     println!("vmtest: fetching {package}");
     let dl = cache.join("download");
     fs::create_dir_all(&dl).map_err(|e| Error::io(&dl, e))?;
-    run_checked(
-        Command::new("apt-get").arg("download").arg(&package).current_dir(&dl),
-        &format!("apt-get download {package}"),
-    )?;
+    let download = || {
+        run_checked(
+            Command::new("apt-get").arg("download").arg(&package).current_dir(&dl),
+            &format!("apt-get download {package}"),
+        )
+    };
+    if download().is_err() && may_install {
+        // A package list older than the archive names files it no longer has.
+        run_checked(Command::new("apt-get").arg("update"), "apt-get update")?;
+        download()?;
+    }
     let deb = fs::read_dir(&dl)
         .map_err(|e| Error::io(&dl, e))?
         .flatten()
@@ -113,12 +162,12 @@ pub fn prepare(cache: &Path, wanted: Option<&str>, may_install: bool) -> Result<
         .ok_or_else(|| Error::new(format!("{package} holds no boot/vmlinuz-* and modules")))
 }
 
-fn cached_packages(cache: &Path) -> Vec<String> {
+fn cached_packages(cache: &Path, flavour: Flavour) -> Vec<String> {
     fs::read_dir(cache)
         .map(|rd| {
             rd.flatten()
                 .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                .filter(|n| package_version(n).is_some())
+                .filter(|n| package_version(flavour, n).is_some())
                 .collect()
         })
         .unwrap_or_default()
@@ -282,12 +331,39 @@ mod tests {
                    linux-image-6.1.0-56-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud\n\
                    linux-image-cloud-amd64 - Linux for x86-64 cloud (meta-package)\n";
         assert_eq!(
-            pick_package(out).as_deref(),
+            pick_package(Flavour::Cloud, out).as_deref(),
             Some("linux-image-6.12.117+deb12-cloud-amd64-unsigned")
         );
-        assert_eq!(pick_package("nothing here\n"), None);
-        assert_eq!(package_version("linux-image-6.1.0-56-cloud-amd64-unsigned"), Some("6.1.0-56"));
+        assert_eq!(pick_package(Flavour::Cloud, "nothing here\n"), None);
+        assert_eq!(
+            package_version(Flavour::Cloud, "linux-image-6.1.0-56-cloud-amd64-unsigned"),
+            Some("6.1.0-56")
+        );
         assert!(version_key("6.12.1") > version_key("6.1.0-56"));
+        // Only cloud kernels here: no generic one.
+        assert_eq!(pick_package(Flavour::Generic, out), None);
+    }
+
+    #[test]
+    fn picks_the_newest_generic_kernel_among_other_flavours() {
+        let out = "linux-image-6.1.0-47-amd64-unsigned - Linux 6.1 for 64-bit PCs\n\
+                   linux-image-6.1.0-48-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud\n\
+                   linux-image-6.1.0-48-rt-amd64-unsigned - Linux 6.1 for 64-bit PCs, PREEMPT_RT\n\
+                   linux-image-6.1.0-48-amd64-unsigned - Linux 6.1 for 64-bit PCs\n\
+                   linux-image-6.1.0-9-amd64-unsigned - Linux 6.1 for 64-bit PCs\n";
+        assert_eq!(
+            pick_package(Flavour::Generic, out).as_deref(),
+            Some("linux-image-6.1.0-48-amd64-unsigned")
+        );
+        assert_eq!(
+            pick_package(Flavour::Cloud, out).as_deref(),
+            Some("linux-image-6.1.0-48-cloud-amd64-unsigned")
+        );
+        let generic = |n| package_version(Flavour::Generic, n);
+        assert_eq!(generic("linux-image-6.12.117+deb12-amd64-unsigned"), Some("6.12.117+deb12"));
+        assert_eq!(generic("linux-image-6.1.0-48-rt-amd64-unsigned"), None);
+        assert_eq!(generic("linux-image-6.1.0-48-cloud-amd64-unsigned"), None);
+        assert_eq!(generic("linux-image-amd64-unsigned"), None);
     }
 
     #[test]

@@ -24,6 +24,8 @@ mod cpio;
 mod crash;
 mod elf;
 mod engines;
+mod f2fs;
+mod fio_zbd;
 mod guest;
 mod kernel;
 mod nvmet;

@@ -86,7 +86,12 @@ pub fn run(opts: &Options) -> Result<()> {
     let dir = cache.join("nvmet");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     vmtest::ensure_host_tools(o.install, false, &cache)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        kernel::Flavour::Cloud,
+        o.kernel.as_deref(),
+        o.install,
+    )?;
     let modules = kernel::modules_for(&kernel, MODULES, &[])?;
     let programs = vmtest::build_guest_binaries(
         &root,

@@ -251,12 +251,10 @@ pub(crate) fn apt_install(
     backports: Option<(PathBuf, PathBuf, String)>,
 ) -> Result<()> {
     let apt = |args: &[&str]| {
-        let mut c = Command::new("apt-get");
-        if let Some((list, lists_dir, _)) = &backports {
-            c.arg("-o").arg(format!("Dir::Etc::sourcelist={}", list.display()));
-            c.args(["-o", "Dir::Etc::sourceparts=-"]);
-            c.arg("-o").arg(format!("Dir::State::lists={}", lists_dir.display()));
-        }
+        let mut c = match &backports {
+            Some((list, lists_dir, _)) => apt_with(list, lists_dir),
+            None => Command::new("apt-get"),
+        };
         c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
         c
     };
@@ -276,24 +274,26 @@ pub(crate) fn apt_install(
 }
 
 /// The installed version of Debian package `name`.
-fn installed_version(name: &str) -> Option<String> {
+pub(crate) fn installed_version(name: &str) -> Option<String> {
     let out =
         Command::new("dpkg-query").args(["-W", "-f=${Status} ${Version}", name]).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.strip_prefix("install ok installed ").map(|v| v.trim().to_string())
 }
 
-/// A sources list (and a lists directory of its own, under `cache`) with
-/// the release's backports beside the machine's Debian sources, for apt's
-/// `-o Dir::...` options (the machine's own apt configuration is left as
-/// it is), and the backports suite's name.
-fn backports_sources(cache: &Path) -> Result<(PathBuf, PathBuf, String)> {
+/// The machine's Debian release codename (`bookworm`).
+pub(crate) fn codename() -> Result<String> {
     let release = fs::read_to_string("/etc/os-release").unwrap_or_default();
-    let codename = release
+    release
         .lines()
         .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
         .map(|c| c.trim_matches('"').to_string())
-        .ok_or_else(|| Error::new("no VERSION_CODENAME in /etc/os-release"))?;
+        .ok_or_else(|| Error::new("no VERSION_CODENAME in /etc/os-release"))
+}
+
+/// The text of the machine's apt sources (`sources.list` and the
+/// `.list` and `.sources` files of `sources.list.d`).
+pub(crate) fn configured_sources() -> String {
     let mut configured = fs::read_to_string("/etc/apt/sources.list").unwrap_or_default();
     if let Ok(rd) = fs::read_dir("/etc/apt/sources.list.d") {
         for e in rd.flatten() {
@@ -304,23 +304,48 @@ fn backports_sources(cache: &Path) -> Result<(PathBuf, PathBuf, String)> {
             }
         }
     }
-    let text = with_backports(&configured, &codename).ok_or_else(|| {
+    configured
+}
+
+/// A sources list of its own (`name`.list and a lists directory under
+/// `cache`) holding `text`, for apt's `-o Dir::...` options: the machine's
+/// own apt configuration is left as it is.
+pub(crate) fn private_sources(cache: &Path, name: &str, text: &str) -> Result<(PathBuf, PathBuf)> {
+    let dir = cache.join("apt");
+    let lists = dir.join(format!("{name}-lists"));
+    fs::create_dir_all(lists.join("partial")).map_err(|e| Error::io(&lists, e))?;
+    let list = dir.join(format!("{name}.list"));
+    fs::write(&list, text).map_err(|e| Error::io(&list, e))?;
+    Ok((list, lists))
+}
+
+/// `apt-get` with the sources list and lists directory of
+/// [`private_sources`].
+pub(crate) fn apt_with(list: &Path, lists: &Path) -> Command {
+    let mut c = Command::new("apt-get");
+    c.arg("-o").arg(format!("Dir::Etc::sourcelist={}", list.display()));
+    c.args(["-o", "Dir::Etc::sourceparts=-"]);
+    c.arg("-o").arg(format!("Dir::State::lists={}", lists.display()));
+    c.env("DEBIAN_FRONTEND", "noninteractive");
+    c
+}
+
+/// A sources list (and a lists directory of its own, under `cache`) with
+/// the release's backports beside the machine's Debian sources, for apt's
+/// `-o Dir::...` options (the machine's own apt configuration is left as
+/// it is), and the backports suite's name.
+fn backports_sources(cache: &Path) -> Result<(PathBuf, PathBuf, String)> {
+    let codename = codename()?;
+    let text = with_backports(&configured_sources(), &codename).ok_or_else(|| {
         Error::new(format!("no apt source of Debian {codename} to add backports to"))
     })?;
-    let dir = cache.join("apt");
-    let lists = dir.join("lists");
-    fs::create_dir_all(lists.join("partial")).map_err(|e| Error::io(&lists, e))?;
-    let list = dir.join("sources.list");
-    fs::write(&list, text).map_err(|e| Error::io(&list, e))?;
+    let (list, lists) = private_sources(cache, "backports", &text)?;
     Ok((list, lists, format!("{codename}-backports")))
 }
 
-/// One-line `deb` entries for the configured sources (one-line or deb822
-/// format) of release `codename` and its updates, plus
-/// `codename-backports` from the archive that serves `codename` itself.
-/// `None` when no configured source serves `codename`.
-pub fn with_backports(configured: &str, codename: &str) -> Option<String> {
-    // (uri, suites, components) of every deb source.
+/// The `deb` sources (one-line or deb822 format) in `configured`: (URI,
+/// suites, components) each.
+fn deb_entries(configured: &str) -> Vec<(String, Vec<String>, String)> {
     let mut entries: Vec<(String, Vec<String>, String)> = Vec::new();
     for stanza in configured.split("\n\n") {
         let field = |name: &str| {
@@ -355,23 +380,52 @@ pub fn with_backports(configured: &str, codename: &str) -> Option<String> {
             }
         }
     }
+    entries
+}
+
+/// One-line entries of type `kind` (`deb` or `deb-src`) for the configured
+/// sources of release `codename` and its updates (and security), and the
+/// archive that serves `codename` itself (its URI and components).
+fn release_entries(
+    configured: &str,
+    codename: &str,
+    kind: &str,
+) -> (String, Option<(String, String)>) {
     let mut out = String::new();
     let mut main_archive = None;
-    for (uri, suites, comps) in &entries {
+    for (uri, suites, comps) in &deb_entries(configured) {
         for suite in suites {
             if suite == codename || suite.starts_with(&format!("{codename}-")) {
-                out.push_str(&format!("deb {uri} {suite} {comps}\n"));
+                out.push_str(&format!("{kind} {uri} {suite} {comps}\n"));
                 if suite == codename {
                     main_archive.get_or_insert_with(|| (uri.clone(), comps.clone()));
                 }
             }
         }
     }
+    (out, main_archive)
+}
+
+/// One-line `deb` entries for the configured sources (one-line or deb822
+/// format) of release `codename` and its updates, plus
+/// `codename-backports` from the archive that serves `codename` itself.
+/// `None` when no configured source serves `codename`.
+pub fn with_backports(configured: &str, codename: &str) -> Option<String> {
+    let (mut out, main_archive) = release_entries(configured, codename, "deb");
     let (uri, comps) = main_archive?;
     if !out.contains(&format!(" {codename}-backports ")) {
         out.push_str(&format!("deb {uri} {codename}-backports {comps}\n"));
     }
     Some(out)
+}
+
+/// `deb-src` entries matching the configured `deb` sources of release
+/// `codename` and its updates (source packages come from the archives the
+/// machine's binaries come from). `None` when no configured source serves
+/// `codename`.
+pub fn source_entries(configured: &str, codename: &str) -> Option<String> {
+    let (out, main_archive) = release_entries(configured, codename, "deb-src");
+    main_archive.map(|_| out)
 }
 
 const MUSL: &str = "x86_64-unknown-linux-musl";
@@ -481,10 +535,9 @@ pub(crate) fn with_libraries(program: &Path) -> Option<Vec<PathBuf>> {
     Some(files)
 }
 
-fn add_host_file(a: &mut cpio::Archive, dirs: &mut Vec<String>, path: &Path) -> Result<()> {
-    // Resolve symlinks for the content; keep the requested path.
-    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
-    let name = path.to_string_lossy().trim_start_matches('/').to_string();
+/// Adds the directories above `name` (a path without the leading `/`)
+/// that the archive does not have yet.
+fn add_parents(a: &mut cpio::Archive, dirs: &mut Vec<String>, name: &str) {
     let mut parent = String::new();
     for comp in name.split('/').rev().skip(1).collect::<Vec<_>>().into_iter().rev() {
         parent = if parent.is_empty() { comp.to_string() } else { format!("{parent}/{comp}") };
@@ -493,8 +546,37 @@ fn add_host_file(a: &mut cpio::Archive, dirs: &mut Vec<String>, path: &Path) -> 
             dirs.push(parent.clone());
         }
     }
+}
+
+fn add_host_file(a: &mut cpio::Archive, dirs: &mut Vec<String>, path: &Path) -> Result<()> {
+    // Resolve symlinks for the content; keep the requested path.
+    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    let name = path.to_string_lossy().trim_start_matches('/').to_string();
+    add_parents(a, dirs, &name);
     a.file(&name, 0o755, &bytes);
     Ok(())
+}
+
+/// A file or link put in the guest at a path of its own (not a host
+/// file at the same path).
+#[derive(Debug, Clone)]
+pub(crate) enum GuestEntry {
+    /// A regular file.
+    File {
+        /// Absolute path in the guest.
+        path: String,
+        /// Permission bits.
+        mode: u32,
+        /// Contents.
+        bytes: Vec<u8>,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// Absolute path in the guest.
+        path: String,
+        /// What it points to.
+        target: String,
+    },
 }
 
 /// Packs the initramfs; returns its path.
@@ -504,6 +586,18 @@ pub(crate) fn pack_initramfs(
     modules: &[kernel::Module],
     init: &str,
     peer_files: &[PathBuf],
+) -> Result<PathBuf> {
+    pack_initramfs_with(out, programs, modules, init, peer_files, &[])
+}
+
+/// [`pack_initramfs`] with `entries` placed at their own paths.
+pub(crate) fn pack_initramfs_with(
+    out: &Path,
+    programs: &[PathBuf],
+    modules: &[kernel::Module],
+    init: &str,
+    peer_files: &[PathBuf],
+    entries: &[GuestEntry],
 ) -> Result<PathBuf> {
     let mut a = cpio::Archive::new();
     let mut dirs: Vec<String> = Vec::new();
@@ -527,6 +621,20 @@ pub(crate) fn pack_initramfs(
     }
     for f in peer_files {
         add_host_file(&mut a, &mut dirs, f)?;
+    }
+    for e in entries {
+        match e {
+            GuestEntry::File { path, mode, bytes } => {
+                let name = path.trim_start_matches('/');
+                add_parents(&mut a, &mut dirs, name);
+                a.file(name, *mode, bytes);
+            }
+            GuestEntry::Symlink { path, target } => {
+                let name = path.trim_start_matches('/');
+                add_parents(&mut a, &mut dirs, name);
+                a.symlink(name, target);
+            }
+        }
     }
     a.file("init", 0o755, init.as_bytes());
     let path = out.join("initramfs.cpio");
@@ -710,7 +818,12 @@ pub fn run(o: &Options) -> Result<()> {
     let cache = target.join("vmtest");
     fs::create_dir_all(&cache).map_err(|e| Error::io(&cache, e))?;
     ensure_host_tools(o.install, o.peers, &cache)?;
-    let kernel = kernel::prepare(&cache.join("kernel"), o.kernel.as_deref(), o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        kernel::Flavour::Cloud,
+        o.kernel.as_deref(),
+        o.install,
+    )?;
     let modules = kernel::modules_to_load(&kernel)?;
     let programs = build_guest_binaries(&root, &target, o.install, o.glibc, GUEST_PROGRAMS)?;
     let mut peer_files = Vec::new();
@@ -864,6 +977,16 @@ mod tests {
             .unwrap()
             .ends_with("deb http://mirror.example/debian bookworm-backports main contrib\n"));
         assert!(with_backports(one_line, "bookworm").is_none());
+        let src = source_entries(&format!("{deb822}\n{one_line}"), "bookworm").unwrap();
+        assert_eq!(
+            src.lines().collect::<Vec<_>>(),
+            [
+                "deb-src http://mirror.example/debian bookworm main",
+                "deb-src http://mirror.example/debian bookworm-updates main",
+                "deb-src http://mirror.example/debian-security bookworm-security main",
+            ]
+        );
+        assert!(source_entries(one_line, "bookworm").is_none());
     }
 
     #[test]

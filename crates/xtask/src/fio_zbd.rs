@@ -1,0 +1,390 @@
+//! fio's own zoned block device tests, `t/zbd/test-zbd-support` with the
+//! `t/zbd/functions` it sources, run unmodified in the guest against a
+//! namespace of `zns serve`.
+//!
+//! The script comes from Debian's source package of the fio the guest
+//! runs (the host's installed `fio`, same source version), fetched at test
+//! time with `apt-get source --download-only` through a sources list of
+//! its own (`deb-src` entries for the archives the machine's `deb` entries
+//! name; the machine's apt configuration is left as it is), unpacked with
+//! `dpkg-source -x` (Debian's patches applied) and cached under the
+//! target directory. Nothing of it is kept in the repository.
+//!
+//! The script calls fio as `$(dirname "$0")/../../fio`: in the guest it
+//! sits in `/fio/t/zbd/` and `/fio/fio` links to Debian's `/usr/bin/fio`.
+//! Each test's log ends with its status (`PASS`, `FAIL`, `SKIP` after the
+//! reason); the guest prints one `ZBD-RESULT` line per log, and the task
+//! checks them against [`EXPECTED_FAILURES`] and [`EXPECTED_SKIPS`] both
+//! ways: a failure or skip not listed fails the task, and so does a
+//! listed one that no longer happens.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::vmtest::{self, GuestEntry};
+use crate::{run_checked, Error, Result};
+
+/// Where the script and its functions live in the guest (fio is
+/// `../../fio` from there).
+pub const GUEST_DIR: &str = "/fio/t/zbd";
+
+/// The guest's line for one test: `ZBD-RESULT NN STATUS [reason]`.
+pub const RESULT: &str = "ZBD-RESULT ";
+
+/// The guest's line with a test's duration: `ZBD-TIME NN SECONDS`.
+pub const TIME: &str = "ZBD-TIME ";
+
+/// Tests that fail against znskit's target, each with the reason (the
+/// kernel's or the script's; never a znskit bug, those are fixed).
+pub const EXPECTED_FAILURES: &[(u32, &str)] = &[(
+    54,
+    "fio 3.33 runs it with --experimental_verify=1, which does not work with \
+     --zonemode=zbd: the verify replay picks a zone it has already filled and \
+     writes it again (Zone Is Full); fio 3.34 refuses the combination and \
+     drops the option from the test",
+)];
+
+/// Tests the script skips on an NVMe ZNS namespace, with its reason: they
+/// need a SCSI device, a regular (not zoned) block device, or conventional
+/// zones, which a ZNS namespace does not have.
+pub const EXPECTED_SKIPS: &[(u32, &str)] = &[
+    (9, "sg engine: not a SCSI device"),
+    (10, "sg engine: not a SCSI device"),
+    (14, "conventional zones: a ZNS namespace has none"),
+    (42, "regular block devices only"),
+    (43, "regular block devices only"),
+    (49, "regular block devices only"),
+    (50, "conventional zones: a ZNS namespace has none"),
+    (51, "conventional zones: a ZNS namespace has none"),
+    (52, "conventional zones: a ZNS namespace has none"),
+    (53, "conventional zones: a ZNS namespace has none"),
+    (56, "regular block devices only"),
+];
+
+/// The script, unpacked and cached.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// Holds `test-zbd-support` and `functions`.
+    pub dir: PathBuf,
+    /// `fio 3.33-3`: the source package it came from.
+    pub source: String,
+    /// The numbers of the tests it defines, in order.
+    pub tests: Vec<u32>,
+}
+
+/// The numbers of the tests a `test-zbd-support` text defines
+/// (`testNN() {` at the start of a line).
+pub fn test_numbers(script: &str) -> Vec<u32> {
+    let mut n: Vec<u32> = script
+        .lines()
+        .filter_map(|l| l.strip_prefix("test")?.split_once("()")?.0.parse().ok())
+        .collect();
+    n.sort_unstable();
+    n.dedup();
+    n
+}
+
+/// The installed `fio`'s source package and version (`fio`, `3.33-3`).
+fn fio_source_version() -> Result<(String, String)> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${source:Package} ${source:Version}", "fio"])
+        .output()
+        .map_err(|e| Error::new(format!("dpkg-query: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match text.split_once(' ') {
+        Some((p, v)) if out.status.success() && !p.is_empty() && !v.trim().is_empty() => {
+            Ok((p.to_string(), v.trim().to_string()))
+        }
+        _ => Err(Error::new("fio is not installed as a Debian package (dpkg-query -W fio)")),
+    }
+}
+
+/// Finds (or fetches and unpacks) the script of the installed fio's
+/// source package under `cache`.
+pub fn prepare(cache: &Path, install: bool) -> Result<Script> {
+    let (package, version) = fio_source_version()?;
+    let source = format!("{package} {version}");
+    // An epoch's colon does not belong in a file name.
+    let dir = cache.join("fio-source").join(version.replace(':', "_")).join("t/zbd");
+    if !dir.join("test-zbd-support").is_file() || !dir.join("functions").is_file() {
+        fetch(cache, &package, &version, &dir, install)?;
+    }
+    let text = fs::read_to_string(dir.join("test-zbd-support"))
+        .map_err(|e| Error::io(&dir.join("test-zbd-support"), e))?;
+    let tests = test_numbers(&text);
+    if tests.is_empty() {
+        return Err(Error::new(format!("{}: no testNN() functions", dir.display())));
+    }
+    Ok(Script { dir, source, tests })
+}
+
+/// `apt-get source --download-only PACKAGE=VERSION`, `dpkg-source -x`,
+/// and the two files of `t/zbd` copied to `dest`.
+fn fetch(cache: &Path, package: &str, version: &str, dest: &Path, install: bool) -> Result<()> {
+    println!("clients: fetching the {package} {version} source package for t/zbd");
+    if vmtest::which("dpkg-source").is_none() {
+        if !install {
+            return Err(Error::new("dpkg-source is missing (apt-get install dpkg-dev)"));
+        }
+        vmtest::apt_install(&["dpkg-dev".to_string()], None)?;
+    }
+    let codename = vmtest::codename()?;
+    let entries = vmtest::source_entries(&vmtest::configured_sources(), &codename)
+        .ok_or_else(|| Error::new(format!("no apt source of Debian {codename} configured")))?;
+    let (list, lists) = vmtest::private_sources(cache, "sources", &entries)?;
+    let work = cache.join("fio-source").join("download");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    run_checked(vmtest::apt_with(&list, &lists).arg("update"), "apt-get update (deb-src)")?;
+    run_checked(
+        vmtest::apt_with(&list, &lists)
+            .args(["source", "--download-only", &format!("{package}={version}")])
+            .current_dir(&work),
+        &format!("apt-get source {package}={version}"),
+    )?;
+    let upstream = version.split_once(':').map_or(version, |(_, v)| v);
+    let dsc = work.join(format!("{package}_{upstream}.dsc"));
+    let tree = work.join("tree");
+    run_checked(
+        Command::new("dpkg-source").arg("-x").arg(&dsc).arg(&tree),
+        &format!("dpkg-source -x {}", dsc.display()),
+    )?;
+    let partial = dest.with_extension("partial");
+    let _ = fs::remove_dir_all(&partial);
+    fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    for f in ["test-zbd-support", "functions"] {
+        let from = tree.join("t/zbd").join(f);
+        fs::copy(&from, partial.join(f)).map_err(|e| Error::io(&from, e))?;
+    }
+    let _ = fs::remove_dir_all(dest);
+    fs::rename(&partial, dest).map_err(|e| Error::io(dest, e))?;
+    let _ = fs::remove_dir_all(&work);
+    Ok(())
+}
+
+/// The script's files and fio's link, placed where the script looks.
+pub fn guest_entries(script: &Script) -> Result<Vec<GuestEntry>> {
+    let mut out = Vec::new();
+    for f in ["test-zbd-support", "functions"] {
+        let p = script.dir.join(f);
+        let bytes = fs::read(&p).map_err(|e| Error::io(&p, e))?;
+        out.push(GuestEntry::File { path: format!("{GUEST_DIR}/{f}"), mode: 0o755, bytes });
+    }
+    out.push(GuestEntry::Symlink { path: "/fio/fio".into(), target: "/usr/bin/fio".into() });
+    Ok(out)
+}
+
+/// Programs the script runs beside fio and blkzone (program, Debian
+/// package): bash itself, GNU grep (`grep -P`), GNU sed, and coreutils
+/// where busybox's applets lack an option (`timeout -v`) or may differ.
+pub const TOOLS: &[(&str, &str)] = &[
+    ("bash", "bash"),
+    ("grep", "grep"),
+    ("sed", "sed"),
+    ("stat", "coreutils"),
+    ("timeout", "coreutils"),
+    ("realpath", "coreutils"),
+    ("readlink", "coreutils"),
+    ("sort", "coreutils"),
+    ("tr", "coreutils"),
+    ("tee", "coreutils"),
+    ("head", "coreutils"),
+    ("tail", "coreutils"),
+    ("dirname", "coreutils"),
+    ("basename", "coreutils"),
+];
+
+/// The guest's lines: the script (with `-r`, every zone reset first, and
+/// `-t N` for each of `only`, all tests when empty) on zoned block device
+/// `$dev` (a shell expression), its output piped (the console is a
+/// terminal: no colours), then one [`RESULT`] line per test log, with the
+/// log's last lines for a failure.
+pub fn guest_lines(dev: &str, only: &[u32]) -> String {
+    let select: String = only.iter().map(|t| format!(" -t {t}")).collect();
+    format!(
+        r#"# fio's own zoned block device tests, from Debian's fio source, unmodified.
+say "RUN fio-zbd-tests: test-zbd-support -r -w{select} {dev}"
+# bash's process substitution opens /dev/fd/N.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+t0=$(now)
+start=$(date +%s)
+rm -f {GUEST_DIR}/test-zbd-support.log.*
+/usr/bin/bash {GUEST_DIR}/test-zbd-support -r -w{select} {dev} 2>&1 | cat
+say "END fio-zbd-tests ($(( $(now) - t0 )) s)"
+# The tests run in numeric order; each log is last written as its test ends.
+prev=$start
+for n in $(ls {GUEST_DIR} | sed -n 's/^test-zbd-support[.]log[.]//p' | sort -n); do
+    f={GUEST_DIR}/test-zbd-support.log.$n
+    end=$(stat -c %Y "$f")
+    echo "{TIME}$n $((end - prev))"
+    prev=$end
+    st=$(tail -n 1 "$f")
+    case "$st" in
+        SKIP) echo "{RESULT}$n SKIP $(tail -n 2 "$f" | head -n 1)" ;;
+        FAIL)
+            echo "{RESULT}$n FAIL"
+            grep -E "^fio: |rror|Assertion|<>" "$f" | head -n 20 | sed "s/^/zbd-log $n| /"
+            tail -n 30 "$f" | sed "s/^/zbd-log $n| /" ;;
+        *) echo "{RESULT}$n $st" ;;
+    esac
+done
+"#
+    )
+}
+
+/// A test's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Passed.
+    Pass,
+    /// Failed.
+    Fail,
+    /// Skipped by the script (its reason kept beside).
+    Skip,
+}
+
+/// Parses a [`RESULT`] line: test number, status, reason (skips).
+pub fn parse_result(line: &str) -> Option<(u32, Status, String)> {
+    let rest = line.strip_prefix(RESULT)?;
+    let mut w = rest.splitn(3, ' ');
+    let n = w.next()?.parse().ok()?;
+    let status = match w.next()?.trim() {
+        "PASS" => Status::Pass,
+        "FAIL" => Status::Fail,
+        "SKIP" => Status::Skip,
+        _ => return None,
+    };
+    Some((n, status, w.next().unwrap_or_default().trim().to_string()))
+}
+
+/// Parses a [`TIME`] line: test number, seconds.
+pub fn parse_time(line: &str) -> Option<(u32, u64)> {
+    let (n, secs) = line.strip_prefix(TIME)?.split_once(' ')?;
+    Some((n.parse().ok()?, secs.trim().parse().ok()?))
+}
+
+/// The `k` longest tests of `times` (test, seconds), longest first.
+pub fn slowest(times: &BTreeMap<u32, u64>, k: usize) -> String {
+    let mut v: Vec<(u32, u64)> = times.iter().map(|(n, s)| (*n, *s)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let total: u64 = times.values().sum();
+    let top: Vec<String> = v.iter().take(k).map(|(n, s)| format!("{n}: {s} s")).collect();
+    format!("fio zbd tests took {total} s; longest {}", top.join(", "))
+}
+
+/// What the results say against the expectations, for `wanted` (the tests
+/// run): a line per problem (empty when the run passes).
+pub fn check(results: &BTreeMap<u32, (Status, String)>, wanted: &[u32]) -> Vec<String> {
+    let listed = |list: &[(u32, &str)], n: u32| list.iter().any(|(t, _)| *t == n);
+    let mut problems = Vec::new();
+    for &n in wanted {
+        match results.get(&n) {
+            None => problems.push(format!("fio zbd test {n}: no result (the script stopped?)")),
+            Some((Status::Pass, _)) => {
+                if listed(EXPECTED_FAILURES, n) {
+                    problems.push(format!(
+                        "fio zbd test {n} passed but is listed as an expected failure"
+                    ));
+                }
+                if listed(EXPECTED_SKIPS, n) {
+                    problems
+                        .push(format!("fio zbd test {n} passed but is listed as an expected skip"));
+                }
+            }
+            Some((Status::Fail, _)) if !listed(EXPECTED_FAILURES, n) => {
+                problems.push(format!("fio zbd test {n} FAILED (not an expected failure)"));
+            }
+            Some((Status::Skip, why)) if !listed(EXPECTED_SKIPS, n) => {
+                problems.push(format!("fio zbd test {n} skipped unexpectedly: {why}"));
+            }
+            Some(_) => {}
+        }
+    }
+    for n in results.keys().filter(|n| !wanted.contains(n)) {
+        problems.push(format!("fio zbd test {n}: a result for a test not asked for"));
+    }
+    problems
+}
+
+/// One line: how many passed, failed as expected, skipped as expected.
+pub fn summary(results: &BTreeMap<u32, (Status, String)>) -> String {
+    let count = |s: Status| results.values().filter(|(x, _)| *x == s).count();
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|(_, (s, _))| *s == Status::Fail)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let skipped: Vec<String> = results
+        .iter()
+        .filter(|(_, (s, _))| *s == Status::Skip)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    format!(
+        "fio zbd tests: {} passed, {} failed [{}], {} skipped [{}]",
+        count(Status::Pass),
+        count(Status::Fail),
+        failed.join(" "),
+        count(Status::Skip),
+        skipped.join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_tests_a_script_defines() {
+        let s = "test1() {\n  :\n}\n# test7() in a comment\ntest12() {\n}\ntest2() {\n}\n\
+                 write_and_run_one_fio_job() {\n}\ntest_x() {\n}\n";
+        assert_eq!(test_numbers(s), [1, 2, 12]);
+    }
+
+    #[test]
+    fn results_are_checked_both_ways() {
+        assert_eq!(parse_result("ZBD-RESULT 5 PASS"), Some((5, Status::Pass, String::new())));
+        assert_eq!(
+            parse_result("ZBD-RESULT 9 SKIP /dev/nvme0n2 is not a SCSI device"),
+            Some((9, Status::Skip, "/dev/nvme0n2 is not a SCSI device".into()))
+        );
+        assert_eq!(parse_result("ZBD-RESULT x PASS"), None);
+        assert_eq!(parse_result("ZBD-RESULT 3 MAYBE"), None);
+        assert_eq!(parse_result("vmtest: ZBD-RESULT 3 PASS"), None);
+        assert_eq!(parse_time("ZBD-TIME 31 34"), Some((31, 34)));
+        assert_eq!(parse_time("ZBD-TIME 31"), None);
+        let times: BTreeMap<u32, u64> = [(1, 2), (30, 31), (31, 34), (2, 2)].into();
+        assert_eq!(slowest(&times, 2), "fio zbd tests took 69 s; longest 31: 34 s, 30: 31 s");
+
+        let skip = EXPECTED_SKIPS[0].0;
+        let mut r = BTreeMap::new();
+        r.insert(1, (Status::Pass, String::new()));
+        r.insert(skip, (Status::Skip, "not a SCSI device".into()));
+        assert!(check(&r, &[1, skip]).is_empty());
+        // A missing result, an unexpected failure, an unexpected skip, a
+        // listed skip that passed, a result not asked for.
+        assert_eq!(check(&r, &[1, skip, 2]).len(), 1);
+        r.insert(1, (Status::Fail, String::new()));
+        assert!(check(&r, &[1, skip])[0].contains("FAILED"));
+        r.insert(1, (Status::Skip, "why".into()));
+        assert!(check(&r, &[1, skip])[0].contains("skipped unexpectedly: why"));
+        r.insert(1, (Status::Pass, String::new()));
+        r.insert(skip, (Status::Pass, String::new()));
+        assert!(check(&r, &[1, skip])[0].contains("listed as an expected skip"));
+        assert!(check(&r, &[1])[0].contains("not asked for"));
+        assert!(summary(&r).starts_with("fio zbd tests: 2 passed, 0 failed"));
+    }
+
+    #[test]
+    fn the_guest_runs_the_script_unmodified_and_reports_every_log() {
+        let s = guest_lines("$S", &[5, 7]);
+        assert!(
+            s.contains("/usr/bin/bash /fio/t/zbd/test-zbd-support -r -w -t 5 -t 7 $S 2>&1 | cat")
+        );
+        assert!(s.contains("f=/fio/t/zbd/test-zbd-support.log.$n"));
+        assert!(s.contains("echo \"ZBD-TIME $n $((end - prev))\""));
+        assert!(s.contains("echo \"ZBD-RESULT $n SKIP"));
+        assert!(guest_lines("$S", &[]).contains("test-zbd-support -r -w $S"));
+    }
+}
