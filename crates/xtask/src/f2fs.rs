@@ -19,8 +19,12 @@ pub const NQN: &str = "nqn.2026-11.io.znskit:f2fs";
 pub const ZONED_DEVICE: &str = "emu:small";
 
 /// The device under the FTL that becomes f2fs's metadata device: cut to
-/// 32 zones, so the FTL's disk holds f2fs's metadata and little more and
-/// the files land on the zoned namespace.
+/// 30 zones, so the FTL's disk (60 MiB) holds f2fs's metadata and little
+/// more and the files land on the zoned namespace. Its size is a whole
+/// number of the zoned namespace's 4 MiB zones: mkfs.f2fs 1.15 starts the
+/// zoned device right after device 0's last block, and a device 0 that is
+/// not a whole number of sections leaves every section straddling two
+/// zones (fsck.f2fs then fails; the 67.5 MiB of 32 zones did).
 pub const FTL_DEVICE: &str = "emu:small,zones=30";
 
 /// Kernel modules the guest needs beyond the built-in ones. f2fs checksums

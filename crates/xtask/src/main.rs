@@ -8,8 +8,10 @@
 //!   `cargo xtask vmtest --help`. The same guest runs the differential
 //!   test (`zns-differential`) on `ng:` and `pcie:`.
 //! - `cargo xtask clients`: real clients on znskit's exports in a guest:
-//!   the kernel's nvme-tcp, nvme-cli, blkzone and fio on `zns serve`;
-//!   ext4, fio, SQLite and fsck on `zns ftl serve` as the guest's disk.
+//!   the kernel's nvme-tcp, nvme-cli, blkzone, fio, fio's own zoned block
+//!   device tests and btrfs on `zns serve`; ext4, fio, SQLite and fsck on
+//!   `zns ftl serve` as the guest's disk; then f2fs on `zns serve` in a
+//!   second guest on Debian's generic kernel.
 //! - `cargo xtask nvmet`: znskit's `tcp:` initiator and the conformance
 //!   suite against the guest kernel's own NVMe/TCP target (nvmet-tcp on a
 //!   zoned null_blk).
@@ -76,9 +78,10 @@ commands:
   vmtest   run the device conformance suite and the differential test in a QEMU
            guest against QEMU's ZNS controller (ng:, zbd: and pcie: backends);
            `cargo xtask vmtest --help`
-  clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone
-           and fio on `zns serve`; ext4, fio, SQLite and fsck on `zns ftl serve`
-           attached as the guest's disk; `cargo xtask clients --help`
+  clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone,
+           fio, fio's t/zbd tests and btrfs on `zns serve`; ext4, fio, SQLite and
+           fsck on `zns ftl serve` attached as the guest's disk; f2fs in a second
+           guest (Debian's generic kernel); `cargo xtask clients --help`
   crash    crash consistency through ext4: the guest's kernel on `zns ftl serve` (NBD)
            over an image, the server killed with SIGKILL in each cycle, fsck and
            every fsynced file checked after recovery; `cargo xtask crash --help`
