@@ -4,28 +4,32 @@
 //!
 //! | bytes | content |
 //! |---|---|
-//! | 0..4096 | superblock: magic, version, profile length, layout table |
+//! | 0..4096 | superblock: magic, version, checksums, feature flags, layout table ([`format`]) |
 //! | 4096..69632 | the profile as TOML |
-//! | per namespace | two zone-state slots (A/B), metadata region, data region |
+//! | per namespace | two zone-state slots (A/B), metadata region, data checksum region, data region |
 //!
 //! Zone state is written alternately to slot A and B, each with a sequence
 //! number and a checksum, so a write torn by a crash leaves the other slot
 //! intact; opening picks the newest valid slot. Data and metadata regions
 //! are addressed by LBA, holes read as zeros.
 //!
-//! An image never passes for something it is not (version 2 on):
+//! An image never passes for something it is not:
 //! - the superblock carries a CRC32C of itself and one of the profile
 //!   text, so a damaged superblock or profile is an error, never another
-//!   device;
+//!   device (version 2 on);
 //! - creation writes a valid "fresh" zone-state record (sequence 1, no
 //!   payload) into slot B, so a fresh device is told by its own record: a
 //!   namespace with no valid slot fails to open, naming what is wrong with
-//!   each slot, instead of coming back empty;
+//!   each slot, instead of coming back empty (version 2 on);
+//! - the superblock records where every region lies, and opening checks
+//!   that against the layout the profile gives (version 3);
 //! - opening checks the file is as long as its layout: a truncated image
-//!   is an error naming both lengths.
+//!   is an error naming both lengths;
+//! - a checksum region per namespace holds a CRC32C of every written
+//!   block (version 3, unless the profile says `data_checksums = false`).
 //!
-//! Version 1 images (no checksums, no fresh record) still open: there,
-//! two never-written slots mean a fresh device, as before.
+//! Versions 1 and 2 still open: there, blocks carry no checksums, and in
+//! version 1 two never-written slots mean a fresh device.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -36,15 +40,15 @@ use parking_lot::Mutex;
 use crate::namespace::ZoneStateSink;
 use crate::profile::{NamespaceKind, Profile, ProfileError};
 
-const MAGIC: &[u8; 8] = b"ZNSKIMG1";
-/// The version images are created with.
-const VERSION: u32 = 2;
-/// Images before superblock checksums and the fresh record.
-const VERSION_LEGACY: u32 = 1;
-const SUPERBLOCK: u64 = 4096;
-const PROFILE_AREA: u64 = 65536;
-const ALIGN: u64 = 1 << 20;
-const SLOT_HEADER: usize = 24; // sequence u64, length u64, checksum u32, reserved u32
+mod format;
+mod slot;
+
+pub use format::NamespaceLayout;
+use format::{
+    image_end, layout_for, Superblock, MAX_NAMESPACES, PROFILE_AREA, SLOT_HEADER, SUPERBLOCK,
+    VERSION, VERSION_LEGACY,
+};
+use slot::{legacy_slot_record, read_slot, slot_record, Slot, SLOT_NAMES};
 
 /// Problems with a device image.
 #[derive(Debug, thiserror::Error)]
@@ -77,19 +81,6 @@ pub enum ImageError {
     InUse(String),
 }
 
-/// Where one namespace lives in the image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NamespaceLayout {
-    /// Offset of zone-state slot A (slot B follows at `slot_bytes`).
-    pub zone_state_offset: u64,
-    /// Size of one zone-state slot.
-    pub slot_bytes: u64,
-    /// Offset of the metadata region.
-    pub metadata_offset: u64,
-    /// Offset of the data region.
-    pub data_offset: u64,
-}
-
 /// Takes the image's exclusive advisory lock, held while any handle on the
 /// open file lives: two controllers on one image would each keep their own
 /// zone state and overwrite each other's data.
@@ -100,60 +91,66 @@ fn lock(file: &File, path: &str) -> Result<(), ImageError> {
     })
 }
 
-fn round_up(v: u64, to: u64) -> u64 {
-    v.div_ceil(to) * to
-}
-
-/// Space reserved for one zone-state image of a namespace: generous for the
-/// per-zone record and its descriptor extension.
-fn slot_bytes(ns: &crate::profile::NamespaceProfile) -> u64 {
-    if ns.kind != NamespaceKind::Zoned {
-        return 0;
-    }
-    let per_zone = 64 + ns.descriptor_extension_bytes as u64;
-    round_up(SLOT_HEADER as u64 + 4096 + ns.zones as u64 * per_zone, 4096)
-}
-
-/// Computes the layout of every namespace of a profile.
+/// The layout of every namespace of a new image of `profile` (data
+/// checksums unless the profile says `data_checksums = false`).
 pub fn layout(profile: &Profile) -> Vec<NamespaceLayout> {
-    let mut at = round_up(SUPERBLOCK + PROFILE_AREA, ALIGN);
-    profile
-        .namespaces
-        .iter()
-        .map(|ns| {
-            let slot = slot_bytes(ns);
-            let zone_state_offset = at;
-            at = round_up(at + 2 * slot, ALIGN);
-            let metadata_offset = at;
-            at = round_up(at + ns.capacity_blocks() * ns.metadata_size as u64, ALIGN);
-            let data_offset = at;
-            at = round_up(at + ns.capacity_blocks() * ns.block_size as u64, ALIGN);
-            NamespaceLayout { zone_state_offset, slot_bytes: slot, metadata_offset, data_offset }
-        })
-        .collect()
+    layout_for(profile, profile.controller.data_checksums.unwrap_or(true))
 }
 
-/// Bytes an image of `profile` spans: the end of its last data region.
-fn image_end(profile: &Profile, layouts: &[NamespaceLayout]) -> u64 {
-    layouts
-        .iter()
-        .zip(&profile.namespaces)
-        .map(|(l, ns)| l.data_offset + ns.capacity_blocks() * ns.block_size as u64)
-        .max()
-        .unwrap_or(0)
+/// What the fixed part of an image says: its superblock, profile and the
+/// layout of its namespaces (checked against each other).
+struct Structure {
+    superblock: Superblock,
+    profile: Profile,
+    layouts: Vec<NamespaceLayout>,
 }
 
-/// The superblock of `profile_text` (version 2): magic, version, profile
-/// length, the profile's CRC32C, then the CRC32C of those 20 bytes.
-fn superblock(profile_text: &str) -> Vec<u8> {
+/// Reads and checks the superblock, the profile text and the layout table;
+/// the error says what is wrong, in words for the user.
+fn read_structure(file: &File) -> Result<Structure, String> {
     let mut sb = vec![0u8; SUPERBLOCK as usize];
-    sb[0..8].copy_from_slice(MAGIC);
-    sb[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    sb[12..16].copy_from_slice(&(profile_text.len() as u32).to_le_bytes());
-    sb[16..20].copy_from_slice(&crc32c::crc32c(profile_text.as_bytes()).to_le_bytes());
-    let own = crc32c::crc32c(&sb[..20]);
-    sb[20..24].copy_from_slice(&own.to_le_bytes());
-    sb
+    let got = read_up_to(file, &mut sb, 0).map_err(|e| format!("cannot read it: {e}"))?;
+    let superblock = Superblock::decode(&sb[..got])?;
+    let mut text = vec![0u8; superblock.profile_len as usize];
+    let got =
+        read_up_to(file, &mut text, SUPERBLOCK).map_err(|e| format!("cannot read it: {e}"))?;
+    if got < text.len() {
+        return Err(format!(
+            "shorter than its profile text ({} bytes, the text ends at {})",
+            SUPERBLOCK + got as u64,
+            SUPERBLOCK + text.len() as u64
+        ));
+    }
+    if superblock.profile_crc.is_some_and(|c| c != crc32c::crc32c(&text)) {
+        return Err("the profile text is damaged (checksum mismatch)".into());
+    }
+    let text = String::from_utf8(text).map_err(|_| "the profile text is not UTF-8".to_string())?;
+    let profile = Profile::from_toml(&text).map_err(|e| format!("its profile: {e}"))?;
+    let layouts = superblock.layouts(&profile)?;
+    Ok(Structure { superblock, profile, layouts })
+}
+
+/// `pread` until `buf` is full or the file ends; returns the bytes read.
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut at = 0;
+    while at < buf.len() {
+        match file.read_at(&mut buf[at..], offset + at as u64) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
+/// The error for a file shorter than its layout.
+fn truncated(actual: u64, end: u64, profile: &Profile) -> String {
+    format!(
+        "truncated: {actual} bytes, but its layout ({} profile) spans {end}; data written to the \
+         missing part is lost",
+        profile.name
+    )
 }
 
 /// An open device image.
@@ -165,7 +162,8 @@ pub struct DeviceImage {
     pub layouts: Vec<NamespaceLayout>,
     file: File,
     path: String,
-    /// Format version (1: before checksums and the fresh record).
+    /// Format version (1: before checksums and the fresh record; 2: before
+    /// the layout table and data checksums).
     version: u32,
 }
 
@@ -175,6 +173,14 @@ impl DeviceImage {
         profile.validate()?;
         let p = path.display().to_string();
         let io = |source| ImageError::Io { path: p.clone(), source };
+        let toml = profile.to_toml();
+        if toml.len() as u64 > PROFILE_AREA {
+            return Err(ImageError::Invalid { path: p, why: "profile text too large".into() });
+        }
+        if profile.namespaces.len() > MAX_NAMESPACES {
+            let why = format!("more than {MAX_NAMESPACES} namespaces");
+            return Err(ImageError::Invalid { path: p, why });
+        }
         let file =
             OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -183,17 +189,12 @@ impl DeviceImage {
                     io(e)
                 }
             })?;
-        let toml = profile.to_toml();
-        if toml.len() as u64 > PROFILE_AREA {
-            return Err(ImageError::Invalid { path: p, why: "profile text too large".into() });
-        }
-        let sb = superblock(&toml);
         let layouts = layout(profile);
-        let end = image_end(profile, &layouts);
+        let sb = Superblock::encode_new(&toml, &layouts);
         lock(&file, &p)?;
         file.write_all_at(&sb, 0).map_err(io)?;
         file.write_all_at(toml.as_bytes(), SUPERBLOCK).map_err(io)?;
-        file.set_len(end).map_err(io)?;
+        file.set_len(image_end(&layouts)).map_err(io)?;
         // Every zoned namespace starts with a valid record of a fresh
         // device, in the slot sequence 1 belongs to.
         for (l, ns) in layouts.iter().zip(&profile.namespaces) {
@@ -206,54 +207,54 @@ impl DeviceImage {
         Ok(DeviceImage { profile: profile.clone(), layouts, file, path: p, version: VERSION })
     }
 
-    /// Opens an existing image.
+    /// Opens an existing image: its superblock, profile and layout table
+    /// must be intact and agree, and the file must be as long as its
+    /// layout. Zone state is read by [`DeviceImage::load_zone_state`].
     pub fn open(path: &Path) -> Result<DeviceImage, ImageError> {
         let p = path.display().to_string();
         let io = |source| ImageError::Io { path: p.clone(), source };
-        let invalid = |why: &str| ImageError::Invalid { path: p.clone(), why: why.to_string() };
+        let invalid = |why: String| ImageError::Invalid { path: p.clone(), why };
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(io)?;
         lock(&file, &p)?;
-        let mut sb = vec![0u8; SUPERBLOCK as usize];
-        file.read_exact_at(&mut sb, 0).map_err(|_| invalid("shorter than a superblock"))?;
-        if &sb[0..8] != MAGIC {
-            return Err(invalid("no znskit device image magic"));
-        }
-        let word = |i: usize| u32::from_le_bytes(sb[i..i + 4].try_into().expect("4 bytes"));
-        let version = word(8);
-        if version != VERSION && version != VERSION_LEGACY {
-            return Err(invalid(&format!("unsupported image version {version}")));
-        }
-        if version >= 2 && word(20) != crc32c::crc32c(&sb[..20]) {
-            return Err(invalid("the superblock is damaged (checksum mismatch)"));
-        }
-        let len = word(12) as u64;
-        if len > PROFILE_AREA {
-            return Err(invalid("profile length out of range"));
-        }
-        let mut text = vec![0u8; len as usize];
-        file.read_exact_at(&mut text, SUPERBLOCK)
-            .map_err(|_| invalid("shorter than its profile text"))?;
-        if version >= 2 && word(16) != crc32c::crc32c(&text) {
-            return Err(invalid("the profile text is damaged (checksum mismatch)"));
-        }
-        let text = String::from_utf8(text).map_err(|_| invalid("profile is not UTF-8"))?;
-        let profile = Profile::from_toml(&text)?;
-        let layouts = layout(&profile);
-        let end = image_end(&profile, &layouts);
+        let s = read_structure(&file).map_err(invalid)?;
+        let end = image_end(&s.layouts);
         let actual = file.metadata().map_err(io)?.len();
         if actual < end {
-            return Err(invalid(&format!(
-                "truncated: {actual} bytes, but its layout ({} profile) spans {end}; data \
-                 written to the missing part is lost",
-                profile.name
-            )));
+            return Err(invalid(truncated(actual, end, &s.profile)));
         }
-        Ok(DeviceImage { profile, layouts, file, path: p, version })
+        let version = s.superblock.version;
+        Ok(DeviceImage { profile: s.profile, layouts: s.layouts, file, path: p, version })
+    }
+
+    /// The image's format version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Whether written blocks carry data checksums.
+    pub fn data_checksums(&self) -> bool {
+        self.layouts.iter().any(|l| l.checksum_offset.is_some())
+    }
+
+    /// The image's path, as given.
+    pub fn path(&self) -> &str {
+        &self.path
     }
 
     /// A handle on the same file (for media and the zone-state sink).
     pub fn file(&self) -> Result<File, ImageError> {
         self.file.try_clone().map_err(|source| ImageError::Io { path: self.path.clone(), source })
+    }
+
+    /// Both zone-state slots of namespace `nsid` (1-based), A first.
+    fn slots(&self, nsid: u32) -> Result<[Slot; 2], ImageError> {
+        let l = self.layouts[(nsid - 1) as usize];
+        let read = |slot: u64| {
+            let off = l.zone_state_offset + slot * l.slot_bytes;
+            read_slot(&self.file, off, l.slot_bytes, self.version)
+                .map_err(|source| ImageError::Io { path: self.path.clone(), source })
+        };
+        Ok([read(0)?, read(1)?])
     }
 
     /// The newest valid zone-state record of namespace `nsid` (1-based):
@@ -262,34 +263,11 @@ impl DeviceImage {
     /// were never written. A namespace without a valid slot is an error
     /// naming what is wrong with each, never a fresh device.
     pub fn load_zone_state(&self, nsid: u32) -> Result<Option<(u64, Vec<u8>)>, ImageError> {
-        let l = self.layouts[(nsid - 1) as usize];
-        let mut best: Option<(u64, Vec<u8>)> = None;
-        let mut why = Vec::new();
-        let mut damaged_seq = 0u64;
-        for slot in 0..2u64 {
-            let off = l.zone_state_offset + slot * l.slot_bytes;
-            let state = read_slot(&self.file, off, l.slot_bytes, self.version)
-                .map_err(|source| ImageError::Io { path: self.path.clone(), source })?;
-            match state {
-                Slot::Valid(seq, data) => {
-                    if best.as_ref().is_none_or(|(s, _)| seq > *s) {
-                        best = Some((seq, data));
-                    }
-                }
-                Slot::Blank => {
-                    why.push(format!("slot {} never written", SLOT_NAMES[slot as usize]))
-                }
-                Slot::Damaged(w, seq) => {
-                    damaged_seq = damaged_seq.max(seq);
-                    why.push(format!("slot {} {w}", SLOT_NAMES[slot as usize]));
-                }
-            }
-        }
-        let blank = why.iter().all(|w| w.ends_with("never written"));
-        match best {
+        let choice = choose_slot(&self.slots(nsid)?);
+        match choice.newest {
             Some(b) => {
-                for w in why.iter().filter(|w| !w.ends_with("never written")) {
-                    let lost = match damaged_seq > b.0 {
+                for w in &choice.damaged {
+                    let lost = match choice.lost_newer {
                         true => ": the newer zone state in it is lost",
                         false => "",
                     };
@@ -302,14 +280,10 @@ impl DeviceImage {
                 }
                 Ok(Some(b))
             }
-            None if self.version == VERSION_LEGACY && blank => Ok(None),
+            None if self.version == VERSION_LEGACY && choice.damaged.is_empty() => Ok(None),
             None => Err(ImageError::Invalid {
                 path: self.path.clone(),
-                why: format!(
-                    "namespace {nsid} has no valid zone-state slot ({}): its zone state is lost; \
-                     the image is not opened as a fresh device",
-                    why.join(", ")
-                ),
+                why: no_valid_slot(nsid, &choice.all),
             }),
         }
     }
@@ -326,76 +300,48 @@ impl DeviceImage {
     }
 }
 
-const SLOT_NAMES: [&str; 2] = ["A", "B"];
-
-/// What a zone-state slot holds.
-enum Slot {
-    /// A record: sequence number and payload.
-    Valid(u64, Vec<u8>),
-    /// Nothing ever written (all header bytes zero).
-    Blank,
-    /// Something that is not a valid record: why, and the sequence number
-    /// its header claims.
-    Damaged(String, u64),
+/// What the two slots of a namespace give.
+struct SlotChoice {
+    /// The newest valid record.
+    newest: Option<(u64, Vec<u8>)>,
+    /// What is wrong with each damaged slot ("slot A fails its checksum ...").
+    damaged: Vec<String>,
+    /// What each slot is, when not valid (damaged or never written).
+    all: Vec<String>,
+    /// A damaged slot claims a newer sequence than the newest valid one.
+    lost_newer: bool,
 }
 
-/// Reads the slot at `off` (`slot` bytes). Version 2 checksums cover the
-/// whole slot after the header (payload and zero padding), so damage
-/// anywhere in it is found; version 1 covered the payload only.
-fn read_slot(file: &File, off: u64, slot: u64, version: u32) -> std::io::Result<Slot> {
-    let mut h = [0u8; SLOT_HEADER];
-    file.read_exact_at(&mut h, off)?;
-    if h.iter().all(|&b| b == 0) {
-        return Ok(Slot::Blank);
+fn choose_slot(slots: &[Slot; 2]) -> SlotChoice {
+    let mut c =
+        SlotChoice { newest: None, damaged: Vec::new(), all: Vec::new(), lost_newer: false };
+    let mut damaged_seq = 0u64;
+    for (i, slot) in slots.iter().enumerate() {
+        match slot {
+            Slot::Valid(seq, data) => {
+                if c.newest.as_ref().is_none_or(|(s, _)| seq > s) {
+                    c.newest = Some((*seq, data.clone()));
+                }
+            }
+            Slot::Blank => c.all.push(format!("slot {} never written", SLOT_NAMES[i])),
+            Slot::Damaged(w, seq) => {
+                damaged_seq = damaged_seq.max(*seq);
+                let w = format!("slot {} {w}", SLOT_NAMES[i]);
+                c.all.push(w.clone());
+                c.damaged.push(w);
+            }
+        }
     }
-    let seq = u64::from_le_bytes(h[0..8].try_into().expect("8 bytes"));
-    let len = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
-    let sum = u32::from_le_bytes(h[16..20].try_into().expect("4 bytes"));
-    if seq == 0 || len > slot - SLOT_HEADER as u64 {
-        let why = format!("has an impossible header (sequence {seq}, length {len})");
-        return Ok(Slot::Damaged(why, seq));
-    }
-    let covered = if version >= 2 { slot - SLOT_HEADER as u64 } else { len };
-    let mut data = vec![0u8; covered as usize];
-    file.read_exact_at(&mut data, off + SLOT_HEADER as u64)?;
-    if checksum(seq, &data) != sum {
-        return Ok(Slot::Damaged(format!("fails its checksum (sequence {seq})"), seq));
-    }
-    data.truncate(len as usize);
-    Ok(Slot::Valid(seq, data))
+    c.lost_newer = c.newest.as_ref().is_some_and(|(s, _)| damaged_seq > *s);
+    c
 }
 
-/// A whole slot of `slot` bytes (version 2): header (sequence, length,
-/// checksum of everything after the header) and payload, zero padded.
-fn slot_record(seq: u64, image: &[u8], slot: u64) -> Vec<u8> {
-    let mut buf = vec![0u8; slot as usize];
-    buf[SLOT_HEADER..SLOT_HEADER + image.len()].copy_from_slice(image);
-    let sum = checksum(seq, &buf[SLOT_HEADER..]);
-    buf[0..8].copy_from_slice(&seq.to_le_bytes());
-    buf[8..16].copy_from_slice(&(image.len() as u64).to_le_bytes());
-    buf[16..20].copy_from_slice(&sum.to_le_bytes());
-    buf
-}
-
-/// A version 1 slot record: the checksum covers the payload only.
-fn legacy_slot_record(seq: u64, image: &[u8]) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(SLOT_HEADER + image.len());
-    buf.extend_from_slice(&seq.to_le_bytes());
-    buf.extend_from_slice(&(image.len() as u64).to_le_bytes());
-    buf.extend_from_slice(&checksum(seq, image).to_le_bytes());
-    buf.extend_from_slice(&[0; 4]);
-    buf.extend_from_slice(image);
-    buf
-}
-
-fn checksum(seq: u64, data: &[u8]) -> u32 {
-    // FNV-1a over the sequence and the data: detects torn and stale slots.
-    let mut h: u32 = 0x811C_9DC5;
-    for b in seq.to_le_bytes().iter().chain(data) {
-        h ^= *b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
+fn no_valid_slot(nsid: u32, why: &[String]) -> String {
+    format!(
+        "namespace {nsid} has no valid zone-state slot ({}): its zone state is lost; the image is \
+         not opened as a fresh device",
+        why.join(", ")
+    )
 }
 
 /// Stores zone-state images into a device image file, alternating slots.
@@ -529,19 +475,55 @@ mod tests {
         }
     }
 
+    /// Writes an image as versions 1 and 2 made it: their superblock, the
+    /// profile text, their layout (no checksum region), and for version 2
+    /// the fresh record in slot B.
+    pub(crate) fn old_image(path: &Path, profile: &Profile, version: u32) -> Vec<NamespaceLayout> {
+        let text = profile.to_toml();
+        let mut sb = vec![0u8; SUPERBLOCK as usize];
+        sb[0..8].copy_from_slice(format::MAGIC);
+        sb[8..12].copy_from_slice(&version.to_le_bytes());
+        sb[12..16].copy_from_slice(&(text.len() as u32).to_le_bytes());
+        if version >= format::VERSION_SLOT_CHECKSUMS {
+            sb[16..20].copy_from_slice(&crc32c::crc32c(text.as_bytes()).to_le_bytes());
+            let own = crc32c::crc32c(&sb[..20]);
+            sb[20..24].copy_from_slice(&own.to_le_bytes());
+        }
+        let layouts = layout_for(profile, false);
+        let f = OpenOptions::new().read(true).write(true).create_new(true).open(path).unwrap();
+        f.write_all_at(&sb, 0).unwrap();
+        f.write_all_at(text.as_bytes(), SUPERBLOCK).unwrap();
+        f.set_len(image_end(&layouts)).unwrap();
+        if version >= format::VERSION_SLOT_CHECKSUMS {
+            let l = layouts[0];
+            f.write_all_at(&slot_record(1, &[], l.slot_bytes), l.zone_state_offset + l.slot_bytes)
+                .unwrap();
+        }
+        layouts
+    }
+
     #[test]
-    fn version_1_images_with_blank_slots_still_open_fresh() {
+    fn version_1_and_2_images_still_open() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("old.img");
-        let img = DeviceImage::create(&path, &Profile::by_name("tiny").unwrap()).unwrap();
-        let l = img.layouts[0];
-        drop(img);
-        // What version 1 wrote: no checksums, no fresh record.
-        poke(&path, 8, &VERSION_LEGACY.to_le_bytes());
-        poke(&path, 16, &[0u8; 8]);
-        poke(&path, l.zone_state_offset + l.slot_bytes, &[0u8; SLOT_HEADER]);
+        let profile = Profile::by_name("tiny").unwrap();
+        // Version 1: no checksums, no fresh record; blank slots are fresh.
+        let path = dir.path().join("v1.img");
+        let layouts = old_image(&path, &profile, VERSION_LEGACY);
         let img = DeviceImage::open(&path).unwrap();
+        assert_eq!((img.version(), img.data_checksums()), (1, false));
+        assert_eq!(img.layouts, layouts);
         assert_eq!(img.load_zone_state(1).unwrap(), None);
+        let sink = img.sink(vec![0, 0]).unwrap();
+        sink.save(1, b"state").unwrap();
+        drop((img, sink));
+        let img = DeviceImage::open(&path).unwrap();
+        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, b"state".to_vec())));
+        // Version 2: the fresh record, no data checksums.
+        let path = dir.path().join("v2.img");
+        old_image(&path, &profile, format::VERSION_SLOT_CHECKSUMS);
+        let img = DeviceImage::open(&path).unwrap();
+        assert_eq!((img.version(), img.data_checksums()), (2, false));
+        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, Vec::new())));
     }
 
     #[test]
@@ -570,10 +552,17 @@ mod tests {
     }
 
     #[test]
-    fn zn540_image_is_sparse_and_regions_do_not_overlap() {
-        let profile = Profile::by_name("zn540").unwrap();
-        let l = layout(&profile);
-        assert!(l[0].zone_state_offset + 2 * l[0].slot_bytes <= l[0].metadata_offset);
-        assert!(l[0].metadata_offset <= l[0].data_offset);
+    fn new_images_are_version_3_with_data_checksums_unless_the_profile_says_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut profile = Profile::by_name("tiny").unwrap();
+        let img = DeviceImage::create(&dir.path().join("a.img"), &profile).unwrap();
+        assert_eq!((img.version(), img.data_checksums()), (3, true));
+        assert!(img.layouts.iter().all(|l| l.checksum_offset.is_some()));
+        profile.controller.data_checksums = Some(false);
+        let path = dir.path().join("b.img");
+        drop(DeviceImage::create(&path, &profile).unwrap());
+        let img = DeviceImage::open(&path).unwrap();
+        assert_eq!((img.version(), img.data_checksums()), (3, false));
+        assert_eq!(img.profile, profile);
     }
 }
