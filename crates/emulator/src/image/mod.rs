@@ -25,8 +25,10 @@
 //!   that against the layout the profile gives (version 3);
 //! - opening checks the file is as long as its layout: a truncated image
 //!   is an error naming both lengths;
-//! - a checksum region per namespace holds a CRC32C of every written
-//!   block (version 3, unless the profile says `data_checksums = false`).
+//! - every written block has a CRC32C in the checksum region, verified on
+//!   every read: a block that fails it reads as Unrecovered Read Error
+//!   (version 3, unless the profile says `data_checksums = false`; see
+//!   [`crate::media::Checksummed`]).
 //!
 //! Versions 1 and 2 still open: there, blocks carry no checksums, and in
 //! version 1 two never-written slots mean a fresh device.
