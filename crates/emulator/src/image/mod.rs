@@ -32,6 +32,9 @@
 //!
 //! Versions 1 and 2 still open: there, blocks carry no checksums, and in
 //! version 1 two never-written slots mean a fresh device.
+//!
+//! [`check::check`] verifies an image end to end, and repairs it when
+//! asked; nothing is repaired on open.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -42,6 +45,7 @@ use parking_lot::Mutex;
 use crate::namespace::ZoneStateSink;
 use crate::profile::{NamespaceKind, Profile, ProfileError};
 
+pub mod check;
 mod format;
 mod slot;
 
@@ -86,7 +90,7 @@ pub enum ImageError {
 /// Takes the image's exclusive advisory lock, held while any handle on the
 /// open file lives: two controllers on one image would each keep their own
 /// zone state and overwrite each other's data.
-fn lock(file: &File, path: &str) -> Result<(), ImageError> {
+pub(crate) fn lock(file: &File, path: &str) -> Result<(), ImageError> {
     file.try_lock().map_err(|e| match e {
         std::fs::TryLockError::WouldBlock => ImageError::InUse(path.to_string()),
         std::fs::TryLockError::Error(source) => ImageError::Io { path: path.to_string(), source },
@@ -101,39 +105,51 @@ pub fn layout(profile: &Profile) -> Vec<NamespaceLayout> {
 
 /// What the fixed part of an image says: its superblock, profile and the
 /// layout of its namespaces (checked against each other).
-struct Structure {
-    superblock: Superblock,
-    profile: Profile,
-    layouts: Vec<NamespaceLayout>,
+pub(crate) struct Structure {
+    pub superblock: Superblock,
+    pub profile: Profile,
+    pub layouts: Vec<NamespaceLayout>,
 }
 
-/// Reads and checks the superblock, the profile text and the layout table;
-/// the error says what is wrong, in words for the user.
-fn read_structure(file: &File) -> Result<Structure, String> {
+/// What is wrong with the fixed part of an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StructureError {
+    /// `superblock`, `profile` or `layout`.
+    pub kind: &'static str,
+    /// In words for the user.
+    pub why: String,
+}
+
+/// Reads and checks the superblock, the profile text and the layout table.
+pub(crate) fn read_structure(file: &File) -> Result<Structure, StructureError> {
+    let err = |kind, why: String| StructureError { kind, why };
+    let unreadable = |e: std::io::Error| err("superblock", format!("cannot read it: {e}"));
     let mut sb = vec![0u8; SUPERBLOCK as usize];
-    let got = read_up_to(file, &mut sb, 0).map_err(|e| format!("cannot read it: {e}"))?;
-    let superblock = Superblock::decode(&sb[..got])?;
+    let got = read_up_to(file, &mut sb, 0).map_err(unreadable)?;
+    let superblock = Superblock::decode(&sb[..got]).map_err(|w| err("superblock", w))?;
     let mut text = vec![0u8; superblock.profile_len as usize];
-    let got =
-        read_up_to(file, &mut text, SUPERBLOCK).map_err(|e| format!("cannot read it: {e}"))?;
+    let got = read_up_to(file, &mut text, SUPERBLOCK).map_err(unreadable)?;
     if got < text.len() {
-        return Err(format!(
+        let why = format!(
             "shorter than its profile text ({} bytes, the text ends at {})",
             SUPERBLOCK + got as u64,
             SUPERBLOCK + text.len() as u64
-        ));
+        );
+        return Err(err("profile", why));
     }
     if superblock.profile_crc.is_some_and(|c| c != crc32c::crc32c(&text)) {
-        return Err("the profile text is damaged (checksum mismatch)".into());
+        return Err(err("profile", "the profile text is damaged (checksum mismatch)".into()));
     }
-    let text = String::from_utf8(text).map_err(|_| "the profile text is not UTF-8".to_string())?;
-    let profile = Profile::from_toml(&text).map_err(|e| format!("its profile: {e}"))?;
-    let layouts = superblock.layouts(&profile)?;
+    let text = String::from_utf8(text)
+        .map_err(|_| err("profile", "the profile text is not UTF-8".into()))?;
+    let profile =
+        Profile::from_toml(&text).map_err(|e| err("profile", format!("its profile: {e}")))?;
+    let layouts = superblock.layouts(&profile).map_err(|w| err("layout", w))?;
     Ok(Structure { superblock, profile, layouts })
 }
 
 /// `pread` until `buf` is full or the file ends; returns the bytes read.
-fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+pub(crate) fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     let mut at = 0;
     while at < buf.len() {
         match file.read_at(&mut buf[at..], offset + at as u64) {
@@ -147,7 +163,7 @@ fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize
 }
 
 /// The error for a file shorter than its layout.
-fn truncated(actual: u64, end: u64, profile: &Profile) -> String {
+pub(crate) fn truncated(actual: u64, end: u64, profile: &Profile) -> String {
     format!(
         "truncated: {actual} bytes, but its layout ({} profile) spans {end}; data written to the \
          missing part is lost",
@@ -218,7 +234,7 @@ impl DeviceImage {
         let invalid = |why: String| ImageError::Invalid { path: p.clone(), why };
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(io)?;
         lock(&file, &p)?;
-        let s = read_structure(&file).map_err(invalid)?;
+        let s = read_structure(&file).map_err(|e| invalid(e.why))?;
         let end = image_end(&s.layouts);
         let actual = file.metadata().map_err(io)?.len();
         if actual < end {
@@ -303,18 +319,18 @@ impl DeviceImage {
 }
 
 /// What the two slots of a namespace give.
-struct SlotChoice {
+pub(crate) struct SlotChoice {
     /// The newest valid record.
-    newest: Option<(u64, Vec<u8>)>,
+    pub(crate) newest: Option<(u64, Vec<u8>)>,
     /// What is wrong with each damaged slot ("slot A fails its checksum ...").
-    damaged: Vec<String>,
+    pub(crate) damaged: Vec<String>,
     /// What each slot is, when not valid (damaged or never written).
-    all: Vec<String>,
+    pub(crate) all: Vec<String>,
     /// A damaged slot claims a newer sequence than the newest valid one.
-    lost_newer: bool,
+    pub(crate) lost_newer: bool,
 }
 
-fn choose_slot(slots: &[Slot; 2]) -> SlotChoice {
+pub(crate) fn choose_slot(slots: &[Slot; 2]) -> SlotChoice {
     let mut c =
         SlotChoice { newest: None, damaged: Vec::new(), all: Vec::new(), lost_newer: false };
     let mut damaged_seq = 0u64;
@@ -338,7 +354,7 @@ fn choose_slot(slots: &[Slot; 2]) -> SlotChoice {
     c
 }
 
-fn no_valid_slot(nsid: u32, why: &[String]) -> String {
+pub(crate) fn no_valid_slot(nsid: u32, why: &[String]) -> String {
     format!(
         "namespace {nsid} has no valid zone-state slot ({}): its zone state is lost; the image is \
          not opened as a fresh device",
