@@ -231,7 +231,17 @@ impl EmulatorBuilder {
                     let z = match stored {
                         // An empty record: the fresh state a new image starts with.
                         Some(bytes) if !bytes.is_empty() => Zones::decode_durable(g, &bytes)
-                            .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
+                            .map_err(|e| {
+                                // A record that passed its slot checksum
+                                // and still does not decode: name the image.
+                                EmulatorError::Image(ImageError::Invalid {
+                                    path: img_path(&self.media),
+                                    why: format!(
+                                        "namespace {nsid}: its zone state does not decode ({e}); \
+                                         the image is not opened"
+                                    ),
+                                })
+                            })?,
                         _ => Zones::new(g)
                             .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
                     };

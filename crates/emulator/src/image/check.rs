@@ -22,8 +22,11 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::format::{image_end, NamespaceLayout, CHECKSUM_BYTES, VERSION_LEGACY};
-use super::slot::{read_slot, slot_record, Slot, SLOT_NAMES};
-use super::{choose_slot, lock, no_valid_slot, read_structure, read_up_to, truncated, ImageError};
+use super::slot::{slot_record, Slot, SLOT_NAMES};
+use super::{
+    choose_slot, lock, no_valid_slot, read_structure, read_up_to, read_zone_slot, truncated,
+    ImageError,
+};
 use crate::media::{block_matches, LOST, NO_CHECKSUM};
 use crate::profile::{NamespaceKind, NamespaceProfile, Profile};
 use crate::zns::Zones;
@@ -215,8 +218,7 @@ fn namespace_state(
     }
     report.zoned = true;
     let slots = [0u64, 1].map(|k| {
-        let off = l.zone_state_offset + k * l.slot_bytes;
-        read_slot(file, off, l.slot_bytes, version).unwrap_or_else(|e| {
+        read_zone_slot(file, l, k, ns, version).unwrap_or_else(|e| {
             let why = match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => "is cut off by the truncation".to_string(),
                 _ => format!("cannot be read: {e}"),
@@ -337,7 +339,7 @@ fn fix(file: &File, report: &CheckReport) -> std::io::Result<Vec<String>> {
     }
     for (i, (l, ns)) in s.layouts.iter().zip(&s.profile.namespaces).enumerate() {
         if ns.kind == NamespaceKind::Zoned {
-            fix_slots(file, i as u32 + 1, l, s.superblock.version, &mut done)?;
+            fix_slots(file, i as u32 + 1, l, ns, s.superblock.version, &mut done)?;
         }
     }
     for p in &report.problems {
@@ -427,10 +429,7 @@ fn written_extents(
     ns: &NamespaceProfile,
     version: u32,
 ) -> std::io::Result<Vec<(u64, u64)>> {
-    let slots = [0u64, 1].map(|k| {
-        read_slot(file, l.zone_state_offset + k * l.slot_bytes, l.slot_bytes, version)
-            .unwrap_or(Slot::Blank)
-    });
+    let slots = [0u64, 1].map(|k| read_zone_slot(file, l, k, ns, version).unwrap_or(Slot::Blank));
     let Some((_, payload)) = choose_slot(&slots).newest else { return Ok(Vec::new()) };
     let g = crate::zone_geometry(ns);
     let Ok(zones) = Zones::decode_durable(g.clone(), &payload) else { return Ok(Vec::new()) };
@@ -447,12 +446,12 @@ fn fix_slots(
     file: &File,
     nsid: u32,
     l: &NamespaceLayout,
+    ns: &NamespaceProfile,
     version: u32,
     done: &mut Vec<String>,
 ) -> std::io::Result<()> {
     let slots = [0u64, 1].map(|k| {
-        read_slot(file, l.zone_state_offset + k * l.slot_bytes, l.slot_bytes, version)
-            .unwrap_or_else(|e| Slot::Damaged(e.to_string(), 0))
+        read_zone_slot(file, l, k, ns, version).unwrap_or_else(|e| Slot::Damaged(e.to_string(), 0))
     });
     let choice = choose_slot(&slots);
     let Some((seq, payload)) = choice.newest else { return Ok(()) };

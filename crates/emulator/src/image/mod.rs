@@ -266,10 +266,10 @@ impl DeviceImage {
 
     /// Both zone-state slots of namespace `nsid` (1-based), A first.
     fn slots(&self, nsid: u32) -> Result<[Slot; 2], ImageError> {
-        let l = self.layouts[(nsid - 1) as usize];
-        let read = |slot: u64| {
-            let off = l.zone_state_offset + slot * l.slot_bytes;
-            read_slot(&self.file, off, l.slot_bytes, self.version)
+        let i = (nsid - 1) as usize;
+        let (l, ns) = (&self.layouts[i], &self.profile.namespaces[i]);
+        let read = |k: u64| {
+            read_zone_slot(&self.file, l, k, ns, self.version)
                 .map_err(|source| ImageError::Io { path: self.path.clone(), source })
         };
         Ok([read(0)?, read(1)?])
@@ -316,6 +316,32 @@ impl DeviceImage {
             version: self.version,
         })
     }
+}
+
+/// Zone-state slot `k` (0 = A) of a namespace: a record counts as valid
+/// only if its payload also decodes as the namespace's zone state, so a
+/// record that passes its slot checksum but holds something else is
+/// damage, and the other slot is used.
+pub(crate) fn read_zone_slot(
+    file: &File,
+    l: &NamespaceLayout,
+    k: u64,
+    ns: &crate::profile::NamespaceProfile,
+    version: u32,
+) -> std::io::Result<Slot> {
+    let slot = read_slot(file, l.zone_state_offset + k * l.slot_bytes, l.slot_bytes, version)?;
+    Ok(match slot {
+        Slot::Valid(seq, data) if !data.is_empty() => {
+            match crate::zns::Zones::decode_durable(crate::zone_geometry(ns), &data) {
+                Ok(_) => Slot::Valid(seq, data),
+                Err(e) => Slot::Damaged(
+                    format!("holds a zone state that does not decode (sequence {seq}: {e})"),
+                    seq,
+                ),
+            }
+        }
+        other => other,
+    })
 }
 
 /// What the two slots of a namespace give.
@@ -395,6 +421,36 @@ impl ZoneStateSink for ImageSink {
 mod tests {
     use super::*;
 
+    /// Two zone states of `tiny`'s namespace 1: fresh, and with zone 1
+    /// read only.
+    fn states() -> (Vec<u8>, Vec<u8>) {
+        let p = Profile::by_name("tiny").unwrap();
+        let z = crate::zns::Zones::new(crate::zone_geometry(&p.namespaces[0])).unwrap();
+        let fresh = z.encode_durable();
+        z.set_read_only(1).unwrap();
+        (fresh, z.encode_durable())
+    }
+
+    fn first() -> Vec<u8> {
+        states().0
+    }
+
+    fn second() -> Vec<u8> {
+        states().1
+    }
+
+    #[test]
+    fn a_record_that_does_not_decode_is_damage_and_the_other_slot_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dev.img");
+        let img = DeviceImage::create(&path, &Profile::by_name("tiny").unwrap()).unwrap();
+        let sink = img.sink(vec![1, 0]).unwrap();
+        sink.save(1, &first()).unwrap();
+        // A record with a valid slot checksum that is no zone state.
+        sink.save(1, b"not a zone state").unwrap();
+        assert_eq!(img.load_zone_state(1).unwrap(), Some((2, first())));
+    }
+
     #[test]
     fn create_open_and_alternate_slots() {
         let dir = tempfile::tempdir().unwrap();
@@ -405,18 +461,18 @@ mod tests {
         // A new image holds the fresh record, in slot B.
         assert_eq!(img.load_zone_state(1).unwrap(), Some((1, Vec::new())));
         let sink = img.sink(vec![1, 0]).unwrap();
-        sink.save(1, b"first").unwrap();
-        sink.save(1, b"second").unwrap();
+        sink.save(1, &first()).unwrap();
+        sink.save(1, &second()).unwrap();
         drop((img, sink));
         let img = DeviceImage::open(&path).unwrap();
         assert_eq!(img.profile, profile);
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((3, b"second".to_vec())));
+        assert_eq!(img.load_zone_state(1).unwrap(), Some((3, second())));
         // Tear the newest slot (B, odd sequence): the older one wins.
         let l = img.layouts[0];
         img.file
             .write_all_at(b"X", l.zone_state_offset + l.slot_bytes + SLOT_HEADER as u64)
             .unwrap();
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((2, b"first".to_vec())));
+        assert_eq!(img.load_zone_state(1).unwrap(), Some((2, first())));
     }
 
     /// A `tiny` image with two saved records; returns its directory, path
@@ -426,8 +482,8 @@ mod tests {
         let path = dir.path().join("dev.img");
         let img = DeviceImage::create(&path, &Profile::by_name("tiny").unwrap()).unwrap();
         let sink = img.sink(vec![1, 0]).unwrap();
-        sink.save(1, b"first").unwrap();
-        sink.save(1, b"second").unwrap();
+        sink.save(1, &first()).unwrap();
+        sink.save(1, &second()).unwrap();
         let l = img.layouts[0];
         drop((img, sink));
         (dir, path, l)
@@ -532,10 +588,10 @@ mod tests {
         assert_eq!(img.layouts, layouts);
         assert_eq!(img.load_zone_state(1).unwrap(), None);
         let sink = img.sink(vec![0, 0]).unwrap();
-        sink.save(1, b"state").unwrap();
+        sink.save(1, &first()).unwrap();
         drop((img, sink));
         let img = DeviceImage::open(&path).unwrap();
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, b"state".to_vec())));
+        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, first())));
         // Version 2: the fresh record, no data checksums.
         let path = dir.path().join("v2.img");
         old_image(&path, &profile, format::VERSION_SLOT_CHECKSUMS);
