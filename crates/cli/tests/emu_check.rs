@@ -109,7 +109,7 @@ fn a_flipped_data_bit_is_a_media_error_and_damage() {
     let o = img.check(&[]);
     let e = failed(&o);
     assert!(e.contains("is damaged: 1 problem(s)"), "{e}");
-    assert!(o.stdout.contains("problem: namespace 1: 1 blocks fail their data checksum"));
+    assert!(o.stdout.contains("problem: namespace 1: 1 block fails its data checksum"));
     let (code, v) = img.json(&[]);
     assert_eq!(code, 1);
     assert_eq!(v["ok"], false);

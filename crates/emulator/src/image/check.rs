@@ -187,10 +187,14 @@ fn inspect(
                     "data",
                     Some(ns.nsid),
                     format!(
-                        "namespace {}: {} blocks fail their data checksum (reads of them fail \
-                         with Unrecovered Read Error): {}{more}",
+                        "namespace {}: {} data checksum (reads of {} fail with Unrecovered \
+                         Read Error): {}{more}",
                         ns.nsid,
-                        ns.damaged_total,
+                        match ns.damaged_total {
+                            1 => "1 block fails its".to_string(),
+                            n => format!("{n} blocks fail their"),
+                        },
+                        if ns.damaged_total == 1 { "it" } else { "them" },
                         listed.join(", ")
                     ),
                 );
@@ -560,7 +564,7 @@ mod tests {
         assert_eq!(kinds(&r), ["data", "data"]);
         assert_eq!(r.namespaces[0].damaged_blocks, [5]);
         assert_eq!(r.namespaces[1].damaged_blocks, [103, 900]);
-        assert!(r.problems[0].message.contains("namespace 1: 1 blocks fail"), "{:?}", r.problems);
+        assert!(r.problems[0].message.contains("namespace 1: 1 block fails"), "{:?}", r.problems);
         let r = run(&path, true);
         assert!(!r.is_ok());
         assert!(r.repairs.iter().any(|x| x.starts_with("not repaired")), "{:?}", r.repairs);
