@@ -18,8 +18,7 @@ pub const LOST: u32 = u32::MAX;
 /// fails too. Never [`NO_CHECKSUM`] or [`LOST`] (those map to 1).
 #[inline]
 pub fn block_checksum(lba: u64, data: &[u8]) -> u32 {
-    let seed = crc32c::crc32c(&lba.to_le_bytes());
-    match crc32c::crc32c_append(seed, data) {
+    match super::crc::block_crc(lba, data) {
         NO_CHECKSUM | LOST => 1,
         c => c,
     }

@@ -43,6 +43,7 @@
 
 mod arena;
 mod checked;
+mod crc;
 mod file;
 mod null;
 mod ram;
