@@ -144,15 +144,27 @@ fn damaged_slots_are_found_and_one_is_repaired_from_the_other() {
         .unwrap()
         .iter()
         .all(|s| s.as_str().unwrap().starts_with("valid")));
-    // Both slots damaged: not repairable.
+    // Both slots damaged: the device does not open; the check says why,
+    // and a repair rebuilds the zone state from the data checksums.
     let img = Image::new();
     img.flip(l.zone_state_offset + 64);
     img.flip(l.zone_state_offset + l.slot_bytes + 64);
-    let (code, v) = img.json(&["--repair"]);
+    let dev = format!("emu:file={}", img.p());
+    let e = failed(&zns(&["-d", &dev, "report-zones"]));
+    assert!(e.contains("no valid zone-state slot"), "{e}");
+    let (code, v) = img.json(&[]);
     assert_eq!(code, 1);
     let kinds: Vec<&str> =
         v["problems"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["slot", "slot", "zone-state"]);
+    let (code, v) = img.json(&["--repair"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["repairs"][0].as_str().unwrap().contains("rebuilt from the data checksums"), "{v}");
+    let back = img.path.with_extension("out");
+    let out = back.to_str().unwrap();
+    ok(zns(&["-d", &dev, "read", "--lba", "0", "--blocks", "16", "--output", out]));
+    let want: Vec<u8> = (0..16 * 4096).map(|i| (i % 253) as u8 + 1).collect();
+    assert_eq!(std::fs::read(&back).unwrap(), want);
 }
 
 #[test]

@@ -341,9 +341,16 @@ fn fix(file: &File, report: &CheckReport) -> std::io::Result<Vec<String>> {
     if report.length < end {
         extend(file, report.length, end, &s, &mut done)?;
     }
+    let mut rebuilt = Vec::new();
     for (i, (l, ns)) in s.layouts.iter().zip(&s.profile.namespaces).enumerate() {
+        let nsid = i as u32 + 1;
         if ns.kind == NamespaceKind::Zoned {
-            fix_slots(file, i as u32 + 1, l, ns, s.superblock.version, &mut done)?;
+            fix_slots(file, nsid, l, ns, s.superblock.version, &mut done)?;
+            let no_state =
+                report.problems.iter().any(|p| p.kind == "zone-state" && p.nsid == Some(nsid));
+            if no_state && rebuild(file, nsid, l, ns, &mut done)? {
+                rebuilt.push(nsid);
+            }
         }
     }
     for p in &report.problems {
@@ -353,11 +360,68 @@ fn fix(file: &File, report: &CheckReport) -> std::io::Result<Vec<String>> {
                  resetting their zones, clears the errors)",
                 p.message
             )),
-            "zone-state" => done.push(format!("not repaired: {}", p.message)),
+            "zone-state" if !p.nsid.is_some_and(|n| rebuilt.contains(&n)) => {
+                done.push(format!("not repaired: {}", p.message))
+            }
             _ => {}
         }
     }
     Ok(done)
+}
+
+/// Rebuilds the zone state of a namespace with no valid slot from its data
+/// checksums: each zone's write pointer goes after its last block with a
+/// checksum. Returns whether it did (it needs data checksums, and no more
+/// partly written zones than Max Active Resources).
+fn rebuild(
+    file: &File,
+    nsid: u32,
+    l: &NamespaceLayout,
+    ns: &NamespaceProfile,
+    done: &mut Vec<String>,
+) -> std::io::Result<bool> {
+    let Some(sums_at) = l.checksum_offset else {
+        done.push(format!(
+            "not repaired: namespace {nsid} has no valid zone-state slot and the image keeps no \
+             data checksums to rebuild it from"
+        ));
+        return Ok(false);
+    };
+    let g = crate::zone_geometry(ns);
+    let mut written = Vec::with_capacity(g.zones as usize);
+    let mut entries = vec![0u8; (g.zone_capacity * CHECKSUM_BYTES) as usize];
+    for z in 0..g.zones as u64 {
+        let got = read_up_to(file, &mut entries, sums_at + z * g.zone_size * CHECKSUM_BYTES)?;
+        entries[got..].fill(0);
+        let last = entries.chunks_exact(4).rposition(|e| e != [0; 4]);
+        written.push(last.map_or(0, |i| i as u64 + 1));
+    }
+    let zones = match Zones::rebuilt(g, &written) {
+        Ok(z) => z,
+        Err(e) => {
+            done.push(format!(
+                "not repaired: namespace {nsid} has no valid zone-state slot, and its data \
+                 checksums do not make a zone state: {e}"
+            ));
+            return Ok(false);
+        }
+    };
+    let payload = zones.encode_durable();
+    // Both slots, sequence 2 in A and 3 in B (slots go by parity).
+    for (slot, seq) in [(0u64, 2u64), (1, 3)] {
+        let record = slot_record(seq, &payload, l.slot_bytes);
+        file.write_all_at(&record, l.zone_state_offset + slot * l.slot_bytes)?;
+    }
+    let used = written.iter().filter(|&&w| w > 0).count();
+    let blocks: u64 = written.iter().sum();
+    done.push(format!(
+        "namespace {nsid}: no valid zone state was left; rebuilt from the data checksums: {used} \
+         zones hold {blocks} blocks, each zone's write pointer after its last block with a \
+         checksum (Closed, or Full at capacity); lost: zone attributes and descriptor \
+         extensions, read-only, finished and offline states, Write Zeroes at the end of a zone; writes that \
+         were not yet durable count as written"
+    ));
+    Ok(true)
 }
 
 /// Extends a file cut short at `length` back to `end`; written blocks whose
@@ -598,17 +662,31 @@ mod tests {
     }
 
     #[test]
-    fn no_valid_slot_is_reported_and_not_repaired() {
+    fn no_valid_slot_is_reported_and_rebuilt_from_the_data_checksums() {
         let (_d, path, l) = written();
+        let before = DeviceImage::open(&path).unwrap().load_zone_state(1).unwrap().unwrap().1;
         poke(&path, l[0].zone_state_offset + 100, |b| b ^ 1);
         poke(&path, l[0].zone_state_offset + l[0].slot_bytes + 100, |b| b ^ 1);
+        assert_eq!(kinds(&run(&path, false)), ["slot", "slot", "zone-state"]);
         let r = run(&path, true);
-        assert_eq!(kinds(&r), ["slot", "slot", "zone-state"]);
-        assert!(
-            r.repairs.iter().any(|x| x.contains("no valid zone-state slot")),
-            "{:?}",
-            r.repairs
-        );
+        assert!(r.is_ok(), "{:?}", r.problems);
+        let want = "rebuilt from the data checksums: 1 zones hold 16 blocks";
+        assert!(r.repairs.iter().any(|x| x.contains(want)), "{:?}", r.repairs);
+        assert_eq!(r.namespaces[0].checked_blocks, 16);
+        // The rebuilt state is the one that was lost (zone 0 Closed at 16).
+        let after = DeviceImage::open(&path).unwrap().load_zone_state(1).unwrap().unwrap().1;
+        assert_eq!(after, before);
+    }
+
+    #[test]
+    fn without_data_checksums_no_valid_slot_is_not_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.img");
+        let l = super::super::tests::old_image(&path, &Profile::by_name("tiny").unwrap(), 2);
+        poke(&path, l[0].zone_state_offset + l[0].slot_bytes + 100, |b| b ^ 1);
+        let r = run(&path, true);
+        assert_eq!(kinds(&r), ["slot", "zone-state"]);
+        assert!(r.repairs.iter().any(|x| x.contains("keeps no data checksums")), "{:?}", r.repairs);
     }
 
     #[test]
