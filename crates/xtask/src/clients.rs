@@ -19,6 +19,11 @@
 //!   fstrim, fsck) on the target's third namespace, the FTL on another
 //!   emulated device served as a conventional NVMe namespace
 //!   (`zns serve --ftl`); `nvme disconnect`.
+//! - a second `zns serve` on a device image (`emu:file=`, `tiny`) with
+//!   one block damaged on the host before it starts: in the guest a read
+//!   of it fails, the kernel logs a critical medium error (the target
+//!   completed it with Unrecovered Read Error) and the target's SMART log
+//!   counts the media error.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
@@ -58,6 +63,9 @@ options:
 
 /// The subsystem NQN the guest connects to.
 pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
+
+/// The subsystem of the device image with a damaged block.
+pub const MEDIA_NQN: &str = "nqn.2026-11.io.znskit:media-error";
 
 /// The subsystem the guest kernel's own target (nvmet) exports.
 pub const NVMET_NQN: &str = "nqn.2026-11.io.znskit:nvmet";
@@ -215,6 +223,13 @@ pub fn run(opts: &Options) -> Result<()> {
             NVMF_FTL_DEVICE,
         ],
     )?;
+    let image = damaged_image(&zns, &dir)?;
+    let image_uri = format!("emu:file={}", image.display());
+    let media = Server::start(
+        "zns serve (media error)",
+        &zns,
+        &["--device", &image_uri, "serve", "--listen", "127.0.0.1:0", "--nqn", MEDIA_NQN],
+    )?;
     let nbd = Server::start(
         "zns ftl serve",
         &zns,
@@ -222,7 +237,7 @@ pub fn run(opts: &Options) -> Result<()> {
     )?;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
-    let script = init_script(&names, nvmf.port, &mke2fs, nvmet.as_deref());
+    let script = init_script(&names, nvmf.port, media.port, &mke2fs, nvmet.as_deref());
     let programs = vmtest::build_guest_binaries(
         &root,
         &target,
@@ -235,12 +250,20 @@ pub fn run(opts: &Options) -> Result<()> {
     let log = dir.join("guest.log");
     let outcome = vmtest::boot(&kernel, &initramfs, &devices, o, &log);
     let nvmf_end = nvmf.stop();
+    let media_end = media.stop();
     let nbd_end = nbd.stop();
     let outcome = outcome?;
     let mut failures = outcome.failures.clone();
     match &nvmf_end {
         Ok(s) if s.contains(" 0 ended by transport errors") => {}
         Ok(s) => failures.push(format!("zns serve saw transport errors: {}", s.trim())),
+        Err(e) => failures.push(e.to_string()),
+    }
+    match &media_end {
+        Ok(s) if s.contains(" 0 ended by transport errors") => {}
+        Ok(s) => {
+            failures.push(format!("zns serve (media error) saw transport errors: {}", s.trim()))
+        }
         Err(e) => failures.push(e.to_string()),
     }
     match &nbd_end {
@@ -267,6 +290,38 @@ pub fn run(opts: &Options) -> Result<()> {
     } else {
         Err(Error::new("the real clients failed"))
     }
+}
+
+/// A `tiny` device image whose zone 0 holds four written blocks (block
+/// `i` all bytes `A0h + i`), block 2 then damaged by one flipped bit, as
+/// the medium under a drive's block can be: a read of it fails with
+/// Unrecovered Read Error.
+fn damaged_image(zns: &Path, dir: &Path) -> Result<PathBuf> {
+    let image = dir.join("media-error.img");
+    let _ = fs::remove_file(&image);
+    let arg = image.display().to_string();
+    crate::run_checked(
+        std::process::Command::new(zns).args(["emu", "create", &arg, "--profile", "tiny"]),
+        "zns emu create",
+    )?;
+    let blocks: Vec<u8> = (0..4u8).flat_map(|i| [0xA0 + i; 4096]).collect();
+    let input = dir.join("media-error.bin");
+    fs::write(&input, blocks).map_err(|e| Error::io(&input, e))?;
+    let device = format!("emu:file={arg}");
+    let input_arg = input.display().to_string();
+    crate::run_checked(
+        std::process::Command::new(zns)
+            .args(["--device", &device, "write", "--lba", "0", "--input", &input_arg]),
+        "zns write",
+    )?;
+    let mut bytes = fs::read(&image).map_err(|e| Error::io(&image, e))?;
+    let at = bytes
+        .chunks_exact(4096)
+        .position(|b| b.iter().all(|&x| x == 0xA2))
+        .ok_or_else(|| Error::new("the written block is not in the image"))?;
+    bytes[at * 4096 + 100] ^= 0x04;
+    fs::write(&image, bytes).map_err(|e| Error::io(&image, e))?;
+    Ok(image)
 }
 
 /// QEMU arguments: user-mode networking (the host's loopback is 10.0.2.2
@@ -334,6 +389,7 @@ run conformance-nvmet /bin/zns-conformance {only}"tcp:127.0.0.1:4420/{NVMET_NQN}
 pub fn init_script(
     modules: &[String],
     nvmf_port: u16,
+    media_port: u16,
     mke2fs: &Path,
     nvmet: Option<&str>,
 ) -> String {
@@ -426,6 +482,24 @@ run fstrim-nvmf fstrim -v /mnt
 run umount-nvmf umount /mnt
 run fsck-ext4-nvmf e2fsck -f -n $F
 run nvme-disconnect nvme disconnect -n {NQN}
+# A device image with a damaged block on a second target: the read fails
+# with Unrecovered Read Error, which the kernel logs as a medium error.
+T2="-t tcp -a 10.0.2.2 -s {media_port}"
+run nvme-connect-media nvme connect $T2 -n {MEDIA_NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
+i=0
+while [ $i -lt 100 ] && ! ls /sys/block | grep -Eq '^nvme[0-9]+n1$'; do sleep 0.1; i=$((i + 1)); done
+M=/dev/$(ls /sys/block | grep -E '^nvme[0-9]+n1$' | head -n 1)
+C=/dev/$(ls /sys/class/nvme | head -n 1)
+say "media-error namespace $M on $C"
+if dd if=$M of=/dev/null bs=4096 count=4 iflag=direct 2>/tmp/dd.err; then
+    fail=1; say "FAILED media-read: the damaged block read back"
+else
+    say "END media-read: failed as it must: $(head -n 1 /tmp/dd.err)"
+fi
+run media-read-intact dd if=$M of=/dev/null bs=4096 skip=3 count=1 iflag=direct
+expect media-error-logged "critical medium error" dmesg
+run media-smart sh -c "nvme smart-log $C | tr -d ' \t' | grep -Eq '^media_errors:[1-9]'"
+run nvme-disconnect-media nvme disconnect -n {MEDIA_NQN}
 # NBD: the FTL as the guest's virtio disk.
 D=/dev/vda
 say "vda: $(cat /sys/block/vda/size 2>/dev/null) sectors"
@@ -463,9 +537,10 @@ mod tests {
 
     #[test]
     fn the_script_connects_then_uses_the_disk_and_ends_with_a_marker() {
-        let s = init_script(&["nvme-tcp.ko".into()], 4420, Path::new("/usr/sbin/mke2fs"), None);
+        let s =
+            init_script(&["nvme-tcp.ko".into()], 4420, 4421, Path::new("/usr/sbin/mke2fs"), None);
         assert!(!s.contains("nvmet"));
-        let n = init_script(&[], 4420, Path::new("/usr/sbin/mke2fs"), Some("copy"));
+        let n = init_script(&[], 4420, 4421, Path::new("/usr/sbin/mke2fs"), Some("copy"));
         assert!(n.contains("zns-conformance --only copy \"tcp:127.0.0.1:4420/"));
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("insmod /lib/modules/nvme-tcp.ko"));
@@ -478,6 +553,10 @@ mod tests {
         assert!(s.find("/usr/sbin/mke2fs -t ext4 -F -q $F").unwrap() < disconnect);
         assert!(disconnect < s.find("/usr/sbin/mke2fs -t ext4 -F -q $D").unwrap());
         assert!(s.contains("e2fsck -f -n $D"));
+        // The media-error target after the first one is gone.
+        let media = s.find("nvme connect $T2 -n nqn.2026-11.io.znskit:media-error").unwrap();
+        assert!(disconnect < media && s.contains("T2=\"-t tcp -a 10.0.2.2 -s 4421\""));
+        assert!(s.find("critical medium error").unwrap() > media);
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
         let q = qemu_args(10809);
         assert!(q.iter().any(|a| a.contains("server.port=10809,export=ftl")));
