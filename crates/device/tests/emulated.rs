@@ -391,3 +391,41 @@ fn errors_are_send_and_sync_and_queues_are_send() {
     send::<Box<dyn zns_device::ZoneQueue>>();
     send::<zns_device::DriverQueue>();
 }
+
+#[test]
+fn a_block_failing_its_data_checksum_reads_as_unrecovered_read_error() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let profile = zns_emulator::profile::Profile::by_name("tiny").unwrap();
+    zns_emulator::image::DeviceImage::create(&path, &profile).unwrap();
+    let data_offset = zns_emulator::image::layout(&profile)[0].data_offset;
+    let uri = format!("emu:file={}", path.display());
+    {
+        let dev = open(&uri).unwrap();
+        let mut q = dev.queue(4).unwrap();
+        let mut b = dev.alloc(4 * 4096).unwrap();
+        b.fill(0x3C);
+        q.write(0, &b).unwrap();
+        q.flush().unwrap();
+    }
+    // One bit of LBA 1 flips on the "medium".
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    f.write_all_at(&[0x3C ^ 0x08], data_offset + 4096 + 9).unwrap();
+    drop(f);
+    let dev = open(&uri).unwrap();
+    let mut q = dev.queue(4).unwrap();
+    let mut b = dev.alloc(4 * 4096).unwrap();
+    let e = q.read(0, &mut b).unwrap_err();
+    match &e {
+        DeviceError::Nvme { status, lba, .. } => {
+            assert!(status.is(zns_spec::StatusCode::UnrecoveredReadError), "{e}");
+            assert_eq!(*lba, Some(0));
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("Unrecovered Read Error"), "{e}");
+    let mut one = dev.alloc(4096).unwrap();
+    q.read(2, &mut one).unwrap();
+    assert!(one.iter().all(|&x| x == 0x3C));
+}

@@ -3,8 +3,11 @@
 //! Measures on one thread, in one run: 4 KiB reads and writes submitted as
 //! SQEs and completed as CQEs with data copied (QD 1 and QD 32), a plain
 //! `memcpy` of 4 KiB blocks from random offsets over the same working set,
-//! and, when `fio` is installed, fio's psync engine reading 4 KiB at random
-//! from a tmpfs file of the same size. Prints one JSON object.
+//! 4 KiB random reads from two device images of the same working set, one
+//! with data checksums and one without (in alternating slices, so their
+//! ratio is the cost of the checksums), and, when `fio` is installed,
+//! fio's psync engine reading 4 KiB at random from a tmpfs file of the
+//! same size. Prints one JSON object.
 //!
 //! The host side is kept as lean as a polled driver's: each batch of
 //! submission entries is written with one host-memory access (two at the
@@ -18,7 +21,7 @@
 //! like.
 //!
 //! ```text
-//! cargo run --release -p zns-emulator --example throughput [-- --working-set-mib 64 --seconds 2]
+//! cargo run --release -p zns-emulator --example throughput [-- --working-set-mib 64 --seconds 2 --image-dir DIR --images-only]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -27,8 +30,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zns_emulator::harness::Harness;
 use zns_emulator::host::{DmaAllocation, HostMemory, ProcessMemory};
+use zns_emulator::image::DeviceImage;
 use zns_emulator::profile::Profile;
-use zns_emulator::{Controller, Emulator};
+use zns_emulator::{Controller, Emulator, MediaChoice};
 use zns_spec::{regs, CompletionEntry, SubmissionEntry};
 
 const BLOCK: usize = 4096;
@@ -36,17 +40,34 @@ const BLOCK: usize = 4096;
 struct Args {
     working_set: usize,
     seconds: f64,
+    /// Where the device images are made (default: the temporary directory).
+    image_dir: std::path::PathBuf,
+    /// Only the device image reads (`--images-only`).
+    images_only: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { working_set: 64 << 20, seconds: 2.0 };
+    let mut a = Args {
+        working_set: 64 << 20,
+        seconds: 2.0,
+        image_dir: std::env::temp_dir(),
+        images_only: false,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
+        if k == "--images-only" {
+            a.images_only = true;
+            continue;
+        }
         let v = it.next().unwrap_or_default();
         match k.as_str() {
             "--working-set-mib" => a.working_set = v.parse::<usize>().expect("MiB") << 20,
             "--seconds" => a.seconds = v.parse().expect("seconds"),
-            _ => panic!("unknown argument {k} (use --working-set-mib N, --seconds S)"),
+            "--image-dir" => a.image_dir = v.into(),
+            _ => panic!(
+                "unknown argument {k} (use --working-set-mib N, --seconds S, --image-dir DIR, \
+                 --images-only)"
+            ),
         }
     }
     a
@@ -108,6 +129,57 @@ fn rate_pair(
         let ra = rate_once(slice, qd_a, &mut a);
         let rb = rate_once(slice, qd_b, &mut b);
         (f64::max(best_a, ra), f64::max(best_b, rb))
+    })
+}
+
+/// CPU time this thread has run, in nanoseconds (Linux schedstat; 0
+/// where it cannot be read).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One workload's best figures over the slices of [`cost_pair`].
+#[derive(Clone, Copy)]
+struct Cost {
+    /// Best operations per second (wall clock).
+    rate: f64,
+    /// Least CPU nanoseconds per operation: on a loaded machine, what
+    /// other work takes from the thread does not count against it.
+    cpu_ns: f64,
+}
+
+/// Two workloads in alternating slices, like [`rate_pair`], with the CPU
+/// time of each slice measured too.
+fn cost_pair(
+    secs: f64,
+    (qd_a, mut a): (usize, impl FnMut(u64)),
+    (qd_b, mut b): (usize, impl FnMut(u64)),
+) -> (Cost, Cost) {
+    let slice = secs / SLICES as f64;
+    let once = |qd: usize, f: &mut dyn FnMut(u64)| {
+        let (start, cpu) = (Instant::now(), thread_cpu_ns());
+        let mut batches = 0u64;
+        while start.elapsed() < Duration::from_secs_f64(slice) {
+            for _ in 0..64 {
+                f(batches);
+                batches += 1;
+            }
+        }
+        let ops = (batches as usize * qd) as f64;
+        Cost {
+            rate: ops / start.elapsed().as_secs_f64(),
+            cpu_ns: (thread_cpu_ns() - cpu) as f64 / ops,
+        }
+    };
+    let best = |x: Cost, y: Cost| Cost { rate: x.rate.max(y.rate), cpu_ns: x.cpu_ns.min(y.cpu_ns) };
+    let none = Cost { rate: 0.0, cpu_ns: f64::INFINITY };
+    (0..SLICES).fold((none, none), |(ba, bb), _| {
+        let ca = once(qd_a, &mut a);
+        let cb = once(qd_b, &mut b);
+        (best(ba, ca), best(bb, cb))
     })
 }
 
@@ -210,23 +282,109 @@ impl Host {
     }
 }
 
+/// A controller on `media`, its host, and 32 one-block buffers, the
+/// working set written (sequentially, as a zoned device requires).
+struct Device {
+    h: Harness,
+    host: Host,
+    bufs: Vec<DmaAllocation>,
+}
+
+impl Device {
+    fn new(p: Profile, media: MediaChoice, ws_blocks: u64) -> Device {
+        let memory = ProcessMemory::new();
+        let ctrl = Emulator::with_profile(p).media(media).build(memory.clone()).expect("build");
+        let mut h = Harness::start(ctrl, memory.clone(), 2).expect("start");
+        let mut host = Host::new(&mut h);
+        let bufs: Vec<DmaAllocation> = (0..32).map(|_| h.buffer(BLOCK)).collect();
+        for (i, b) in bufs.iter().enumerate() {
+            let data: Vec<u8> = (0..BLOCK).map(|j| (i * 7 + j) as u8 | 1).collect();
+            memory.write(b.addr(), &data).unwrap();
+        }
+        for lba in (0..ws_blocks).step_by(32) {
+            host.run((0..32).map(|i| cmd(0x01, lba + i, bufs[i as usize].addr())));
+        }
+        Device { h, host, bufs }
+    }
+
+    /// 32 random 4 KiB reads as one batch.
+    fn read32(&mut self, rng: &mut SmallRng, ws_blocks: u64) {
+        let lbas: [u64; 32] = std::array::from_fn(|_| rng.gen_range(0..ws_blocks));
+        let bufs = &self.bufs;
+        self.host.run((0..32).map(|i| cmd(0x02, lbas[i], bufs[i].addr())));
+    }
+
+    /// One random 4 KiB read.
+    fn read1(&mut self, rng: &mut SmallRng, ws_blocks: u64) {
+        let lba = rng.gen_range(0..ws_blocks);
+        self.host.run(std::iter::once(cmd(0x02, lba, self.bufs[0].addr())));
+    }
+}
+
+/// 4 KiB random reads from two device images of the working set, without
+/// and with data checksums, at QD 1 and QD 32, in alternating slices:
+/// `[plain_qd1, checked_qd1, plain_qd32, checked_qd32]`.
+fn image_reads(a: &Args, ws_blocks: u64) -> [Cost; 4] {
+    let dir = tempfile::tempdir_in(&a.image_dir).expect("image directory");
+    let mut devices = [false, true].map(|checksums| {
+        let mut p = profile(a.working_set);
+        p.controller.data_checksums = Some(checksums);
+        let path = dir.path().join(format!("checksums-{checksums}.img"));
+        DeviceImage::create(&path, &p).expect("create image");
+        Device::new(p, MediaChoice::Image(path), ws_blocks)
+    });
+    let [plain, checked] = &mut devices;
+    let (mut r1, mut r2) = (SmallRng::seed_from_u64(3), SmallRng::seed_from_u64(3));
+    let qd1 = cost_pair(
+        a.seconds,
+        (1, |_| plain.read1(&mut r1, ws_blocks)),
+        (1, |_| checked.read1(&mut r2, ws_blocks)),
+    );
+    let qd32 = cost_pair(
+        a.seconds,
+        (32, |_| plain.read32(&mut r1, ws_blocks)),
+        (32, |_| checked.read32(&mut r2, ws_blocks)),
+    );
+    [qd1.0, qd1.1, qd32.0, qd32.1]
+}
+
+/// The device image figures as JSON fields.
+fn image_json(image: &[Cost; 4]) -> serde_json::Map<String, serde_json::Value> {
+    let ratio = |x: f64, y: f64| (x / y * 1000.0).round() / 1000.0;
+    let v = serde_json::json!({
+        "image_read_4k_qd1": image[0].rate.round(),
+        "image_checksummed_read_4k_qd1": image[1].rate.round(),
+        "image_read_4k_qd32": image[2].rate.round(),
+        "image_checksummed_read_4k_qd32": image[3].rate.round(),
+        "checksum_ratio_qd1": ratio(image[1].rate, image[0].rate),
+        "checksum_ratio_qd32": ratio(image[3].rate, image[2].rate),
+        "image_read_cpu_ns_qd1": image[0].cpu_ns.round(),
+        "image_checksummed_read_cpu_ns_qd1": image[1].cpu_ns.round(),
+        "image_read_cpu_ns_qd32": image[2].cpu_ns.round(),
+        "image_checksummed_read_cpu_ns_qd32": image[3].cpu_ns.round(),
+        "checksum_cpu_cost_qd1": ratio(image[1].cpu_ns, image[0].cpu_ns) - 1.0,
+        "checksum_cpu_cost_qd32": ratio(image[3].cpu_ns, image[2].cpu_ns) - 1.0,
+    });
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("a JSON object"),
+    }
+}
+
 fn main() {
     let a = args();
     let ws_blocks = (a.working_set / BLOCK) as u64;
+    if a.images_only {
+        let image = image_reads(&a, ws_blocks);
+        let mut out = serde_json::Map::new();
+        out.insert("working_set_bytes".into(), a.working_set.into());
+        out.extend(image_json(&image));
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+        return;
+    }
     let zone_blocks = 4096u64;
-    let memory = ProcessMemory::new();
-    let ctrl = Emulator::with_profile(profile(a.working_set)).build(memory.clone()).expect("build");
-    let mut h = Harness::start(ctrl, memory.clone(), 2).expect("start");
-    let mut host = Host::new(&mut h);
-    let bufs: Vec<DmaAllocation> = (0..32).map(|_| h.buffer(BLOCK)).collect();
-    for (i, b) in bufs.iter().enumerate() {
-        memory.write(b.addr(), &vec![i as u8 + 1; BLOCK]).unwrap();
-    }
-
-    // Fill the working set (sequentially, as a zoned device requires).
-    for lba in (0..ws_blocks).step_by(32) {
-        host.run((0..32).map(|i| cmd(0x01, lba + i, bufs[i as usize].addr())));
-    }
+    let Device { h, mut host, bufs } =
+        Device::new(profile(a.working_set), MediaChoice::Ram, ws_blocks);
 
     let mut rng = SmallRng::seed_from_u64(1);
     let read_qd1 = rate(a.seconds, 1, |_| {
@@ -279,6 +437,7 @@ fn main() {
         host.run((0..32).map(|i| cmd(0x01, lba + i as u64, bufs[i].addr())));
     });
 
+    let image = image_reads(&a, ws_blocks);
     let fio = fio_psync(a.working_set, a.seconds);
     let mut out = serde_json::json!({
         "working_set_bytes": a.working_set,
@@ -290,6 +449,9 @@ fn main() {
         "ratio_vs_memcpy": (read_qd32 / memcpy * 1000.0).round() / 1000.0,
         "commands_completed": h.ctrl.commands_completed(),
     });
+    for (k, v) in image_json(&image) {
+        out[k] = v;
+    }
     if let Some(f) = fio {
         out["fio_psync_randread_4k"] = f.round().into();
         out["ratio_vs_fio"] = ((read_qd32 / f * 1000.0).round() / 1000.0).into();

@@ -10,9 +10,11 @@ use zns_spec::identify::{
     NamespaceIdDescriptor, NamespaceIdDescriptorList, Oncs, ZnsController, ZnsNamespace,
     ZoneFormatExtension,
 };
-use zns_spec::log::{ChangedZoneList, ErrorLogEntry, LogPageId};
+use zns_spec::log::{ChangedZoneList, ErrorLogEntry, LogPageId, SmartLog};
 use zns_spec::regs::{Cc, Version};
-use zns_spec::{AdminOpcode, CommandSetId, Status, StatusCode, StatusField, SubmissionEntry};
+use zns_spec::{
+    AdminOpcode, CommandSetId, Status, StatusCode, StatusCodeType, StatusField, SubmissionEntry,
+};
 
 use crate::controller::{Controller, Outcome, PAGE_SIZE};
 use crate::namespace::Namespace;
@@ -36,6 +38,8 @@ pub(crate) struct AdminState {
     plain_features: [(u8, u32); 5],
     error_count: u64,
     errors: VecDeque<ErrorLogEntry>,
+    /// Commands failed with a Media and Data Integrity status (SMART log).
+    media_errors: u64,
 }
 
 impl AdminState {
@@ -48,21 +52,34 @@ impl AdminState {
             plain_features: [(0x01, 0), (0x02, 0), (0x04, 0x0157), (0x08, 0), (0x0B, 0)],
             error_count: 0,
             errors: VecDeque::with_capacity(ERROR_LOG_ENTRIES),
+            media_errors: 0,
         }
+    }
+
+    /// Power loss: everything volatile is gone; the SMART counters, kept
+    /// in non-volatile storage by a drive, stay.
+    pub fn power_cut(&mut self, profile: &Profile) {
+        let media_errors = self.media_errors;
+        *self = AdminState::new(profile);
+        self.media_errors = media_errors;
     }
 
     /// Controller reset: features return to defaults, the error log stays.
     pub fn reset(&mut self, profile: &Profile) {
         let errors = std::mem::take(&mut self.errors);
-        let count = self.error_count;
+        let (count, media_errors) = (self.error_count, self.media_errors);
         *self = AdminState::new(profile);
         self.errors = errors;
         self.error_count = count;
+        self.media_errors = media_errors;
     }
 
     /// Records a failed command in the Error Information log.
     pub fn log_error(&mut self, sqid: u16, sqe: &SubmissionEntry, status: Status) {
         self.error_count += 1;
+        if status.sct == StatusCodeType::MediaError {
+            self.media_errors += 1;
+        }
         if self.errors.len() == ERROR_LOG_ENTRIES {
             self.errors.pop_back();
         }
@@ -419,6 +436,13 @@ fn get_log_page(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusC
             }
             v
         }
+        Some(LogPageId::SmartHealth) => {
+            // Controller-wide only (LPA bit 0 clear).
+            if sqe.nsid != 0 && sqe.nsid != 0xFFFF_FFFF {
+                return Err(StatusCode::InvalidField);
+            }
+            smart_log(ctrl).to_bytes().to_vec()
+        }
         Some(LogPageId::ChangedZoneList) => {
             if cmd.csi != CommandSetId::Zoned as u8 {
                 return Err(StatusCode::InvalidField);
@@ -440,4 +464,33 @@ fn get_log_page(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusC
     out[..n].copy_from_slice(&avail[..n]);
     send(ctrl, sqe, &out)?;
     Ok(0)
+}
+
+/// The SMART / Health Information page: media errors (every command that
+/// failed with a Media and Data Integrity status, such as Unrecovered Read
+/// Error on a block that fails its data checksum), error log entries, host
+/// commands and data units, power cycles and unsafe shutdowns (power
+/// cuts), power-on hours. The emulator has no thermal or wear model: the
+/// temperature is a constant 313 K (40 °C), the spare 100 %, nothing worn,
+/// and busy time is not kept (0).
+fn smart_log(ctrl: &Controller) -> SmartLog {
+    let io = ctrl.io_totals();
+    let st = ctrl.admin_state.lock();
+    SmartLog {
+        critical_warning: 0,
+        composite_temperature: 313,
+        available_spare: 100,
+        available_spare_threshold: 10,
+        percentage_used: 0,
+        data_units_read: SmartLog::data_units(io.bytes_read as u128),
+        data_units_written: SmartLog::data_units(io.bytes_written as u128),
+        host_read_commands: io.read_commands as u128,
+        host_write_commands: io.write_commands as u128,
+        controller_busy_time: 0,
+        power_cycles: ctrl.power_cycles.load(Ordering::Relaxed) as u128,
+        power_on_hours: (ctrl.created.elapsed().as_secs() / 3600) as u128,
+        unsafe_shutdowns: ctrl.unsafe_shutdowns.load(Ordering::Relaxed) as u128,
+        media_errors: st.media_errors as u128,
+        error_log_entries: st.error_count as u128,
+    }
 }

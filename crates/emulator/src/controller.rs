@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use zns_spec::regs::{self, Aqa, Cap, Cc, Csts, Doorbell, Version};
-use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry};
+use zns_spec::{CompletionEntry, IoOpcode, Status, StatusCode, StatusField, SubmissionEntry};
 
 use crate::clock::{Clock, ClockMode};
 use crate::host::HostMemory;
 use crate::namespace::Namespace;
 use crate::profile::Profile;
-use crate::queue::{CompletionQueue, SubmissionQueue, FETCH_BATCH};
+use crate::queue::{CompletionQueue, IoCounters, SubmissionQueue, FETCH_BATCH};
 use crate::timing::{Op, Timing};
 
 /// Smallest and only memory page size the controller supports (CAP.MPSMIN = MPSMAX = 0).
@@ -69,6 +69,14 @@ pub struct Controller {
     pub(crate) admin_state: Mutex<crate::admin::AdminState>,
     /// Commands completed, for statistics.
     completed: AtomicU64,
+    /// Host I/O of submission queues deleted since creation.
+    retired: Mutex<IoCounters>,
+    /// Power cycles, this controller's creation included (SMART log).
+    pub(crate) power_cycles: AtomicU64,
+    /// Power cuts: power lost without a shutdown (SMART log).
+    pub(crate) unsafe_shutdowns: AtomicU64,
+    /// When the controller was created, for power-on hours.
+    pub(crate) created: std::time::Instant,
     /// When false, commands skip data movement (host memory and media), to
     /// measure command processing alone.
     transfer_data: AtomicBool,
@@ -127,6 +135,10 @@ impl Controller {
             cqs: (0..queues).map(|_| Mutex::new(None)).collect(),
             namespaces,
             completed: AtomicU64::new(0),
+            retired: Mutex::new(IoCounters::default()),
+            power_cycles: AtomicU64::new(1),
+            unsafe_shutdowns: AtomicU64::new(0),
+            created: std::time::Instant::now(),
             transfer_data: AtomicBool::new(true),
             write_cache: AtomicBool::new(true),
             timing,
@@ -351,7 +363,9 @@ impl Controller {
             t.cancel(None);
         }
         for q in self.sqs.iter() {
-            *q.lock() = None;
+            if let Some(sq) = q.lock().take() {
+                self.retired.lock().add(&sq.counters);
+            }
         }
         for q in self.cqs.iter() {
             *q.lock() = None;
@@ -390,7 +404,9 @@ impl Controller {
                 }
             }
         }
-        *self.admin_state.lock() = crate::admin::AdminState::new(&self.profile);
+        self.admin_state.lock().power_cut(&self.profile);
+        self.power_cycles.fetch_add(1, Ordering::Relaxed);
+        self.unsafe_shutdowns.fetch_add(1, Ordering::Relaxed);
         self.css.store(Cc::CSS_NVM, Ordering::Relaxed);
         self.iocs_index.store(0, Ordering::Relaxed);
     }
@@ -459,7 +475,9 @@ impl Controller {
                     if i + 1 < n {
                         crate::io::prefetch(self, &sq.entry(i + 1));
                     }
-                    crate::io::execute(self, host, &sqe, &mut sq.bounce, None)
+                    let r = crate::io::execute(self, host, &sqe, &mut sq.bounce, None);
+                    self.count(&mut sq.counters, &sqe, &r);
+                    r
                 };
                 *slot = self.completion(qid, sq.head as u16, &sqe, outcome);
             }
@@ -497,6 +515,7 @@ impl Controller {
                 self.sq_heads[qid as usize].store(sq.head as u16, Ordering::Relaxed);
                 let mut op = Op::Other;
                 let outcome = crate::io::execute(self, host, &sqe, &mut sq.bounce, Some(&mut op));
+                self.count(&mut sq.counters, &sqe, &outcome);
                 if outcome.is_err() {
                     op = Op::Other;
                 }
@@ -505,6 +524,42 @@ impl Controller {
             t.submit(qid, sq.cqid, &mut batch);
             self.completed.fetch_add(n as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a successful I/O command in its queue's counters.
+    #[inline]
+    fn count(&self, c: &mut IoCounters, sqe: &SubmissionEntry, outcome: &Outcome) {
+        if outcome.is_err() {
+            return;
+        }
+        let bytes = || {
+            let bs = self.namespace(sqe.nsid).map_or(0, |ns| ns.block_size() as u64);
+            ((sqe.cdw12 & 0xFFFF) as u64 + 1) * bs
+        };
+        match IoOpcode::from_raw(sqe.opcode()) {
+            Some(IoOpcode::Read) => {
+                c.read_commands += 1;
+                c.bytes_read += bytes();
+            }
+            Some(IoOpcode::Write | IoOpcode::ZoneAppend) => {
+                c.write_commands += 1;
+                c.bytes_written += bytes();
+            }
+            Some(IoOpcode::WriteZeroes | IoOpcode::Copy) => c.write_commands += 1,
+            _ => {}
+        }
+    }
+
+    /// Host I/O since creation, every queue's (live and deleted). Takes
+    /// each I/O submission queue's lock in turn.
+    pub(crate) fn io_totals(&self) -> IoCounters {
+        let mut t = *self.retired.lock();
+        for q in self.sqs.iter().skip(1) {
+            if let Some(sq) = q.lock().as_ref() {
+                t.add(&sq.counters);
+            }
+        }
+        t
     }
 
     /// The completion entry for a command, logging failures.
@@ -569,6 +624,7 @@ impl Controller {
         }
         let slot = self.sqs.get(qid as usize).ok_or(StatusCode::InvalidQueueIdentifier)?;
         let sq = slot.lock().take().ok_or(StatusCode::InvalidQueueIdentifier)?;
+        self.retired.lock().add(&sq.counters);
         if let Some(t) = &self.timing {
             t.cancel(Some(qid));
         }

@@ -110,6 +110,9 @@ type IoResult = Result<u64, StatusCode>;
 fn media_status(e: MediaError) -> StatusCode {
     match e {
         MediaError::Io(_) => StatusCode::WriteFault,
+        // Stored data that cannot be returned as written: what a drive
+        // reports when ECC cannot recover a block.
+        MediaError::Checksum { .. } => StatusCode::UnrecoveredReadError,
         _ => StatusCode::InternalError,
     }
 }
@@ -190,7 +193,14 @@ fn flush_all(ctrl: &Controller) -> Outcome {
 /// Reads blocks into `buf` as the zone layer sees them: written runs from
 /// media, the rest zeros.
 fn read_blocks(ns: &Namespace, slba: u64, blocks: u64, buf: &mut [u8]) -> Result<(), StatusCode> {
-    read_visible(ns, slba, blocks, ns.block_size(), buf, |lba, part| ns.media.read(lba, part))
+    let r =
+        read_visible(ns, slba, blocks, ns.block_size(), buf, |lba, part| ns.media.read(lba, part));
+    if r == Err(StatusCode::UnrecoveredReadError) {
+        // None of the command's blocks is returned as good, not even in a
+        // buffer the host should not look at.
+        buf.fill(0);
+    }
+    r
 }
 
 /// Reads the metadata of blocks into `buf` the same way.

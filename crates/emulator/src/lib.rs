@@ -20,6 +20,9 @@
 //!   reaches it; `tiny` and `small` complete every command at once.
 //! - Faults: power cuts that drop unflushed writes, zones going read-only or
 //!   offline, unrecoverable reads ([`Controller::power_cut`], [`Namespace`]).
+//! - Data checksums ([`media::Checksummed`]): on device images every written
+//!   block carries a CRC32C; a block that fails it reads as Unrecovered Read
+//!   Error, counted in the SMART / Health log.
 //!
 //! ```
 //! use zns_emulator::{Emulator, host::ProcessMemory};
@@ -54,7 +57,7 @@ pub use namespace::{Namespace, ZoneStateSink};
 use clock::ClockMode;
 use host::HostMemory;
 use image::{DeviceImage, ImageError};
-use media::{FileMedia, Media, MediaError, MediaGeometry, NullMedia, RamMedia};
+use media::{Checksummed, FileMedia, Media, MediaError, MediaGeometry, NullMedia, RamMedia};
 use profile::{NamespaceKind, Profile, ProfileError};
 use zns::{ZoneGeometry, Zones};
 
@@ -190,17 +193,24 @@ impl EmulatorBuilder {
             let geometry =
                 MediaGeometry::new(p.block_size, p.metadata_size as u32, p.capacity_blocks())?;
             let media: Arc<dyn Media> = match (&self.media, &image) {
+                // No data, nothing to check.
                 (MediaChoice::Null, _) => Arc::new(NullMedia::new(geometry)?),
                 (MediaChoice::Image(_), Some(img)) => {
                     let l = img.layouts[i];
-                    Arc::new(FileMedia::new(
-                        img.file()?,
-                        geometry,
-                        l.data_offset,
-                        l.metadata_offset,
-                    )?)
+                    let file = img.file()?;
+                    let m = FileMedia::new(file, geometry, l.data_offset, l.metadata_offset)?;
+                    match l.checksum_offset {
+                        Some(at) => Arc::new(Checksummed::in_file(m, &img.file()?, at)?),
+                        None => Arc::new(m),
+                    }
                 }
-                _ => Arc::new(RamMedia::new(geometry)?),
+                _ => {
+                    let m = RamMedia::new(geometry)?;
+                    match self.profile.controller.data_checksums {
+                        Some(true) => Arc::new(Checksummed::in_memory(m)?),
+                        _ => Arc::new(m),
+                    }
+                }
             };
             let stored = match &image {
                 Some(img) if p.kind == NamespaceKind::Zoned => img.load_zone_state(nsid)?,
@@ -221,7 +231,17 @@ impl EmulatorBuilder {
                     let z = match stored {
                         // An empty record: the fresh state a new image starts with.
                         Some(bytes) if !bytes.is_empty() => Zones::decode_durable(g, &bytes)
-                            .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
+                            .map_err(|e| {
+                                // A record that passed its slot checksum
+                                // and still does not decode: name the image.
+                                EmulatorError::Image(ImageError::Invalid {
+                                    path: img_path(&self.media),
+                                    why: format!(
+                                        "namespace {nsid}: its zone state does not decode ({e}); \
+                                         the image is not opened"
+                                    ),
+                                })
+                            })?,
                         _ => Zones::new(g)
                             .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
                     };

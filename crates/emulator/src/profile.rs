@@ -133,6 +133,12 @@ pub struct ControllerProfile {
     /// every completed write is durable.
     #[serde(default = "default_true")]
     pub volatile_write_cache: bool,
+    /// Whether every written block carries a CRC32C that reads verify (a
+    /// block that fails it reads as Unrecovered Read Error). Absent: on for
+    /// device images (`emu:file=`), off for RAM; null media keeps no data
+    /// and never checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_checksums: Option<bool>,
 }
 
 fn default_mqes() -> u32 {

@@ -15,6 +15,30 @@ pub(crate) const FETCH_BATCH: usize = 64;
 /// Entries fetched in one go: raw 64-byte images, decoded one at a time.
 pub(crate) type FetchBuffer = [[u8; 64]; FETCH_BATCH];
 
+/// Host I/O counted for the SMART / Health log, kept per submission queue
+/// so the I/O path touches no shared counter.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IoCounters {
+    /// Reads completed successfully.
+    pub read_commands: u64,
+    /// Writes, Zone Appends, Write Zeroes and Copies completed successfully.
+    pub write_commands: u64,
+    /// Bytes of data read (Read).
+    pub bytes_read: u64,
+    /// Bytes of data written (Write, Zone Append).
+    pub bytes_written: u64,
+}
+
+impl IoCounters {
+    /// Adds `other` into these counters.
+    pub fn add(&mut self, other: &IoCounters) {
+        self.read_commands += other.read_commands;
+        self.write_commands += other.write_commands;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+    }
+}
+
 /// A submission queue: the controller consumes entries from `head` to the
 /// tail the host last wrote to the doorbell.
 #[derive(Debug)]
@@ -29,6 +53,8 @@ pub(crate) struct SubmissionQueue {
     pub bounce: Vec<u8>,
     /// Entries fetched and not yet run, as their raw images.
     pub fetched: Box<FetchBuffer>,
+    /// Host I/O completed through this queue.
+    pub counters: IoCounters,
 }
 
 impl SubmissionQueue {
@@ -41,6 +67,7 @@ impl SubmissionQueue {
             cqid,
             bounce: vec![0; max_transfer],
             fetched: Box::new([[0; 64]; FETCH_BATCH]),
+            counters: IoCounters::default(),
         }
     }
 

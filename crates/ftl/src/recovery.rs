@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::collections::HashMap;
 
 use zns_device::{
-    IoBuffer, ReportFilter, Target, Zone, ZoneAction, ZoneQueue, ZoneState, ZonedDevice,
+    IoBuffer, ReportFilter, StatusCode, Target, Zone, ZoneAction, ZoneQueue, ZoneState, ZonedDevice,
 };
 
 use crate::config::FtlConfig;
@@ -268,14 +268,31 @@ fn read_zone(q: &mut dyn ZoneQueue, layout: &Layout, zone: u32, blocks: u32) -> 
     while at < blocks {
         let n = (blocks - at).min(layout.mdts_blocks);
         buf.set_len(n as usize * bs).map_err(FtlError::device("size a buffer"))?;
-        q.read(layout.zone_start(zone) + at as u64, &mut buf)
-            .map_err(FtlError::device("read metadata"))?;
-        for i in 0..n as usize {
-            out.push(Entry {
-                zone,
-                offset: at + i as u32,
-                page: Page::decode(&buf[i * bs..(i + 1) * bs]),
-            });
+        match q.read(layout.zone_start(zone) + at as u64, &mut buf) {
+            Ok(()) => {
+                for i in 0..n as usize {
+                    let page = Page::decode(&buf[i * bs..(i + 1) * bs]);
+                    out.push(Entry { zone, offset: at + i as u32, page });
+                }
+            }
+            // A block the device cannot read back (a drive's ECC failure,
+            // an emulated image's data checksum): read the run a block at
+            // a time, so each unreadable one is a damaged page like any
+            // other, named and repairable, instead of failing the mount.
+            Err(e) if e.is_status(StatusCode::UnrecoveredReadError) => {
+                buf.set_len(bs).map_err(FtlError::device("size a buffer"))?;
+                for i in 0..n {
+                    let page = match q.read(layout.zone_start(zone) + (at + i) as u64, &mut buf) {
+                        Ok(()) => Page::decode(&buf[..bs]),
+                        Err(e) if e.is_status(StatusCode::UnrecoveredReadError) => {
+                            Err(PageError::Bad("unreadable: Unrecovered Read Error".into()))
+                        }
+                        Err(e) => return Err(FtlError::device("read metadata")(e)),
+                    };
+                    out.push(Entry { zone, offset: at + i, page });
+                }
+            }
+            Err(e) => return Err(FtlError::device("read metadata")(e)),
         }
         at += n;
     }

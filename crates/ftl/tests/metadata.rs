@@ -166,14 +166,31 @@ fn damage_inside_the_log_is_reported_with_its_place() {
 }
 
 #[test]
-fn read_errors_in_the_log_are_reported() {
+fn unreadable_log_pages_are_damage_named_and_repaired() {
+    // A metadata page the device cannot read back (Unrecovered Read
+    // Error, as a drive's ECC failure or a device image's data checksum
+    // gives) is a damaged page: named, and rolled back by a repair.
     let (dev, _, meta) = prepared(100);
     let (start, _) = current_meta_zone(dev.as_ref(), meta);
     let emu = Arc::clone(dev.emulator().unwrap());
     emu.namespaces()[0].inject_read_error(start + 1);
-    let e = Ftl::open(dev, FtlConfig::default()).unwrap_err();
-    assert!(matches!(e, FtlError::Device { .. }), "{e}");
-    assert!(e.to_string().contains("read metadata"), "{e}");
+    match Ftl::open(Arc::clone(&dev), FtlConfig::default()) {
+        Err(FtlError::Corrupt { zone, block, reason }) => {
+            assert_eq!(zone * 64 + block, start + 1, "{reason}");
+            assert!(reason.contains("Unrecovered Read Error"), "{reason}");
+        }
+        other => panic!("expected a damaged page, got {other:?}"),
+    }
+    // The newest page unreadable: the repair drops it and adopts the
+    // blocks its records mapped by their tags, as for a damaged page.
+    let (dev, _, after, page) = last_page_maps_a_batch();
+    Arc::clone(dev.emulator().unwrap()).namespaces()[0].inject_read_error(page);
+    let reason = refused_at(&dev, page);
+    assert!(reason.contains("Unrecovered Read Error"), "{reason}");
+    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let report = report.expect("damage reported");
+    assert_eq!(report.dropped_pages, 1, "{report:?}");
+    common::compare_all(&ftl, &after);
 }
 
 #[test]

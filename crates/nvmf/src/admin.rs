@@ -225,6 +225,7 @@ fn smart_log(ctrl: &Controller) -> [u8; 512] {
         host_read_commands: s.read_commands.load(Ordering::Relaxed) as u128,
         host_write_commands: s.write_commands.load(Ordering::Relaxed) as u128,
         power_cycles: 1,
+        media_errors: s.media_errors.load(Ordering::Relaxed) as u128,
         ..SmartLog::default()
     }
     .to_bytes()

@@ -62,6 +62,9 @@ pub(crate) struct Stats {
     pub bytes_written: AtomicU64,
     pub read_commands: AtomicU64,
     pub write_commands: AtomicU64,
+    /// Commands that ended with a Media and Data Integrity status (an
+    /// Unrecovered Read Error from the device, for one).
+    pub media_errors: AtomicU64,
 }
 
 /// CSTS.RDY.

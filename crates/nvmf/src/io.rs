@@ -152,12 +152,16 @@ const CONVENTIONAL_OPCODES: [IoOpcode; 6] = [
     IoOpcode::DatasetManagement,
 ];
 
-/// Counts a successful read or write in the controller's statistics.
+/// Counts a successful read or write, or a media error, in the
+/// controller's statistics.
 fn count(ctrl: &Controller, op: IoOpcode, done: &IoDone, written: usize) {
+    let s = &ctrl.stats;
     if !done.status.is_success() {
+        if done.status.sct == zns_spec::StatusCodeType::MediaError {
+            s.media_errors.fetch_add(1, Ordering::Relaxed);
+        }
         return;
     }
-    let s = &ctrl.stats;
     match op {
         IoOpcode::Read => {
             s.read_commands.fetch_add(1, Ordering::Relaxed);

@@ -836,3 +836,63 @@ fn a_conventional_backend_needs_a_device_that_reaches_one() {
     let e = Subsystem::with_backends(NQN, vec![bad]).unwrap_err();
     assert!(e.to_string().contains("no conventional namespace"), "{e}");
 }
+
+/// The Media and Data Integrity Errors counter of the target's SMART log.
+fn media_errors(h: &mut Host) -> u128 {
+    let lp = GetLogPage::new(LogPageId::SmartHealth, 0xFFFF_FFFF, 128);
+    let (_, smart) = h.ok(lp.to_entry().unwrap(), Dir::In(512));
+    zns_spec::log::SmartLog::from_bytes(&smart[..512].try_into().unwrap()).media_errors
+}
+
+#[test]
+fn a_block_failing_its_data_checksum_reaches_the_host_as_unrecovered_read_error() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let profile = zns_emulator::profile::Profile::by_name("tiny").unwrap();
+    zns_emulator::image::DeviceImage::create(&path, &profile).unwrap();
+    let data_offset = zns_emulator::image::layout(&profile)[0].data_offset;
+    let uri = format!("emu:file={}", path.display());
+    let data = pattern(4 * 4096, 5);
+    {
+        let t = target(&uri);
+        let (a, cntlid) = admin(t.local_addr(), Digests::default());
+        let mut q = io_queue(t.local_addr(), cntlid, 1, Digests::default());
+        q.ok(ReadWrite::new(1, 0, 4).write().unwrap(), Dir::Out(&data));
+        q.ok(zns_spec::command::Flush { nsid: 1 }.to_entry(), Dir::None);
+        drop((q, a));
+        t.stop();
+    }
+    // One bit of LBA 2 flips while the target is down.
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    f.write_all_at(&[data[2 * 4096 + 7] ^ 0x40], data_offset + 2 * 4096 + 7).unwrap();
+    drop(f);
+    // The stopped target's last connection thread lets go of the device
+    // (and so of the image's lock) just after `stop` returns.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let dev = loop {
+        match zns_device::open(&uri) {
+            Ok(d) => break d,
+            Err(e) if e.to_string().contains("in use") && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let (mut a, cntlid) = admin(t.local_addr(), Digests::default());
+    assert_eq!(media_errors(&mut a), 0);
+    let mut q = io_queue(t.local_addr(), cntlid, 1, Digests { header: true, data: true });
+    // The whole read fails, with no data sent: the kernel's nvme driver
+    // turns this status into a media error (BLK_STS_MEDIUM).
+    let (c, back) = q.cmd(ReadWrite::new(1, 0, 4).read().unwrap(), Dir::In(4 * 4096));
+    assert!(c.status().is(StatusCode::UnrecoveredReadError), "{:?}", c.status());
+    assert!(c.status_field().dnr());
+    assert!(back.is_empty(), "no data of a failed read reaches the host");
+    let (_, good) = q.ok(ReadWrite::new(1, 3, 1).read().unwrap(), Dir::In(4096));
+    assert_eq!(good, data[3 * 4096..]);
+    assert_eq!(media_errors(&mut a), 1);
+    drop((q, a));
+    assert_eq!(t.stop().transport_errors, 0);
+}

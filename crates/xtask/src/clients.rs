@@ -21,6 +21,11 @@
 //!   (`zns serve --ftl`); fio's own zoned block device tests
 //!   (`t/zbd/test-zbd-support` from Debian's fio source package, see
 //!   [`crate::fio_zbd`]) on the small-zone namespace; `nvme disconnect`.
+//! - a second `zns serve` on a device image (`emu:file=`, `tiny`) with
+//!   one block damaged on the host before it starts: in the guest a read
+//!   of it fails, the kernel logs a critical medium error (the target
+//!   completed it with Unrecovered Read Error) and the target's SMART log
+//!   counts the media error.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
@@ -82,6 +87,9 @@ options:
 
 /// The subsystem NQN the guest connects to.
 pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
+
+/// The subsystem of the device image with a damaged block.
+pub const MEDIA_NQN: &str = "nqn.2026-11.io.znskit:media-error";
 
 /// The host NQN and ID the guest presents.
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
@@ -355,6 +363,17 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     } else {
         None
     };
+    let media = if base {
+        let image = damaged_image(zns, &dir)?;
+        let image_uri = format!("emu:file={}", image.display());
+        Some(Server::start(
+            "zns serve (media error)",
+            zns,
+            &["--device", &image_uri, "serve", "--listen", "127.0.0.1:0", "--nqn", MEDIA_NQN],
+        )?)
+    } else {
+        None
+    };
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let zbd_wanted: Vec<u32> = match &zbd {
@@ -365,6 +384,7 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         base,
         zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
         nvmet: opts.nvmet.clone(),
+        media_port: media.as_ref().map(|m| m.port),
     };
     let script = init_script(&names, nvmf.port, &mke2fs, &plan);
     let programs = vmtest::build_guest_binaries(
@@ -395,12 +415,17 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let guest_secs = guest_start.elapsed().as_secs_f64();
     let nvmf_end = nvmf.stop();
     let nbd_end = nbd.map(Server::stop);
+    let media_end = media.map(Server::stop);
     let outcome = outcome?;
     let mut failures = outcome.failures.clone();
     server_end("zns serve", nvmf_end, &[" 0 ended by transport errors"], &mut failures);
     if let Some(end) = nbd_end {
         let clean = [" 0 closed for protocol errors", "(0 failed)"];
         server_end("zns ftl serve", end, &clean, &mut failures);
+    }
+    if let Some(end) = media_end {
+        let clean = [" 0 ended by transport errors"];
+        server_end("zns serve (media error)", end, &clean, &mut failures);
     }
     let mut summaries = outcome.summaries.clone();
     if let Some(z) = &zbd {
@@ -410,6 +435,65 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     }
     println!("clients: log {}", log.display());
     Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
+}
+
+/// A `tiny` device image whose zone 0 holds four written blocks (block
+/// `i` all bytes `A0h + i`), block 2 then damaged by one flipped bit, as
+/// the medium under a drive's block can be: a read of it fails with
+/// Unrecovered Read Error.
+fn damaged_image(zns: &Path, dir: &Path) -> Result<PathBuf> {
+    let image = dir.join("media-error.img");
+    let _ = fs::remove_file(&image);
+    let arg = image.display().to_string();
+    crate::run_checked(
+        std::process::Command::new(zns).args(["emu", "create", &arg, "--profile", "tiny"]),
+        "zns emu create",
+    )?;
+    let blocks: Vec<u8> = (0..4u8).flat_map(|i| [0xA0 + i; 4096]).collect();
+    let input = dir.join("media-error.bin");
+    fs::write(&input, blocks).map_err(|e| Error::io(&input, e))?;
+    let device = format!("emu:file={arg}");
+    let input_arg = input.display().to_string();
+    crate::run_checked(
+        std::process::Command::new(zns)
+            .args(["--device", &device, "write", "--lba", "0", "--input", &input_arg]),
+        "zns write",
+    )?;
+    let mut bytes = fs::read(&image).map_err(|e| Error::io(&image, e))?;
+    let at = bytes
+        .chunks_exact(4096)
+        .position(|b| b.iter().all(|&x| x == 0xA2))
+        .ok_or_else(|| Error::new("the written block is not in the image"))?;
+    bytes[at * 4096 + 100] ^= 0x04;
+    fs::write(&image, bytes).map_err(|e| Error::io(&image, e))?;
+    Ok(image)
+}
+
+/// The guest lines for the second target, a device image with a damaged
+/// block: the read fails with Unrecovered Read Error, which the kernel
+/// logs as a medium error, and the target's SMART log counts it.
+fn media_lines(port: u16) -> String {
+    format!(
+        r#"# A device image with a damaged block on a second target: the read fails
+# with Unrecovered Read Error, which the kernel logs as a medium error.
+T2="-t tcp -a 10.0.2.2 -s {port}"
+run nvme-connect-media nvme connect $T2 -n {MEDIA_NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
+i=0
+while [ $i -lt 100 ] && ! ls /sys/block | grep -Eq '^nvme[0-9]+n1$'; do sleep 0.1; i=$((i + 1)); done
+M=/dev/$(ls /sys/block | grep -E '^nvme[0-9]+n1$' | head -n 1)
+C=/dev/$(ls /sys/class/nvme | head -n 1)
+say "media-error namespace $M on $C"
+if dd if=$M of=/dev/null bs=4096 count=4 iflag=direct 2>/tmp/dd.err; then
+    fail=1; say "FAILED media-read: the damaged block read back"
+else
+    say "END media-read: failed as it must: $(head -n 1 /tmp/dd.err)"
+fi
+run media-read-intact dd if=$M of=/dev/null bs=4096 skip=3 count=1 iflag=direct
+expect media-error-logged "critical medium error" dmesg
+run media-smart sh -c "nvme smart-log $C | tr -d ' \t' | grep -Eq '^media_errors:[1-9]'"
+run nvme-disconnect-media nvme disconnect -n {MEDIA_NQN}
+"#
+    )
 }
 
 /// The generic kernel's guest: f2fs on the target's zoned namespace.
@@ -656,6 +740,9 @@ pub struct GuestPlan {
     /// The kernel-target run of [`crate::nvmet::script_lines`], with the conformance
     /// checks it names (all when empty).
     pub nvmet: Option<String>,
+    /// The port of the target serving a device image with a damaged
+    /// block ([`media_lines`]), after the first target is gone.
+    pub media_port: Option<u16>,
 }
 
 /// The cloud kernel guest's `/init`. `mke2fs` is Debian's program's path:
@@ -678,6 +765,9 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
         }
         s.push_str(&format!("run nvme-disconnect nvme disconnect -n {NQN}\n"));
     }
+    if let Some(port) = plan.media_port {
+        s.push_str(&media_lines(port));
+    }
     if plan.base {
         s.push_str(&nbd_lines(&mke2fs));
     }
@@ -698,10 +788,16 @@ mod tests {
 
     #[test]
     fn the_script_connects_then_uses_the_disk_and_ends_with_a_marker() {
-        let all = GuestPlan { base: true, zbd: Some(Vec::new()), nvmet: None };
+        let all =
+            GuestPlan { base: true, zbd: Some(Vec::new()), nvmet: None, media_port: Some(4421) };
         let s = script(&all);
         assert!(!s.contains("nvmet"));
-        let n = script(&GuestPlan { base: true, zbd: None, nvmet: Some("copy".into()) });
+        let n = script(&GuestPlan {
+            base: true,
+            zbd: None,
+            nvmet: Some("copy".into()),
+            media_port: None,
+        });
         assert!(n.contains("zns-conformance --only copy \"tcp:127.0.0.1:4420/"));
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("insmod /lib/modules/nvme-tcp.ko"));
@@ -716,6 +812,10 @@ mod tests {
         assert!(s.find("conformance-zbd").unwrap() < zbd && zbd < disconnect);
         assert!(disconnect < s.find("/usr/sbin/mke2fs -t ext4 -F -q $D").unwrap());
         assert!(s.contains("e2fsck -f -n $D"));
+        // The media-error target after the first one is gone.
+        let media = s.find("nvme connect $T2 -n nqn.2026-11.io.znskit:media-error").unwrap();
+        assert!(disconnect < media && s.contains("T2=\"-t tcp -a 10.0.2.2 -s 4421\""));
+        assert!(s.find("critical medium error").unwrap() > media);
         assert!(s.contains("/sys/block/vda"));
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
         let q = qemu_args(Some(10809));
@@ -725,10 +825,11 @@ mod tests {
 
     #[test]
     fn each_part_runs_alone() {
-        let zbd = script(&GuestPlan { base: false, zbd: Some(vec![5]), nvmet: None });
+        let zbd =
+            script(&GuestPlan { base: false, zbd: Some(vec![5]), nvmet: None, media_port: None });
         assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $S"));
         assert!(!zbd.contains("fio-zoned") && !zbd.contains("mke2fs") && !zbd.contains("vda"));
-        let base = script(&GuestPlan { base: true, zbd: None, nvmet: None });
+        let base = script(&GuestPlan { base: true, zbd: None, nvmet: None, media_port: None });
         assert!(!base.contains("test-zbd-support"));
         let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
         let o = parse(&["--parts", "f2fs", "--zbd-tests", "3,5"]);

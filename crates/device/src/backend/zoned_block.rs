@@ -18,7 +18,9 @@
 //! the kernel's codes for Too Many Active / Open Zones, a failed write is
 //! classified from the zone's state reported just after it (Zone Is Full,
 //! Zone Invalid Write, Zone Boundary Error, ...), and a failed zone action
-//! is an Invalid Zone State Transition. Anything else is an OS error.
+//! is an Invalid Zone State Transition; a read failing with `ENODATA` (the
+//! block layer's medium error) is an Unrecovered Read Error. Anything else
+//! is an OS error.
 //!
 //! What the interface cannot express is refused with
 //! [`DeviceError::Unsupported`]: Offline Zone, Select All for Open, Close,
@@ -137,6 +139,21 @@ pub(crate) fn classify_write_failure(
         _ if lba + blocks > z.start + z.capacity => StatusCode::ZoneBoundaryError,
         _ => return None,
     })
+}
+
+/// The error of a failed read (or other non-write data command): the block
+/// layer's "critical medium error" (`ENODATA`, which the kernel's nvme
+/// driver gives Unrecovered Read Error among others) is the device's media
+/// error; anything else an OS error.
+fn read_failure(op: &ZoneOp, errno: i32) -> DeviceError {
+    match (op, errno) {
+        (ZoneOp::Read { .. }, libc::ENODATA) => DeviceError::Nvme {
+            status: StatusCode::UnrecoveredReadError.status(),
+            op: op.kind(),
+            lba: op.lba(),
+        },
+        _ => os_error(op.kind(), op.lba(), errno),
+    }
 }
 
 /// The NVMe status of a failed zone action, from the kernel's errno.
@@ -936,7 +953,7 @@ impl ZonedBlockQueue {
             }
             _ => match errno {
                 None => Ok(0),
-                Some(e) => Err(os_error(op.kind(), op.lba(), e)),
+                Some(e) => Err(read_failure(&op, e)),
             },
         };
         self.done(i, result, buffer);
@@ -1226,6 +1243,15 @@ mod tests {
 
     fn blk(start: u64, len: u64, wp: u64, cond: u8, cap: u64) -> BlkZone {
         BlkZone { start, len, wp, zone_type: 2, cond, capacity: cap, ..Default::default() }
+    }
+
+    #[test]
+    fn a_medium_error_on_a_read_is_an_unrecovered_read_error() {
+        let e = read_failure(&ZoneOp::Read { lba: 9 }, libc::ENODATA);
+        assert!(e.is_status(StatusCode::UnrecoveredReadError), "{e}");
+        assert!(matches!(e, DeviceError::Nvme { lba: Some(9), .. }));
+        let e = read_failure(&ZoneOp::Read { lba: 9 }, libc::EIO);
+        assert!(matches!(e, DeviceError::Io { .. }), "{e}");
     }
 
     #[test]

@@ -30,6 +30,9 @@
 //! * [`NullMedia`]: stores nothing and reads zeros, to measure the software
 //!   stack alone or run long simulations.
 //!
+//! [`Checksummed`] wraps a backend with a CRC32C per block, verified on
+//! every read (device images have it by default).
+//!
 //! Every backend is `Send + Sync`; all methods take `&self` and may be
 //! called from any number of threads at once. Requests that touch disjoint
 //! block ranges never interfere. Requests that overlap are not ordered with
@@ -39,10 +42,14 @@
 #![warn(missing_docs)]
 
 mod arena;
+mod checked;
+mod crc;
 mod file;
 mod null;
 mod ram;
+mod sums;
 
+pub use checked::{block_checksum, block_matches, Checksummed, LOST, NO_CHECKSUM};
 pub use file::FileMedia;
 pub use null::NullMedia;
 pub use ram::RamMedia;
@@ -223,6 +230,13 @@ pub enum MediaError {
     /// The backing file failed.
     #[error("media I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// Block `lba` does not match its data checksum ([`Checksummed`]): its
+    /// contents cannot be returned as written.
+    #[error("block {lba} fails its data checksum")]
+    Checksum {
+        /// The first block of the request that failed.
+        lba: u64,
+    },
 }
 
 /// A store of logical blocks and their per-block metadata.

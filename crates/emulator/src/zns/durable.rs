@@ -271,6 +271,51 @@ impl Zones {
     }
 }
 
+impl Zones {
+    /// A power-on zone state rebuilt from how many blocks each zone holds
+    /// (`written[i]` from zone `i`'s start): Empty, Closed or Full by that
+    /// count, no attributes, no descriptor extensions. A device image's
+    /// repair uses it when no valid zone state is left and its data
+    /// checksums still tell which blocks were written.
+    ///
+    /// Errors: a count per zone missing or past the zone capacity, more
+    /// partly written (Closed) zones than Max Active Resources.
+    pub fn rebuilt(geometry: ZoneGeometry, written: &[u64]) -> Result<Zones, DurableError> {
+        let zones = Zones::new(geometry.clone())?;
+        let g = &geometry;
+        if written.len() != g.zones as usize {
+            return Err(DurableError::GeometryMismatch);
+        }
+        let mut active = 0u32;
+        for (index, &w) in written.iter().enumerate() {
+            let index = index as u32;
+            if w > g.zone_capacity {
+                let reason = "write pointer past the zone capacity";
+                return Err(DurableError::Zone { zone: index, reason });
+            }
+            let state = match w {
+                0 => ZoneState::Empty,
+                w if w == g.zone_capacity => ZoneState::Full,
+                _ => {
+                    active += 1;
+                    ZoneState::Closed
+                }
+            };
+            let mut z = zones.lock(index);
+            z.state = state;
+            z.wp = z.start + w;
+            z.durable_wp = z.wp;
+        }
+        if let Some(max) = g.max_active {
+            if active > max {
+                return Err(DurableError::TooManyActive { active, max });
+            }
+        }
+        zones.resources.lock().active = active;
+        Ok(zones)
+    }
+}
+
 /// Bytes of an image for geometry `g`.
 fn image_len(g: &ZoneGeometry) -> usize {
     HEADER + g.zones as usize * (ZONE_FIXED + g.descriptor_extension_bytes) + 4
