@@ -4,7 +4,8 @@
 //! data (`emu:small`), each reached
 //! - directly (`zns_device::open`, the emulator through the driver), and
 //! - through znskit's initiator (`tcp:`) and znskit's target in the same
-//!   process;
+//!   process, with the target's connections sleeping in blocking reads
+//!   and with them polling their sockets for 100 µs first (`--poll-us`);
 //!
 //! with the target's CPU time per I/O (its connection threads' user and
 //! system time from `/proc/self/task`, over the measured window).
@@ -40,14 +41,19 @@ fn main() {
         rows.push(run("in-process", uri, direct.as_ref(), span, dur, None));
         drop(direct);
 
-        let dev = zns_device::open(uri).unwrap();
-        let span = prepare(dev.as_ref());
-        let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-        let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
-        let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
-        rows.push(run("nvme-tcp loopback", uri, remote.as_ref(), span, dur, Some(())));
-        drop(remote);
-        target.stop();
+        for (path, poll_us) in [("nvme-tcp loopback", 0), ("nvme-tcp loopback, target polls", 100)]
+        {
+            let dev = zns_device::open(uri).unwrap();
+            let span = prepare(dev.as_ref());
+            let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+            let poll = Duration::from_micros(poll_us);
+            let config = TargetConfig { poll, ..Default::default() };
+            let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
+            let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+            rows.push(run(path, uri, remote.as_ref(), span, dur, Some(())));
+            drop(remote);
+            target.stop();
+        }
     }
     let out = json!({
         "benchmark": "nvmf-loopback",

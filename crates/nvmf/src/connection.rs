@@ -236,6 +236,7 @@ impl<'a> Connection<'a> {
     /// Reads the next command capsule; `None` when the host closed the
     /// connection between PDUs or sent a termination request.
     fn next_capsule(&mut self) -> Result<Option<Capsule>> {
+        self.poll_input();
         let p = match self.reader.read(&mut self.r) {
             Ok(p) => p,
             Err(TcpError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -256,6 +257,30 @@ impl<'a> Connection<'a> {
                 Ok(None)
             }
             other => Err(PduError::Unexpected(other).into()),
+        }
+    }
+
+    /// Spins for up to [`TargetConfig::poll`](crate::TargetConfig::poll)
+    /// until input is buffered or readable, so that the read that follows
+    /// finds it without sleeping. Errors and end of stream are left to
+    /// that read.
+    fn poll_input(&mut self) {
+        let poll = self.shared.poll;
+        if poll.is_zero() || !self.r.buffer().is_empty() {
+            return;
+        }
+        let start = std::time::Instant::now();
+        let sock = socket2::SockRef::from(self.r.get_ref());
+        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        loop {
+            match sock.recv_with_flags(&mut b, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                _ => return,
+            }
+            if start.elapsed() >= poll {
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 

@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use zns_server::TcpServer;
 
@@ -20,11 +21,17 @@ pub struct TargetConfig {
     /// Connections (queues) served at once; further ones are closed at
     /// accept.
     pub max_connections: usize,
+    /// How long a connection polls its socket for the next capsule
+    /// before it sleeps in a blocking read. Zero (the default) never
+    /// polls; a few tens of microseconds take the scheduler's wake-up off
+    /// each command's latency, at the cost of a busy core per active
+    /// queue, as a polled target (SPDK's) spends one.
+    pub poll: Duration,
 }
 
 impl Default for TargetConfig {
     fn default() -> Self {
-        TargetConfig { max_connections: 256 }
+        TargetConfig { max_connections: 256, poll: Duration::ZERO }
     }
 }
 
@@ -46,6 +53,8 @@ pub(crate) struct Shared {
     pub listener: Listener,
     /// Reads the devices' zone changes into the controllers' lists.
     pub zone_watch: ZoneWatch,
+    /// [`TargetConfig::poll`].
+    pub poll: Duration,
     transport_errors: AtomicU64,
 }
 
@@ -108,6 +117,7 @@ impl NvmfTarget {
             },
             subsystem,
             registry: Registry::default(),
+            poll: config.poll,
             transport_errors: AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);

@@ -11,9 +11,13 @@ use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 const NQN: &str = "nqn.2026-11.io.znskit:conformance";
 
 fn over_tcp(device: &str, options: &str) {
+    over_tcp_with(device, options, TargetConfig::default());
+}
+
+fn over_tcp_with(device: &str, options: &str, config: TargetConfig) {
     let dev = zns_device::open(device).unwrap();
     let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
     let uri = format!("tcp:{}/{NQN}{options}", target.local_addr());
     let remote = zns_device::open(&uri).unwrap_or_else(|e| panic!("{uri}: {e}"));
     assert_eq!(remote.info().backend, "tcp");
@@ -31,4 +35,10 @@ fn conformance_over_tcp_tiny() {
 #[test]
 fn conformance_over_tcp_small_with_digests() {
     over_tcp("emu:small", ",digest=both");
+}
+
+#[test]
+fn conformance_over_tcp_with_a_polling_target() {
+    let config = TargetConfig { poll: std::time::Duration::from_micros(50), ..Default::default() };
+    over_tcp_with("emu:tiny", "", config);
 }
