@@ -3,9 +3,10 @@
 //!
 //! On the host the task starts two servers (the `zns` binary, release
 //! build), both on loopback:
-//! - `zns serve` with two namespaces, an emulated ZN540 cut to 16 zones
-//!   (its timing model on the real clock) and `emu:small` (4 MiB zones),
-//!   over NVMe/TCP. In the guest the kernel's `nvme-tcp` connects to it
+//! - `zns serve` with an emulated ZN540 cut to 16 zones (its timing model
+//!   on the real clock), `emu:small` (4 MiB zones) and fio's test device
+//!   ([`fio_zbd::PROFILE`], 1 MiB zones) as zoned namespaces, over
+//!   NVMe/TCP. In the guest the kernel's `nvme-tcp` connects to it
 //!   through QEMU's user-mode network (the host's loopback is 10.0.2.2
 //!   there): `nvme discover`, `nvme connect`, nvme-cli's `list`,
 //!   `id-ctrl`, `zns id-ctrl`, `zns id-ns`, `zns report-zones`,
@@ -16,11 +17,11 @@
 //!   `zbd:` views of the target; btrfs in zoned mode (`mkfs.btrfs -O
 //!   zoned`, fio with crc32c verification, `btrfs check`) on the
 //!   small-zone namespace; ext4 (mkfs, fio with crc32c verification,
-//!   fstrim, fsck) on the target's third namespace, the FTL on another
+//!   fstrim, fsck) on the target's fourth namespace, the FTL on another
 //!   emulated device served as a conventional NVMe namespace
 //!   (`zns serve --ftl`); fio's own zoned block device tests
 //!   (`t/zbd/test-zbd-support` from Debian's fio source package, see
-//!   [`crate::fio_zbd`]) on the small-zone namespace; `nvme disconnect`.
+//!   [`crate::fio_zbd`]) on fio's test device; `nvme disconnect`.
 //! - a second `zns serve` on a device image (`emu:file=`, `tiny`) with
 //!   one block damaged on the host before it starts: in the guest a read
 //!   of it fails, the kernel logs a critical medium error (the target
@@ -70,7 +71,8 @@ options:
                                 SQLite, XFS (the cloud kernel's guest)
                        fio-zbd  fio's t/zbd/test-zbd-support (same guest)
                        f2fs     f2fs (a second guest: the generic kernel)
-  --zbd-tests LIST   only these fio zbd test numbers (comma separated)
+  --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
+                     (1-29,33-58)
   --timeout SECS     give each guest this long (default 1800)
   --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
   --f2fs-kernel PACKAGE
@@ -101,7 +103,8 @@ const HOSTID: &str = "8d3c1e52-5a43-4c39-9b7e-2f1c7a3b9e01";
 const NVMF_DEVICES: [&str; 2] = ["emu:zn540,zones=16", "emu:small"];
 
 /// The device under the FTL that `zns serve --ftl` exports as the
-/// target's third, conventional namespace.
+/// target's fourth, conventional namespace (after the two of
+/// [`NVMF_DEVICES`] and fio's test device, [`fio_zbd::PROFILE`]).
 const NVMF_FTL_DEVICE: &str = "emu:small";
 
 /// The NBD export's device: a 1 GiB emulated ZNS SSD, data in RAM.
@@ -198,11 +201,9 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
             }
             "--zbd-tests" => {
                 let v = value("--zbd-tests")?;
-                zbd_tests = v
-                    .split(',')
-                    .map(|t| t.trim().parse::<u32>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| Error::new(format!("--zbd-tests {v:?}: not test numbers")))?;
+                zbd_tests = fio_zbd::parse_selection(&v).ok_or_else(|| {
+                    Error::new(format!("--zbd-tests {v:?}: not test numbers and ranges (1-29,33)"))
+                })?;
             }
             "--kernel" => o.kernel = Some(value("--kernel")?),
             "--f2fs-kernel" => f2fs_kernel = Some(value("--f2fs-kernel")?),
@@ -337,6 +338,7 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Cloud, o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
+    let zbd_device = fio_zbd::make_device(zns, &dir)?;
     let nvmf = Server::start(
         "zns serve",
         zns,
@@ -345,6 +347,8 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
             NVMF_DEVICES[0],
             "--device",
             NVMF_DEVICES[1],
+            "--device",
+            &zbd_device,
             "serve",
             "--listen",
             "127.0.0.1:0",
@@ -378,7 +382,13 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let zbd_wanted: Vec<u32> = match &zbd {
         Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
-        _ => opts.zbd_tests.clone(),
+        Some(z) => {
+            if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
+                return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
+            }
+            opts.zbd_tests.clone()
+        }
+        None => Vec::new(),
     };
     let plan = GuestPlan {
         base,
@@ -630,7 +640,8 @@ poweroff -f
 }
 
 /// The NVMe/TCP namespaces as shell variables (`$Z` the ZN540, `$S` the
-/// small-zone namespace and `$G` its generic device, `$F` the FTL), what
+/// small-zone namespace and `$G` its generic device, `$B` fio's test
+/// device, `$F` the FTL), what
 /// the kernel made of them, and mq-deadline on the zoned ones: what udev
 /// does on a full system (zoned writes above queue depth 1 need its
 /// per-zone write lock).
@@ -638,13 +649,14 @@ fn namespace_lines() -> String {
     r#"Z=/dev/nvme$(suffix_of 1)
 S=/dev/nvme$(suffix_of 2)
 G=/dev/ng$(suffix_of 2)
-F=/dev/nvme$(suffix_of 3)
-for b in $Z $S; do
+B=/dev/nvme$(suffix_of 3)
+F=/dev/nvme$(suffix_of 4)
+for b in $Z $S $B; do
     q=/sys/block/$(basename $b)/queue
     say "$b: zoned=$(cat $q/zoned) zones=$(cat $q/nr_zones) zone_sectors=$(cat $q/chunk_sectors) max_open=$(cat $q/max_open_zones) append_max=$(cat $q/zone_append_max_bytes)"
 done
 expect zoned host-managed cat /sys/block/$(basename $Z)/queue/zoned
-for b in $Z $S; do echo mq-deadline > /sys/block/$(basename $b)/queue/scheduler; done
+for b in $Z $S $B; do echo mq-deadline > /sys/block/$(basename $b)/queue/scheduler; done
 expect scheduler "[mq-deadline]" cat /sys/block/$(basename $S)/queue/scheduler
 "#
     .to_string()
@@ -755,13 +767,13 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
         plan.base,
     );
     if plan.base || plan.zbd.is_some() {
-        s.push_str(&connect_lines(nvmf_port, NQN, 3));
+        s.push_str(&connect_lines(nvmf_port, NQN, 4));
         s.push_str(&namespace_lines());
         if plan.base {
             s.push_str(&nvme_lines(&mke2fs));
         }
         if let Some(only) = &plan.zbd {
-            s.push_str(&fio_zbd::guest_lines("$S", only));
+            s.push_str(&fio_zbd::guest_lines("$B", only));
         }
         s.push_str(&format!("run nvme-disconnect nvme disconnect -n {NQN}\n"));
     }
@@ -808,7 +820,7 @@ mod tests {
         // connected, then ext4 on the NBD disk after the disconnect.
         let disconnect = s.find("nvme disconnect").unwrap();
         assert!(s.find("/usr/sbin/mke2fs -t ext4 -F -q $F").unwrap() < disconnect);
-        let zbd = s.find("test-zbd-support -r -w $S").unwrap();
+        let zbd = s.find("test-zbd-support -r -w $B").unwrap();
         assert!(s.find("conformance-zbd").unwrap() < zbd && zbd < disconnect);
         assert!(disconnect < s.find("/usr/sbin/mke2fs -t ext4 -F -q $D").unwrap());
         assert!(s.contains("e2fsck -f -n $D"));
@@ -827,12 +839,13 @@ mod tests {
     fn each_part_runs_alone() {
         let zbd =
             script(&GuestPlan { base: false, zbd: Some(vec![5]), nvmet: None, media_port: None });
-        assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $S"));
+        assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $B"));
         assert!(!zbd.contains("fio-zoned") && !zbd.contains("mke2fs") && !zbd.contains("vda"));
         let base = script(&GuestPlan { base: true, zbd: None, nvmet: None, media_port: None });
         assert!(!base.contains("test-zbd-support"));
         let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
         let o = parse(&["--parts", "f2fs", "--zbd-tests", "3,5"]);
+        assert_eq!(parse(&["--zbd-tests", "1-3,7"]).zbd_tests, [1, 2, 3, 7]);
         assert!(o.part("f2fs") && !o.part("base") && !o.part("fio-zbd"));
         assert_eq!(o.zbd_tests, [3, 5]);
         assert!(PARTS.iter().all(|p| parse(&[]).part(p)));

@@ -43,7 +43,7 @@ pub const TOOLS: &[(&str, &str)] = &[
 ];
 
 /// MiB each of fio's two jobs writes and verifies on f2fs.
-pub const FIO_MIB_PER_JOB: u32 = 128;
+pub const FIO_MIB_PER_JOB: u32 = 64;
 
 /// The guest's `/init`: connect, mkfs.f2fs on both namespaces, mount,
 /// fio with crc32c verification, umount, fsck.f2fs, disconnect.
