@@ -66,9 +66,11 @@ fn load_profile(spec: &str) -> Result<Profile> {
 pub fn run(cmd: EmuCommand, out: &mut dyn Write) -> Result<()> {
     match cmd {
         EmuCommand::Profiles => {
+            // One column for the names, as wide as the longest.
+            let width = Profile::built_in_names().map(str::len).max().unwrap_or(0);
             for name in Profile::built_in_names() {
                 let p = Profile::by_name(name)?;
-                writeln!(out, "{name:<8} {}", p.description)?;
+                writeln!(out, "{name:<width$} {}", p.description)?;
             }
         }
         EmuCommand::ShowProfile { name } => match Profile::built_in_text(&name) {
