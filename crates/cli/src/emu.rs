@@ -47,7 +47,7 @@ pub fn run(cmd: EmuCommand, out: &mut dyn Write) -> Result<()> {
         EmuCommand::Profiles => {
             for name in Profile::built_in_names() {
                 let p = Profile::by_name(name)?;
-                writeln!(out, "{name:<8} {}", p.description)?;
+                writeln!(out, "{name:<10} {}", p.description)?;
             }
         }
         EmuCommand::ShowProfile { name } => match Profile::built_in_text(&name) {
@@ -59,6 +59,14 @@ pub fn run(cmd: EmuCommand, out: &mut dyn Write) -> Result<()> {
         },
         EmuCommand::Create { path, profile } => {
             let p = load_profile(&profile)?;
+            if let Some(nsid) = zns_emulator::ftl_namespace(&p) {
+                bail!(
+                    "profile {:?}: namespace {nsid} is a conventional SSD with a device-side FTL, \
+                     whose map device images do not hold; use it as emu:{} (RAM)",
+                    p.name,
+                    p.name
+                );
+            }
             DeviceImage::create(&path, &p).map_err(anyhow::Error::new)?;
             let size: u64 =
                 p.namespaces.iter().map(|n| n.capacity_blocks() * u64::from(n.block_size)).sum();

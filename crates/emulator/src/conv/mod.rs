@@ -34,7 +34,7 @@ mod tests;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 use rand::Rng;
@@ -105,9 +105,16 @@ pub struct FtlStats {
     pub victims: u64,
     /// Logical blocks mapped now.
     pub mapped_blocks: u64,
+    /// Victim selection.
+    pub policy: VictimPolicy,
 }
 
 impl FtlStats {
+    /// Over-provisioning: flash in use over exposed blocks, less one.
+    pub fn over_provisioning(&self) -> f64 {
+        self.physical_blocks as f64 / self.exposed_blocks.max(1) as f64 - 1.0
+    }
+
     /// Device write amplification: blocks programmed (host and moved) per
     /// host block; 0 before the first write.
     pub fn waf(&self) -> f64 {
@@ -169,9 +176,13 @@ struct State {
 ///
 /// Thread safety: `Send + Sync` (see the module documentation).
 pub struct Firmware {
-    map: PageMap,
+    /// Made at the first write: a full-size drive's map takes gigabytes,
+    /// which a device only opened (to identify it, say) need not pay.
+    map: OnceLock<PageMap>,
     media: Arc<dyn Media>,
     segment_blocks: u64,
+    segments: u32,
+    physical: u64,
     exposed: u64,
     policy: VictimPolicy,
     block_size: usize,
@@ -189,7 +200,7 @@ impl std::fmt::Debug for Firmware {
         f.debug_struct("Firmware")
             .field("exposed", &self.exposed)
             .field("segment_blocks", &self.segment_blocks)
-            .field("segments", &self.map.units())
+            .field("segments", &self.segments)
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
@@ -210,12 +221,13 @@ impl Firmware {
         let policy = ftl.victim_policy()?;
         let segments = ftl.segments() as u32;
         let exposed = ftl.exposed_blocks();
-        let map = PageMap::new(exposed, ftl.physical_blocks(), ftl.segment_blocks);
         let fresh = Segment { state: SegState::Free, fill: 0, gen: 0, write_sum: 0 };
         Ok(Firmware {
-            map,
+            map: OnceLock::new(),
             media,
             segment_blocks: ftl.segment_blocks,
+            segments,
+            physical: ftl.physical_blocks(),
             exposed,
             policy,
             block_size: block_size as usize,
@@ -251,21 +263,27 @@ impl Firmware {
         let st = self.state.read();
         FtlStats {
             exposed_blocks: self.exposed,
-            physical_blocks: self.map.physical(),
+            physical_blocks: self.physical,
             segment_blocks: self.segment_blocks,
-            segments: self.map.units(),
+            segments: self.segments,
             free_segments: st.free.len() as u32,
             host_blocks: st.host_blocks,
             gc_blocks: st.gc_blocks,
             victims: st.victims,
             mapped_blocks: st.mapped,
+            policy: self.policy,
         }
     }
 
     /// Where logical block `lba` is on the flash, if it is mapped.
     pub fn lookup(&self, lba: u64) -> Option<u64> {
         let _st = self.state.read();
-        self.map.lookup(lba)
+        self.map.get()?.lookup(lba)
+    }
+
+    /// The map, made now if it was not.
+    fn map(&self) -> &PageMap {
+        self.map.get_or_init(|| PageMap::new(self.exposed, self.physical, self.segment_blocks))
     }
 
     /// Calls `f(lba, blocks, physical)` for the runs of `[slba, slba +
@@ -291,11 +309,15 @@ impl Firmware {
     }
 
     fn runs(&self, slba: u64, blocks: u64, mut f: impl FnMut(u64, u64, Option<u64>)) {
+        let Some(map) = self.map.get() else {
+            // Nothing was ever written.
+            return f(slba, blocks, None);
+        };
         let mut start = slba;
-        let mut first = self.map.lookup(slba);
+        let mut first = map.lookup(slba);
         let mut n = 0u64;
         for lba in slba..slba + blocks {
-            let p = self.map.lookup(lba);
+            let p = map.lookup(lba);
             let follows = match (first, p) {
                 (None, None) => true,
                 (Some(a), Some(b)) => b == a + n,
@@ -370,7 +392,7 @@ impl Firmware {
         let mut l = lba;
         for &(p, n) in runs {
             for i in 0..n {
-                let old = self.map.assign(l, p + i);
+                let old = self.map().assign(l, p + i);
                 if old.is_none() {
                     st.mapped += 1;
                 }
@@ -389,9 +411,10 @@ impl Firmware {
     /// Unmaps `blocks` logical blocks at `lba` (Write Zeroes, Dataset
     /// Management deallocate): they read as zeros.
     pub(crate) fn deallocate(&self, lba: u64, blocks: u64) {
+        let Some(map) = self.map.get() else { return };
         let mut st = self.state.write();
         for l in lba..lba + blocks {
-            if let Some(old) = self.map.unmap(l) {
+            if let Some(old) = map.unmap(l) {
                 st.mapped -= 1;
                 st.undo.push((l, Some(old)));
             }
@@ -415,7 +438,7 @@ impl Firmware {
         let keep = rng.gen_range(0..=st.undo.len());
         while st.undo.len() > keep {
             let (l, old) = st.undo.pop().expect("a record");
-            let undone = self.map.remap(l, old);
+            let undone = self.map().remap(l, old);
             match (undone.is_some(), old.is_some()) {
                 (true, false) => st.mapped -= 1,
                 (false, true) => st.mapped += 1,
@@ -504,6 +527,7 @@ impl Firmware {
     fn collect(&self, st: &mut State, moves_data: bool) -> Result<bool, StatusCode> {
         let now = st.clock;
         let cap = self.segment_blocks as u32;
+        let map = self.map();
         let pending = &st.pending;
         let full =
             |i: usize, g: &Segment| g.state == SegState::Full && !pending.contains(&(i as u32));
@@ -511,7 +535,7 @@ impl Firmware {
             let written_at = g.write_sum / g.fill.max(1);
             Candidate {
                 id: i as u32,
-                valid: self.map.valid(i as u32),
+                valid: map.valid(i as u32),
                 capacity: cap,
                 birth: written_at,
                 written_at,
@@ -524,13 +548,13 @@ impl Firmware {
         let mut dest: Vec<Placement> = Vec::new();
         for off in 0..self.segment_blocks {
             let p = base + off;
-            let Some(l) = self.map.owner(p) else { continue };
+            let Some(l) = map.owner(p) else { continue };
             let (seg, to_off, _) = self.room(st, Stream::Gc, 1, moves_data)?;
             let q = seg as u64 * self.segment_blocks + to_off;
             if moves_data {
                 self.move_block(st, p, q)?;
             }
-            let moved = self.map.relocate(l, p, q);
+            let moved = map.relocate(l, p, q);
             debug_assert!(moved, "block {p} was valid under the lock");
             st.gc_blocks += 1;
             if self.timed {
@@ -578,13 +602,14 @@ impl Firmware {
         let st = self.state.read();
         let mut counts = vec![0u32; st.segs.len()];
         let mut mapped = 0u64;
-        for l in 0..self.map.logical() {
-            let Some(p) = self.map.lookup(l) else { continue };
+        let map = self.map();
+        for l in 0..map.logical() {
+            let Some(p) = map.lookup(l) else { continue };
             mapped += 1;
-            if self.map.owner(p) != Some(l) {
+            if map.owner(p) != Some(l) {
                 return Err(format!(
                     "logical block {l} maps to {p}, which names {:?}",
-                    self.map.owner(p)
+                    map.owner(p)
                 ));
             }
             let seg = (p / self.segment_blocks) as usize;
@@ -602,10 +627,10 @@ impl Firmware {
             return Err(format!("{mapped} blocks mapped, {} counted", st.mapped));
         }
         for (i, c) in counts.iter().enumerate() {
-            if self.map.valid(i as u32) != *c {
+            if map.valid(i as u32) != *c {
                 return Err(format!(
                     "segment {i}: {} valid counted, {c} mapped",
-                    self.map.valid(i as u32)
+                    map.valid(i as u32)
                 ));
             }
         }
