@@ -83,6 +83,14 @@ pub fn run(cmd: EmuCommand, out: &mut dyn Write) -> Result<()> {
         EmuCommand::Check { path, json, repair } => return check_image(&path, json, repair, out),
         EmuCommand::Create { path, profile, no_checksums } => {
             let mut p = load_profile(&profile)?;
+            if let Some(nsid) = zns_emulator::ftl_namespace(&p) {
+                bail!(
+                    "profile {:?}: namespace {nsid} is a conventional SSD with a device-side FTL, \
+                     whose map device images do not hold; use it as emu:{} (RAM)",
+                    p.name,
+                    p.name
+                );
+            }
             if no_checksums {
                 p.controller.data_checksums = Some(false);
             }

@@ -192,7 +192,7 @@ fn parse_op(s: &str) -> Result<f64, String> {
 }
 
 fn parse_policy(s: &str) -> Result<VictimPolicy, String> {
-    s.parse().map_err(|e: FtlError| e.to_string())
+    s.parse().map_err(|e: zns_ftl::UnknownPolicy| e.to_string())
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {

@@ -7,14 +7,26 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use zns_device::{DeviceInfo, IdentifyData, ZonedDevice};
+use zns_emulator::conv::FtlStats;
 use zns_spec::identify::{IdentifyController, Oncs, ZnsNamespace};
 
 pub fn run(dev: &dyn ZonedDevice, as_json: bool, out: &mut dyn Write) -> Result<()> {
     let info = dev.info();
-    let text =
-        if as_json { serde_json::to_string_pretty(&to_json(info)?)? + "\n" } else { human(info) };
+    let ftl = firmware(dev);
+    let text = if as_json {
+        serde_json::to_string_pretty(&to_json(info, ftl.as_ref())?)? + "\n"
+    } else {
+        human(info, ftl.as_ref())
+    };
     out.write_all(text.as_bytes())?;
     Ok(())
+}
+
+/// The firmware counters of an emulated conventional twin's namespace.
+fn firmware(dev: &dyn ZonedDevice) -> Option<FtlStats> {
+    let nsid = dev.info().nsid;
+    let ns = dev.emulator()?.namespaces().iter().find(|n| n.nsid() == nsid)?;
+    ns.firmware().map(|f| f.stats())
 }
 
 fn bytes_h(n: u64) -> String {
@@ -65,14 +77,14 @@ fn kv13(s: &mut String, k: &str, v: String) {
     let _ = writeln!(s, "{k:<13} : {v}");
 }
 
-fn human(info: &DeviceInfo) -> String {
+fn human(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
     let mut s = String::new();
     kv(&mut s, "device", info.uri.clone());
     kv(&mut s, "backend", format!("{} ({})", info.backend, info.transport));
     let Some(id) = &info.identify else {
         kv(&mut s, "model", info.model.clone());
         kv(&mut s, "serial", info.serial.clone());
-        return s + &geometry(info);
+        return s + &geometry(info, ftl);
     };
     let IdentifyData { version, controller: c, zns_controller, namespace: n, zns_namespace: z } =
         id;
@@ -112,14 +124,16 @@ fn human(info: &DeviceInfo) -> String {
     kv(&mut s, "ocfs", format!("{:#x}", c.ocfs));
     kv(&mut s, "subnqn", c.subnqn.clone());
 
-    let _ = writeln!(s, "\nZNS Identify Controller:");
-    let _ = writeln!(
-        s,
-        "{:<9} : {} ({})",
-        "zasl",
-        zns_controller.zasl,
-        bytes_h(info.zasl_bytes as u64)
-    );
+    if info.zoned {
+        let _ = writeln!(s, "\nZNS Identify Controller:");
+        let _ = writeln!(
+            s,
+            "{:<9} : {} ({})",
+            "zasl",
+            zns_controller.zasl,
+            bytes_h(info.zasl_bytes as u64)
+        );
+    }
 
     let _ = writeln!(s, "\nNVMe Identify Namespace {}:", info.nsid);
     kv(&mut s, "nsze", format!("{:#x}", n.nsze));
@@ -145,6 +159,9 @@ fn human(info: &DeviceInfo) -> String {
         );
     }
 
+    if !info.zoned {
+        return s + "\n" + &geometry(info, ftl);
+    }
     let _ = writeln!(s, "\nZNS Identify Namespace {}:", info.nsid);
     kv(&mut s, "zoc", format!("{:#x}", z.zoc));
     kv(&mut s, "ozcs", format!("{:#x}{}", z.ozcs, ozcs_text(z)));
@@ -160,7 +177,7 @@ fn human(info: &DeviceInfo) -> String {
             format!("zsze:{:#x} zdes:{}{used}", e.zone_size, e.zdes),
         );
     }
-    s + "\n" + &geometry(info)
+    s + "\n" + &geometry(info, ftl)
 }
 
 fn ozcs_text(z: &ZnsNamespace) -> String {
@@ -182,7 +199,64 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn geometry(info: &DeviceInfo) -> String {
+/// A conventional namespace: its size, no zones, and the firmware of an
+/// emulated conventional twin.
+fn conventional(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
+    let mut s = String::from("Conventional namespace (NVM command set):\n");
+    let bs = u64::from(info.block_size);
+    kv13(&mut s, "nsid", info.nsid.to_string());
+    kv13(
+        &mut s,
+        "block size",
+        format!("{} bytes (+{} metadata)", info.block_size, info.metadata_size),
+    );
+    kv13(
+        &mut s,
+        "capacity",
+        format!("{:#x} blocks ({})", info.blocks(), bytes_h(info.blocks() * bs)),
+    );
+    kv13(&mut s, "zones", "none (not a zoned namespace)".into());
+    kv13(&mut s, "max transfer", bytes_h(info.mdts_bytes as u64));
+    let c = &info.capabilities;
+    kv13(&mut s, "write zeroes", if c.write_zeroes { "yes" } else { "no" }.into());
+    kv13(&mut s, "write cache", if c.volatile_write_cache { "volatile" } else { "none" }.into());
+    if let Some(f) = ftl {
+        let _ = writeln!(s, "\nDevice-side FTL (emulated firmware):");
+        kv13(
+            &mut s,
+            "flash",
+            format!(
+                "{} segments of {} blocks ({})",
+                f.segments,
+                f.segment_blocks,
+                bytes_h(f.physical_blocks * bs)
+            ),
+        );
+        kv13(
+            &mut s,
+            "over-prov.",
+            format!("{:.2} % (spare / exposed)", f.over_provisioning() * 100.0),
+        );
+        kv13(
+            &mut s,
+            "usable / raw",
+            format!("{:.4}", f.exposed_blocks as f64 / f.physical_blocks as f64),
+        );
+        kv13(&mut s, "victims", format!("{} by {}", f.victims, f.policy));
+        let waf = if f.host_blocks == 0 {
+            "- (nothing written)".into()
+        } else {
+            format!("{:.3}", f.waf())
+        };
+        kv13(&mut s, "device WAF", waf);
+    }
+    s
+}
+
+fn geometry(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
+    if !info.zoned {
+        return conventional(info, ftl);
+    }
     let mut s = String::from("Zoned namespace:\n");
     let bs = u64::from(info.block_size);
     kv13(&mut s, "nsid", info.nsid.to_string());
@@ -236,8 +310,22 @@ fn geometry(info: &DeviceInfo) -> String {
     s
 }
 
-fn to_json(info: &DeviceInfo) -> Result<Value> {
+fn to_json(info: &DeviceInfo, ftl: Option<&FtlStats>) -> Result<Value> {
     let mut v = serde_json::to_value(info).context("device info as JSON")?;
+    if let Some(f) = ftl {
+        v["ftl"] = json!({
+            "exposed_blocks": f.exposed_blocks,
+            "physical_blocks": f.physical_blocks,
+            "segment_blocks": f.segment_blocks,
+            "segments": f.segments,
+            "over_provisioning": f.over_provisioning(),
+            "policy": f.policy.name(),
+            "host_blocks": f.host_blocks,
+            "gc_blocks": f.gc_blocks,
+            "victims": f.victims,
+            "waf": f.waf(),
+        });
+    }
     if let Some(id) = &info.identify {
         let c = &id.controller;
         let n = &id.namespace;
@@ -253,7 +341,7 @@ fn to_json(info: &DeviceInfo) -> Result<Value> {
                 "sqes": c.sqes, "cqes": c.cqes, "maxcmd": c.maxcmd, "nn": c.nn,
                 "oncs": c.oncs.0, "vwc": c.vwc, "ocfs": c.ocfs, "subnqn": c.subnqn,
             },
-            "zns_controller": { "zasl": id.zns_controller.zasl },
+            "zns_controller": if info.zoned { json!({ "zasl": id.zns_controller.zasl }) } else { Value::Null },
             "namespace": {
                 "nsid": info.nsid,
                 "nsze": n.nsze, "ncap": n.ncap, "nuse": n.nuse, "nsfeat": n.nsfeat,
@@ -265,7 +353,7 @@ fn to_json(info: &DeviceInfo) -> Result<Value> {
                     "rp": f.relative_performance,
                 })).collect::<Vec<_>>(),
             },
-            "zns_namespace": {
+            "zns_namespace": if !info.zoned { Value::Null } else { json!({
                 "zoc": z.zoc, "ozcs": z.ozcs,
                 "mar": z.max_active.map_or(u32::MAX, |m| m - 1),
                 "mor": z.max_open.map_or(u32::MAX, |m| m - 1),
@@ -273,7 +361,7 @@ fn to_json(info: &DeviceInfo) -> Result<Value> {
                 "lbafe": z.lbafe.iter().take(n.nlbaf as usize + 1).map(|e| json!({
                     "zsze": e.zone_size, "zdes": e.zdes,
                 })).collect::<Vec<_>>(),
-            },
+            }) },
         });
     }
     Ok(v)

@@ -36,7 +36,8 @@ pub struct ReadArgs {
 /// Arguments of `zns write`.
 #[derive(Debug, Args)]
 pub struct WriteArgs {
-    /// First LBA: the write pointer of the zone to write.
+    /// First LBA: the write pointer of the zone to write (any LBA on a
+    /// conventional namespace).
     #[arg(long, value_parser = parse_num)]
     pub lba: u64,
     /// Data to write; `-` is stdin. Padded with zeroes to whole blocks.
@@ -94,9 +95,21 @@ fn input(path: &std::path::Path, block_size: usize) -> Result<Vec<u8>> {
 }
 
 /// Checks that `blocks` blocks at `lba` fit in the zone holding `lba` from
-/// its write pointer on, so a write split into several commands is refused
-/// before any of them changes the device.
+/// its write pointer on (on a conventional namespace: in the namespace),
+/// so a write split into several commands is refused before any of them
+/// changes the device.
 fn check_fits(q: &mut dyn ZoneQueue, lba: u64, blocks: u64, what: &str) -> Result<()> {
+    let info = q.info();
+    if !info.zoned {
+        let end = info.blocks();
+        if lba.checked_add(blocks).is_none_or(|e| e > end) {
+            bail!(
+                "{what} of {blocks} blocks at LBA {lba:#x} does not fit: the namespace ends at \
+                 LBA {end:#x}; nothing was written"
+            );
+        }
+        return Ok(());
+    }
     let z = q.zone(lba)?;
     if lba + blocks > z.end() {
         bail!(

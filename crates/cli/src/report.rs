@@ -68,6 +68,7 @@ pub struct ReportArgs {
 
 pub fn run(dev: &dyn ZonedDevice, args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
     let info = dev.info();
+    info.require_zoned()?;
     let Some(start) = info.zone_start(args.start_zone) else {
         bail!(
             "zone {} does not exist (the device has {} zones, 0..={})",

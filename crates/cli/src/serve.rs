@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use zns_device::uri::Timing;
 use zns_device::DeviceUri;
@@ -99,6 +99,12 @@ pub fn run(
     for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
+        if !dev.info().zoned {
+            bail!(
+                "{served} is a conventional namespace; zns serve exports zoned devices (and, \
+                 with --ftl, the FTL on one as a conventional namespace)"
+            );
+        }
         // Its zoned namespace, and its conventional one where it has one.
         backends.extend(Backend::of_device(dev));
     }

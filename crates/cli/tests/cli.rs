@@ -261,7 +261,8 @@ fn list_shows_profiles_and_machine_devices() {
 #[test]
 fn emu_profiles_and_show_profile() {
     let t = zns(&["emu", "profiles"], None).ok().text();
-    assert_eq!(t.lines().count(), 4);
+    assert_eq!(t.lines().count(), 6);
+    assert!(t.contains("zn540-conv ") && t.contains("small-conv "), "{t}");
     assert!(t.lines().next().unwrap().starts_with("tiny "));
     let toml = zns(&["emu", "show-profile", "small"], None).ok().text();
     assert!(toml.contains("name = \"small\"") && toml.contains("[[namespace]]"), "{toml}");
@@ -799,4 +800,36 @@ fn a_damaged_or_truncated_image_is_an_error_not_a_fresh_device() {
     let want = format!("slot {} fails its checksum (sequence {})", newer.0, newer.2);
     assert!(out.stderr.contains(&want), "{}", out.stderr);
     assert!(out.stderr.contains("the newer zone state in it is lost"), "{}", out.stderr);
+}
+
+/// A conventional twin identifies as a conventional drive: no ZNS data, no
+/// zones; report-zones is a clear error; writes go anywhere.
+#[test]
+fn conventional_twins_identify_without_zones() {
+    let t = zns(&["--device", "emu:small-conv", "identify"], None).ok().text();
+    assert!(t.contains("Conventional namespace (NVM command set):"), "{t}");
+    assert!(t.contains("none (not a zoned namespace)"), "{t}");
+    assert!(!t.contains("ZNS Identify"), "{t}");
+    assert!(t.contains("Device-side FTL") && t.contains("7.00 %"), "{t}");
+    assert!(t.contains("Dataset Management"), "{t}");
+    let j: Value = serde_json::from_slice(
+        &zns(&["--device", "emu:zn540-conv,op=28", "identify", "--json"], None).ok().stdout,
+    )
+    .unwrap();
+    assert_eq!(j["zoned"], false);
+    assert_eq!(j["zone_count"], 0);
+    assert!(j["identify"]["zns_namespace"].is_null());
+    assert!((j["ftl"]["over_provisioning"].as_f64().unwrap() - 0.28).abs() < 1e-3, "{j}");
+    let e = zns(&["--device", "emu:small-conv", "report-zones"], None).failed();
+    assert!(e.contains("conventional namespace") && e.contains("no zones"), "{e}");
+    let e = zns(&["--device", "emu:small-conv", "zone", "reset", "0"], None).failed();
+    assert!(e.contains("Invalid Command Opcode"), "{e}");
+    let t = zns(&["--device", "emu:small-conv", "write", "--lba", "12345"], Some(b"x")).ok();
+    assert!(t.text().contains("wrote 1 block at LBA 0x3039"), "{}", t.text());
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("conv.img");
+    let e =
+        zns(&["emu", "create", img.to_str().unwrap(), "--profile", "small-conv"], None).failed();
+    assert!(e.contains("device-side FTL"), "{e}");
+    assert!(!img.exists());
 }

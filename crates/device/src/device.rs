@@ -328,6 +328,7 @@ pub trait ZoneQueue: Send {
     /// `filter` from the zone holding `slba` on, with Partial Report set.
     fn report_page(&mut self, slba: u64, filter: ReportFilter, max: usize) -> Result<ZoneReport> {
         let info = self.info();
+        info.require_zoned()?;
         let zone_size = info.zone_size;
         let fit = (info.mdts_bytes / ZoneDescriptor::SIZE).saturating_sub(1).max(1);
         let n = max.clamp(1, fit);
@@ -348,6 +349,7 @@ pub trait ZoneQueue: Send {
     ) -> Result<Vec<Zone>> {
         let (zone_size, blocks, count) = {
             let i = self.info();
+            i.require_zoned()?;
             (i.zone_size, i.blocks(), i.zone_count)
         };
         let want = max.min(usize::try_from(count).unwrap_or(usize::MAX));

@@ -102,8 +102,19 @@ pub struct DeviceInfo {
     pub serial: String,
     /// Firmware revision.
     pub firmware: String,
-    /// Namespace identifier of the zoned namespace.
+    /// Namespace identifier of the zoned namespace (of the conventional
+    /// one, when the device has no zoned namespace: see `zoned`).
     pub nsid: u32,
+    /// True for a zoned namespace. False for a conventional (NVM command
+    /// set) namespace, such as an emulated conventional twin's: it has no
+    /// zones (`zone_count`, `zone_size` and `zone_capacity` are 0), takes
+    /// reads, writes, Write Zeroes and Flush anywhere below
+    /// `namespace_blocks`, and refuses zone commands (Invalid Command
+    /// Opcode from the device; [`DeviceInfo::require_zoned`] before asking).
+    pub zoned: bool,
+    /// Size of the namespace in blocks (NSZE; `zone_count × zone_size` for
+    /// a zoned one).
+    pub namespace_blocks: u64,
     /// Logical block size in bytes.
     pub block_size: u32,
     /// Metadata bytes per block (kept separately; not transferred here).
@@ -135,9 +146,10 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
-    /// Size of the zoned namespace in blocks (`zone_count × zone_size`).
+    /// Size of the namespace in blocks (for a zoned one `zone_count ×
+    /// zone_size`).
     pub fn blocks(&self) -> u64 {
-        self.zone_count * self.zone_size
+        self.namespace_blocks
     }
 
     /// Start LBA of zone `index`, if it exists.
@@ -145,9 +157,23 @@ impl DeviceInfo {
         (index < self.zone_count).then(|| index * self.zone_size)
     }
 
-    /// Number of the zone holding `lba`, if it is inside the namespace.
+    /// Number of the zone holding `lba`, if it is inside the namespace
+    /// (never for a conventional namespace).
     pub fn zone_index(&self, lba: u64) -> Option<u64> {
-        (lba < self.blocks()).then(|| lba / self.zone_size)
+        (self.zoned && lba < self.blocks()).then(|| lba / self.zone_size)
+    }
+
+    /// Fails with [`crate::DeviceError::Unsupported`], naming the device,
+    /// unless its namespace is zoned: what zone reports and every
+    /// zone-oriented tool check first.
+    pub fn require_zoned(&self) -> crate::Result<()> {
+        if self.zoned {
+            return Ok(());
+        }
+        Err(crate::DeviceError::Unsupported(format!(
+            "{}: namespace {} is a conventional namespace (NVM command set): it has no zones",
+            self.uri, self.nsid
+        )))
     }
 
     /// Bytes in `blocks` blocks.

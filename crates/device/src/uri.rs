@@ -36,7 +36,7 @@ pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
 pub const EMULATOR_OPTIONS: &[&str] =
-    &["profile", "file", "media", "timing", "clock", "zones", "metadata", "lba"];
+    &["profile", "file", "media", "timing", "clock", "zones", "metadata", "lba", "op"];
 
 /// Where an emulated device keeps its data (file media comes with `file=`).
 ///
@@ -108,6 +108,9 @@ pub struct EmulatorUri {
     /// Block size in bytes of the zoned namespace, instead of the
     /// profile's (zone size and capacity in bytes kept).
     pub lba: Option<u32>,
+    /// Over-provisioning of a conventional twin in percent (spare /
+    /// exposed), instead of the profile's.
+    pub op: Option<u32>,
 }
 
 impl EmulatorUri {
@@ -430,6 +433,20 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     }
                 }
             }
+            "op" => {
+                if u.op.is_some() {
+                    return Err(dup());
+                }
+                match value.trim_end_matches('%').parse::<u32>() {
+                    Ok(n) if (1..=1000).contains(&n) => u.op = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "op={value:?}: expected a whole percentage of over-provisioning \
+                             from 1 to 1000 (7 and 28 are the presets)"
+                        ))
+                    }
+                }
+            }
             "zones" => {
                 if u.zones.is_some() {
                     return Err(dup());
@@ -447,8 +464,10 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
             }
         }
     }
-    if u.file.is_some() && (u.zones.is_some() || u.metadata.is_some() || u.lba.is_some()) {
-        return Err("zones=, metadata= and lba= do not combine with file= (an image keeps \
+    if u.file.is_some()
+        && (u.zones.is_some() || u.metadata.is_some() || u.lba.is_some() || u.op.is_some())
+    {
+        return Err("zones=, metadata=, op= and lba= do not combine with file= (an image keeps \
                     its geometry)"
             .into());
     }
@@ -514,6 +533,9 @@ impl fmt::Display for DeviceUri {
                 }
                 if let Some(n) = u.lba {
                     parts.push(format!("lba={n}"));
+                }
+                if let Some(n) = u.op {
+                    parts.push(format!("op={n}"));
                 }
                 write!(f, "emu:{}", parts.join(","))
             }
@@ -593,6 +615,7 @@ mod tests {
             "emu:tiny,media=null",
             "emu:zn540,timing=on,clock=real",
             "emu:zn540,zones=32,metadata=16,lba=512",
+            "emu:zn540-conv,zones=64,op=28",
             "emu:file=a.img,profile=small",
             "pcie:0000:00:04.0",
             "ng:/dev/ng0n1",
@@ -644,6 +667,11 @@ mod tests {
         assert!(err("emu:file=x,lba=512").contains("lba= do not combine with file="));
         assert!(err("emu:zn540,lba=1000").contains("power of two"));
         assert!(err("emu:zn540,lba=512,lba=512").contains("twice"));
+        assert_eq!(emu("emu:zn540-conv,op=28").op, Some(28));
+        assert_eq!(emu("emu:zn540-conv,op=7%").op, Some(7));
+        assert!(err("emu:zn540-conv,op=0").contains("1 to 1000"));
+        assert!(err("emu:zn540-conv,op=6.5").contains("whole percentage"));
+        assert!(err("emu:file=x,op=28").contains("op= and lba= do not combine with file="));
         assert!(err("nvme:/dev/ng0n1").contains("unknown device URI scheme \"nvme\""));
         assert!(err("nvme:x").contains("known schemes: emu, pcie, ng, zbd"));
         assert!(err("ng:").contains("needs a device path"));

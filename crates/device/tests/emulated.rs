@@ -429,3 +429,58 @@ fn a_block_failing_its_data_checksum_reads_as_unrecovered_read_error() {
     q.read(2, &mut one).unwrap();
     assert!(one.iter().all(|&x| x == 0x3C));
 }
+
+/// A conventional twin is a device without zones: I/O anywhere below its
+/// size, zone commands refused by the device, zone reports refused before
+/// asking.
+#[test]
+fn conventional_twins_open_as_devices_without_zones() {
+    use zns_device::{Target, ZoneAction};
+    use zns_spec::StatusCode;
+    let dev = open("emu:small-conv").unwrap();
+    let i = dev.info().clone();
+    assert!(!i.zoned);
+    assert_eq!((i.zone_count, i.zone_size, i.zone_capacity), (0, 0, 0));
+    assert_eq!(i.namespace_blocks, (256 * 960) * 100 / 107);
+    assert_eq!(i.blocks(), i.namespace_blocks);
+    assert!(!i.capabilities.append && i.conventional.is_none());
+    assert_eq!(i.zone_index(0), None);
+    assert_eq!(i.identify.as_ref().unwrap().controller.serial_number.trim(), "ZNSKIT-SMALLC-0001");
+    let mut q = dev.queue(8).unwrap();
+    let mut buf = dev.alloc(4 * 4096).unwrap();
+    buf.iter_mut().enumerate().for_each(|(j, b)| *b = j as u8 ^ 0x5A);
+    let last = i.blocks() - 4;
+    q.write(last, &buf).unwrap();
+    q.write(7, &buf).unwrap();
+    q.flush().unwrap();
+    let mut back = dev.alloc(4 * 4096).unwrap();
+    q.read(last, &mut back).unwrap();
+    assert_eq!(back[..], buf[..]);
+    q.write_zeroes(8, 2).unwrap();
+    q.read(7, &mut back).unwrap();
+    assert_eq!(back[..4096], buf[..4096]);
+    assert!(back[4096..3 * 4096].iter().all(|&b| b == 0));
+    let e = q.write(last + 1, &buf).unwrap_err();
+    assert_eq!(e.status().and_then(|s| s.code()), Some(StatusCode::LbaOutOfRange), "{e}");
+    let e = q.zone_action(ZoneAction::Reset, Target::Zone(0)).unwrap_err();
+    assert_eq!(e.status().and_then(|s| s.code()), Some(StatusCode::InvalidOpcode), "{e}");
+    let e = q.report_zones(0, ReportFilter::All, 10).unwrap_err();
+    assert!(matches!(e, DeviceError::Unsupported(_)), "{e}");
+    assert!(e.to_string().contains("conventional") && e.to_string().contains("no zones"), "{e}");
+    let fw = dev.emulator().unwrap().namespaces()[0].firmware().unwrap().stats();
+    assert_eq!((fw.host_blocks, fw.mapped_blocks), (8, 6));
+}
+
+#[test]
+fn uri_options_scale_and_provision_conventional_twins() {
+    let d = open("emu:zn540-conv,zones=16,op=28,media=null").unwrap();
+    let blocks = (16 * 275712 / 3072 * 3072) as f64 / 1.28;
+    assert_eq!(d.info().namespace_blocks, blocks.floor() as u64);
+    let d = open("emu:zn540-conv,zones=16,lba=512,media=null").unwrap();
+    assert_eq!(d.info().block_size, 512);
+    assert_eq!(d.info().namespace_blocks, ((16 * 275712 / 3072 * 3072 * 8) as f64 / 1.07) as u64);
+    let e = open("emu:zn540,op=28").unwrap_err().to_string();
+    assert!(e.contains("op=") && e.contains("ZNS profile"), "{e}");
+    let e = open("emu:zn540-conv,zones=1,op=1").unwrap_err().to_string();
+    assert!(e.contains("spare"), "{e}");
+}

@@ -37,7 +37,7 @@ pub struct ControllerInfo {
 /// Zone geometry and limits of a zoned namespace.
 ///
 /// Thread safety: plain data, `Send + Sync`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ZonedInfo {
     /// ZNS Identify Namespace data (CNS 05h).
     pub identify: ZnsNamespace,

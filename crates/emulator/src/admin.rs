@@ -271,7 +271,17 @@ fn identify_controller(ctrl: &Controller) -> IdentifyController {
         cqes: 0x44,
         maxcmd: 0,
         nn: ctrl.namespaces.len() as u32,
-        oncs: Oncs(Oncs::WRITE_ZEROES | Oncs::SAVE_SELECT_FEATURES | Oncs::COPY),
+        oncs: Oncs(
+            Oncs::WRITE_ZEROES
+                | Oncs::SAVE_SELECT_FEATURES
+                | Oncs::COPY
+                // Deallocation on conventional namespaces.
+                | if ctrl.namespaces.iter().any(|n| !n.is_zoned()) {
+                    Oncs::DATASET_MANAGEMENT
+                } else {
+                    0
+                },
+        ),
         vwc: if c.volatile_write_cache { IdentifyController::VWC_PRESENT | 0b110 } else { 0 },
         ocfs: IdentifyController::OCFS_FORMAT0,
         subnqn: format!("nqn.2024-01.io.znskit:emulator:{}", c.serial),

@@ -381,7 +381,9 @@ impl Controller {
     /// bring the controller up again), completed writes that were not yet
     /// durable are dropped from the end of each zone (a random amount of each
     /// undurable tail, so multi-block writes tear), open zones come back
-    /// closed. `seed` makes the cut reproducible.
+    /// closed; a conventional namespace's firmware undoes a random number of
+    /// its newest map changes not yet durable. `seed` makes the cut
+    /// reproducible.
     pub fn power_cut(&self, seed: u64) {
         use rand::SeedableRng;
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
@@ -395,6 +397,9 @@ impl Controller {
             t.power_cut();
         }
         for ns in &self.namespaces {
+            if let Some(f) = ns.firmware() {
+                f.power_cut(&mut rng);
+            }
             if let Some(z) = ns.zones() {
                 for (lba, blocks) in z.power_cut(&mut rng) {
                     let _ = ns.media.deallocate(lba, blocks);
@@ -521,7 +526,7 @@ impl Controller {
                 }
                 batch.push((self.completion(qid, sq.head as u16, &sqe, outcome), op));
             }
-            t.submit(qid, sq.cqid, &mut batch);
+            t.submit(qid, sq.cqid, &mut batch, &self.namespaces);
             self.completed.fetch_add(n as u64, Ordering::Relaxed);
         }
     }

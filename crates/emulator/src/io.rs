@@ -7,11 +7,14 @@
 //! queue's preallocated bounce buffer. Either way the common path allocates
 //! nothing. Zone rules live in [`crate::zns`].
 
-use zns_spec::command::{CopyCmd, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend};
+use zns_spec::command::{
+    CopyCmd, DatasetManagement, DsmRange, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
+};
 use zns_spec::copy::SourceRangeFormat0;
 use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry};
 
 use crate::controller::{Controller, Outcome, PAGE_SIZE};
+use crate::conv::Placement;
 use crate::host::HostMemory;
 use crate::media::MediaError;
 use crate::namespace::Namespace;
@@ -54,7 +57,8 @@ pub(crate) fn execute(
         IoOpcode::Flush => flush(ns).inspect(|_| note(info, || Op::Flush)),
         IoOpcode::Read => read(ctrl, host, ns, sqe, bounce, info),
         IoOpcode::Write => write(ctrl, host, ns, sqe, bounce, info),
-        IoOpcode::WriteZeroes => write_zeroes(ns, sqe, info),
+        IoOpcode::WriteZeroes => write_zeroes(ctrl, ns, sqe, info),
+        IoOpcode::DatasetManagement => dataset_management(ctrl, host, ns, sqe),
         IoOpcode::ZoneAppend => append(ctrl, host, ns, sqe, bounce, info),
         IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe, info),
         IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, host, ns, sqe, bounce, info),
@@ -92,6 +96,11 @@ fn note(info: Option<&mut Op>, op: impl FnOnce() -> Op) {
 /// The written runs of a read, for the timing model.
 fn written_runs(ns: &Namespace, slba: u64, blocks: u64) -> Runs {
     let mut runs = Runs::default();
+    if let Some(f) = &ns.ftl {
+        // Where the blocks are on the flash.
+        f.physical_runs(slba, blocks, |p, n| runs.push(p, n));
+        return runs;
+    }
     match ns.zones() {
         None => runs.push(slba, blocks),
         Some(z) => {
@@ -212,7 +221,8 @@ fn read_metadata(ns: &Namespace, slba: u64, blocks: u64, buf: &mut [u8]) -> Resu
 
 /// Fills `buf` (`unit` bytes per block) with `read` for the runs the zone
 /// layer reports written, and zeros for the rest; conventional namespaces
-/// read everything.
+/// read everything, through the firmware's map when they have one (media
+/// addressed by physical block, unmapped blocks zeros).
 fn read_visible(
     ns: &Namespace,
     slba: u64,
@@ -221,6 +231,22 @@ fn read_visible(
     buf: &mut [u8],
     read: impl Fn(u64, &mut [u8]) -> Result<(), MediaError>,
 ) -> Result<(), StatusCode> {
+    if let Some(f) = &ns.ftl {
+        let mut failed = None;
+        f.read_extent(slba, blocks, |lba, count, physical| {
+            let off = (lba - slba) as usize * unit;
+            let part = &mut buf[off..off + count as usize * unit];
+            match physical {
+                Some(p) => {
+                    if let Err(e) = read(p, part) {
+                        failed.get_or_insert(media_status(e));
+                    }
+                }
+                None => part.fill(0),
+            }
+        });
+        return failed.map_or(Ok(()), Err);
+    }
     match ns.zones() {
         None => read(slba, buf).map_err(media_status),
         Some(z) => {
@@ -307,16 +333,21 @@ fn read_direct(
     }
 }
 
-/// Stores the command's data (and metadata) at `lba`, taken from host
-/// memory through its PRPs; with data transfer off, stores nothing. Data in
-/// one contiguous piece of host memory goes to the media without a copy in
-/// between; otherwise it is gathered into `buf` first.
+/// Stores the command's data (and metadata) for logical blocks `[lba, lba
+/// + blocks)` at the media runs `dest` ((media block, blocks), in order:
+/// the logical blocks themselves, or where a conventional namespace's
+/// firmware put them), taken from host memory through its PRPs; with data
+/// transfer off, stores nothing. Data in one contiguous piece of host
+/// memory goes to the media without a copy in between; otherwise it is
+/// gathered into `buf` first.
+#[allow(clippy::too_many_arguments)]
 fn store_from_host(
     ctrl: &Controller,
     host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
     lba: u64,
+    dest: &[(u64, u64)],
     blocks: u64,
     buf: &mut [u8],
 ) -> Result<(), StatusCode> {
@@ -333,7 +364,7 @@ fn store_from_host(
             // does not reach host memory.
             let lent = unsafe {
                 host.with_ref(seg.addr, seg.len, &mut |data| {
-                    result = store(ns, lba, data, None, blocks);
+                    result = store(ns, lba, dest, data, None, blocks);
                 })
             };
             if lent.is_ok() {
@@ -347,7 +378,7 @@ fn store_from_host(
     let mut small = [0u8; METADATA_STAGE];
     let mut large = Vec::new();
     let meta = metadata_in(ctrl, host, ns, sqe, blocks, &mut small, &mut large)?;
-    store(ns, lba, buf, meta, blocks)
+    store(ns, lba, dest, buf, meta, blocks)
 }
 
 /// Bytes of metadata a command stages on the stack.
@@ -412,38 +443,60 @@ fn metadata_in<'a>(
     Ok(Some(meta))
 }
 
-/// Stores data (and metadata) at `lba`; metadata defaults to zeros so a
-/// rewritten block never shows the previous occupant's metadata.
+/// Stores the data (and metadata) of logical blocks `[lba, lba + blocks)`
+/// at the media runs `dest`; metadata defaults to zeros so a rewritten
+/// block never shows the previous occupant's metadata.
 fn store(
     ns: &Namespace,
     lba: u64,
+    dest: &[(u64, u64)],
     data: &[u8],
     meta: Option<&[u8]>,
     blocks: u64,
 ) -> Result<(), StatusCode> {
-    ns.media.write(lba, data).map_err(media_status)?;
+    let (bs, ms) = (ns.block_size(), ns.metadata_size());
+    let mut at = 0usize;
+    for &(m, n) in dest {
+        let part = &data[at * bs..(at + n as usize) * bs];
+        let meta = meta.map(|mm| &mm[at * ms..(at + n as usize) * ms]);
+        store_run(ns, m, part, meta, n)?;
+        at += n as usize;
+    }
+    ns.clear_read_errors(lba, blocks);
+    Ok(())
+}
+
+/// Stores `blocks` blocks of data (and metadata, zeros by default) at
+/// media block `at`.
+fn store_run(
+    ns: &Namespace,
+    at: u64,
+    data: &[u8],
+    meta: Option<&[u8]>,
+    blocks: u64,
+) -> Result<(), StatusCode> {
+    ns.media.write(at, data).map_err(media_status)?;
     let ms = ns.metadata_size();
     if ms > 0 {
         match meta {
-            Some(m) => ns.media.write_metadata(lba, m).map_err(media_status)?,
+            Some(m) => ns.media.write_metadata(at, m).map_err(media_status)?,
             None if ms > ZEROS.len() => {
                 let zeros = vec![0u8; ms * blocks as usize];
-                ns.media.write_metadata(lba, &zeros).map_err(media_status)?;
+                ns.media.write_metadata(at, &zeros).map_err(media_status)?;
             }
             None => {
                 // Zeros, a bounded run of blocks at a time: no allocation.
                 let per = (ZEROS.len() / ms) as u64;
-                let mut at = 0;
-                while at < blocks {
-                    let n = per.min(blocks - at);
+                let mut done = 0;
+                while done < blocks {
+                    let n = per.min(blocks - done);
                     let zeros = &ZEROS[..n as usize * ms];
-                    ns.media.write_metadata(lba + at, zeros).map_err(media_status)?;
-                    at += n;
+                    ns.media.write_metadata(at + done, zeros).map_err(media_status)?;
+                    done += n;
                 }
             }
         }
     }
-    ns.clear_read_errors(lba, blocks);
     Ok(())
 }
 
@@ -460,10 +513,10 @@ fn write(
     let blocks = rw.blocks as u64;
     let bytes = check_range(ctrl, ns, rw.slba, blocks)?;
     let buf = &mut bounce[..bytes];
-    let data = |_lba: u64| -> Result<(), StatusCode> {
-        store_from_host(ctrl, host, ns, sqe, rw.slba, blocks, buf)
+    let data = |dest: &[(u64, u64)]| -> Result<(), StatusCode> {
+        store_from_host(ctrl, host, ns, sqe, rw.slba, dest, blocks, buf)
     };
-    let (opened, filled) = place(ns, rw.slba, blocks, fua, data)?;
+    let (opened, filled, placed) = place(ctrl, ns, rw.slba, blocks, fua, data)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: rw.slba,
@@ -472,39 +525,51 @@ fn write(
         filled,
         dma: true,
         append: false,
+        placed,
     });
     Ok(0)
 }
 
 fn durable(ns: &Namespace) -> Result<(), StatusCode> {
+    if let Some(f) = &ns.ftl {
+        f.commit();
+    }
     ns.media.sync().map_err(media_status)?;
     ns.persist().map_err(|_| StatusCode::WriteFault)
 }
 
-/// Places `blocks` blocks at `slba` through the zone rules (when zoned),
-/// with `data` storing them, then makes them durable for FUA. Returns
-/// whether the command implicitly opened its zone and whether it filled it.
+/// Places `blocks` blocks at `slba` through the zone rules (when zoned) or
+/// the firmware's map (conventional with an FTL), with `data` storing them
+/// at the media runs given, then makes them durable for FUA. Returns
+/// whether the command implicitly opened its zone, whether it filled it,
+/// and where the firmware put the blocks (for the timing model).
 fn place(
+    ctrl: &Controller,
     ns: &Namespace,
     slba: u64,
     blocks: u64,
     fua: bool,
-    data: impl FnOnce(u64) -> Result<(), StatusCode>,
-) -> Result<(bool, bool), StatusCode> {
-    let (opened, filled) = match ns.zones() {
-        Some(z) => {
-            let o = z.write(slba, blocks, fua, data).map_err(zone_status)?;
-            (o.opened, o.filled)
+    data: impl FnOnce(&[(u64, u64)]) -> Result<(), StatusCode>,
+) -> Result<(bool, bool, Vec<Placement>), StatusCode> {
+    let placed = match (&ns.ftl, ns.zones()) {
+        (Some(f), _) => {
+            let placed = f.write(slba, blocks, ctrl.transfers_data(), data)?;
+            (false, false, placed)
         }
-        None => {
-            data(slba)?;
-            (false, false)
+        (None, Some(z)) => {
+            let o =
+                z.write(slba, blocks, fua, |lba| data(&[(lba, blocks)])).map_err(zone_status)?;
+            (o.opened, o.filled, Vec::new())
+        }
+        (None, None) => {
+            data(&[(slba, blocks)])?;
+            (false, false, Vec::new())
         }
     };
     if fua {
         durable(ns)?;
     }
-    Ok((opened, filled))
+    Ok(placed)
 }
 
 fn append(
@@ -523,7 +588,7 @@ fn append(
     let zasl_blocks = ctrl.zasl_bytes() as u64 / ns.block_size() as u64;
     let o = z
         .append(a.zslba, blocks, zasl_blocks, a.fua, |lba| -> Result<(), StatusCode> {
-            store_from_host(ctrl, host, ns, sqe, lba, blocks, buf)
+            store_from_host(ctrl, host, ns, sqe, lba, &[(lba, blocks)], blocks, buf)
         })
         .map_err(zone_status)?;
     if a.fua {
@@ -537,23 +602,39 @@ fn append(
         filled: o.filled,
         dma: true,
         append: true,
+        placed: Vec::new(),
     });
     Ok(o.lba)
 }
 
-fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry, info: Option<&mut Op>) -> IoResult {
+fn write_zeroes(
+    ctrl: &Controller,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+    info: Option<&mut Op>,
+) -> IoResult {
     let w = WriteZeroes::decode(sqe);
     let blocks = w.blocks as u64;
     let end = w.slba.checked_add(blocks).ok_or(StatusCode::LbaOutOfRange)?;
     if end > ns.capacity() {
         return Err(StatusCode::LbaOutOfRange);
     }
-    let zero = |_lba: u64| -> Result<(), StatusCode> {
+    if let Some(f) = &ns.ftl {
+        // The firmware unmaps the blocks (they read as zeros): processing
+        // only, nothing is programmed.
+        f.deallocate(w.slba, blocks);
+        ns.clear_read_errors(w.slba, blocks);
+        if w.fua {
+            durable(ns)?;
+        }
+        return Ok(0);
+    }
+    let zero = |_: &[(u64, u64)]| -> Result<(), StatusCode> {
         ns.media.deallocate(w.slba, blocks).map_err(media_status)?;
         ns.clear_read_errors(w.slba, blocks);
         Ok(())
     };
-    let (opened, filled) = place(ns, w.slba, blocks, w.fua, zero)?;
+    let (opened, filled, placed) = place(ctrl, ns, w.slba, blocks, w.fua, zero)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: w.slba,
@@ -562,7 +643,48 @@ fn write_zeroes(ns: &Namespace, sqe: &SubmissionEntry, info: Option<&mut Op>) ->
         filled,
         dma: false,
         append: false,
+        placed,
     });
+    Ok(0)
+}
+
+/// Dataset Management: checks every range, then (with the Deallocate
+/// attribute) deallocates them; deallocated blocks read as zeros. The
+/// other attributes are hints and change nothing. Conventional namespaces
+/// only: a zoned namespace's blocks are freed by resetting zones.
+fn dataset_management(
+    ctrl: &Controller,
+    host: &dyn HostMemory,
+    ns: &Namespace,
+    sqe: &SubmissionEntry,
+) -> IoResult {
+    if ns.is_zoned() {
+        return Err(StatusCode::InvalidOpcode);
+    }
+    let cmd = DatasetManagement::decode(sqe);
+    let n = cmd.ranges as usize;
+    let mut raw = [0u8; 256 * DsmRange::SIZE];
+    let raw = &mut raw[..n * DsmRange::SIZE];
+    dma_from_host(ctrl, host, sqe, raw)?;
+    let ranges = DsmRange::decode_ranges(raw, n).ok_or(StatusCode::InvalidField)?;
+    for r in &ranges {
+        let end = r.slba.checked_add(r.blocks as u64).ok_or(StatusCode::LbaOutOfRange)?;
+        if end > ns.capacity() {
+            return Err(StatusCode::LbaOutOfRange);
+        }
+    }
+    if !cmd.deallocate {
+        return Ok(0);
+    }
+    for r in ranges.iter().filter(|r| r.blocks > 0) {
+        let blocks = r.blocks as u64;
+        match &ns.ftl {
+            Some(f) => f.deallocate(r.slba, blocks),
+            // Space goes back; the blocks read as zeros either way.
+            None => ns.media.deallocate(r.slba, blocks).map_err(media_status)?,
+        }
+        ns.clear_read_errors(r.slba, blocks);
+    }
     Ok(0)
 }
 
@@ -703,17 +825,31 @@ fn copy(
         }
         at += n;
     }
-    let copy_in = |_lba: u64| -> Result<(), StatusCode> {
-        store(ns, cmd.sdlba, &data, (ms > 0).then_some(&meta[..]), total)
+    // For the timing model: where the sources are (on the flash, for a
+    // namespace with an FTL), taken before the copy rewrites them.
+    let sources: Vec<(u64, u64)> = match (&info, &ns.ftl) {
+        (None, _) => Vec::new(),
+        (Some(_), None) => ranges.iter().map(|r| (r.slba, r.blocks as u64)).collect(),
+        (Some(_), Some(f)) => {
+            let mut v = Vec::new();
+            for r in &ranges {
+                f.physical_runs(r.slba, r.blocks as u64, |p, n| v.push((p, n)));
+            }
+            v
+        }
     };
-    let (opened, filled) = place(ns, cmd.sdlba, total, cmd.fua, copy_in)?;
+    let copy_in = |dest: &[(u64, u64)]| -> Result<(), StatusCode> {
+        store(ns, cmd.sdlba, dest, &data, (ms > 0).then_some(&meta[..]), total)
+    };
+    let (opened, filled, placed) = place(ctrl, ns, cmd.sdlba, total, cmd.fua, copy_in)?;
     note(info, || Op::Copy {
         nsid: ns.nsid,
-        sources: ranges.iter().map(|r| (r.slba, r.blocks as u64)).collect(),
+        sources,
         dest: cmd.sdlba,
         blocks: total,
         opened,
         filled,
+        placed,
     });
     Ok(0)
 }

@@ -9,6 +9,9 @@
 //!
 //! - [`zns`]: the zone state machine, exact to the specification's
 //!   transition and error tables, with open/active resource limits.
+//! - [`conv`]: the firmware of a conventional SSD (the `zn540-conv` and
+//!   `small-conv` twins): a page-mapped FTL with garbage collection inside
+//!   the device.
 //! - [`media`]: sparse RAM (default), file and null block stores.
 //! - [`image`]: persistent devices whose data and zone state survive restarts.
 //! - [`profile`]: device descriptions as TOML (`tiny`, `small`, `zn540`,
@@ -35,6 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub mod clock;
+pub mod conv;
 pub mod exerciser;
 pub mod harness;
 pub mod host;
@@ -55,6 +59,7 @@ pub use controller::{Controller, PAGE_SIZE};
 pub use namespace::{Namespace, ZoneStateSink};
 
 use clock::ClockMode;
+use conv::Firmware;
 use host::HostMemory;
 use image::{DeviceImage, ImageError};
 use media::{Checksummed, FileMedia, Media, MediaError, MediaGeometry, NullMedia, RamMedia};
@@ -173,6 +178,15 @@ impl EmulatorBuilder {
         if timed && self.profile.timing.is_none() {
             return Err(EmulatorError::NoTimingModel(self.profile.name.clone()));
         }
+        if let (MediaChoice::Image(p), Some(nsid)) = (&self.media, ftl_namespace(&self.profile)) {
+            return Err(EmulatorError::Image(ImageError::Invalid {
+                path: p.display().to_string(),
+                why: format!(
+                    "namespace {nsid} is a conventional SSD with a device-side FTL, whose map \
+                     device images do not hold"
+                ),
+            }));
+        }
         let image = match &self.media {
             MediaChoice::Image(p) => Some(DeviceImage::open(p)?),
             _ => None,
@@ -191,7 +205,7 @@ impl EmulatorBuilder {
         for (i, p) in self.profile.namespaces.iter().enumerate() {
             let nsid = i as u32 + 1;
             let geometry =
-                MediaGeometry::new(p.block_size, p.metadata_size as u32, p.capacity_blocks())?;
+                MediaGeometry::new(p.block_size, p.metadata_size as u32, p.media_blocks())?;
             let media: Arc<dyn Media> = match (&self.media, &image) {
                 // No data, nothing to check.
                 (MediaChoice::Null, _) => Arc::new(NullMedia::new(geometry)?),
@@ -248,11 +262,26 @@ impl EmulatorBuilder {
                     Some(z)
                 }
             };
-            namespaces.push(Namespace::new(nsid, p, zones, media, sink.clone()));
+            let ftl = match &p.ftl {
+                Some(f) => Some(Firmware::new(
+                    f,
+                    p.block_size,
+                    p.metadata_size,
+                    Arc::clone(&media),
+                    timed,
+                )?),
+                None => None,
+            };
+            namespaces.push(Namespace::new(nsid, p, zones, ftl, media, sink.clone()));
         }
         let clock = if timed { self.clock } else { ClockMode::Real };
         Ok(Controller::with_namespaces(self.profile, host, namespaces, timed, clock))
     }
+}
+
+/// The first namespace of `profile` with a device-side FTL.
+pub fn ftl_namespace(profile: &Profile) -> Option<u32> {
+    profile.namespaces.iter().position(|n| n.ftl.is_some()).map(|i| i as u32 + 1)
 }
 
 fn img_path(m: &MediaChoice) -> String {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use zns_spec::CommandSetId;
 
+use crate::conv::Firmware;
 use crate::media::Media;
 use crate::profile::{NamespaceKind, NamespaceProfile};
 use crate::zns::Zones;
@@ -24,6 +25,8 @@ pub struct Namespace {
     pub(crate) nsid: u32,
     pub(crate) profile: NamespaceProfile,
     pub(crate) zones: Option<Zones>,
+    /// The firmware of a conventional namespace with a device-side FTL.
+    pub(crate) ftl: Option<Firmware>,
     pub(crate) media: Arc<dyn Media>,
     pub(crate) sink: Option<Arc<dyn ZoneStateSink>>,
     /// Blocks that fail reads with Unrecovered Read Error until rewritten.
@@ -33,19 +36,22 @@ pub struct Namespace {
 
 impl Namespace {
     /// Assembles a namespace; `zones` must be present exactly when the
-    /// profile is zoned.
+    /// profile is zoned, `ftl` exactly when it has an FTL table.
     pub(crate) fn new(
         nsid: u32,
         profile: NamespaceProfile,
         zones: Option<Zones>,
+        ftl: Option<Firmware>,
         media: Arc<dyn Media>,
         sink: Option<Arc<dyn ZoneStateSink>>,
     ) -> Self {
         debug_assert_eq!(zones.is_some(), profile.kind == NamespaceKind::Zoned);
+        debug_assert_eq!(ftl.is_some(), profile.ftl.is_some());
         Namespace {
             nsid,
             profile,
             zones,
+            ftl,
             media,
             sink,
             bad_blocks: Mutex::new(BTreeSet::new()),
@@ -77,7 +83,14 @@ impl Namespace {
         self.zones.as_ref()
     }
 
-    /// The media holding the blocks.
+    /// The firmware of a conventional namespace with a device-side FTL
+    /// (its statistics, its invariants).
+    pub fn firmware(&self) -> Option<&Firmware> {
+        self.ftl.as_ref()
+    }
+
+    /// The media holding the blocks (with a device-side FTL: the flash,
+    /// addressed by physical block).
     pub fn media(&self) -> &Arc<dyn Media> {
         &self.media
     }
@@ -125,6 +138,9 @@ impl Namespace {
     pub(crate) fn flush(&self) -> std::io::Result<()> {
         if let Some(z) = &self.zones {
             z.flush();
+        }
+        if let Some(f) = &self.ftl {
+            f.commit();
         }
         self.media.sync().map_err(std::io::Error::other)?;
         self.persist()

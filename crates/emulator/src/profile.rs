@@ -1,7 +1,8 @@
 //! Device profiles: controller and namespace geometry as data.
 //!
 //! Profiles are TOML files; the ones in the crate's `profiles/` folder are
-//! built in and selectable by name (`tiny`, `small`, `zn540`, `small-zone`).
+//! built in and selectable by name (`tiny`, `small`, `zn540`, `small-zone`,
+//! and the conventional twins `zn540-conv` and `small-conv`).
 //! Users copy and edit them, and load their own with [`Profile::from_toml`]
 //! or [`Profile::load`].
 //!
@@ -45,11 +46,13 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("small", include_str!("../profiles/small.toml")),
     ("zn540", include_str!("../profiles/zn540.toml")),
     ("small-zone", include_str!("../profiles/small-zone.toml")),
+    ("zn540-conv", include_str!("../profiles/zn540-conv.toml")),
+    ("small-conv", include_str!("../profiles/small-conv.toml")),
 ];
 
 /// A device description: controller parameters and its namespaces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ProfileText")]
 pub struct Profile {
     /// Short name (`zn540`).
     pub name: String,
@@ -65,6 +68,60 @@ pub struct Profile {
     /// `timing = "none"` for none.
     #[serde(default, with = "timing_setting", skip_serializing_if = "Option::is_none")]
     pub timing: Option<TimingProfile>,
+}
+
+/// A profile as written: `twin = "NAME"` takes the controller and the
+/// timing model of built-in profile `NAME` where the text gives none (a
+/// conventional twin has its ZNS twin's controller, NAND and timing).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileText {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    twin: Option<String>,
+    #[serde(default)]
+    controller: Option<ControllerProfile>,
+    #[serde(rename = "namespace")]
+    namespaces: Vec<NamespaceProfile>,
+    /// Absent (`None`), or `"none"` / a table (`Some`).
+    #[serde(default, deserialize_with = "timing_given")]
+    timing: Option<Option<TimingProfile>>,
+}
+
+fn timing_given<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<TimingProfile>>, D::Error> {
+    timing_setting::deserialize(d).map(Some)
+}
+
+impl TryFrom<ProfileText> for Profile {
+    type Error = String;
+
+    fn try_from(t: ProfileText) -> Result<Self, String> {
+        let twin = match &t.twin {
+            Some(name) => Some(Profile::by_name(name).map_err(|e| format!("twin: {e}"))?),
+            None => None,
+        };
+        let controller = match (t.controller, &twin) {
+            (Some(c), _) => c,
+            (None, Some(tw)) => tw.controller.clone(),
+            (None, None) => return Err("missing field `controller`".into()),
+        };
+        let timing = match (t.timing, &twin) {
+            (Some(given), _) => given,
+            (None, Some(tw)) => tw.timing.clone(),
+            (None, None) => None,
+        };
+        Ok(Profile {
+            name: t.name,
+            description: t.description,
+            controller,
+            namespaces: t.namespaces,
+            timing,
+        })
+    }
 }
 
 /// `timing = "none"` or a `[timing]` table.
@@ -211,6 +268,121 @@ pub struct NamespaceProfile {
     /// Copy: maximum source ranges in one command (MSRC + 1), 1..=256.
     #[serde(default = "default_msrc")]
     pub copy_max_ranges: u16,
+    /// Conventional namespaces: the firmware's flash translation layer (a
+    /// `[namespace.ftl]` table). Without one the namespace's blocks sit at
+    /// fixed places on the media (an idealised drive that never collects
+    /// garbage); with one the namespace is a conventional SSD whose
+    /// page-mapped FTL collects garbage inside the device ([`crate::conv`]),
+    /// and its size follows from the flash and the over-provisioning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ftl: Option<FtlProfile>,
+}
+
+/// The device-side FTL of a conventional namespace: its flash and how it
+/// is used. Block counts are in the namespace's logical blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FtlProfile {
+    /// The raw flash: as much as this many zones of the ZNS twin hold
+    /// (`zones=` of a device URI changes it).
+    pub flash_zones: u32,
+    /// Blocks of flash per zone of the ZNS twin (its zone capacity).
+    pub flash_zone_blocks: u64,
+    /// Blocks per segment, the unit garbage collection reclaims: one erase
+    /// block on every die. With a timing model, a whole number of program
+    /// units on every die.
+    pub segment_blocks: u64,
+    /// Over-provisioning: spare / exposed capacity (0.07 for 7 %).
+    pub over_provisioning: f64,
+    /// Victim selection (`greedy`, `cost-benefit`, `lifetime`,
+    /// `cost-age-time`).
+    #[serde(default = "default_policy")]
+    pub policy: String,
+}
+
+fn default_policy() -> String {
+    "greedy".into()
+}
+
+/// Segments the firmware never counts on for data: the GC reserve, the
+/// host's and the GC's open segments and one to spare, so garbage
+/// collection always finds a victim holding invalid blocks.
+pub const FTL_RESERVED_SEGMENTS: u64 = 4;
+
+impl FtlProfile {
+    /// Whole segments of flash.
+    pub fn segments(&self) -> u64 {
+        (self.flash_zones as u64 * self.flash_zone_blocks) / self.segment_blocks.max(1)
+    }
+
+    /// Blocks of flash the firmware uses (whole segments).
+    pub fn physical_blocks(&self) -> u64 {
+        self.segments() * self.segment_blocks
+    }
+
+    /// Blocks the namespace exposes: `physical / (1 + over_provisioning)`,
+    /// rounded down.
+    pub fn exposed_blocks(&self) -> u64 {
+        (self.physical_blocks() as f64 / (1.0 + self.over_provisioning)).floor() as u64
+    }
+
+    /// The victim policy.
+    pub fn victim_policy(&self) -> Result<zns_ftl_core::VictimPolicy, ProfileError> {
+        self.policy.parse().map_err(|e: zns_ftl_core::UnknownPolicy| {
+            ProfileError::Invalid(format!("ftl.policy: {e}"))
+        })
+    }
+
+    fn validate(
+        &self,
+        nsid: usize,
+        timing: Option<&TimingProfile>,
+        block: u64,
+    ) -> Result<(), ProfileError> {
+        let bad = |m: String| Err(ProfileError::Invalid(format!("namespace {nsid}: ftl.{m}")));
+        if self.flash_zones == 0 || self.flash_zone_blocks == 0 || self.segment_blocks == 0 {
+            return bad("flash_zones, flash_zone_blocks and segment_blocks must be above 0".into());
+        }
+        if !(self.over_provisioning.is_finite()
+            && self.over_provisioning > 0.0
+            && self.over_provisioning <= 10.0)
+        {
+            return bad(format!(
+                "over_provisioning {} must be above 0 and at most 10 (1000 %)",
+                self.over_provisioning
+            ));
+        }
+        self.victim_policy()?;
+        let segments = self.segments();
+        if segments > u32::MAX as u64 {
+            return bad(format!(
+                "{segments} segments of {} blocks are too many",
+                self.segment_blocks
+            ));
+        }
+        let data_segments = self.exposed_blocks().div_ceil(self.segment_blocks);
+        if data_segments + FTL_RESERVED_SEGMENTS > segments {
+            return bad(format!(
+                "over_provisioning {} leaves {} of {segments} segments of spare; the firmware needs \
+                 {FTL_RESERVED_SEGMENTS}",
+                self.over_provisioning,
+                segments - data_segments.min(segments)
+            ));
+        }
+        if let Some(t) = timing {
+            let unit = t.program_unit_bytes();
+            let stripe = unit * t.dies() as u64;
+            if !(self.segment_blocks * block).is_multiple_of(stripe) {
+                return bad(format!(
+                    "segment_blocks ({} bytes) must be a whole number of program units \
+                     ({unit} bytes) on each of the {} dies",
+                    self.segment_blocks * block,
+                    t.dies()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_mssrl() -> u16 {
@@ -232,9 +404,19 @@ pub fn valid_block_size(bytes: u32) -> bool {
 impl NamespaceProfile {
     /// Size of the namespace in blocks.
     pub fn capacity_blocks(&self) -> u64 {
-        match self.kind {
-            NamespaceKind::Zoned => self.zones as u64 * self.zone_size,
-            NamespaceKind::Conventional => self.blocks,
+        match (self.kind, &self.ftl) {
+            (NamespaceKind::Zoned, _) => self.zones as u64 * self.zone_size,
+            (NamespaceKind::Conventional, Some(f)) => f.exposed_blocks(),
+            (NamespaceKind::Conventional, None) => self.blocks,
+        }
+    }
+
+    /// Blocks the namespace's media hold: its capacity, or with a
+    /// device-side FTL its flash.
+    pub fn media_blocks(&self) -> u64 {
+        match &self.ftl {
+            Some(f) if self.kind == NamespaceKind::Conventional => f.physical_blocks(),
+            _ => self.capacity_blocks(),
         }
     }
 
@@ -271,6 +453,14 @@ impl NamespaceProfile {
             rescale("zone size", self.zone_size)?,
             rescale("zone capacity", self.zone_capacity)?,
         );
+        if let Some(f) = &mut self.ftl {
+            let (zone_blocks, segment) = (
+                rescale("flash per zone", f.flash_zone_blocks)?,
+                rescale("segment", f.segment_blocks)?,
+            );
+            f.flash_zone_blocks = zone_blocks;
+            f.segment_blocks = segment;
+        }
         self.blocks = blocks;
         self.zone_size = zone_size;
         self.zone_capacity = zone_capacity;
@@ -360,14 +550,29 @@ impl Profile {
                 return bad(format!("namespace {nsid}: copy limits out of range"));
             }
             match ns.kind {
-                NamespaceKind::Conventional => {
-                    if ns.blocks == 0 {
+                NamespaceKind::Conventional => match &ns.ftl {
+                    None if ns.blocks == 0 => {
                         return bad(format!(
                             "namespace {nsid}: conventional namespaces need blocks > 0"
                         ));
                     }
-                }
+                    None => {}
+                    Some(_) if ns.blocks != 0 => {
+                        return bad(format!(
+                            "namespace {nsid}: with an [namespace.ftl] table the size follows \
+                             from the flash and the over-provisioning; leave blocks out"
+                        ));
+                    }
+                    Some(f) => {
+                        f.validate(nsid, self.timing.as_ref(), ns.block_size as u64)?;
+                    }
+                },
                 NamespaceKind::Zoned => {
+                    if ns.ftl.is_some() {
+                        return bad(format!(
+                            "namespace {nsid}: only conventional namespaces have an FTL table"
+                        ));
+                    }
                     if ns.zones == 0 || ns.zone_size == 0 {
                         return bad(format!(
                             "namespace {nsid}: zoned namespaces need zones and zone_size"

@@ -3,64 +3,9 @@
 
 use crate::error::{FtlError, Result};
 
-/// How garbage collection chooses the zone to reclaim.
-///
-/// Thread safety: plain data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum VictimPolicy {
-    /// The full zone with the fewest valid blocks.
-    Greedy,
-    /// The zone with the best `(1 − u) · age / (1 + u)` (u = valid
-    /// fraction, age = logical time since its data was written): the
-    /// log-structured file system's cost-benefit policy. Lets cold zones
-    /// be reclaimed at a higher utilisation than hot ones.
-    CostBenefit,
-    /// Lifetime: estimates how fast each zone's valid blocks die from its
-    /// utilisation and the time since they were written (exponential
-    /// decay), and picks the zone furthest past the utilisation at which
-    /// collecting it minimises write amplification (see
-    /// `gc::lifetime_score`). Greedy when every block dies at the same
-    /// rate; hot zones are collected emptier than cold ones, as the
-    /// optimal split of spare space between them requires. The default.
-    #[default]
-    Lifetime,
-    /// Cost-age-times: the zone with the lowest
-    /// `u / ((1 − u) · age) · (1 + resets / mean resets)`, which adds wear
-    /// (reset count) to the age-aware cost.
-    CostAgeTime,
-}
-
-impl VictimPolicy {
-    /// Every policy.
-    pub const ALL: [VictimPolicy; 4] = [
-        VictimPolicy::Greedy,
-        VictimPolicy::CostBenefit,
-        VictimPolicy::Lifetime,
-        VictimPolicy::CostAgeTime,
-    ];
-
-    /// A short name (`greedy`, `cost-benefit`, `lifetime`, `cost-age-time`).
-    pub fn name(self) -> &'static str {
-        match self {
-            VictimPolicy::Greedy => "greedy",
-            VictimPolicy::CostBenefit => "cost-benefit",
-            VictimPolicy::Lifetime => "lifetime",
-            VictimPolicy::CostAgeTime => "cost-age-time",
-        }
-    }
-}
-
-impl std::str::FromStr for VictimPolicy {
-    type Err = FtlError;
-
-    fn from_str(s: &str) -> Result<Self> {
-        VictimPolicy::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
-            FtlError::Config(format!(
-                "unknown victim policy {s:?} (greedy, cost-benefit, lifetime, cost-age-time)"
-            ))
-        })
-    }
-}
+/// How garbage collection chooses the zone to reclaim: shared with the
+/// emulator's conventional firmware (crate `zns-ftl-core`).
+pub use zns_ftl_core::VictimPolicy;
 
 /// Which open zones take which writes.
 ///

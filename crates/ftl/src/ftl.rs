@@ -795,6 +795,7 @@ impl Ftl {
     pub fn format(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
         config.validate()?;
         let info = dev.info().clone();
+        info.require_zoned().map_err(FtlError::device("open the device"))?;
         let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
         let before = q
             .report_zones(0, ReportFilter::All, info.zone_count as usize)

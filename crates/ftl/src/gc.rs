@@ -3,7 +3,7 @@
 //! It starts when free zones fall to the GC reserve plus the low watermark
 //! (or a writer waits for a zone) and runs until they reach the reserve
 //! plus the high watermark. For each victim (chosen by the configured
-//! [`VictimPolicy`]) it moves every valid block to a GC stream's open zone
+//! [`crate::VictimPolicy`]) it moves every valid block to a GC stream's open zone
 //! — with the NVMe Copy command when the device has it and the FTL owns
 //! the destination zone, else by reading and writing — updates the map
 //! only where the block was not overwritten meanwhile, makes those records
@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use zns_device::{Target, ZoneAction};
 
-use crate::config::{Role, VictimPolicy, WriteMode};
+use zns_ftl_core::victim::{self, Candidate};
+
+use crate::config::{Role, WriteMode};
 use crate::error::{FtlError, Result};
 use crate::ftl::{IoCtx, Placed, Shared};
 use crate::stats::Counters;
@@ -102,66 +104,21 @@ fn finish(shared: &Shared, ctx: &mut IoCtx, zone: u32) -> Result<()> {
 pub(crate) fn select_victim(shared: &Shared, p: &Pools) -> Option<u32> {
     let now = shared.now();
     let layout = &shared.layout;
-    let candidates = p.full_zones().filter_map(|z| {
-        let cap = layout.cap(z);
+    let candidates = p.full_zones().map(|z| {
         let valid = shared.map.valid(z);
+        let info = &shared.zones.info[z as usize];
         // Keeps the samples the recent death rate of a victim comes from.
-        shared.zones.info[z as usize].sample(valid, now);
-        (valid < cap).then_some((z, valid, cap))
+        info.sample(valid, now);
+        Candidate {
+            id: z,
+            valid,
+            capacity: layout.cap(z),
+            birth: info.birth(now),
+            written_at: info.written_at(now),
+            resets: info.resets.load(std::sync::atomic::Ordering::Relaxed),
+        }
     });
-    let age = |z: u32| {
-        let birth = shared.zones.info[z as usize].birth(now);
-        (now.saturating_sub(birth) + 1) as f64
-    };
-    match shared.config.policy {
-        VictimPolicy::Greedy => candidates
-            .min_by_key(|&(z, valid, _)| (valid, shared.zones.info[z as usize].birth(now)))
-            .map(|(z, _, _)| z),
-        VictimPolicy::CostBenefit => candidates
-            .map(|(z, valid, cap)| {
-                let u = valid as f64 / cap as f64;
-                (z, (1.0 - u) * age(z) / (1.0 + u))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(z, _)| z),
-        VictimPolicy::Lifetime => candidates
-            .map(|(z, valid, cap)| {
-                let u = (valid as f64 / cap as f64).max(1e-6);
-                let written = shared.zones.info[z as usize].written_at(now);
-                let t = (now.saturating_sub(written) + 1) as f64;
-                (z, lifetime_score(u, t))
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(z, _)| z),
-        VictimPolicy::CostAgeTime => candidates
-            .map(|(z, valid, cap)| {
-                let u = valid as f64 / cap as f64;
-                let resets =
-                    shared.zones.info[z as usize].resets.load(std::sync::atomic::Ordering::Relaxed);
-                (z, u / ((1.0 - u) * age(z)) * (1.0 + resets as f64))
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(z, _)| z),
-    }
-}
-
-/// The lifetime policy's score of a zone at utilisation `u` whose blocks
-/// were written `t` ago: `h(u) / λ` with `λ = −ln(u) / t` the estimated
-/// rate at which its valid blocks die (exponential decay) and
-/// `h(u) = (1 − u)/u + ln u`.
-///
-/// For pools whose blocks die at rates `λ_p`, the write amplification is
-/// smallest (for a given spare space) when each pool is collected at the
-/// utilisation where `λ_p / h(u_p)` is the same for all pools (a Lagrange
-/// condition of the fluid model: pool `p` costs `W_p / (1 − u_p)` writes and
-/// `D_p · ln(1/u_p) / (1 − u_p)` space). A zone's `h(u)/λ` grows as it
-/// empties; the zone with the largest value is the furthest past its
-/// optimal collection point. With one pool (uniform writes) all `λ` are
-/// equal and the choice is greedy's.
-pub(crate) fn lifetime_score(u: f64, t: f64) -> f64 {
-    let u = u.clamp(1e-9, 1.0 - 1e-9);
-    let h = (1.0 - u) / u + u.ln();
-    h * t / -u.ln()
+    victim::select(shared.config.policy, now, candidates)
 }
 
 /// The GC stream class (0 = hottest of `k`) of a victim whose blocks died
@@ -352,23 +309,6 @@ fn read_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lifetime_scores_follow_the_optimality_condition() {
-        // Same decay rate (uniform writes): the emptier zone wins, as in
-        // greedy.
-        let lambda = 0.5f64;
-        let at = |u: f64| lifetime_score(u, -u.ln() / lambda);
-        assert!(at(0.3) > at(0.5) && at(0.5) > at(0.9));
-        // The two-pool optimum at 90/10, OP 20 % collects hot zones (rate
-        // 9) at u = 0.213 and cold zones (rate 1/9) at u = 0.801: there
-        // the scores are equal.
-        let hot = lifetime_score(0.2127, -(0.2127f64).ln() / 9.0);
-        let cold = lifetime_score(0.8012, -(0.8012f64).ln() / (1.0 / 9.0));
-        assert!((hot / cold - 1.0).abs() < 0.02, "{hot} vs {cold}");
-        // Extremes stay finite.
-        assert!(lifetime_score(0.0, 1.0).is_finite() && lifetime_score(1.0, 1.0).is_finite());
-    }
 
     #[test]
     fn gc_classes_split_by_rate() {

@@ -2,12 +2,12 @@
 //! physical → logical (P2L) that garbage collection walks, and the number
 //! of valid blocks of every zone.
 //!
-//! Both directions are [`PackedArray`]s: an entry takes just enough bits
-//! for the largest block number (18 bits on the `small` profile, three
-//! entries to a 64-bit word). A physical block is valid exactly when its
-//! P2L entry names a logical block whose L2P entry points back at it, so
-//! no separate validity bitmap is kept: the P2L entry of a block is
-//! cleared when the block becomes invalid.
+//! Both directions and the counts are a [`PageMap`] (crate
+//! `zns-ftl-core`, shared with the emulator's conventional firmware):
+//! packed entries of just enough bits for the largest block number (18
+//! bits on the `small` profile, three entries to a 64-bit word), a block
+//! valid exactly when its P2L entry names a logical block whose L2P entry
+//! points back at it. Physical blocks are numbered `stride` to a zone.
 //!
 //! Beside them, one byte per logical block of update history
 //! ([`Map::history`]) that the write path uses to tell hot data from cold;
@@ -18,12 +18,13 @@
 //! journal lock has: changes are serialized, and each appends its log
 //! record in the same order as it changes the map.
 
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use zns_ftl_core::PageMap;
 
 use crate::error::{FtlError, Result};
 use crate::journal::{Journal, Record};
 use crate::layout::Layout;
-use crate::packed::PackedArray;
 
 /// The two-way map and per-zone valid counts.
 ///
@@ -31,49 +32,42 @@ use crate::packed::PackedArray;
 /// journal lock (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct Map {
-    l2p: PackedArray,
-    p2l: PackedArray,
-    valid: Box<[AtomicU32]>,
+    pages: PageMap,
     /// Update history of each logical block (0 = none), see
     /// [`Map::history`].
     history: Box<[AtomicU8]>,
-    stride: u32,
 }
 
 impl Map {
     /// An empty map for `layout`.
     pub fn new(layout: &Layout) -> Self {
-        let physical = layout.physical();
         Map {
-            l2p: PackedArray::new(layout.logical as usize, physical as u64 - 1),
-            p2l: PackedArray::new(physical, layout.logical - 1),
-            valid: (0..layout.zones).map(|_| AtomicU32::new(0)).collect(),
+            pages: PageMap::new(layout.logical, layout.physical() as u64, layout.stride as u64),
             history: (0..layout.logical).map(|_| AtomicU8::new(0)).collect(),
-            stride: layout.stride,
         }
     }
 
     /// Logical blocks.
     pub fn logical(&self) -> u64 {
-        self.l2p.len() as u64
+        self.pages.logical()
     }
 
     /// Where logical block `l` is, if it is mapped.
     #[inline]
     pub fn lookup(&self, l: u64) -> Option<u32> {
-        self.l2p.get(l as usize).map(|p| p as u32)
+        self.pages.lookup(l).map(|p| p as u32)
     }
 
     /// The logical block whose data physical block `p` holds, if valid.
     #[inline]
     pub fn owner(&self, p: u32) -> Option<u64> {
-        self.p2l.get(p as usize)
+        self.pages.owner(p as u64)
     }
 
     /// Valid blocks in `zone`.
     #[inline]
     pub fn valid(&self, zone: u32) -> u32 {
-        self.valid[zone as usize].load(Ordering::Acquire)
+        self.pages.valid(zone)
     }
 
     /// The update history of logical block `l`: a byte the write path
@@ -93,32 +87,12 @@ impl Map {
     /// Heap bytes of the map (both directions, the valid counts and the
     /// update history).
     pub fn bytes(&self) -> usize {
-        self.l2p.bytes() + self.p2l.bytes() + self.valid.len() * 4 + self.history.len()
-    }
-
-    #[inline]
-    fn zone(&self, p: u32) -> usize {
-        (p / self.stride) as usize
-    }
-
-    fn invalidate(&self, p: u32) {
-        self.p2l.set(p as usize, None);
-        self.valid[self.zone(p)].fetch_sub(1, Ordering::AcqRel);
-    }
-
-    fn validate(&self, l: u64, p: u32) {
-        let before = self.p2l.set(p as usize, Some(l));
-        debug_assert!(before.is_none(), "PBA {p} already holds logical block {before:?}");
-        self.valid[self.zone(p)].fetch_add(1, Ordering::AcqRel);
+        self.pages.bytes() + self.history.len()
     }
 
     /// Maps `l` to `p` (newly written data); returns the old location.
     pub fn assign(&self, journal: &mut Journal, l: u64, p: u32) -> Option<u32> {
-        let old = self.l2p.set(l as usize, Some(p as u64)).map(|o| o as u32);
-        if let Some(o) = old {
-            self.invalidate(o);
-        }
-        self.validate(l, p);
+        let old = self.pages.assign(l, p as u64).map(|o| o as u32);
         journal.push(Record::Map { l: l as u32, p });
         old
     }
@@ -127,11 +101,9 @@ impl Map {
     /// if it still lives at `from`; false when it was overwritten or
     /// discarded meanwhile (the copy at `to` is then garbage).
     pub fn relocate(&self, journal: &mut Journal, l: u64, from: u32, to: u32) -> bool {
-        if !self.l2p.compare_set(l as usize, Some(from as u64), Some(to as u64)) {
+        if !self.pages.relocate(l, from as u64, to as u64) {
             return false;
         }
-        self.invalidate(from);
-        self.validate(l, to);
         journal.push(Record::Map { l: l as u32, p: to });
         true
     }
@@ -139,26 +111,21 @@ impl Map {
     /// Unmaps `blocks` logical blocks from `l`.
     pub fn unmap(&self, journal: &mut Journal, l: u64, blocks: u64) {
         for i in l..l + blocks {
-            if let Some(o) = self.l2p.set(i as usize, None) {
-                self.invalidate(o as u32);
-            }
+            self.pages.unmap(i);
         }
         journal.push(Record::Unmap { l: l as u32, blocks: blocks as u32 });
     }
 
     /// Recovery: sets `l` without bookkeeping ([`Map::rebuild`] follows).
     pub fn replay_set(&self, l: u64, p: Option<u32>) {
-        self.l2p.set(l as usize, p.map(u64::from));
+        self.pages.set_forward(l, p.map(u64::from));
     }
 
     /// Recovery: rebuilds P2L and the valid counts from L2P, checking that
     /// every mapped block lies in the written part of a data zone
     /// (`written[zone]` blocks) and that no two logical blocks share one.
     pub fn rebuild(&self, layout: &Layout, written: &[u32]) -> Result<()> {
-        self.p2l.clear();
-        for v in self.valid.iter() {
-            v.store(0, Ordering::Relaxed);
-        }
+        self.pages.clear_reverse();
         for l in 0..self.logical() {
             let Some(p) = self.lookup(l) else { continue };
             let zone = layout.zone_of(p);
@@ -174,10 +141,9 @@ impl Map {
                     written[zone as usize]
                 )));
             }
-            if let Some(other) = self.p2l.set(p as usize, Some(l)) {
+            if let Some(other) = self.pages.link(l, p as u64) {
                 return Err(bad(format!("logical blocks {other} and {l} map to the same block")));
             }
-            self.valid[zone as usize].fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }

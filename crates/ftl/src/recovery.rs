@@ -314,6 +314,7 @@ pub(crate) fn recover(
     repair: bool,
 ) -> Result<(Shared, Option<Rollback>)> {
     let info = dev.info().clone();
+    info.require_zoned().map_err(FtlError::device("open the device"))?;
     let mut q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
     let report = q
         .report_zones(0, ReportFilter::All, info.zone_count as usize)

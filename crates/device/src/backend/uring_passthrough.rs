@@ -187,6 +187,8 @@ impl PassthroughDevice {
             nsid,
             block_size: block_size as u32,
             metadata_size: id.current_lba_format().metadata_size,
+            zoned: true,
+            namespace_blocks: id.nsze / fmt.zone_size * fmt.zone_size,
             zone_count: id.nsze / fmt.zone_size,
             zone_size: fmt.zone_size,
             zone_capacity,

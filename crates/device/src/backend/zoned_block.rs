@@ -605,6 +605,8 @@ impl ZonedBlockDevice {
             nsid: identity.nsid,
             block_size: bs,
             metadata_size: 0,
+            zoned: true,
+            namespace_blocks: all.len() as u64 * limits.zone_blocks(),
             zone_count: all.len() as u64,
             zone_size: limits.zone_blocks(),
             zone_capacity,

@@ -84,30 +84,12 @@ impl DriverDevice {
                 };
                 let mut profile =
                     Profile::by_name(uri.profile_name()).map_err(EmulatorError::from)?;
-                if uri.zones.is_some() || uri.metadata.is_some() || uri.lba.is_some() {
-                    let zoned =
-                        profile.namespaces.iter_mut().find(|ns| ns.kind == NamespaceKind::Zoned);
-                    let Some(ns) = zoned else {
-                        return Err(DeviceError::uri(
-                            text,
-                            format!(
-                                "zones=, metadata= and lba= need a zoned namespace; {:?} has \
-                                 none",
-                                profile.name
-                            ),
-                        ));
-                    };
-                    if let Some(n) = uri.zones {
-                        ns.zones = n;
-                    }
-                    if let Some(m) = uri.metadata {
-                        ns.metadata_size = m;
-                    }
-                    if let Some(b) = uri.lba {
-                        ns.set_block_size(b)
-                            .map_err(|e| DeviceError::uri(text, format!("lba={b}: {e}")))?;
-                    }
-                    profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))?;
+                if uri.zones.is_some()
+                    || uri.metadata.is_some()
+                    || uri.lba.is_some()
+                    || uri.op.is_some()
+                {
+                    apply_geometry(&mut profile, uri, text)?;
                 }
                 Emulator::with_profile(profile).media(media)
             }
@@ -198,14 +180,19 @@ impl DriverDevice {
     }
 
     /// Wraps a brought-up controller: its first zoned namespace becomes
-    /// the device, a conventional namespace is described beside it.
+    /// the device, a conventional namespace is described beside it. A
+    /// controller without a zoned namespace (a conventional SSD, such as
+    /// an emulated conventional twin) gives a device of its first
+    /// conventional namespace, which has no zones ([`DeviceInfo::zoned`]).
     pub fn from_controller(ctrl: Controller, uri: &str) -> Result<Self> {
-        let ns = ctrl.zoned_namespace().cloned().ok_or_else(|| {
-            DeviceError::Unsupported(format!(
-                "{} has no zoned namespace",
-                ctrl.transport().describe()
-            ))
-        })?;
+        let ns = ctrl.zoned_namespace().or_else(|| ctrl.namespaces().first()).cloned().ok_or_else(
+            || {
+                DeviceError::Unsupported(format!(
+                    "{} has no active namespace",
+                    ctrl.transport().describe()
+                ))
+            },
+        )?;
         let zns_controller = match ctrl.identify_zns_controller() {
             Ok(z) => z,
             Err(e) => {
@@ -213,14 +200,19 @@ impl DriverDevice {
                 ZnsController::default()
             }
         };
-        let zone_capacity = first_zone_capacity(&ctrl, &ns)?;
+        let zone_capacity = match ns.is_zoned() {
+            true => first_zone_capacity(&ctrl, &ns)?,
+            false => 0,
+        };
         let info = describe(&ctrl, &ns, zns_controller, zone_capacity, uri);
         tracing::info!(
             uri,
             transport = %info.transport,
+            zoned = info.zoned,
             zones = info.zone_count,
             zone_size = info.zone_size,
-            "zoned device open"
+            blocks = info.namespace_blocks,
+            "device open"
         );
         let conventional = ctrl.namespaces().iter().find(|n| !n.is_zoned()).map(|cns| {
             let info = describe_conventional(&ctrl, cns, &info);
@@ -326,6 +318,53 @@ impl ZonedDevice for DriverDevice {
     }
 }
 
+/// `zones=`, `metadata=`, `lba=` and `op=` of an `emu:` URI, applied to
+/// the profile's zoned namespace, or to its conventional namespace with a
+/// device-side FTL when it has no zoned one (a conventional twin:
+/// `zones=N` gives it the flash of `N` zones of its ZNS twin).
+fn apply_geometry(profile: &mut Profile, uri: &EmulatorUri, text: &str) -> Result<()> {
+    let name = profile.name.clone();
+    let target = match profile.namespaces.iter().position(|ns| ns.kind == NamespaceKind::Zoned) {
+        Some(i) => Some(i),
+        None => profile.namespaces.iter().position(|ns| ns.ftl.is_some()),
+    };
+    let Some(i) = target else {
+        return Err(DeviceError::uri(
+            text,
+            format!(
+                "zones=, metadata=, lba= and op= need a zoned namespace or a conventional twin's; \
+                 {name:?} has neither"
+            ),
+        ));
+    };
+    let ns = &mut profile.namespaces[i];
+    if let (Some(_), None) = (uri.op, &ns.ftl) {
+        return Err(DeviceError::uri(
+            text,
+            format!(
+                "op= is the over-provisioning of a conventional twin's firmware; {name:?} is a \
+                 ZNS profile (its host FTL takes --op)"
+            ),
+        ));
+    }
+    if let Some(n) = uri.zones {
+        match &mut ns.ftl {
+            Some(f) => f.flash_zones = n,
+            None => ns.zones = n,
+        }
+    }
+    if let Some(m) = uri.metadata {
+        ns.metadata_size = m;
+    }
+    if let (Some(op), Some(f)) = (uri.op, &mut ns.ftl) {
+        f.over_provisioning = op as f64 / 100.0;
+    }
+    if let Some(b) = uri.lba {
+        ns.set_block_size(b).map_err(|e| DeviceError::uri(text, format!("lba={b}: {e}")))?;
+    }
+    profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))
+}
+
 /// Capacity of zone 0, from a one-zone report on a short-lived queue.
 fn first_zone_capacity(ctrl: &Controller, ns: &Namespace) -> Result<u64> {
     let mut qp = ctrl.create_queue_pair(2)?;
@@ -355,15 +394,25 @@ fn describe(
 ) -> DeviceInfo {
     let ci = ctrl.info();
     let ic: &IdentifyController = &ci.identify;
-    let z = ns.zoned.as_ref().expect("zoned namespace");
+    let z = ns.zoned.clone().unwrap_or_default();
     let copy = ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
         max_range_blocks: ns.identify.mssrl as u32,
         max_blocks: ns.identify.mcl,
         max_ranges: ns.identify.msrc as u32 + 1,
     });
-    let conventional = ctrl.namespaces().iter().find(|n| !n.is_zoned()).map(|n| {
-        ConventionalNamespace { nsid: n.nsid, block_size: n.block_size as u32, blocks: n.blocks }
-    });
+    // A conventional namespace beside the device's own.
+    let conventional =
+        ctrl.namespaces().iter().find(|n| !n.is_zoned() && n.nsid != ns.nsid).map(|n| {
+            ConventionalNamespace {
+                nsid: n.nsid,
+                block_size: n.block_size as u32,
+                blocks: n.blocks,
+            }
+        });
+    let namespace_blocks = match ns.is_zoned() {
+        true => z.zone_count * z.zone_size,
+        false => ns.blocks,
+    };
     DeviceInfo {
         backend: "driver",
         transport: ctrl.transport().describe(),
@@ -372,6 +421,8 @@ fn describe(
         serial: ic.serial_number.trim().to_string(),
         firmware: ic.firmware_revision.trim().to_string(),
         nsid: ns.nsid,
+        zoned: ns.is_zoned(),
+        namespace_blocks,
         block_size: ns.block_size as u32,
         metadata_size: ns.metadata_size,
         zone_count: z.zone_count,
@@ -382,7 +433,7 @@ fn describe(
         zasl_bytes: z.append_limit,
         mdts_bytes: ns.max_transfer,
         capabilities: Capabilities {
-            append: true,
+            append: ns.is_zoned(),
             copy,
             write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
             extended_report: z.extension_bytes > 0,
@@ -390,8 +441,8 @@ fn describe(
             read_across_zone_boundaries: z.identify.read_across_boundaries(),
             variable_zone_capacity: z.identify.variable_capacity(),
             volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
-            select_all: true,
-            offline: true,
+            select_all: ns.is_zoned(),
+            offline: ns.is_zoned(),
             metadata: ns.metadata_size > 0 && !ns.identify.metadata_extended(),
             stores_data: true,
         },

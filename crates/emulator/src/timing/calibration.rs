@@ -114,8 +114,9 @@ impl std::fmt::Debug for Bench {
 const NSID: u32 = 1;
 
 impl Bench {
-    /// A fresh device of `profile`, which must have a timing model and a
-    /// zoned first namespace.
+    /// A fresh device of `profile`, which must have a timing model; its
+    /// first namespace is the one commands go to (zoned, or conventional
+    /// without the zone helpers).
     pub fn new(profile: &Profile) -> Result<Bench, String> {
         let memory = ProcessMemory::new();
         let ctrl = Emulator::with_profile(profile.clone())
@@ -138,6 +139,11 @@ impl Bench {
             max_blocks: (4096u64 << profile.controller.mdts_log2) / ns.block_size as u64,
             entries,
         })
+    }
+
+    /// The emulated controller (its namespaces, their firmware).
+    pub fn controller(&self) -> &Arc<crate::Controller> {
+        &self.h.ctrl
     }
 
     /// Virtual nanoseconds since the device was built.

@@ -83,29 +83,39 @@ use zns_spec::{CompletionEntry, ZoneSendAction, ZoneState};
 pub use profile::TimingProfile;
 
 use crate::clock::Clock;
+use crate::conv::{GcEvent, Placement};
 use sim::{NsGeometry, Sim};
 
-/// The written runs of a read, `(lba, blocks)`: a few inline.
+/// The written runs of a read, `(lba, blocks)` (for a namespace with an
+/// FTL: physical blocks): a few inline, more (a fragmented read) in a
+/// vector.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Runs {
     inline: [(u64, u64); 4],
     len: usize,
+    spill: Vec<(u64, u64)>,
 }
 
 impl Runs {
-    /// Adds a run; past four, the last run absorbs the rest.
+    /// Adds a run.
     pub fn push(&mut self, lba: u64, blocks: u64) {
         if self.len < self.inline.len() {
             self.inline[self.len] = (lba, blocks);
             self.len += 1;
         } else {
-            let last = &mut self.inline[self.len - 1];
-            last.1 = lba + blocks - last.0;
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.inline);
+            }
+            self.spill.push((lba, blocks));
         }
     }
 
     pub fn as_slice(&self) -> &[(u64, u64)] {
-        &self.inline[..self.len]
+        if self.spill.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
     }
 }
 
@@ -137,7 +147,8 @@ pub(crate) enum Op {
         runs: Runs,
     },
     /// Write, Write Zeroes (no `dma`), Zone Append (`append`; `lba` is the
-    /// assigned one).
+    /// assigned one). `placed`: where a conventional namespace's firmware
+    /// put the blocks (empty for other namespaces).
     Write {
         nsid: u32,
         lba: u64,
@@ -146,7 +157,9 @@ pub(crate) enum Op {
         filled: bool,
         dma: bool,
         append: bool,
+        placed: Vec<Placement>,
     },
+    /// Copy: `sources` as [`Op::Read`]'s runs; `placed` as [`Op::Write`]'s.
     Copy {
         nsid: u32,
         sources: Vec<(u64, u64)>,
@@ -154,6 +167,7 @@ pub(crate) enum Op {
         blocks: u64,
         opened: bool,
         filled: bool,
+        placed: Vec<Placement>,
     },
     ZoneSend {
         nsid: u32,
@@ -196,6 +210,7 @@ impl Timing {
                     crate::profile::NamespaceKind::Conventional => 0,
                 },
                 cap_blocks: n.zone_capacity,
+                segment_blocks: n.ftl.as_ref().map_or(0, |f| f.segment_blocks),
             })
             .collect();
         Timing {
@@ -207,12 +222,30 @@ impl Timing {
         }
     }
 
-    /// Hands the commands of one doorbell to the model: they arrive now.
-    pub fn submit(&self, sqid: u16, cqid: u16, batch: &mut Vec<(CompletionEntry, Op)>) {
+    /// Hands the commands of one doorbell to the model: they arrive now,
+    /// after the garbage collection the firmware of `namespaces` did so far
+    /// (taken under the model's lock, so that a command on another thread
+    /// that used a reclaimed segment is never planned before the reclaim).
+    pub fn submit(
+        &self,
+        sqid: u16,
+        cqid: u16,
+        batch: &mut Vec<(CompletionEntry, Op)>,
+        namespaces: &[crate::Namespace],
+    ) {
         let mut sim = self.sim.lock();
         let now = self.clock.now_ns().max(sim.now());
         sim.set_wall(std::time::Instant::now());
         sim.run_until(now);
+        let mut events: Vec<GcEvent> = Vec::new();
+        for ns in namespaces {
+            if let Some(f) = ns.firmware() {
+                f.take_events(&mut events);
+                for e in events.drain(..) {
+                    sim.collect(ns.nsid(), e);
+                }
+            }
+        }
         for (cqe, op) in batch.drain(..) {
             sim.submit(sqid, cqid, cqe, op);
         }

@@ -35,6 +35,8 @@ use zns_spec::{CompletionEntry, ZoneSendAction, ZoneState};
 use super::profile::TimingProfile;
 use super::{Op, ZoneBefore};
 
+mod segments;
+
 /// (NSID, zone index), or [`CONVENTIONAL`] for a conventional namespace.
 pub(crate) type ZoneKey = (u32, u32);
 
@@ -44,12 +46,15 @@ pub(crate) const CONVENTIONAL: u32 = u32::MAX;
 /// Memory page size for PRP purposes.
 const MEMORY_PAGE: u64 = 4096;
 
-/// Die operation classes, highest priority first.
+/// Die operation classes, highest priority first: host reads, reads of
+/// garbage collection, programs, erases of resets and of garbage
+/// collection, background erases.
 const CLASS_READ: usize = 0;
-const CLASS_PROGRAM: usize = 1;
-const CLASS_ERASE: usize = 2;
-const CLASS_BACKGROUND: usize = 3;
-const CLASSES: usize = 4;
+const CLASS_GC_READ: usize = 1;
+const CLASS_PROGRAM: usize = 2;
+const CLASS_ERASE: usize = 3;
+const CLASS_BACKGROUND: usize = 4;
+const CLASSES: usize = 5;
 
 /// Geometry of one namespace as the model needs it.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +65,9 @@ pub(crate) struct NsGeometry {
     pub zone_blocks: u64,
     /// Zone capacity in blocks.
     pub cap_blocks: u64,
+    /// Blocks per segment of a conventional namespace with an FTL (0:
+    /// none). Its zone keys are `(nsid, segment)`.
+    pub segment_blocks: u64,
 }
 
 /// The profile in the units the simulation uses (nanoseconds, bytes).
@@ -236,6 +244,23 @@ enum Step {
         filled: bool,
     },
     Serial(ZoneKey),
+    /// Data into a segment of a namespace with an FTL: `bytes` at byte
+    /// `at` of the segment's incarnation `gen` (`buffered`: host data
+    /// holding write-buffer room; garbage collection's does not).
+    SegmentAdd {
+        zone: ZoneKey,
+        gen: u32,
+        at: u64,
+        bytes: u64,
+        buffered: bool,
+    },
+    /// Reads of garbage collection (below host reads).
+    GcRead(Vec<Piece>),
+    /// Waits until incarnation `gen` of a segment is programmed.
+    AwaitRetired(ZoneKey, u32),
+    /// The erase of incarnation `gen` of a segment is done: programs of
+    /// later incarnations may start.
+    Unblock(ZoneKey, u32),
     Pad {
         zone: ZoneKey,
         left: u64,
@@ -258,6 +283,9 @@ struct Job {
     cqid: u16,
     cqe: CompletionEntry,
     cancelled: bool,
+    /// The device's own work (garbage collection): no command, no
+    /// completion.
+    internal: bool,
 }
 
 /// An operation on a die.
@@ -294,6 +322,8 @@ struct Prog {
     gen: u32,
     start: u64,
     bytes: u64,
+    /// Its data holds write-buffer room until programmed.
+    buffered: bool,
 }
 
 /// What the model knows of one zone's data.
@@ -316,6 +346,9 @@ struct ZoneSim {
     host_end: Option<u64>,
     /// Jobs waiting for everything to be programmed.
     waiters: Vec<u32>,
+    /// Its data holds write-buffer room (false for garbage collection's
+    /// segments).
+    buffered: bool,
 }
 
 impl ZoneSim {
@@ -330,6 +363,7 @@ impl ZoneSim {
             serial_free: 0,
             host_end: None,
             waiters: Vec::new(),
+            buffered: true,
         }
     }
 
@@ -387,6 +421,13 @@ pub(crate) struct Sim {
     commands: u64,
     /// Resets of zones holding data so far (draws of the erase time).
     resets: u64,
+    /// Segments (namespaces with an FTL) whose reclaimed incarnations'
+    /// erases are pending, by incarnation: programs of later incarnations
+    /// wait in `parked`.
+    blocked: BTreeMap<ZoneKey, Vec<u32>>,
+    parked: BTreeMap<ZoneKey, Vec<u32>>,
+    /// Reclaimed incarnations of segments with programs still to finish.
+    retired: BTreeMap<(ZoneKey, u32), ZoneSim>,
 }
 
 impl Sim {
@@ -419,6 +460,9 @@ impl Sim {
             completions: 0,
             commands: 0,
             resets: 0,
+            blocked: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            retired: BTreeMap::new(),
             p,
         }
     }
@@ -501,7 +545,7 @@ impl Sim {
     /// (all queues for `None`) still in flight; their internal work goes on.
     pub fn cancel(&mut self, sqid: Option<u16>) {
         for job in self.jobs.iter_mut().flatten() {
-            if !job.cancelled && sqid.is_none_or(|q| q == job.sqid) {
+            if !job.cancelled && !job.internal && sqid.is_none_or(|q| q == job.sqid) {
                 job.cancelled = true;
                 if let Some(n) = self.inflight.get_mut(job.cqid as usize) {
                     *n = n.saturating_sub(1);
@@ -532,7 +576,17 @@ impl Sim {
     /// `cqe` on `cqid`.
     pub fn submit(&mut self, sqid: u16, cqid: u16, cqe: CompletionEntry, op: Op) {
         let steps = self.plan(op);
-        let job = Job { steps, at: 0, pending: 0, granted: 0, sqid, cqid, cqe, cancelled: false };
+        let job = Job {
+            steps,
+            at: 0,
+            pending: 0,
+            granted: 0,
+            sqid,
+            cqid,
+            cqe,
+            cancelled: false,
+            internal: false,
+        };
         let id = match self.free_jobs.pop() {
             Some(id) => {
                 self.jobs[id as usize] = Some(job);
@@ -549,6 +603,33 @@ impl Sim {
         self.advance(id);
     }
 
+    /// Starts a job of the device's own (no completion) with `steps`.
+    fn start_internal(&mut self, mut steps: Vec<Step>) {
+        steps.push(Step::Complete);
+        let job = Job {
+            steps,
+            at: 0,
+            pending: 0,
+            granted: 0,
+            sqid: 0,
+            cqid: 0,
+            cqe: CompletionEntry::default(),
+            cancelled: true,
+            internal: true,
+        };
+        let id = match self.free_jobs.pop() {
+            Some(id) => {
+                self.jobs[id as usize] = Some(job);
+                id
+            }
+            None => {
+                self.jobs.push(Some(job));
+                (self.jobs.len() - 1) as u32
+            }
+        };
+        self.advance(id);
+    }
+
     // ---- planning -----------------------------------------------------
 
     fn geometry(&self, nsid: u32) -> NsGeometry {
@@ -556,7 +637,13 @@ impl Sim {
             block_bytes: 4096,
             zone_blocks: 0,
             cap_blocks: 0,
+            segment_blocks: 0,
         })
+    }
+
+    /// True for the zone keys of a namespace with an FTL (segments).
+    fn is_segment(&self, zone: ZoneKey) -> bool {
+        zone.1 != CONVENTIONAL && self.geometry(zone.0).segment_blocks > 0
     }
 
     /// The zone holding `lba` and the byte offset of `lba` in it.
@@ -589,6 +676,10 @@ impl Sim {
     fn set_die(&self, zone: ZoneKey, i: u64) -> u32 {
         let d = self.p.dies as u64;
         let s = self.p.stripe as u64;
+        if self.is_segment(zone) {
+            // A segment is an erase block on every die, from die 0.
+            return (i % d) as u32;
+        }
         match zone.1 {
             CONVENTIONAL => (i % d) as u32,
             z => ((z as u64 * s + i % s) % d) as u32,
@@ -602,6 +693,9 @@ impl Sim {
     /// start on dies spread over the set (zones written in step do not
     /// queue on the same dies).
     fn die_of(&self, zone: ZoneKey, k: u64) -> u32 {
+        if self.is_segment(zone) {
+            return self.set_die(zone, k);
+        }
         match zone.1 {
             CONVENTIONAL => self.set_die(zone, k),
             // The radical inverse of the zone index (its bits reversed, as
@@ -627,6 +721,9 @@ impl Sim {
     /// Die reads for the written runs of a read: pieces split at program
     /// unit boundaries; data still in the buffer needs none.
     fn pieces(&self, nsid: u32, runs: &[(u64, u64)], out: &mut Vec<Piece>) {
+        if self.geometry(nsid).segment_blocks > 0 {
+            return self.segment_pieces(nsid, runs, out);
+        }
         let bs = self.geometry(nsid).block_bytes;
         let unit = self.p.unit;
         for &(lba, blocks) in runs {
@@ -682,7 +779,7 @@ impl Sim {
                 s.push(Step::LinkOut(blocks * self.geometry(nsid).block_bytes));
                 let _ = lba;
             }
-            Op::Write { nsid, lba, blocks, opened, filled, dma, append } => {
+            Op::Write { nsid, lba, blocks, opened, filled, dma, append, placed } => {
                 let block_bytes = self.geometry(nsid).block_bytes;
                 let bytes = blocks * block_bytes;
                 let (zone, at) = self.locate(nsid, lba);
@@ -700,12 +797,16 @@ impl Sim {
                 }
                 s.push(Step::Admit(bytes));
                 s.push(Step::Transfer { bytes, dma, overlap });
-                s.push(Step::ZoneAdd { zone, bytes, filled });
+                if placed.is_empty() {
+                    s.push(Step::ZoneAdd { zone, bytes, filled });
+                } else {
+                    self.segment_adds(nsid, &placed, true, &mut s);
+                }
                 if append {
                     s.push(Step::Serial(zone));
                 }
             }
-            Op::Copy { nsid, sources, dest, blocks, opened, filled } => {
+            Op::Copy { nsid, sources, dest, blocks, opened, filled, placed } => {
                 let bytes = blocks * self.geometry(nsid).block_bytes;
                 let (zone, _) = self.locate(nsid, dest);
                 let open = if opened { p.implicit_open } else { 0 };
@@ -715,7 +816,11 @@ impl Sim {
                 s.push(Step::Read(pieces));
                 s.push(Step::Admit(bytes));
                 s.push(Step::Transfer { bytes, dma: false, overlap: self.p.write_overlap });
-                s.push(Step::ZoneAdd { zone, bytes, filled });
+                if placed.is_empty() {
+                    s.push(Step::ZoneAdd { zone, bytes, filled });
+                } else {
+                    self.segment_adds(nsid, &placed, true, &mut s);
+                }
             }
             Op::ZoneSend { nsid, action, zones } => {
                 self.plan_zone_send(nsid, action, &zones, &mut s)
@@ -972,6 +1077,27 @@ impl Sim {
                     self.schedule(start + ns, Ev::Job(id));
                     return;
                 }
+                Step::SegmentAdd { zone, gen, at, bytes, buffered } => {
+                    self.segment_add(zone, gen, at, bytes, buffered);
+                }
+                Step::GcRead(pieces) => {
+                    let n = pieces.len() as u32;
+                    for pc in pieces {
+                        let op = DieOp::Read { job: id, bytes: pc.bytes, sense: pc.sense };
+                        self.die_request(pc.die, op, CLASS_GC_READ);
+                    }
+                    if n > 0 {
+                        self.job(id).pending += n;
+                        return;
+                    }
+                }
+                Step::AwaitRetired(zone, gen) => {
+                    if let Some(z) = self.retired.get_mut(&(zone, gen)) {
+                        z.waiters.push(id);
+                        return;
+                    }
+                }
+                Step::Unblock(zone, gen) => self.unblock(zone, gen),
                 Step::Pad { zone, mut left } => {
                     let granted = std::mem::take(&mut self.job(id).granted);
                     if granted > 0 {
@@ -1024,7 +1150,7 @@ impl Sim {
                 Step::Complete => {
                     let job = self.jobs[id as usize].take().expect("live job");
                     self.free_jobs.push(id);
-                    if !job.cancelled {
+                    if !job.cancelled && !job.internal {
                         if let Some(r) = self.ready.get_mut(job.cqid as usize) {
                             if r.is_empty() {
                                 self.ready_since[job.cqid as usize] = self.wall;
@@ -1082,6 +1208,7 @@ impl Sim {
         let k = prog.start / self.p.unit;
         let per_die = match prog.zone.1 {
             CONVENTIONAL => k / self.p.dies as u64,
+            _ if self.is_segment(prog.zone) => k / self.p.dies as u64,
             _ => k / self.p.stripe as u64,
         };
         let opens = prog.start.is_multiple_of(self.p.unit) && per_die % self.p.units_per_block == 0;
@@ -1244,7 +1371,8 @@ impl Sim {
         if self.buffer_waiters.is_empty() || self.progs_live > 0 {
             return;
         }
-        let key = self.zones.iter().find(|(_, z)| z.fill > z.dispatched).map(|(k, _)| *k);
+        let key =
+            self.zones.iter().find(|(_, z)| z.buffered && z.fill > z.dispatched).map(|(k, _)| *k);
         if let Some(k) = key {
             self.dispatch(k, true);
         }
@@ -1262,9 +1390,23 @@ impl Sim {
     /// Programs the zone's complete program units (and, with `all`, the
     /// partial one at the end).
     fn dispatch(&mut self, zone: ZoneKey, all: bool) {
+        let gen = self.zones.get(&zone).map(|z| z.gen);
+        if let Some(gen) = gen {
+            self.dispatch_gen(zone, gen, all);
+        }
+    }
+
+    /// [`Sim::dispatch`] for incarnation `gen` of the zone (a reclaimed
+    /// segment's, among the retired ones, or the current one).
+    fn dispatch_gen(&mut self, zone: ZoneKey, gen: u32, all: bool) {
         let unit = self.p.unit;
         loop {
-            let Some(z) = self.zones.get_mut(&zone) else { return };
+            let current = self.zones.get(&zone).is_some_and(|z| z.gen == gen);
+            let z = match current {
+                true => self.zones.get_mut(&zone),
+                false => self.retired.get_mut(&(zone, gen)),
+            };
+            let Some(z) = z else { return };
             let pending = z.fill - z.dispatched;
             if pending == 0 {
                 return;
@@ -1275,7 +1417,8 @@ impl Sim {
                 return;
             }
             let len = len.min(pending);
-            let prog = Prog { zone, gen: z.gen, start: z.dispatched, bytes: len };
+            let prog =
+                Prog { zone, gen: z.gen, start: z.dispatched, bytes: len, buffered: z.buffered };
             z.dispatched += len;
             z.inflight += 1;
             let k = prog.start / unit;
@@ -1290,6 +1433,10 @@ impl Sim {
                 }
             };
             self.progs_live += 1;
+            if self.must_wait_erase(zone, gen) {
+                self.parked.entry(zone).or_default().push(id);
+                continue;
+            }
             let die = self.die_of(zone, k);
             self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
         }
@@ -1299,6 +1446,14 @@ impl Sim {
         let prog = self.progs[id as usize].take().expect("live program");
         self.free_progs.push(id);
         self.progs_live -= 1;
+        if self.is_segment(prog.zone) {
+            self.segment_programmed(&prog);
+            if prog.buffered {
+                self.free_buffer(prog.bytes);
+            }
+            self.relieve();
+            return;
+        }
         if let Some(z) = self.zones.get_mut(&prog.zone) {
             if z.gen == prog.gen {
                 z.inflight -= 1;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Thread safety: `Send + Sync`. Loads are lock-free; stores are atomic
 /// per entry (a compare-and-swap loop on the entry's word), so concurrent
 /// stores to different entries of one word never lose each other.
-pub(crate) struct PackedArray {
+pub struct PackedArray {
     words: Box<[AtomicU64]>,
     len: usize,
     width: u32,
@@ -33,7 +33,7 @@ impl std::fmt::Debug for PackedArray {
 impl PackedArray {
     /// An array of `len` entries able to hold every value in `0..=max`
     /// besides "none"; every entry starts as "none".
-    pub(crate) fn new(len: usize, max: u64) -> Self {
+    pub fn new(len: usize, max: u64) -> Self {
         // The all-ones pattern of `width` bits must exceed `max`.
         let width = (64 - (max.saturating_add(1)).leading_zeros()).clamp(1, 64);
         let per_word = (64 / width) as usize;
@@ -47,18 +47,22 @@ impl PackedArray {
     }
 
     /// Number of entries.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True when the array has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Bits per entry.
-    #[cfg(test)]
-    pub(crate) fn width(&self) -> u32 {
+    pub fn width(&self) -> u32 {
         self.width
     }
 
     /// Heap bytes the entries take.
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.words.len() * std::mem::size_of::<AtomicU64>()
     }
 
@@ -70,7 +74,7 @@ impl PackedArray {
 
     /// Entry `i`, `None` when it holds "none".
     #[inline]
-    pub(crate) fn get(&self, i: usize) -> Option<u64> {
+    pub fn get(&self, i: usize) -> Option<u64> {
         let (w, shift) = self.locate(i);
         let v = (self.words[w].load(Ordering::Acquire) >> shift) & self.mask;
         (v != self.mask).then_some(v)
@@ -78,7 +82,7 @@ impl PackedArray {
 
     /// Sets entry `i` to `v` (`None` for "none"); returns the old value.
     #[inline]
-    pub(crate) fn set(&self, i: usize, v: Option<u64>) -> Option<u64> {
+    pub fn set(&self, i: usize, v: Option<u64>) -> Option<u64> {
         let v = v.unwrap_or(self.mask);
         debug_assert!(v <= self.mask);
         let (w, shift) = self.locate(i);
@@ -92,7 +96,7 @@ impl PackedArray {
 
     /// Sets entry `i` to `new` only if it holds `expected`; true on success.
     #[inline]
-    pub(crate) fn compare_set(&self, i: usize, expected: Option<u64>, new: Option<u64>) -> bool {
+    pub fn compare_set(&self, i: usize, expected: Option<u64>, new: Option<u64>) -> bool {
         let e = expected.unwrap_or(self.mask);
         let n = new.unwrap_or(self.mask);
         let (w, shift) = self.locate(i);
@@ -105,7 +109,7 @@ impl PackedArray {
     }
 
     /// Sets every entry to "none".
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         let mut all_none = 0u64;
         for i in 0..self.per_word {
             all_none |= self.mask << (i as u32 * self.width);

@@ -1,0 +1,269 @@
+//! Segments of a conventional namespace with a device-side FTL, and its
+//! garbage collection, in the simulation.
+//!
+//! A segment (an erase block on every die) is written like a zone: its
+//! program units rotate over all dies from die 0, through the buffer for
+//! host data. Each time the firmware reclaims a segment it starts a new
+//! incarnation (the segment's erase count, `gen`), so the model keeps a
+//! segment's data per incarnation: the current one in `zones`, reclaimed
+//! ones with programs still to finish in `retired`.
+//!
+//! A reclaim ([`GcEvent`]) becomes a job of the device's own: reads of the
+//! victim's valid blocks (below host reads), their programs into the GC's
+//! segment (without write-buffer room), then, once the victim's own
+//! programs are done, an erase on every die. Programs of a later
+//! incarnation of the victim wait (`parked`) until that erase is done.
+//!
+//! Incarnations the model never saw data for (written before a power cut
+//! reset the model, or whose data is still on its way to the buffer) count
+//! as programmed: garbage collection does not wait for them.
+
+use super::{DieOp, DieWork, Ev, Piece, Prog, Sim, Step, ZoneKey, ZoneSim};
+use super::{CLASS_ERASE, CLASS_PROGRAM};
+use crate::conv::{GcEvent, Placement};
+
+impl Sim {
+    /// The steps adding a write's data to the segments it was placed in.
+    pub(super) fn segment_adds(
+        &self,
+        nsid: u32,
+        placed: &[Placement],
+        buffered: bool,
+        s: &mut Vec<Step>,
+    ) {
+        let bs = self.geometry(nsid).block_bytes;
+        for pl in placed {
+            s.push(Step::SegmentAdd {
+                zone: (nsid, pl.segment),
+                gen: pl.gen,
+                at: pl.offset * bs,
+                bytes: pl.blocks * bs,
+                buffered,
+            });
+        }
+    }
+
+    /// Data reaches incarnation `gen` of a segment; its complete program
+    /// units are programmed (or parked until the segment's erase).
+    pub(super) fn segment_add(
+        &mut self,
+        zone: ZoneKey,
+        gen: u32,
+        at: u64,
+        bytes: u64,
+        buffered: bool,
+    ) {
+        let current = self.zones.get(&zone).map(|z| z.gen);
+        match current {
+            Some(g) if g == gen => {}
+            _ if self.retired.contains_key(&(zone, gen)) => {}
+            Some(g) if g > gen => {
+                // Late data of an incarnation reclaimed and forgotten: its
+                // programs still take die time.
+                let mut z = ZoneSim::new(gen, at);
+                z.buffered = buffered;
+                self.retired.insert((zone, gen), z);
+            }
+            _ => {
+                // A new incarnation; an older one still here was reclaimed
+                // without the model hearing of it (a power cut in between).
+                if let Some(old) = self.zones.remove(&zone) {
+                    if !old.settled() {
+                        self.retired.insert((zone, old.gen), old);
+                    }
+                }
+                let mut z = ZoneSim::new(gen, at);
+                z.buffered = buffered;
+                self.zones.insert(zone, z);
+            }
+        }
+        let z = match self.zones.get_mut(&zone) {
+            Some(z) if z.gen == gen => z,
+            _ => self.retired.get_mut(&(zone, gen)).expect("incarnation just found or made"),
+        };
+        z.fill += bytes;
+        self.dispatch_gen(zone, gen, false);
+    }
+
+    /// Whether a program of incarnation `gen` of `zone` must wait for the
+    /// erase of an earlier incarnation.
+    pub(super) fn must_wait_erase(&self, zone: ZoneKey, gen: u32) -> bool {
+        self.blocked.get(&zone).is_some_and(|pending| pending.iter().any(|&g| g < gen))
+    }
+
+    /// The erase of incarnation `gen` of `zone` is done: parked programs
+    /// no erase holds back any more start.
+    pub(super) fn unblock(&mut self, zone: ZoneKey, gen: u32) {
+        if let Some(pending) = self.blocked.get_mut(&zone) {
+            pending.retain(|&g| g != gen);
+            if pending.is_empty() {
+                self.blocked.remove(&zone);
+            }
+        }
+        let Some(parked) = self.parked.remove(&zone) else { return };
+        let mut still = Vec::new();
+        for id in parked {
+            let prog = self.progs[id as usize].expect("parked program is live");
+            if self.must_wait_erase(zone, prog.gen) {
+                still.push(id);
+            } else {
+                let die = self.die_of(zone, prog.start / self.p.unit);
+                self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
+            }
+        }
+        if !still.is_empty() {
+            self.parked.insert(zone, still);
+        }
+    }
+
+    /// Bookkeeping of a finished program of a segment: an incarnation
+    /// whose every block is programmed is forgotten (its data is on
+    /// flash), and garbage collection waiting for a retired one goes on.
+    pub(super) fn segment_programmed(&mut self, prog: &Prog) {
+        let full =
+            self.geometry(prog.zone.0).segment_blocks * self.geometry(prog.zone.0).block_bytes;
+        let current = self.zones.get(&prog.zone).is_some_and(|z| z.gen == prog.gen);
+        let z = match current {
+            true => self.zones.get_mut(&prog.zone),
+            false => self.retired.get_mut(&(prog.zone, prog.gen)),
+        };
+        let Some(z) = z else { return };
+        z.inflight -= 1;
+        let end = prog.start + prog.bytes;
+        if prog.start <= z.programmed {
+            z.programmed = z.programmed.max(end);
+            while let Some((&s, &e)) = z.done.first_key_value() {
+                if s > z.programmed {
+                    break;
+                }
+                z.programmed = z.programmed.max(e);
+                z.done.pop_first();
+            }
+        } else {
+            z.done.insert(prog.start, end);
+        }
+        if !(z.settled() && (z.fill >= full || !current)) {
+            return;
+        }
+        let waiters = std::mem::take(&mut z.waiters);
+        match current {
+            true => {
+                self.zones.remove(&prog.zone);
+            }
+            false => {
+                self.retired.remove(&(prog.zone, prog.gen));
+            }
+        }
+        for w in waiters {
+            self.schedule(self.now, Ev::Job(w));
+        }
+    }
+
+    /// Die reads of physical runs of a namespace with an FTL: pieces split
+    /// at program units (and segments); data not yet programmed needs none.
+    pub(super) fn segment_pieces(&self, nsid: u32, runs: &[(u64, u64)], out: &mut Vec<Piece>) {
+        let g = self.geometry(nsid);
+        let (bs, seg_blocks, unit) = (g.block_bytes, g.segment_blocks, self.p.unit);
+        for &(p, blocks) in runs {
+            let mut at = p;
+            let end = p + blocks;
+            while at < end {
+                let seg = at / seg_blocks;
+                let zone = (nsid, seg as u32);
+                let off = (at - seg * seg_blocks) * bs;
+                let k = off / unit;
+                let run_end = end.min((seg + 1) * seg_blocks);
+                let piece_end = (run_end - seg * seg_blocks) * bs;
+                let piece_end = piece_end.min((k + 1) * unit);
+                let bytes = piece_end - off;
+                let on_flash = self.zones.get(&zone).is_none_or(|z| z.is_programmed(off));
+                if on_flash {
+                    out.push(Piece {
+                        die: self.die_of(zone, k),
+                        bytes,
+                        sense: self.sense(off - k * unit, bytes),
+                    });
+                }
+                at += bytes / bs;
+            }
+        }
+    }
+
+    /// Die reads of a victim's valid blocks (offsets in blocks, ascending):
+    /// one read per program unit, sensing the pages that hold valid blocks
+    /// and moving only those blocks over the channel.
+    fn gc_pieces(&self, nsid: u32, victim: &Option<ZoneSim>, valid: &[u32]) -> Vec<Piece> {
+        let g = self.geometry(nsid);
+        let (bs, unit, sb) = (g.block_bytes, self.p.unit, self.p.sense_bytes);
+        let levels = &self.p.read_levels;
+        let zone = (nsid, 0);
+        let mut out: Vec<Piece> = Vec::new();
+        let mut current: Option<(u64, u64, u64)> = None; // (unit, bytes, page groups)
+        let flush = |c: Option<(u64, u64, u64)>, out: &mut Vec<Piece>| {
+            if let Some((k, bytes, groups)) = c {
+                let sense = (0..64)
+                    .filter(|b| groups & (1u64 << b) != 0)
+                    .map(|b| levels[b % levels.len()])
+                    .sum();
+                out.push(Piece { die: self.die_of(zone, k), bytes, sense });
+            }
+        };
+        for &o in valid {
+            let off = o as u64 * bs;
+            if victim.as_ref().is_some_and(|z| !z.is_programmed(off)) {
+                // Still in the buffer: copied from there.
+                continue;
+            }
+            let k = off / unit;
+            let group = ((off % unit) / sb).min(63);
+            match &mut current {
+                Some((ck, bytes, groups)) if *ck == k => {
+                    *bytes += bs;
+                    *groups |= 1 << group;
+                }
+                _ => {
+                    flush(current.take(), &mut out);
+                    current = Some((k, bs, 1 << group));
+                }
+            }
+        }
+        flush(current, &mut out);
+        out
+    }
+
+    /// The firmware reclaimed a segment: reads of its valid blocks,
+    /// programs of them where they went, the erase once its own programs
+    /// are done, as a job of the device's own.
+    pub fn collect(&mut self, nsid: u32, e: GcEvent) {
+        let zone = (nsid, e.segment);
+        let victim = match self.zones.get(&zone) {
+            Some(z) if z.gen == e.gen => self.zones.remove(&zone),
+            _ => self.retired.remove(&(zone, e.gen)),
+        };
+        let pieces = self.gc_pieces(nsid, &victim, &e.valid);
+        if let Some(v) = victim {
+            // The victim's blocks still buffered are programmed now, a
+            // partial program unit too (data the model never received,
+            // such as that of a write that failed, is not waited for).
+            self.retired.insert((zone, e.gen), v);
+            self.dispatch_gen(zone, e.gen, true);
+            if self.retired.get(&(zone, e.gen)).is_some_and(|v| v.settled()) {
+                self.retired.remove(&(zone, e.gen));
+            }
+        }
+        self.blocked.entry(zone).or_default().push(e.gen);
+        let mut steps = Vec::new();
+        if !pieces.is_empty() {
+            steps.push(Step::GcRead(pieces));
+        }
+        self.segment_adds(nsid, &e.dest, false, &mut steps);
+        steps.push(Step::AwaitRetired(zone, e.gen));
+        let erase = self.erase_time(zone);
+        let work = (0..self.p.dies)
+            .map(|die| DieWork { die, ns: erase, class: CLASS_ERASE, wait: true })
+            .collect();
+        steps.push(Step::DieOps(work));
+        steps.push(Step::Unblock(zone, e.gen));
+        self.start_internal(steps);
+    }
+}
