@@ -241,6 +241,11 @@ pub fn append(dev: &dyn ZonedDevice, args: &AppendArgs, out: &mut dyn Write) -> 
     let data = input(&args.input, bs)?;
     let blocks = (data.len() / bs) as u64;
     let per = info.max_append_blocks();
+    if info.zone_count == 0 {
+        bail!(
+            "zone append: the device has no zones (a conventional namespace): nothing was written"
+        );
+    }
     let zslba = args.zone.resolve(info)?;
     let index = zslba / info.zone_size;
     let mut q = dev.queue(2)?;

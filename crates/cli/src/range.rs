@@ -75,6 +75,9 @@ fn bare_zone(s: &str) -> Result<u64, String> {
 /// Start LBA of the zone named by `index` or `slba` (exactly one is set).
 fn zone_start(info: &DeviceInfo, index: Option<u64>, slba: Option<u64>, what: &str) -> Result<u64> {
     match (index, slba) {
+        (Some(_), _) if info.zone_count == 0 => {
+            bail!("{what}: the device has no zones (a conventional namespace): nothing was changed")
+        }
         (Some(i), _) => info.zone_start(i).ok_or_else(|| {
             anyhow::anyhow!(
                 "zone {i} does not exist: the device has {} zones (0 to {})",
@@ -84,7 +87,9 @@ fn zone_start(info: &DeviceInfo, index: Option<u64>, slba: Option<u64>, what: &s
         }),
         (None, Some(lba)) => {
             check_range(info, &format!("{what} at LBA {lba:#x}"), lba, 1, "nothing was changed")?;
-            if lba % info.zone_size != 0 {
+            // Without zones the device itself answers (a conventional
+            // namespace refuses zone commands with its own status).
+            if info.zone_size != 0 && lba % info.zone_size != 0 {
                 let z = lba / info.zone_size;
                 bail!(
                     "{what} at LBA {lba:#x}: not a zone's start LBA (it lies in zone {z}, which \

@@ -822,8 +822,13 @@ fn conventional_twins_identify_without_zones() {
     assert!((j["ftl"]["over_provisioning"].as_f64().unwrap() - 0.28).abs() < 1e-3, "{j}");
     let e = zns(&["--device", "emu:small-conv", "report-zones"], None).failed();
     assert!(e.contains("conventional namespace") && e.contains("no zones"), "{e}");
-    let e = zns(&["--device", "emu:small-conv", "zone", "reset", "0"], None).failed();
+    let e = zns(&["--device", "emu:small-conv", "zone", "reset", "--lba", "0"], None).failed();
     assert!(e.contains("Invalid Command Opcode"), "{e}");
+    let e = zns(&["--device", "emu:small-conv", "zone", "reset", "--zone", "0"], None).failed();
+    assert!(e.contains("no zones"), "{e}");
+    let e =
+        zns(&["--device", "emu:small-conv", "append", "--zone-start", "0"], Some(b"x")).failed();
+    assert!(e.contains("no zones"), "{e}");
     let t = zns(&["--device", "emu:small-conv", "write", "--lba", "12345"], Some(b"x")).ok();
     assert!(t.text().contains("wrote 1 block at LBA 0x3039"), "{}", t.text());
     let dir = tempfile::tempdir().unwrap();
