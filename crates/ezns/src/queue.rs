@@ -122,6 +122,9 @@ impl std::fmt::Debug for TenantQueue {
             .field("tenant", &self.ez.tenants[self.t].name)
             .field("outstanding", &self.outstanding())
             .field("pieces_in_flight", &self.in_flight)
+            .field("pieces_waiting", &self.pending.len())
+            .field("writes_waiting_for_room", &self.stalled.len())
+            .field("waiting_for_journal", &self.gated.len())
             .finish_non_exhaustive()
     }
 }

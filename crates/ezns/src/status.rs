@@ -116,15 +116,22 @@ pub struct Status {
     pub journal: (u32, u64, u64),
     /// Internal commands that failed.
     pub internal_failures: u64,
+    /// Internal work queued or in flight (journal entries, finishes and
+    /// resets of physical zones).
+    pub internal_pending: u64,
     /// Tenants.
     pub tenants: Vec<TenantStatus>,
 }
 
 pub(crate) fn snapshot(ez: &Ezns) -> Status {
     let mib = |blocks: u64| blocks as f64 * ez.geo.bs as f64 / (1 << 20) as f64;
-    let (journal, failures) = {
+    let (journal, failures, pending) = {
         let c = ez.ctl.lock();
-        ((c.journal.zones[c.journal.cur], c.journal.generation, c.journal.seq), c.failures)
+        (
+            (c.journal.zones[c.journal.cur], c.journal.generation, c.journal.seq),
+            c.failures,
+            c.work(),
+        )
     };
     let arb = ez.arb.lock();
     let map = arb.alloc.map();
@@ -198,6 +205,7 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
         write_latency_us: ez.wadm.avg_latency_ns() as f64 / 1000.0,
         journal,
         internal_failures: failures,
+        internal_pending: pending,
         tenants,
     }
 }
@@ -207,8 +215,15 @@ impl fmt::Display for Status {
         writeln!(f, "eZNS ({}) on {}", self.mode, self.device)?;
         writeln!(
             f,
-            "active physical zones {}/{} held, {} free zones, {} dies ({} per zone), {} spare columns lent so far",
-            self.device_active, self.device_limit, self.free_zones, self.dies, self.zone_dies, self.loans
+            "active physical zones {}/{} held, {} free zones, {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending, {} failed",
+            self.device_active,
+            self.device_limit,
+            self.free_zones,
+            self.dies,
+            self.zone_dies,
+            self.loans,
+            self.internal_pending,
+            self.internal_failures
         )?;
         writeln!(
             f,

@@ -81,3 +81,60 @@ pub fn instance(config: &str) -> Instance {
     Instance::open(base(&emu, &memory), Config::from_toml(config).expect("config"))
         .expect("instance")
 }
+
+/// [`PROFILE`] with a timing model (virtual clock): 4 channels × 2 dies,
+/// a zone on one die (one 192 KiB erase block), a shared 1 MiB buffer.
+pub fn timed_profile() -> String {
+    let timing = r#"
+[timing]
+fetch_ns = 3000
+post_ns = 3000
+link_to_host_mbps = 3300
+link_from_host_mbps = 2350
+prp_list_ns = 1200
+processing_units = 2
+read_ns = 2200
+write_ns = 1860
+write_overlap_ns = 3500
+append_ns = 3800
+append_overlap_ns = 3500
+append_serial_ns = 1700
+implicit_open_ns = 2500
+flush_ns = 2000
+other_ns = 3000
+report_ns = 3000
+open_ns = 3560
+close_ns = 5000
+close_buffered_ns = 4200
+finish_ns = 7500
+reset_ns = 5000
+reset_metadata_us = 200
+channels = 4
+dies_per_channel = 2
+planes = 2
+page_kib = 16
+bits_per_cell = 3
+channel_mbps = 380
+channel_overhead_ns = 6000
+read_us = [40.0, 44.0, 55.0]
+program_us = 2320
+suspend_us = 50
+suspend_limit = 4
+erase_us = 3000
+block_kib = 192
+close_block_us = 2400
+write_buffer_kib = 1024
+zone_stripe_dies = 1
+"#;
+    PROFILE.replace("timing = \"none\"\n", "").replace("zones = 96", "zones = 256") + timing
+}
+
+/// A fresh instance of `config` on a new timed emulated device.
+pub fn timed_instance(config: &str) -> Instance {
+    let profile = Profile::from_toml(&timed_profile()).expect("timed profile");
+    let memory = ProcessMemory::new();
+    let host: Arc<dyn HostMemory> = memory.clone();
+    let emu = Emulator::with_profile(profile).build(host).expect("emulator");
+    Instance::open(base(&emu, &memory), Config::from_toml(config).expect("config"))
+        .expect("instance")
+}
