@@ -17,7 +17,8 @@
 //! - [`DeviceError`]: typed errors; a command failure names the command,
 //!   its LBA and the NVMe status by its specification name.
 //! - [`open`]: a device from a URI (`emu:tiny`, `emu:file=dev.img`,
-//!   `pcie:0000:00:04.0`, `ng:/dev/ng0n1`, `zbd:/dev/nvme0n1`; see [`uri`]).
+//!   `pcie:0000:00:04.0`, `ng:/dev/ng0n1`, `zbd:/dev/nvme0n1`; see [`uri`]),
+//!   including schemes layered crates register ([`uri::register_scheme`]).
 //!
 //! Backends: [`DriverDevice`] (the user-space driver, on the emulator or a
 //! PCIe controller), [`PassthroughDevice`] (io_uring NVMe passthrough) and
@@ -79,5 +80,11 @@ pub fn open(uri: &str) -> Result<Arc<dyn ZonedDevice>> {
         DeviceUri::Passthrough(path) => Arc::new(PassthroughDevice::open(&path, uri)?),
         DeviceUri::ZonedBlock(z) => Arc::new(ZonedBlockDevice::open(&z.path, z.io, uri)?),
         DeviceUri::Tcp(t) => Arc::new(TcpDevice::open(&t, uri)?),
+        DeviceUri::Layered { scheme, uri } => match uri::layered_opener(&scheme) {
+            Some(open) => open(&uri)?,
+            None => {
+                return Err(DeviceError::uri(&uri, format!("scheme {scheme:?} is not registered")))
+            }
+        },
     })
 }

@@ -5,6 +5,10 @@
 //! `zbd:/dev/nvme0n1`, `tcp:HOST:PORT/NQN[/NSID]` and their options);
 //! `zns --help`, the README and docs/cli.md print that list.
 //!
+//! Crates above this one add schemes of their own with [`register_scheme`]
+//! (`ezns:config=PATH,tenant=NAME`, a tenant namespace of elastic logical
+//! zones, from `zns-ezns`).
+//!
 //! Options are `key=value` pairs separated by commas, parsed strictly: an
 //! unknown key, a repeated key or a bad value is an error naming it and the
 //! valid choices. A `file=` path therefore cannot contain a comma.
@@ -12,6 +16,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, RwLock};
 
 use zns_driver::PciAddress;
 pub use zns_emulator::clock::ClockMode;
@@ -30,6 +35,42 @@ pub const DEFAULT_URI: &str = "emu:zn540";
 
 /// URI schemes this build accepts.
 pub const SCHEMES: &[&str] = &["emu", "pcie", "ng", "zbd", "tcp"];
+
+/// Opens a device of a layered scheme from its whole URI.
+pub type SchemeOpener = fn(&str) -> crate::Result<Arc<dyn crate::ZonedDevice>>;
+
+/// Schemes served by crates layered above this one: name, usage, opener.
+static LAYERED: RwLock<Vec<(&'static str, &'static str, SchemeOpener)>> = RwLock::new(Vec::new());
+
+/// Registers a URI scheme served by a crate layered above this one (it
+/// cannot be a dependency of this crate), so that [`crate::open`] and every
+/// tool built on it accept its URIs: `scheme` is the name before the colon,
+/// `usage` its form for error messages (`ezns:config=PATH,tenant=NAME`).
+/// Registering a scheme again replaces its opener; the built-in schemes
+/// cannot be replaced.
+///
+/// Thread safety: callable from any thread, at any time.
+pub fn register_scheme(scheme: &'static str, usage: &'static str, opener: SchemeOpener) {
+    if SCHEMES.contains(&scheme) {
+        return;
+    }
+    let mut l = LAYERED.write().unwrap_or_else(|e| e.into_inner());
+    l.retain(|(s, _, _)| *s != scheme);
+    l.push((scheme, usage, opener));
+}
+
+/// The opener of a registered layered scheme.
+pub fn layered_opener(scheme: &str) -> Option<SchemeOpener> {
+    let l = LAYERED.read().unwrap_or_else(|e| e.into_inner());
+    l.iter().find(|(s, _, _)| *s == scheme).map(|(_, _, o)| *o)
+}
+
+/// Every scheme this process accepts: the built-in ones and the
+/// registered layered ones.
+pub fn schemes() -> Vec<&'static str> {
+    let l = LAYERED.read().unwrap_or_else(|e| e.into_inner());
+    SCHEMES.iter().copied().chain(l.iter().map(|(s, _, _)| *s)).collect()
+}
 
 /// Options a `zbd:` URI accepts.
 pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
@@ -172,6 +213,14 @@ pub enum DeviceUri {
     ZonedBlock(ZonedBlockUri),
     /// `tcp:HOST:PORT/NQN[/NSID]`: an NVMe/TCP target.
     Tcp(TcpUri),
+    /// A scheme registered with [`register_scheme`]: its name and the
+    /// whole URI, which its opener parses.
+    Layered {
+        /// The scheme.
+        scheme: String,
+        /// The whole URI.
+        uri: String,
+    },
 }
 
 /// What a `tcp:` URI names.
@@ -254,7 +303,7 @@ impl FromStr for DeviceUri {
             None => {
                 return Err(bad(format!(
                     "no scheme; expected SCHEME:..., one of {} (e.g. emu:tiny, pcie:0000:00:04.0)",
-                    SCHEMES.join(", ")
+                    schemes().join(", ")
                 )))
             }
         };
@@ -282,9 +331,12 @@ impl FromStr for DeviceUri {
             }
             "zbd" => parse_zoned_block(rest).map(DeviceUri::ZonedBlock).map_err(bad),
             "tcp" => parse_tcp(rest).map(DeviceUri::Tcp).map_err(bad),
+            other if layered_opener(other).is_some() => {
+                Ok(DeviceUri::Layered { scheme: other.to_string(), uri: uri.to_string() })
+            }
             other => Err(bad(format!(
                 "unknown device URI scheme {other:?} (known schemes: {})",
-                SCHEMES.join(", ")
+                schemes().join(", ")
             ))),
         }
     }
@@ -485,6 +537,7 @@ impl fmt::Display for DeviceUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceUri::Pcie(a) => write!(f, "pcie:{a}"),
+            DeviceUri::Layered { uri, .. } => f.write_str(uri),
             DeviceUri::Tcp(t) => {
                 write!(f, "tcp:{}/{}", t.addr, t.nqn)?;
                 if let Some(n) = t.nsid {
@@ -642,6 +695,26 @@ mod tests {
         let u: DeviceUri = "zbd:/dev/disk/by-id/nvme-x,io=psync".parse().unwrap();
         let DeviceUri::ZonedBlock(z) = u else { panic!("{u:?}") };
         assert_eq!((z.path, z.io), (PathBuf::from("/dev/disk/by-id/nvme-x"), Some(BlockIo::Psync)));
+    }
+
+    #[test]
+    fn layered_schemes_open_through_their_registered_opener() {
+        fn opener(uri: &str) -> crate::Result<Arc<dyn crate::ZonedDevice>> {
+            Err(DeviceError::uri(uri, "test opener"))
+        }
+        assert!("layer-test:x".parse::<DeviceUri>().is_err());
+        register_scheme("layer-test", "layer-test:ARG", opener);
+        register_scheme("emu", "emu:", opener);
+        let u: DeviceUri = "layer-test:a=1,b".parse().unwrap();
+        assert_eq!(
+            u,
+            DeviceUri::Layered { scheme: "layer-test".into(), uri: "layer-test:a=1,b".into() }
+        );
+        assert_eq!(u.to_string(), "layer-test:a=1,b");
+        assert!(schemes().contains(&"layer-test"));
+        let e = crate::open("layer-test:q").unwrap_err().to_string();
+        assert!(e.contains("test opener"), "{e}");
+        assert!(crate::open("emu:tiny").is_ok(), "built-in schemes stay");
     }
 
     #[test]

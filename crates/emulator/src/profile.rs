@@ -634,6 +634,9 @@ mod tests {
         assert_eq!((ns.zone_capacity * 4096, ns.max_active), (96 << 20, Some(256)));
         let t = s.timing.as_ref().unwrap();
         assert_eq!((t.channels, t.dies_per_channel), (16, 8));
+        // A zone is one erase block on one die.
+        assert_eq!(t.zone_stripe_dies, 1);
+        assert_eq!(t.block_kib as u64 * 1024, ns.zone_capacity * 4096);
         let bytes = ns.zones as u64 * ns.zone_capacity * 4096;
         assert!((3.79e12..3.81e12).contains(&(bytes as f64)), "{bytes}");
         // `timing = "none"` switches a timed profile off.

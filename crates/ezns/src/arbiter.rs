@@ -1,0 +1,397 @@
+//! The zone arbiter: logical zone resources of every tenant, physical
+//! active-zone budgets (essentials and spares), stripe widths, lending,
+//! and the allocator.
+//!
+//! Each tenant owns a share of the base device's active zones: its
+//! *essentials*, never lent, enough for every one of its active logical
+//! zones to have the essential width (`essential / active_zones`), and its
+//! *spares*. A new stripe group's width is the essential width plus the
+//! spares the tenant can spread over the logical zones it writes at once
+//! (the average number of open logical zones, measured every tick): *local
+//! overdrive*. The arbiter marks a tenant that has not written for
+//! `idle_ms` inactive; the spares an inactive tenant does not use go to
+//! the active ones, split evenly (*global overdrive*), and come back the
+//! moment it writes again: every group holding one of them is restriped
+//! without it.
+//!
+//! In static mode every group has the tenant's static width (its share
+//! divided by its active logical zones), nothing is lent.
+//!
+//! Everything here runs under one lock (the cold path: opens, closes,
+//! group allocation, ticks); the I/O path never takes it.
+
+use crate::alloc::Allocator;
+use crate::config::Mode;
+
+/// One tenant's resources.
+///
+/// Thread safety: plain data, behind the arbiter's lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    /// Essential physical active zones.
+    pub essential: u32,
+    /// Spare physical active zones.
+    pub spare: u32,
+    /// Max Active (and Max Open) logical zones.
+    pub active_zones: u32,
+    /// Logical zones open (implicitly or explicitly).
+    pub open: u32,
+    /// Logical zones active (open or closed).
+    pub active: u32,
+    /// Physical active zones held by the tenant on its own budget.
+    pub held: u32,
+    /// Physical active zones on its budget held by other tenants.
+    pub lent: u32,
+    /// Physical active zones it holds on other tenants' budgets.
+    pub borrowed: u32,
+    /// Marked inactive by the arbiter: its free spares are lent.
+    pub inactive: bool,
+    /// Average number of open logical zones (exponentially weighted).
+    pub avg_open: f64,
+    /// Times its spares were taken back.
+    pub reclaims: u64,
+}
+
+impl Budget {
+    /// The width every active logical zone is guaranteed.
+    pub fn essential_width(&self) -> u32 {
+        (self.essential / self.active_zones.max(1)).max(1)
+    }
+
+    /// The static width: the whole share over the active logical zones.
+    pub fn static_width(&self) -> u32 {
+        ((self.essential + self.spare) / self.active_zones.max(1)).max(1)
+    }
+
+    /// Spares of an inactive tenant nobody uses: what it can lend now.
+    pub fn lendable(&self) -> u32 {
+        let own_spares_used = self.held.saturating_sub(self.essential);
+        self.spare.saturating_sub(own_spares_used + self.lent)
+    }
+}
+
+/// A physical zone's place in the budgets: which tenant holds it and on
+/// whose budget.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    /// The tenant whose group uses it.
+    pub tenant: u16,
+    /// The tenant whose budget it counts against.
+    pub budget: u16,
+}
+
+/// A logical-zone resource problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Max Active Resources reached.
+    TooManyActive,
+    /// Max Open Resources reached.
+    TooManyOpen,
+}
+
+/// The arbiter's state.
+///
+/// Thread safety: plain data; the runtime keeps it behind a mutex.
+#[derive(Debug, Clone)]
+pub struct Arbiter {
+    /// Elastic or static.
+    pub mode: Mode,
+    /// Per tenant.
+    pub tenants: Vec<Budget>,
+    /// Physical active zones the tenants may hold together (the base
+    /// device's limit less the journal's zone).
+    pub device_limit: u32,
+    /// Physical active zones held now.
+    pub device_active: u32,
+    /// Widest group.
+    pub max_width: u32,
+    /// The physical zone allocator.
+    pub alloc: Allocator,
+    /// Spare columns lent so far (a column each time).
+    pub loans: u64,
+}
+
+impl Arbiter {
+    /// Number of tenants not marked inactive.
+    pub fn active_tenants(&self) -> u32 {
+        self.tenants.iter().filter(|b| !b.inactive).count().max(1) as u32
+    }
+
+    /// Opens a logical zone of `t` (from Empty or Closed: `activate` when
+    /// it was Empty), or says why not.
+    pub fn open(&mut self, t: usize, activate: bool) -> Result<(), Refusal> {
+        let b = &mut self.tenants[t];
+        if activate && b.active >= b.active_zones {
+            return Err(Refusal::TooManyActive);
+        }
+        if b.open >= b.active_zones {
+            return Err(if activate { Refusal::TooManyActive } else { Refusal::TooManyOpen });
+        }
+        b.open += 1;
+        if activate {
+            b.active += 1;
+        }
+        Ok(())
+    }
+
+    /// A logical zone of `t` stops being open (closed, finished or reset
+    /// from an open state).
+    pub fn unopen(&mut self, t: usize) {
+        let b = &mut self.tenants[t];
+        b.open = b.open.saturating_sub(1);
+    }
+
+    /// A logical zone of `t` stops being active (finished or reset).
+    pub fn deactivate(&mut self, t: usize) {
+        let b = &mut self.tenants[t];
+        b.active = b.active.saturating_sub(1);
+    }
+
+    /// The width a new group of a logical zone of `t` aims at.
+    pub fn target_width(&self, t: usize) -> u32 {
+        let b = &self.tenants[t];
+        match self.mode {
+            Mode::Static => b.static_width(),
+            Mode::Elastic => {
+                let writers = (b.avg_open.ceil() as u32).max(b.open).max(1);
+                let pool: u32 = self
+                    .tenants
+                    .iter()
+                    .enumerate()
+                    .filter(|(l, o)| *l != t && o.inactive)
+                    .map(|(_, o)| o.spare.saturating_sub(o.held.saturating_sub(o.essential)))
+                    .sum();
+                let share = if b.inactive { 0 } else { pool / self.active_tenants() };
+                ((b.essential + b.spare + share) / writers)
+                    .max(b.essential_width())
+                    .min(self.max_width)
+            }
+        }
+    }
+
+    /// Budgets for up to `add` new columns of a group of `t` that keeps
+    /// `keep` columns: own first (keeping the essential width of its other
+    /// logical zones in reserve, but always up to the essential width),
+    /// then spares borrowed from inactive tenants; never past the device's
+    /// limit. Empty when nothing can be had now.
+    pub fn budgets(&self, t: usize, keep: u32, add: u32) -> Vec<u16> {
+        let b = &self.tenants[t];
+        let mut out = Vec::new();
+        let device_room = self.device_limit.saturating_sub(self.device_active);
+        let want = add.min(device_room);
+        if want == 0 {
+            return out;
+        }
+        let ess = match self.mode {
+            Mode::Static => b.static_width(),
+            Mode::Elastic => b.essential_width(),
+        };
+        let own_total = b.essential + b.spare;
+        let reserve = ess * b.active_zones.saturating_sub(b.active);
+        let own_room = own_total.saturating_sub(b.held + b.lent + reserve);
+        let essential_gap = ess.saturating_sub(keep);
+        let own = want.min(own_room.max(essential_gap));
+        out.extend(std::iter::repeat_n(t as u16, own as usize));
+        if self.mode == Mode::Static || b.inactive {
+            return out;
+        }
+        let mut left = want - own;
+        let mut lenders: Vec<(u32, usize)> = self
+            .tenants
+            .iter()
+            .enumerate()
+            .filter(|(l, o)| *l != t && o.inactive)
+            .map(|(l, o)| (o.lendable(), l))
+            .filter(|&(n, _)| n > 0)
+            .collect();
+        // Borrow no more than this tenant's even share of the pool.
+        let pool: u32 = lenders.iter().map(|x| x.0).sum();
+        let cap = (pool / self.active_tenants()).max(1);
+        left = left.min(cap);
+        lenders.sort_by(|a, b| b.cmp(a));
+        for (n, l) in lenders {
+            let take = left.min(n);
+            out.extend(std::iter::repeat_n(l as u16, take as usize));
+            left -= take;
+            if left == 0 {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Counts a column taken by `tenant` on `budget`.
+    pub fn grant(&mut self, h: Holding) {
+        self.device_active += 1;
+        if h.tenant == h.budget {
+            self.tenants[h.tenant as usize].held += 1;
+        } else {
+            self.tenants[h.tenant as usize].borrowed += 1;
+            self.tenants[h.budget as usize].lent += 1;
+            self.loans += 1;
+        }
+    }
+
+    /// A column stops being active (Full, finished or reset).
+    pub fn release(&mut self, h: Holding) {
+        self.device_active = self.device_active.saturating_sub(1);
+        if h.tenant == h.budget {
+            let b = &mut self.tenants[h.tenant as usize];
+            b.held = b.held.saturating_sub(1);
+        } else {
+            let b = &mut self.tenants[h.tenant as usize];
+            b.borrowed = b.borrowed.saturating_sub(1);
+            let l = &mut self.tenants[h.budget as usize];
+            l.lent = l.lent.saturating_sub(1);
+        }
+    }
+
+    /// One tick: averages the open logical zones and marks tenants that
+    /// wrote nothing for the idle time inactive (`idle[t]`). Returns the
+    /// tenants newly marked inactive.
+    pub fn tick(&mut self, idle: &[bool]) -> Vec<usize> {
+        let mut marked = Vec::new();
+        for (t, b) in self.tenants.iter_mut().enumerate() {
+            b.avg_open = 0.7 * b.avg_open + 0.3 * b.open as f64;
+            if self.mode == Mode::Elastic && idle[t] && !b.inactive {
+                b.inactive = true;
+                marked.push(t);
+            }
+        }
+        marked
+    }
+
+    /// `t` writes again. True when it had been inactive: its lent spares
+    /// must come back now.
+    pub fn wake(&mut self, t: usize) -> bool {
+        let b = &mut self.tenants[t];
+        if !b.inactive {
+            return false;
+        }
+        b.inactive = false;
+        if b.lent > 0 {
+            b.reclaims += 1;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::DieMap;
+
+    fn arbiter(mode: Mode, tenants: usize) -> Arbiter {
+        let b = Budget {
+            essential: 32,
+            spare: 32,
+            active_zones: 16,
+            open: 0,
+            active: 0,
+            held: 0,
+            lent: 0,
+            borrowed: 0,
+            inactive: false,
+            avg_open: 16.0,
+            reclaims: 0,
+        };
+        Arbiter {
+            mode,
+            tenants: vec![b; tenants],
+            device_limit: 64 * tenants as u32,
+            device_active: 0,
+            max_width: 16,
+            alloc: Allocator::new(mode, DieMap { dies: 128, zone_dies: 1 }, tenants),
+            loans: 0,
+        }
+    }
+
+    fn take(a: &mut Arbiter, t: usize, n: u32) -> Vec<Holding> {
+        let got: Vec<Holding> = a
+            .budgets(t, 0, n)
+            .into_iter()
+            .map(|budget| Holding { tenant: t as u16, budget })
+            .collect();
+        for &h in &got {
+            a.grant(h);
+        }
+        got
+    }
+
+    #[test]
+    fn logical_resources_follow_the_limits() {
+        let mut a = arbiter(Mode::Elastic, 1);
+        a.tenants[0].active_zones = 2;
+        a.open(0, true).unwrap();
+        a.open(0, true).unwrap();
+        assert_eq!(a.open(0, true), Err(Refusal::TooManyActive));
+        a.unopen(0);
+        assert_eq!(a.open(0, true), Err(Refusal::TooManyActive));
+        a.open(0, false).unwrap();
+        a.unopen(0);
+        a.deactivate(0);
+        a.open(0, true).unwrap();
+    }
+
+    #[test]
+    fn static_width_is_the_share_over_active_zones() {
+        let mut a = arbiter(Mode::Static, 4);
+        a.tenants[0].avg_open = 1.0;
+        assert_eq!(a.target_width(0), 4);
+        a.tenants[0].active = 1;
+        assert_eq!(take(&mut a, 0, 4).len(), 4);
+    }
+
+    #[test]
+    fn local_overdrive_spreads_spares_over_the_open_zones() {
+        let mut a = arbiter(Mode::Elastic, 4);
+        assert_eq!(a.target_width(0), 4, "all 16 zones expected open");
+        a.tenants[0].avg_open = 4.0;
+        a.tenants[0].open = 4;
+        assert_eq!(a.target_width(0), 16);
+        a.tenants[0].active = 4;
+        // Own room: 64 minus the essentials of 12 zones not active (24).
+        let got = take(&mut a, 0, 16);
+        assert_eq!(got.len(), 16);
+        assert!(got.iter().all(|h| h.budget == 0));
+        assert_eq!(a.budgets(0, 0, 40).len(), 24);
+    }
+
+    #[test]
+    fn global_overdrive_borrows_idle_spares_and_wake_reclaims() {
+        let mut a = arbiter(Mode::Elastic, 4);
+        a.tenants[0].avg_open = 8.0;
+        a.tenants[0].open = 8;
+        a.tenants[0].active = 8;
+        assert_eq!(a.target_width(0), 8);
+        let marked = a.tick(&[false, true, true, true]);
+        assert_eq!(marked, [1, 2, 3]);
+        // 64 own + 96 idle spares (one active tenant) over ~8 writers.
+        assert!(a.target_width(0) >= 16, "{}", a.target_width(0));
+        a.tenants[0].held = 48; // own budget used up but for the reserve
+        let got = take(&mut a, 0, 16);
+        assert!(got.iter().any(|h| h.budget != 0), "{got:?}");
+        let lent: u32 = a.tenants[1..].iter().map(|b| b.lent).sum();
+        assert_eq!(lent, a.tenants[0].borrowed);
+        assert!(a.wake(1));
+        assert!(!a.wake(1));
+        // A woken lender lends no more.
+        assert!(a.budgets(0, 0, 100).iter().all(|&b| b != 1));
+        for h in got {
+            a.release(h);
+        }
+        assert_eq!((a.tenants[0].borrowed, a.tenants[1].lent), (0, 0));
+    }
+
+    #[test]
+    fn essentials_are_always_available_within_the_device_limit() {
+        let mut a = arbiter(Mode::Elastic, 2);
+        a.tenants[0].held = 64;
+        a.tenants[0].active = 16;
+        assert_eq!(a.budgets(0, 0, 8).len(), 2, "the essential width");
+        a.device_active = a.device_limit;
+        assert!(a.budgets(0, 0, 8).is_empty());
+    }
+}

@@ -1,0 +1,66 @@
+//! # zns-ezns
+//!
+//! Elastic logical zones over a ZNS device (after eZNS, OSDI 2023): one
+//! base [`ZonedDevice`](zns_device::ZonedDevice) carved into tenant
+//! namespaces, each itself a `ZonedDevice` whose zones are *logical zones*
+//! striped over physical zones, so the FTL, `zns characterize`, the command
+//! line and `zns serve` run on a tenant unchanged.
+//!
+//! - **Logical zones** ([`layout`]): a logical zone of `zone_scale`
+//!   physical zones' capacity is a sequence of stripe groups; a group
+//!   stripes its part of the zone over its columns (physical zones) in
+//!   stripe units. Zone Append, reports, reset, finish, open, close and
+//!   Select All keep their ZNS meaning on logical zones.
+//! - **Zone ballooning** ([`arbiter`]): every tenant owns essential active
+//!   zones (never lent) and spares. A new group's width is the essential
+//!   width plus the spares spread over the zones the tenant writes at once
+//!   (local overdrive); an idle tenant's spares go to busy tenants (global
+//!   overdrive) and come back the moment it writes again.
+//! - **A die-aware serial allocator** ([`alloc`]): groups are allocated one
+//!   at a time, each column on a die no other tenant's active stripe uses
+//!   while one exists.
+//! - **A zoned I/O scheduler** ([`sched`]): per-zone read congestion
+//!   control (delay-based) and per-device write admission control (from
+//!   the average write latency).
+//! - **Durability** ([`journal`]): the groups of every logical zone are
+//!   journaled on the device; after a restart or a power cut every logical
+//!   zone comes back with a write pointer at the end of what all its
+//!   columns hold.
+//! - **URIs**: [`register`] adds `ezns:config=PATH,tenant=NAME` to
+//!   `zns_device::open`; the configuration file ([`config`]) names the base
+//!   device and the tenants.
+//!
+//! ```no_run
+//! use zns_device::{Target, ZoneAction, ZonedDevice};
+//! zns_ezns::register();
+//! let dev = zns_device::open("ezns:config=ezns.toml,tenant=a").unwrap();
+//! let mut q = dev.queue(8).unwrap();
+//! let buf = dev.alloc(dev.info().block_size as usize).unwrap();
+//! let lba = q.append(0, &buf).unwrap();
+//! q.zone_action(ZoneAction::Reset, Target::All).unwrap();
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod alloc;
+pub mod arbiter;
+
+pub mod config;
+mod control;
+mod device;
+pub mod error;
+pub mod journal;
+pub mod layout;
+mod open;
+mod ops;
+mod queue;
+mod runtime;
+pub mod sched;
+pub mod status;
+
+pub use config::{Config, EznsUri, Mode, SchedulerConfig, TenantConfig};
+pub use device::{open, register, Instance, TenantDevice};
+pub use error::EznsError;
+pub use open::RecoveryReport;
+pub use queue::TenantQueue;
+pub use status::Status;

@@ -1,0 +1,234 @@
+//! Zone ballooning on a timed device (virtual clock): an idle tenant's
+//! spares go to a busy one, come back the moment it writes, and every
+//! active zone goes back to the pool in the end; the allocator keeps
+//! tenants' stripes on distinct dies.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use zns_device::{Target, ZoneAction, ZoneOp, ZoneQueue, ZonedDevice};
+use zns_ezns::{Instance, Status, TenantQueue};
+
+const CONFIG: &str = r#"
+device = "emu:ezns-test"
+zone_scale = 4
+stripe_unit_kib = 8
+max_width = 8
+idle_ms = 5
+tick_ms = 1
+
+[[tenant]]
+name = "a"
+zones = 8
+active_zones = 4
+
+[[tenant]]
+name = "b"
+zones = 8
+active_zones = 4
+
+[[tenant]]
+name = "c"
+zones = 8
+active_zones = 4
+"#;
+
+fn tenant<'a>(s: &'a Status, name: &str) -> &'a zns_ezns::status::TenantStatus {
+    s.tenants.iter().find(|t| t.name == name).expect("tenant")
+}
+
+/// Keeps `depth` 16 KiB appends in flight on `zone` of a tenant for `ns`
+/// of device time, resetting the zone when it fills.
+fn write_for(
+    dev: &dyn ZonedDevice,
+    q: &mut TenantQueue,
+    zone: u64,
+    ns: u64,
+    inst: &Instance,
+    watch: &mut dyn FnMut(&Status),
+) {
+    let info = dev.info().clone();
+    let zslba = zone * info.zone_size;
+    let end = dev.now_ns() + ns;
+    let mut written = q.zone(zslba).unwrap().written();
+    let mut in_flight = 0u64;
+    while dev.now_ns() < end {
+        if in_flight == 0 && written + 4 > info.zone_capacity {
+            q.zone_action(ZoneAction::Reset, Target::Zone(zslba)).unwrap();
+            written = 0;
+        }
+        while in_flight < 4 && written + (in_flight + 1) * 4 <= info.zone_capacity {
+            q.submit(ZoneOp::Append { zslba, fua: false }, Some(dev.alloc(4 * 4096).unwrap()), 0)
+                .unwrap();
+            in_flight += 1;
+        }
+        q.ring();
+        let mut done = 0;
+        let wall = std::time::Instant::now();
+        while done == 0 {
+            done = q.poll(usize::MAX, &mut |c| {
+                c.result.expect("append");
+            }) as u64;
+            if wall.elapsed() > std::time::Duration::from_secs(20) {
+                panic!("no completion: {q:?}\n{}", inst.status());
+            }
+        }
+        in_flight -= done;
+        written += done * 4;
+        watch(&inst.status());
+    }
+    q.drain(std::time::Duration::from_secs(10), &mut |c| {
+        c.result.expect("append");
+    })
+    .unwrap();
+}
+
+#[test]
+fn spares_move_to_a_busy_tenant_and_come_back_when_the_lender_writes() {
+    // Idle after 20 ms: b, writing a block a millisecond of a's writes
+    // (which can take a few ms when finishes pad zones), stays active.
+    let inst = common::timed_instance(&CONFIG.replace("idle_ms = 5", "idle_ms = 20"));
+    let a = inst.tenant("a").unwrap();
+    let b = inst.tenant("b").unwrap();
+    let mut qa = a.tenant_queue(8).unwrap();
+    let mut qb = b.tenant_queue(2).unwrap();
+    // a writes one zone; b and c never wrote: idle after 5 ms, their
+    // spares lent to a.
+    let mut most = (0u32, 0u32, 0usize);
+    write_for(a.as_ref(), &mut qa, 0, 60_000_000, &inst, &mut |s| {
+        let t = tenant(s, "a");
+        let width = t.stripes.iter().map(|z| z.width).max().unwrap_or(0);
+        most = (most.0.max(t.borrowed), most.1.max(t.held), most.2.max(width));
+    });
+    let s = inst.status();
+    assert!(tenant(&s, "b").inactive && tenant(&s, "c").inactive, "{s}");
+    assert!(most.0 > 0, "a never borrowed a spare: {s}");
+    let own = tenant(&s, "a").essential + tenant(&s, "a").spare;
+    assert!(
+        most.2 as u32 > own.min(8) - 1 || most.2 == 8,
+        "widest stripe {} with {own} own zones",
+        most.2
+    );
+    let lent_by_b = tenant(&s, "b").lent;
+    assert!(lent_by_b + tenant(&s, "c").lent == tenant(&s, "a").borrowed, "{s}");
+    // b writes: its spares come back at once (a's stripes holding them
+    // are restriped without them, the columns finished), while a goes on
+    // and b keeps writing a block a millisecond.
+    let start = a.now_ns();
+    let mut returned_after = None;
+    let mut lent_later = 0;
+    for round in 0..20 {
+        qb.write(round * 4096 / 4096, &b.alloc(4096).unwrap()).unwrap();
+        if round == 0 {
+            assert!(!tenant(&inst.status(), "b").inactive);
+        }
+        write_for(a.as_ref(), &mut qa, 0, 1_000_000, &inst, &mut |s| {
+            let lent = tenant(s, "b").lent;
+            if returned_after.is_none() && lent == 0 {
+                returned_after = Some(s.now_ns - start);
+            }
+            if returned_after.is_some() {
+                lent_later = lent_later.max(lent);
+            }
+        });
+    }
+    let s = inst.status();
+    let back = returned_after.unwrap_or_else(|| panic!("b's spares never came back: {s}"));
+    // Coming back is finishing the borrowed columns, which pads the rest of
+    // each (at most two program units, 2.3 ms each, on its one die).
+    assert!(back < 10_000_000, "b's spares took {back} ns to come back");
+    assert_eq!(lent_later, 0, "b lent again while writing: {s}");
+    assert!(tenant(&s, "b").reclaims >= 1 || lent_by_b == 0);
+    // Everything reset: every active zone is back in the pool.
+    let mut queues: Vec<Box<dyn ZoneQueue>> = vec![Box::new(qa), Box::new(qb)];
+    for q in queues.iter_mut() {
+        q.zone_action(ZoneAction::Reset, Target::All).unwrap();
+    }
+    settle(&inst, &mut queues);
+    let s = inst.status();
+    assert_eq!((s.device_active, s.free_zones), (0, inst.base().info().zone_count - 2), "{s}");
+    assert!(s.tenants.iter().all(|t| t.lent == 0 && t.borrowed == 0 && t.held == 0), "{s}");
+}
+
+/// Polls until the control queue has nothing left to do.
+fn settle(inst: &Instance, queues: &mut [Box<dyn ZoneQueue>]) {
+    for _ in 0..10_000 {
+        for q in queues.iter_mut() {
+            q.poll(usize::MAX, &mut |_| {});
+        }
+        inst.pump();
+        inst.base().wait_ns(100_000);
+        let s = inst.status();
+        if s.device_active == 0 && s.internal_pending == 0 {
+            return;
+        }
+    }
+}
+
+#[test]
+fn spares_always_return() {
+    for seed in 0..8 {
+        spares_return(seed);
+    }
+}
+
+/// Random bursts and pauses of three tenants; at the end every zone is
+/// reset and every active zone, lent or not, is back.
+fn spares_return(seed: u64) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let inst = common::timed_instance(CONFIG);
+    let devs: Vec<Arc<zns_ezns::TenantDevice>> =
+        ["a", "b", "c"].iter().map(|n| inst.tenant(n).unwrap()).collect();
+    let mut tqs: Vec<TenantQueue> = devs.iter().map(|d| d.tenant_queue(8).unwrap()).collect();
+    let mut loans = 0;
+    for _ in 0..40 {
+        let t = rng.gen_range(0..3);
+        let zone = rng.gen_range(0..4);
+        let ns = rng.gen_range(1..8) * 1_000_000;
+        write_for(devs[t].as_ref(), &mut tqs[t], zone, ns, &inst, &mut |s| {
+            loans = loans.max(s.loans);
+        });
+        if rng.gen_bool(0.3) {
+            devs[t].wait_ns(rng.gen_range(1..20) * 1_000_000);
+        }
+        let s = inst.status();
+        let borrowed: u32 = s.tenants.iter().map(|t| t.borrowed).sum();
+        let lent: u32 = s.tenants.iter().map(|t| t.lent).sum();
+        assert_eq!(borrowed, lent, "{s}");
+        assert!(s.device_active <= s.device_limit, "{s}");
+    }
+    assert!(loans > 0, "seed {seed}: no spare was ever lent");
+    let mut queues: Vec<Box<dyn ZoneQueue>> =
+        tqs.into_iter().map(|q| Box::new(q) as Box<dyn ZoneQueue>).collect();
+    for q in queues.iter_mut() {
+        q.zone_action(ZoneAction::Reset, Target::All).unwrap();
+    }
+    settle(&inst, &mut queues);
+    let s = inst.status();
+    assert_eq!((s.device_active, s.free_zones), (0, inst.base().info().zone_count - 2), "{s}");
+    assert!(s.tenants.iter().all(|t| t.lent == 0 && t.borrowed == 0 && t.held == 0), "{s}");
+}
+
+#[test]
+fn tenants_stripes_take_distinct_dies() {
+    let inst = common::timed_instance(&CONFIG.replace("idle_ms = 5", "idle_ms = 100000"));
+    let a = inst.tenant("a").unwrap();
+    let b = inst.tenant("b").unwrap();
+    let (mut qa, mut qb) = (a.queue(4).unwrap(), b.queue(4).unwrap());
+    let size = a.info().zone_size;
+    for z in 0..2 {
+        qa.write(z * size, &a.alloc(4096).unwrap()).unwrap();
+        qb.write(z * size, &b.alloc(4096).unwrap()).unwrap();
+    }
+    let s = inst.status();
+    let dies = |n: &str| -> BTreeSet<u32> {
+        tenant(&s, n).stripes.iter().flat_map(|z| z.dies.iter().copied()).collect()
+    };
+    let (da, db) = (dies("a"), dies("b"));
+    let columns: usize = s.tenants.iter().flat_map(|t| t.stripes.iter().map(|z| z.width)).sum();
+    assert!(columns <= 8, "{s}");
+    assert!(da.is_disjoint(&db), "a on {da:?}, b on {db:?}\n{s}");
+}
