@@ -177,6 +177,8 @@ fn tenant_info(
         nsid: 1,
         block_size: base.block_size,
         metadata_size: 0,
+        zoned: true,
+        namespace_blocks: tc.zones as u64 * geo.lsize,
         zone_count: tc.zones as u64,
         zone_size: geo.lsize,
         zone_capacity: geo.lcap,
