@@ -169,6 +169,7 @@ mod tests {
                 DeviceUri::Passthrough(_) => "ng",
                 DeviceUri::ZonedBlock(_) => "zbd",
                 DeviceUri::Tcp(_) => "tcp",
+                DeviceUri::Layered { .. } => "layered",
             };
             assert_eq!(kind, scheme, "{f:?}");
             // Each option of the form is in the example.
