@@ -326,15 +326,22 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let base = opts.part("base");
     let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
-    let zbd = if opts.part("fio-zbd") {
+    if opts.part("fio-zbd") {
         tools.extend_from_slice(fio_zbd::TOOLS);
-        // fio first: the script is its source package's.
-        guest_files(&tools, o.install)?;
-        Some(fio_zbd::prepare(&cache, o.install)?)
-    } else {
-        None
-    };
+    }
+    // fio installed first: the zbd script is its source package's.
     let files = guest_files(&tools, o.install)?;
+    let zbd = if opts.part("fio-zbd") { Some(fio_zbd::prepare(&cache, o.install)?) } else { None };
+    let zbd_wanted: Vec<u32> = match &zbd {
+        Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
+        Some(z) => {
+            if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
+                return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
+            }
+            opts.zbd_tests.clone()
+        }
+        None => Vec::new(),
+    };
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Cloud, o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
@@ -380,16 +387,6 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     };
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
-    let zbd_wanted: Vec<u32> = match &zbd {
-        Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
-        Some(z) => {
-            if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
-                return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
-            }
-            opts.zbd_tests.clone()
-        }
-        None => Vec::new(),
-    };
     let plan = GuestPlan {
         base,
         zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
