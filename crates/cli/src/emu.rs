@@ -158,6 +158,7 @@ fn report_json(r: &CheckReport, repair: bool) -> Value {
             "checked_blocks": n.checked_blocks,
             "damaged_blocks": n.damaged_blocks,
             "damaged_total": n.damaged_total,
+            "unverified_blocks": n.unverified_blocks,
         })).collect::<Vec<_>>(),
         "problems": r.problems.iter().map(|p| json!({
             "kind": p.kind,
@@ -201,9 +202,13 @@ fn print_report(r: &CheckReport, out: &mut dyn Write) -> Result<()> {
             [a, b] => format!(" (slot A {a}, slot B {b})"),
             _ => String::new(),
         };
+        let unverified = match n.unverified_blocks {
+            0 => String::new(),
+            u => format!(", {u} unverified (a write was interrupted; --repair checksums them)"),
+        };
         writeln!(
             out,
-            "namespace {} ({}): {state}{} readable blocks, {} verified, {} damaged{slots}",
+            "namespace {} ({}): {state}{} readable blocks, {} verified, {} damaged{unverified}{slots}",
             n.nsid,
             if n.zoned { "zoned" } else { "conventional" },
             n.readable_blocks,

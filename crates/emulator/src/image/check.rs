@@ -27,7 +27,7 @@ use super::{
     choose_slot, lock, no_valid_slot, read_structure, read_up_to, read_zone_slot, truncated,
     ImageError,
 };
-use crate::media::{block_matches, LOST, NO_CHECKSUM};
+use crate::media::{block_checksum, block_matches, LOST, NO_CHECKSUM, PENDING};
 use crate::profile::{NamespaceKind, NamespaceProfile, Profile};
 use crate::zns::Zones;
 
@@ -68,6 +68,10 @@ pub struct NamespaceReport {
     pub damaged_blocks: Vec<u64>,
     /// Blocks that fail their checksum, all of them.
     pub damaged_total: u64,
+    /// Blocks whose last write or deallocation was interrupted (a killed
+    /// process): they hold their old or new data, unverified; a repair
+    /// checksums them as they are.
+    pub unverified_blocks: u64,
 }
 
 /// The result of [`check`].
@@ -121,7 +125,8 @@ pub fn check(
     let file = OpenOptions::new().read(true).write(repair).open(path).map_err(io)?;
     lock(&file, &p)?;
     let report = inspect(&file, &p, progress).map_err(io)?;
-    if !repair || report.is_ok() {
+    let pending = report.namespaces.iter().any(|n| n.unverified_blocks > 0);
+    if !repair || (report.is_ok() && !pending) {
         return Ok(report);
     }
     let repairs = fix(&file, &report).map_err(io)?;
@@ -312,6 +317,11 @@ fn verify_extent(
         c[got..].fill(0);
         for i in 0..k as usize {
             let entry = u32::from_le_bytes(c[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+            if entry == PENDING {
+                ns.unverified_blocks += 1;
+                continue;
+            }
+            ns.checked_blocks += 1;
             if !block_matches(at + i as u64, &d[i * bs..(i + 1) * bs], entry) {
                 ns.damaged_total += 1;
                 if ns.damaged_blocks.len() < LISTED_BLOCKS {
@@ -319,7 +329,6 @@ fn verify_extent(
                 }
             }
         }
-        ns.checked_blocks += k;
         progress(k);
         at += k;
     }
@@ -340,6 +349,12 @@ fn fix(file: &File, report: &CheckReport) -> std::io::Result<Vec<String>> {
     let end = image_end(&s.layouts);
     if report.length < end {
         extend(file, report.length, end, &s, &mut done)?;
+    }
+    for (i, (l, ns)) in s.layouts.iter().zip(&s.profile.namespaces).enumerate() {
+        let pending = report.namespaces.get(i).map_or(0, |n| n.unverified_blocks);
+        if pending > 0 {
+            settle_pending(file, i as u32 + 1, l, ns, &mut done)?;
+        }
     }
     let mut rebuilt = Vec::new();
     for (i, (l, ns)) in s.layouts.iter().zip(&s.profile.namespaces).enumerate() {
@@ -367,6 +382,47 @@ fn fix(file: &File, report: &CheckReport) -> std::io::Result<Vec<String>> {
         }
     }
     Ok(done)
+}
+
+/// Checksums the blocks of a namespace whose last write was interrupted
+/// (entry [`PENDING`]) as they read now.
+fn settle_pending(
+    file: &File,
+    nsid: u32,
+    l: &NamespaceLayout,
+    ns: &NamespaceProfile,
+    done: &mut Vec<String>,
+) -> std::io::Result<()> {
+    let Some(sums_at) = l.checksum_offset else { return Ok(()) };
+    let bs = ns.block_size as usize;
+    let mut entries = vec![0u8; (CHUNK_BLOCKS * CHECKSUM_BYTES) as usize];
+    let mut block = vec![0u8; bs];
+    let mut settled = 0u64;
+    let blocks = ns.capacity_blocks();
+    let mut at = 0;
+    while at < blocks {
+        let k = CHUNK_BLOCKS.min(blocks - at);
+        let e = &mut entries[..(k * CHECKSUM_BYTES) as usize];
+        let got = read_up_to(file, e, sums_at + at * CHECKSUM_BYTES)?;
+        e[got..].fill(0);
+        for i in 0..k {
+            let j = (i * CHECKSUM_BYTES) as usize;
+            if u32::from_le_bytes(e[j..j + 4].try_into().expect("4 bytes")) == PENDING {
+                let lba = at + i;
+                let got = read_up_to(file, &mut block, l.data_offset + lba * bs as u64)?;
+                block[got..].fill(0);
+                let sum = block_checksum(lba, &block).to_le_bytes();
+                file.write_all_at(&sum, sums_at + lba * CHECKSUM_BYTES)?;
+                settled += 1;
+            }
+        }
+        at += k;
+    }
+    done.push(format!(
+        "namespace {nsid}: {settled} blocks whose last write was interrupted are checksummed as \
+         they read now (their old or their new data)"
+    ));
+    Ok(())
 }
 
 /// Rebuilds the zone state of a namespace with no valid slot from its data
@@ -615,6 +671,25 @@ mod tests {
         // A repair of a clean image does nothing.
         let again = run(&path, true);
         assert!(again.is_ok() && again.repairs.is_empty());
+    }
+
+    #[test]
+    fn interrupted_writes_are_unverified_not_damage_and_a_repair_settles_them() {
+        let (_d, path, l) = written();
+        let sums = l[0].checksum_offset.unwrap();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&PENDING.to_le_bytes(), sums + 4 * 3).unwrap();
+        drop(f);
+        let r = run(&path, false);
+        assert!(r.is_ok(), "{:?}", r.problems);
+        assert_eq!(r.namespaces[0].unverified_blocks, 1);
+        let r = run(&path, true);
+        assert!(r.is_ok() && r.namespaces[0].unverified_blocks == 0, "{r:?}");
+        assert!(
+            r.repairs[0].contains("1 blocks whose last write was interrupted"),
+            "{:?}",
+            r.repairs
+        );
     }
 
     #[test]

@@ -12,14 +12,21 @@ pub const NO_CHECKSUM: u32 = 0;
 /// An entry no data matches: a block whose contents are known to be lost
 /// (set by a repair), so reads of it fail instead of returning zeros.
 pub const LOST: u32 = u32::MAX;
+/// The entry of a block while a write or deallocation of it is under way:
+/// set before the data changes, replaced once it has. A process killed in
+/// between leaves it, and the block then holds its old or its new data,
+/// whole, as a drive's atomic one-block write would: it reads as it is,
+/// unverified, until written again (`zns emu check` counts such blocks
+/// and `--repair` checksums them as they are).
+pub const PENDING: u32 = u32::MAX - 1;
 
 /// The checksum entry of block `lba` holding `data`: CRC32C of the LBA
 /// (little-endian) followed by the data, so a block found at another LBA
-/// fails too. Never [`NO_CHECKSUM`] or [`LOST`] (those map to 1).
+/// fails too. Never [`NO_CHECKSUM`], [`LOST`] or [`PENDING`] (those map to 1).
 #[inline]
 pub fn block_checksum(lba: u64, data: &[u8]) -> u32 {
     match super::crc::block_crc(lba, data) {
-        NO_CHECKSUM | LOST => 1,
+        NO_CHECKSUM | LOST | PENDING => 1,
         c => c,
     }
 }
@@ -30,6 +37,7 @@ pub fn block_checksum(lba: u64, data: &[u8]) -> u32 {
 pub fn block_matches(lba: u64, data: &[u8], entry: u32) -> bool {
     match entry {
         NO_CHECKSUM => is_zero(data),
+        PENDING => true,
         e => e == block_checksum(lba, data),
     }
 }
@@ -81,7 +89,8 @@ impl<M: Media> Checksummed<M> {
         &self.inner
     }
 
-    /// The checksum entry of block `lba` (see [`NO_CHECKSUM`], [`LOST`]).
+    /// The checksum entry of block `lba` (see [`NO_CHECKSUM`], [`LOST`],
+    /// [`PENDING`]).
     pub fn checksum(&self, lba: u64) -> Result<u32, MediaError> {
         self.inner.geometry().check_range(lba, 1)?;
         Ok(self.sums.get(lba))
@@ -116,8 +125,15 @@ impl<M: Media> Media for Checksummed<M> {
     }
 
     fn write(&self, lba: u64, data: &[u8]) -> Result<(), MediaError> {
-        self.inner.write(lba, data)?;
+        self.geometry().check_data(lba, data.len())?;
+        // Old data with the old checksum, then either data unverified,
+        // then new data with the new checksum: no moment at which a killed
+        // process leaves a block that fails (see PENDING).
         let bs = self.geometry().block_size as usize;
+        for i in 0..(data.len() / bs) as u64 {
+            self.sums.set(lba + i, PENDING);
+        }
+        self.inner.write(lba, data)?;
         for (i, block) in data.chunks_exact(bs).enumerate() {
             let at = lba + i as u64;
             self.sums.set(at, block_checksum(at, block));
@@ -134,6 +150,10 @@ impl<M: Media> Media for Checksummed<M> {
     }
 
     fn deallocate(&self, lba: u64, blocks: u64) -> Result<(), MediaError> {
+        self.geometry().check_range(lba, blocks)?;
+        for i in 0..blocks {
+            self.sums.set(lba + i, PENDING);
+        }
         self.inner.deallocate(lba, blocks)?;
         self.sums.clear(lba, blocks);
         Ok(())
@@ -230,6 +250,24 @@ mod tests {
     }
 
     #[test]
+    fn an_interrupted_write_leaves_old_or_new_data_readable() {
+        let g = MediaGeometry::new(4096, 0, 8).unwrap();
+        let m = Checksummed::in_memory(RamMedia::new(g).unwrap()).unwrap();
+        m.write(2, &fill(4096, 1)).unwrap();
+        // Killed after the entry went pending, before or after the data.
+        m.sums.set(2, PENDING);
+        let mut b = vec![0u8; 4096];
+        m.read(2, &mut b).unwrap();
+        assert_eq!(b, fill(4096, 1));
+        m.inner.write(2, &fill(4096, 2)).unwrap();
+        m.read(2, &mut b).unwrap();
+        assert_eq!(b, fill(4096, 2));
+        // The next write checks it again.
+        m.write(2, &fill(4096, 3)).unwrap();
+        assert_eq!(m.checksum(2).unwrap(), block_checksum(2, &fill(4096, 3)));
+    }
+
+    #[test]
     fn memory_checksums_work_on_ram_media() {
         let g = MediaGeometry::new(512, 8, 256).unwrap();
         let m = Checksummed::in_memory(RamMedia::new(g).unwrap()).unwrap();
@@ -249,6 +287,7 @@ mod tests {
         assert!(block_matches(5, &[0; 512], NO_CHECKSUM));
         assert!(!block_matches(5, &[0; 512], LOST));
         assert!(!block_matches(5, &[1; 512], NO_CHECKSUM));
+        assert!(block_matches(5, &[1; 512], PENDING));
         assert_ne!(block_checksum(1, &[9; 512]), block_checksum(2, &[9; 512]));
     }
 }
