@@ -8,6 +8,7 @@
 mod bench;
 mod characterize;
 mod emu;
+mod ezns;
 mod ftl;
 mod ftl_serve;
 mod identify;
@@ -32,7 +33,8 @@ use num::parse_num;
 #[derive(Debug, Parser)]
 #[command(name = "zns", version, about, long_about = None)]
 struct Cli {
-    /// Device URI: emu:PROFILE, emu:file=PATH[,profile=NAME], pcie:DDDD:BB:DD.F
+    /// Device URI: emu:PROFILE, emu:file=PATH[,profile=NAME], pcie:DDDD:BB:DD.F,
+    /// ezns:config=PATH,tenant=NAME
     /// (`zns serve` takes it several times: one namespace each.)
     #[arg(long, short = 'd', global = true, env = "ZNS_DEVICE", default_value = DEFAULT_URI,
           action = clap::ArgAction::Append)]
@@ -93,6 +95,13 @@ enum Command {
         #[command(subcommand)]
         command: ftl::FtlCommand,
     },
+    /// Elastic logical zones (eZNS): an instance's status; experiments
+    /// against static striping. Tenants are devices:
+    /// ezns:config=PATH,tenant=NAME.
+    Ezns {
+        #[command(subcommand)]
+        command: ezns::EznsCommand,
+    },
 }
 
 /// Which zone(s) a zone management command acts on.
@@ -134,6 +143,8 @@ impl ZoneCommand {
 }
 
 fn main() -> ExitCode {
+    // Tenants of eZNS instances are devices like any other.
+    zns_ezns::register();
     let matches = Cli::command().get_matches();
     // `zns ftl bench` picks its own device unless one was asked for.
     let device_given =
@@ -214,6 +225,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
         Command::Characterize(args) => characterize::run(&device, &args, out),
+        Command::Ezns { command } => ezns::run(command, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
         Command::ReportZones(args) => report::run(open(&device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),
