@@ -8,6 +8,7 @@
 mod bench;
 mod characterize;
 mod emu;
+mod ezns;
 mod ftl;
 mod ftl_serve;
 mod identify;
@@ -101,6 +102,13 @@ enum Command {
         #[command(subcommand)]
         command: ftl::FtlCommand,
     },
+    /// Elastic logical zones (eZNS): an instance's status; experiments
+    /// against static striping. Tenants are devices:
+    /// ezns:config=PATH,tenant=NAME.
+    Ezns {
+        #[command(subcommand)]
+        command: ezns::EznsCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -158,6 +166,8 @@ fn device_long_help() -> String {
 }
 
 fn main() -> ExitCode {
+    // Tenants of eZNS instances are devices like any other.
+    zns_ezns::register();
     let matches = command().get_matches();
     // `zns ftl bench` picks its own device unless one was asked for.
     let device_given =
@@ -238,6 +248,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
         Command::Characterize(args) => characterize::run(&device, &args, out),
+        Command::Ezns { command } => ezns::run(command, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
         Command::ReportZones(args) => report::run(open(&device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),

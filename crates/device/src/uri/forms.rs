@@ -114,6 +114,12 @@ pub const URI_FORMS: &[UriForm] = &[
         device: "the same, with CRC32C digests on PDU headers, data or both",
         example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target/1,digest=both",
     },
+    UriForm {
+        form: "ezns:config=PATH,tenant=NAME",
+        device: "a tenant namespace of elastic logical zones over the base device the \
+                 configuration file names (crate `zns-ezns`, registered by `zns`)",
+        example: "ezns:config=tenants.toml,tenant=a",
+    },
 ];
 
 /// How options combine, said after the list.
@@ -159,6 +165,11 @@ mod tests {
 
     #[test]
     fn every_example_parses_as_its_form() {
+        // Layered schemes parse once their crate registers them.
+        fn opener(uri: &str) -> crate::Result<std::sync::Arc<dyn crate::ZonedDevice>> {
+            Err(crate::DeviceError::uri(uri, "test opener"))
+        }
+        crate::uri::register_scheme("ezns", "ezns:config=PATH,tenant=NAME", opener);
         for f in URI_FORMS {
             let u: DeviceUri = f.example.parse().unwrap_or_else(|e| panic!("{}: {e}", f.example));
             let scheme = f.form.split(':').next().unwrap();
@@ -169,7 +180,7 @@ mod tests {
                 DeviceUri::Passthrough(_) => "ng",
                 DeviceUri::ZonedBlock(_) => "zbd",
                 DeviceUri::Tcp(_) => "tcp",
-                DeviceUri::Layered { .. } => "layered",
+                DeviceUri::Layered { .. } => "ezns",
             };
             assert_eq!(kind, scheme, "{f:?}");
             // Each option of the form is in the example.
