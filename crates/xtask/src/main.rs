@@ -29,6 +29,7 @@ mod guest;
 mod kernel;
 mod server;
 mod vmtest;
+mod zonefs;
 
 use std::fmt;
 use std::path::Path;
