@@ -21,7 +21,8 @@
 //!   emulated device served as a conventional NVMe namespace
 //!   (`zns serve --ftl`); fio's own zoned block device tests
 //!   (`t/zbd/test-zbd-support` from Debian's fio source package, see
-//!   [`crate::fio_zbd`]) on fio's test device; `nvme disconnect`.
+//!   [`crate::fio_zbd`]) on fio's test device, then zonefs on it
+//!   ([`crate::zonefs`]); `nvme disconnect`.
 //! - `zns ftl serve --device emu:small`: the FTL over NBD, attached by
 //!   QEMU as the guest's virtio disk. In the guest: mkfs.ext4, mount, fio
 //!   writing and verifying files with crc32c, a SQLite workload checked
@@ -32,8 +33,8 @@
 //! has no f2fs) for f2fs on another `zns serve`: see [`crate::f2fs`].
 //!
 //! Parts run alone with `--parts` (`base`: the first guest but fio's zbd
-//! tests; `fio-zbd`: those only, after the connect; `f2fs`: the second
-//! guest).
+//! tests and zonefs; `fio-zbd`, `zonefs`: those only, after the connect;
+//! `f2fs`: the second guest).
 //!
 //! The task fails on any failed step, a missing result marker, a fio zbd
 //! test result its expectations do not list, or a server that saw a
@@ -62,13 +63,11 @@ source package); then boots Debian's generic kernel for f2fs on the target's
 zoned namespace with the FTL namespace as its metadata device.
 
 options:
-  --parts LIST       the parts to run, comma separated (default: all but zonefs):
+  --parts LIST       the parts to run, comma separated (default: all):
                        base     nvme-cli, blkzone, fio, btrfs, conformance, ext4,
                                 SQLite, XFS (the cloud kernel's guest)
                        fio-zbd  fio's t/zbd/test-zbd-support (same guest)
-                       zonefs   zonefs, formatted by the task (same guest); not yet
-                                passing: this kernel's zonefs refuses its own direct
-                                writes, see docs/nvmf.md
+                       zonefs   zonefs, formatted by the task (same guest)
                        f2fs     f2fs (a second guest: the generic kernel)
   --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
                      (1-29,33-58)
@@ -146,9 +145,8 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
 /// The parts of the task that can run alone.
 pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "f2fs"];
 
-/// The parts run when `--parts` is not given: all but zonefs, which does
-/// not pass yet (docs/nvmf.md, "zonefs").
-pub const DEFAULT_PARTS: &[&str] = &["base", "fio-zbd", "f2fs"];
+/// The parts run when `--parts` is not given.
+pub const DEFAULT_PARTS: &[&str] = PARTS;
 
 /// Options of the task.
 #[derive(Debug, Clone)]
@@ -835,7 +833,7 @@ mod tests {
         assert!(o.part("f2fs") && !o.part("base") && !o.part("fio-zbd"));
         assert_eq!(o.zbd_tests, [3, 5]);
         assert!(DEFAULT_PARTS.iter().all(|p| parse(&[]).part(p)));
-        assert!(!parse(&[]).part("zonefs") && parse(&["--parts", "zonefs"]).part("zonefs"));
+        assert!(parse(&["--parts", "zonefs"]).part("zonefs"));
         assert!(super::parse(["--parts", "xfs"].map(String::from).into_iter()).is_err());
         let z = script(&GuestPlan { base: false, zbd: None, zonefs: true, nvmet: None });
         assert!(z.contains("nvme connect $T") && z.contains("mount -t zonefs $B /mnt"));
