@@ -309,6 +309,7 @@ impl<'a> Connection<'a> {
             cdw11 = sqe.cdw11,
             cdw12 = sqe.cdw12,
             status = ?status,
+            result,
             data,
             "command done"
         );

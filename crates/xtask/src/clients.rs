@@ -21,7 +21,8 @@
 //!   emulated device served as a conventional NVMe namespace
 //!   (`zns serve --ftl`); fio's own zoned block device tests
 //!   (`t/zbd/test-zbd-support` from Debian's fio source package, see
-//!   [`crate::fio_zbd`]) on fio's test device; `nvme disconnect`.
+//!   [`crate::fio_zbd`]) on fio's test device, then zonefs on it
+//!   ([`crate::zonefs`]); `nvme disconnect`.
 //! - a second `zns serve` on a device image (`emu:file=`, `tiny`) with
 //!   one block damaged on the host before it starts: in the guest a read
 //!   of it fails, the kernel logs a critical medium error (the target
@@ -37,8 +38,8 @@
 //! has no f2fs) for f2fs on another `zns serve`: see [`crate::f2fs`].
 //!
 //! Parts run alone with `--parts` (`base`: the first guest but fio's zbd
-//! tests; `fio-zbd`: those only, after the connect; `f2fs`: the second
-//! guest).
+//! tests and zonefs; `fio-zbd`, `zonefs`: those only, after the connect;
+//! `f2fs`: the second guest).
 //!
 //! The task fails on any failed step, a missing result marker, a fio zbd
 //! test result its expectations do not list, or a server that saw a
@@ -52,8 +53,9 @@ use std::time::{Duration, Instant};
 use crate::guest::RESULT_MARKER;
 use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
+use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{f2fs, fio_zbd, kernel, Error, Result};
+use crate::{f2fs, fio_zbd, kernel, zonefs, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
 
@@ -70,6 +72,7 @@ options:
                        base     nvme-cli, blkzone, fio, btrfs, conformance, ext4,
                                 SQLite, XFS (the cloud kernel's guest)
                        fio-zbd  fio's t/zbd/test-zbd-support (same guest)
+                       zonefs   zonefs, formatted by the task (same guest)
                        f2fs     f2fs (a second guest: the generic kernel)
   --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
                      (1-29,33-58)
@@ -125,6 +128,7 @@ const MODULES: &[&str] = &[
     "ext4",
     "xfs",
     "btrfs",
+    "zonefs",
 ];
 /// Modules loaded when the kernel has them (ext4's metadata checksums).
 const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
@@ -144,7 +148,10 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
 ];
 
 /// The parts of the task that can run alone.
-pub const PARTS: &[&str] = &["base", "fio-zbd", "f2fs"];
+pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "f2fs"];
+
+/// The parts run when `--parts` is not given.
+pub const DEFAULT_PARTS: &[&str] = PARTS;
 
 /// Options of the task.
 #[derive(Debug, Clone)]
@@ -171,7 +178,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
     let mut o = VmOptions::default();
     o.timeout = Duration::from_secs(1800);
     let mut nvmet = None;
-    let mut parts: Vec<String> = PARTS.iter().map(|p| p.to_string()).collect();
+    let mut parts: Vec<String> = DEFAULT_PARTS.iter().map(|p| p.to_string()).collect();
     let mut zbd_tests = Vec::new();
     let mut f2fs_kernel = None;
     while let Some(a) = args.next() {
@@ -250,6 +257,19 @@ pub(crate) fn guest_files(tools: &[(&str, &str)], install: bool) -> Result<Vec<P
     Ok(files)
 }
 
+/// A UUID for the zonefs superblock: random bits from the clock (version
+/// 4 and variant bits set).
+fn zonefs_uuid() -> [u8; 16] {
+    let a = vmtest::new_seed().to_le_bytes();
+    let b = vmtest::new_seed().rotate_left(17).to_le_bytes();
+    let mut u = [0u8; 16];
+    u[..8].copy_from_slice(&a);
+    u[8..].copy_from_slice(&b);
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
+
 /// What one guest's run found.
 #[derive(Debug, Default)]
 struct Report {
@@ -271,7 +291,8 @@ pub fn run(opts: &Options) -> Result<()> {
     vmtest::ensure_host_tools(o.install, true, &cache)?;
     let zns = build_zns(&root, &target)?;
     let mut reports: Vec<(&str, Report)> = Vec::new();
-    let cloud = opts.part("base") || opts.part("fio-zbd") || opts.nvmet.is_some();
+    let cloud =
+        opts.part("base") || opts.part("fio-zbd") || opts.part("zonefs") || opts.nvmet.is_some();
     if cloud {
         reports.push(("cloud kernel guest", run_cloud(opts, &root, &target, &zns)?));
     }
@@ -328,6 +349,9 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
     if opts.part("fio-zbd") {
         tools.extend_from_slice(fio_zbd::TOOLS);
+    }
+    if opts.part("zonefs") {
+        tools.extend_from_slice(zonefs::TOOLS);
     }
     // fio installed first: the zbd script is its source package's.
     let files = guest_files(&tools, o.install)?;
@@ -390,6 +414,7 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let plan = GuestPlan {
         base,
         zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
+        zonefs: opts.part("zonefs"),
         nvmet: opts.nvmet.clone(),
         media_port: media.as_ref().map(|m| m.port),
     };
@@ -401,10 +426,17 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         o.glibc,
         &["zns-conformance", "zns"],
     )?;
-    let entries = match &zbd {
+    let mut entries = match &zbd {
         Some(z) => fio_zbd::guest_entries(z)?,
         None => Vec::new(),
     };
+    if opts.part("zonefs") {
+        entries.push(GuestEntry::File {
+            path: zonefs::GUEST_IMAGE.into(),
+            mode: 0o644,
+            bytes: zonefs::superblock("znskit", zonefs_uuid()),
+        });
+    }
     let initramfs =
         vmtest::pack_initramfs_with(&dir, &programs, &modules, &script, &files, &entries)?;
     let devices = qemu_args(nbd.as_ref().map(|s| s.port));
@@ -746,6 +778,8 @@ pub struct GuestPlan {
     /// fio's `t/zbd/test-zbd-support` on the small-zone namespace, with
     /// these tests (all when empty).
     pub zbd: Option<Vec<u32>>,
+    /// zonefs on fio's test device ([`zonefs::guest_lines`]).
+    pub zonefs: bool,
     /// The kernel-target run of [`crate::nvmet::script_lines`], with the conformance
     /// checks it names (all when empty).
     pub nvmet: Option<String>,
@@ -763,7 +797,7 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
         modules,
         plan.base,
     );
-    if plan.base || plan.zbd.is_some() {
+    if plan.base || plan.zbd.is_some() || plan.zonefs {
         s.push_str(&connect_lines(nvmf_port, NQN, 4));
         s.push_str(&namespace_lines());
         if plan.base {
@@ -771,6 +805,13 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
         }
         if let Some(only) = &plan.zbd {
             s.push_str(&fio_zbd::guest_lines("$B", only));
+        }
+        if plan.zonefs {
+            s.push_str(&zonefs::guest_lines(
+                "$B",
+                fio_zbd::DEVICE_ZONES,
+                fio_zbd::DEVICE_ZONE_CAPACITY,
+            ));
         }
         s.push_str(&format!("run nvme-disconnect nvme disconnect -n {NQN}\n"));
     }
@@ -797,13 +838,19 @@ mod tests {
 
     #[test]
     fn the_script_connects_then_uses_the_disk_and_ends_with_a_marker() {
-        let all =
-            GuestPlan { base: true, zbd: Some(Vec::new()), nvmet: None, media_port: Some(4421) };
+        let all = GuestPlan {
+            base: true,
+            zbd: Some(Vec::new()),
+            zonefs: true,
+            nvmet: None,
+            media_port: Some(4421),
+        };
         let s = script(&all);
         assert!(!s.contains("nvmet"));
         let n = script(&GuestPlan {
             base: true,
             zbd: None,
+            zonefs: false,
             nvmet: Some("copy".into()),
             media_port: None,
         });
@@ -819,6 +866,8 @@ mod tests {
         assert!(s.find("/usr/sbin/mke2fs -t ext4 -F -q $F").unwrap() < disconnect);
         let zbd = s.find("test-zbd-support -r -w $B").unwrap();
         assert!(s.find("conformance-zbd").unwrap() < zbd && zbd < disconnect);
+        let zonefs = s.find("mount -t zonefs $B /mnt").unwrap();
+        assert!(zbd < zonefs && zonefs < disconnect);
         assert!(disconnect < s.find("/usr/sbin/mke2fs -t ext4 -F -q $D").unwrap());
         assert!(s.contains("e2fsck -f -n $D"));
         // The media-error target after the first one is gone.
@@ -834,19 +883,40 @@ mod tests {
 
     #[test]
     fn each_part_runs_alone() {
-        let zbd =
-            script(&GuestPlan { base: false, zbd: Some(vec![5]), nvmet: None, media_port: None });
+        let zbd = script(&GuestPlan {
+            base: false,
+            zbd: Some(vec![5]),
+            zonefs: false,
+            nvmet: None,
+            media_port: None,
+        });
         assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $B"));
         assert!(!zbd.contains("fio-zoned") && !zbd.contains("mke2fs") && !zbd.contains("vda"));
-        let base = script(&GuestPlan { base: true, zbd: None, nvmet: None, media_port: None });
+        let base = script(&GuestPlan {
+            base: true,
+            zbd: None,
+            zonefs: false,
+            nvmet: None,
+            media_port: None,
+        });
         assert!(!base.contains("test-zbd-support"));
         let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
         let o = parse(&["--parts", "f2fs", "--zbd-tests", "3,5"]);
         assert_eq!(parse(&["--zbd-tests", "1-3,7"]).zbd_tests, [1, 2, 3, 7]);
         assert!(o.part("f2fs") && !o.part("base") && !o.part("fio-zbd"));
         assert_eq!(o.zbd_tests, [3, 5]);
-        assert!(PARTS.iter().all(|p| parse(&[]).part(p)));
-        assert!(super::parse(["--parts", "zonefs"].map(String::from).into_iter()).is_err());
+        assert!(DEFAULT_PARTS.iter().all(|p| parse(&[]).part(p)));
+        assert!(parse(&["--parts", "zonefs"]).part("zonefs"));
+        assert!(super::parse(["--parts", "xfs"].map(String::from).into_iter()).is_err());
+        let z = script(&GuestPlan {
+            base: false,
+            zbd: None,
+            zonefs: true,
+            nvmet: None,
+            media_port: None,
+        });
+        assert!(z.contains("nvme connect $T") && z.contains("mount -t zonefs $B /mnt"));
+        assert!(!z.contains("test-zbd-support") && !z.contains("fio-zoned"));
         assert!(super::parse(["--zbd-tests", "x"].map(String::from).into_iter()).is_err());
     }
 }

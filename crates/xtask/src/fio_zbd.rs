@@ -232,6 +232,12 @@ descriptor_extension_bytes = 0
 read_across_zone_boundaries = true
 "#;
 
+/// [`PROFILE`]'s zones.
+pub const DEVICE_ZONES: u32 = 144;
+
+/// [`PROFILE`]'s zone capacity in bytes (192 blocks of 4 KiB).
+pub const DEVICE_ZONE_CAPACITY: u64 = 192 * 4096;
+
 /// A fresh image of [`PROFILE`] in `dir` (`zns emu create`); its URI.
 pub fn make_device(zns: &Path, dir: &Path) -> Result<String> {
     let profile = dir.join("fio-zbd-profile.toml");
@@ -413,6 +419,13 @@ mod tests {
         let s = "test1() {\n  :\n}\n# test7() in a comment\ntest12() {\n}\ntest2() {\n}\n\
                  write_and_run_one_fio_job() {\n}\ntest_x() {\n}\n";
         assert_eq!(test_numbers(s), [1, 2, 12]);
+    }
+
+    #[test]
+    fn the_device_constants_are_the_profiles() {
+        assert!(PROFILE.contains(&format!("zones = {DEVICE_ZONES}\n")));
+        assert!(PROFILE.contains(&format!("zone_capacity = {}\n", DEVICE_ZONE_CAPACITY / 4096)));
+        assert!(PROFILE.contains("block_size = 4096\n"));
     }
 
     #[test]

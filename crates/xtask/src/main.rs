@@ -9,9 +9,9 @@
 //!   test (`zns-differential`) on `ng:` and `pcie:`.
 //! - `cargo xtask clients`: real clients on znskit's exports in a guest:
 //!   the kernel's nvme-tcp, nvme-cli, blkzone, fio, fio's own zoned block
-//!   device tests and btrfs on `zns serve`; ext4, fio, SQLite and fsck on
-//!   `zns ftl serve` as the guest's disk; then f2fs on `zns serve` in a
-//!   second guest on Debian's generic kernel.
+//!   device tests, btrfs and zonefs on `zns serve`; ext4, fio, SQLite and
+//!   fsck on `zns ftl serve` as the guest's disk; then f2fs on `zns serve`
+//!   in a second guest on Debian's generic kernel.
 //! - `cargo xtask nvmet`: znskit's `tcp:` initiator and the conformance
 //!   suite against the guest kernel's own NVMe/TCP target (nvmet-tcp on a
 //!   zoned null_blk).
@@ -33,6 +33,7 @@ mod kernel;
 mod nvmet;
 mod server;
 mod vmtest;
+mod zonefs;
 
 use std::fmt;
 use std::path::Path;
@@ -79,9 +80,9 @@ commands:
            guest against QEMU's ZNS controller (ng:, zbd: and pcie: backends);
            `cargo xtask vmtest --help`
   clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone,
-           fio, fio's t/zbd tests and btrfs on `zns serve`; ext4, fio, SQLite and
-           fsck on `zns ftl serve` attached as the guest's disk; f2fs in a second
-           guest (Debian's generic kernel); `cargo xtask clients --help`
+           fio, fio's t/zbd tests, btrfs and zonefs on `zns serve`; ext4, fio,
+           SQLite and fsck on `zns ftl serve` attached as the guest's disk; f2fs
+           in a second guest (Debian's generic kernel); `cargo xtask clients --help`
   crash    crash consistency through ext4: the guest's kernel on `zns ftl serve` (NBD)
            over an image, the server killed with SIGKILL in each cycle, fsck and
            every fsynced file checked after recovery; `cargo xtask crash --help`
