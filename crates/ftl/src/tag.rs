@@ -78,7 +78,12 @@ fn check(logical: u64, seq: u64, t: &Tagging, data: &[u8]) -> u32 {
         words[..8].copy_from_slice(&t.key.to_le_bytes());
         words[8..16].copy_from_slice(&logical.to_le_bytes());
         words[16..].copy_from_slice(&seq.to_le_bytes());
-        return crc32c::crc32c_append(crc32c::crc32c(&words), data);
+        // CRC32C (CRC-32/ISCSI), by carry-less multiply folding: every
+        // read and every GC move of a block pays it.
+        let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+        d.update(&words);
+        d.update(data);
+        return d.finalize() as u32;
     }
     let key = t.key;
     // splitmix64's finalizer over the three words.
@@ -181,6 +186,19 @@ mod tests {
         Tagging { key: 0x1234_5678_9ABC, data_crc: false },
         Tagging { key: 0x1234_5678_9ABC, data_crc: true },
     ];
+
+    #[test]
+    fn data_checks_are_crc32c_of_key_logical_seq_and_data() {
+        // The on-device format: CRC32C of the three words and the data.
+        let t = &BOTH[1];
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        let mut words = Vec::new();
+        for w in [t.key, 77, 9001] {
+            words.extend_from_slice(&w.to_le_bytes());
+        }
+        let want = crc32c::crc32c_append(crc32c::crc32c(&words), &data);
+        assert_eq!(check(77, 9001, t, &data), want);
+    }
 
     #[test]
     fn tags_round_trip_with_and_without_sequence_numbers() {
