@@ -103,7 +103,7 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
         r.device.clock,
         r.points.len(),
         r.duration.device_ns as f64 / 1e9,
-        r.duration.wall_ns as f64 / 1e9
+        r.host.wall_ns as f64 / 1e9
     )?;
     writeln!(
         out,
@@ -122,10 +122,10 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
             e.name,
             e.points,
             e.duration.device_ns as f64 / 1e9,
-            e.duration.wall_ns as f64 / 1e9
+            r.host.experiments_wall_ns.get(&e.name).copied().unwrap_or(0) as f64 / 1e9
         )?;
     }
-    match &r.overhead {
+    match &r.host.overhead {
         Some(o) => writeln!(out, "engine overhead: {}", characterize::describe_overhead(o))?,
         None => writeln!(out, "engine overhead: not measured")?,
     }

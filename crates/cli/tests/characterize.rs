@@ -101,7 +101,7 @@ fn type_ok(v: &Value, kind: &str) -> bool {
 
 /// Every path in `v`, arrays as `[]`, not descending into free-form maps.
 fn paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
-    const FREE_FORM: &[&str] = &["device.info", "summary"];
+    const FREE_FORM: &[&str] = &["device.info", "summary", "host.experiments_wall_ns"];
     match v {
         Value::Object(m) => {
             for (k, child) in m {
@@ -168,7 +168,7 @@ fn smoke_suite_on_tiny_writes_documented_results_and_a_report() {
     assert!(o.stdout.contains("experiment"), "{}", o.stdout);
 
     check_against_docs(&v);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["suite"], "smoke");
     assert_eq!(v["seed"], 7);
     assert_eq!(v["device"]["uri"], "emu:tiny");
@@ -363,4 +363,30 @@ fn same_seed_same_figures_on_a_virtual_clock() {
     let p = va["points"].as_array().unwrap().iter().find(|p| p["id"] == "qd1/write/4KiB").unwrap();
     let mean = p["latency"]["mean_us"].as_f64().unwrap();
     assert!(mean > 5.0 && mean < 50.0, "{mean}");
+}
+
+#[test]
+fn runs_on_a_virtual_clock_repeat_exactly_apart_from_the_host_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, seed: &str| {
+        let args = [
+            "--device",
+            "emu:zn540,zones=32",
+            "--seed",
+            seed,
+            "--only",
+            "qd1,inter_zone,reads,read_under_write",
+        ];
+        let (o, mut v, _) = characterize(&dir.path().join(name), &args);
+        ok(o);
+        assert_eq!(v["device"]["clock"], "virtual");
+        let host = v.as_object_mut().unwrap().remove("host").expect("a host object");
+        assert!(host["started_unix_s"].as_u64().unwrap() > 0, "{host}");
+        assert!(host["wall_ns"].as_u64().unwrap() > 0, "{host}");
+        assert_eq!(host["experiments_wall_ns"].as_object().unwrap().len(), 4, "{host}");
+        v
+    };
+    let (a, b, c) = (run("a", "9"), run("b", "9"), run("c", "10"));
+    assert!(a == b, "two runs with seed 9 differ outside host");
+    assert!(a != c, "seeds 9 and 10 gave the same results");
 }

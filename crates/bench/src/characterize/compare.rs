@@ -155,7 +155,6 @@ mod tests {
             suite: "smoke".into(),
             seed: 1,
             only: vec![],
-            started_unix_s: 0,
             device: DeviceDescription {
                 uri: "emu:tiny".into(),
                 clock: "virtual".into(),
@@ -167,7 +166,7 @@ mod tests {
             points,
             summary,
             reference: None,
-            overhead: None,
+            host: Default::default(),
         }
     }
 

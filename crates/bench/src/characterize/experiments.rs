@@ -10,7 +10,7 @@ use super::engine::{run as run_streams, Ctx, Stream, Work, WriteZone, ZonePool};
 use super::plan::{Plan, EXPERIMENTS};
 use super::progress::Observer;
 use super::results::{
-    DeviceDescription, Duration, ExperimentRecord, HistogramData, Point, Results, Tool,
+    DeviceDescription, Duration, ExperimentRecord, HistogramData, Host, Point, Results, Tool,
     SCHEMA_VERSION,
 };
 use super::stats::LatencyHistogram;
@@ -137,6 +137,7 @@ pub(crate) fn run(
     obs.suite_started(&weights);
     let device0 = r.ctx.now();
     let mut records = Vec::new();
+    let mut experiments_wall_ns = BTreeMap::new();
     for (i, &(name, title)) in selected.iter().enumerate() {
         r.experiment = name;
         r.index = i;
@@ -154,13 +155,11 @@ pub(crate) fn run(
         if let Some(e) = &error {
             tracing::warn!(experiment = name, error = %e, "experiment stopped early");
         }
+        experiments_wall_ns.insert(name.to_string(), w0.elapsed().as_nanos() as u64);
         records.push(ExperimentRecord {
             name: name.to_string(),
             title: title.to_string(),
-            duration: Duration {
-                device_ns: r.ctx.now().saturating_sub(d0),
-                wall_ns: w0.elapsed().as_nanos() as u64,
-            },
+            duration: Duration { device_ns: r.ctx.now().saturating_sub(d0) },
             points: r.points.len() - before,
             skipped: r.skipped.clone(),
             error: error.map(|e| e.to_string()),
@@ -188,19 +187,23 @@ pub(crate) fn run(
         suite: opts.suite.name().into(),
         seed: opts.seed,
         only: opts.only.clone(),
-        started_unix_s,
         device: DeviceDescription {
             uri: info.uri.clone(),
             clock: clock_name.into(),
             profile: dev.emulator().map(|c| c.profile().name.clone()),
             info: serde_json::to_value(&info).unwrap_or(serde_json::Value::Null),
         },
-        duration: Duration { device_ns, wall_ns: wall0.elapsed().as_nanos() as u64 },
+        duration: Duration { device_ns },
         experiments: records,
         points: std::mem::take(&mut r.points),
         summary,
         reference: None,
-        overhead,
+        host: Host {
+            started_unix_s,
+            wall_ns: wall0.elapsed().as_nanos() as u64,
+            experiments_wall_ns,
+            overhead,
+        },
     };
     results.reference = reference::table_for(&results);
     Ok(results)

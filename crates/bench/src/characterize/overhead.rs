@@ -233,10 +233,10 @@ mod tests {
             let r = run(dev.as_ref(), &opts, &NoProgress).unwrap();
             let text = serde_json::to_string(&r).unwrap();
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let o = v.get("overhead").expect("results.json has overhead");
+            let o = v["host"].get("overhead").expect("results.json has host.overhead");
             assert!(o.is_object(), "overhead is {o}");
             let back = crate::characterize::Results::from_json(&text).unwrap();
-            let o = back.overhead.expect("overhead reads back");
+            let o = back.host.overhead.expect("overhead reads back");
             check(&o, clock);
             assert!(!describe_overhead(&o).is_empty());
         }

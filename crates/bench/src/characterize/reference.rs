@@ -167,13 +167,13 @@ mod tests {
             info["block_size"] = b.into();
         }
         let text = serde_json::json!({
-            "schema_version": 1,
+            "schema_version": 2,
             "tool": { "name": "zns-bench", "version": "0" },
             "suite": "quick",
             "seed": 1,
-            "started_unix_s": 0,
             "device": { "uri": "emu:zn540", "clock": "virtual", "profile": "zn540", "info": info },
-            "duration": { "device_ns": 0, "wall_ns": 0 },
+            "duration": { "device_ns": 0 },
+            "host": { "started_unix_s": 0, "wall_ns": 0 },
             "experiments": [],
             "points": [],
             "summary": {},

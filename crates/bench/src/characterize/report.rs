@@ -107,7 +107,7 @@ pub fn html(r: &Results) -> String {
             esc(&e.title),
             e.points,
             e.duration.device_ns as f64 / 1e9,
-            e.duration.wall_ns as f64 / 1e9,
+            r.host.experiments_wall_ns.get(&e.name).copied().unwrap_or(0) as f64 / 1e9,
             notes.join("; ")
         );
     }
@@ -152,14 +152,14 @@ fn device_rows(r: &Results) -> String {
             format!(
                 "{:.2} s device time, {:.2} s wall time",
                 r.duration.device_ns as f64 / 1e9,
-                r.duration.wall_ns as f64 / 1e9
+                r.host.wall_ns as f64 / 1e9
             ),
         ),
     ];
     if !r.only.is_empty() {
         rows.push(("experiments", r.only.join(", ")));
     }
-    if let Some(o) = &r.overhead {
+    if let Some(o) = &r.host.overhead {
         rows.push(("tool overhead", super::overhead::describe_overhead(o)));
     }
     rows.iter()

@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::{LatencyHistogram, LatencyStats};
 
-/// Version of the `results.json` schema this build writes. Readers accept
-/// files of the same major version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the `results.json` schema this build writes. Version 2 moved
+/// everything that depends on the host (start time, wall times, the
+/// engine's overhead) into [`Host`]; version 1 files are read by moving
+/// those fields there ([`Results::from_json`]).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One characterization run.
 ///
@@ -27,11 +29,9 @@ pub struct Results {
     /// Experiments asked for with `--only` (empty: all).
     #[serde(default)]
     pub only: Vec<String>,
-    /// Start of the run, seconds since the Unix epoch (wall clock).
-    pub started_unix_s: u64,
     /// The device measured.
     pub device: DeviceDescription,
-    /// Device time and wall time the whole run took.
+    /// Device time the whole run took.
     pub duration: Duration,
     /// Each experiment run, in order.
     pub experiments: Vec<ExperimentRecord>,
@@ -42,8 +42,27 @@ pub struct Results {
     /// Measured against reference figures, when the device's profile has
     /// them.
     pub reference: Option<ReferenceTable>,
-    /// The characterization engine's own host time per I/O (null in files
-    /// written before it was measured, or when it could not be).
+    /// What depends on the host rather than the device: on a device with a
+    /// virtual clock, two runs of the same suite and seed give files equal
+    /// in everything but this.
+    pub host: Host,
+}
+
+/// The part of a run that depends on the host: when it ran, how long it
+/// took on the wall clock, and the engine's own cost per I/O.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Host {
+    /// Start of the run, seconds since the Unix epoch (wall clock).
+    pub started_unix_s: u64,
+    /// Wall-clock time of the whole run, ns.
+    pub wall_ns: u64,
+    /// Wall-clock time of each experiment, ns, by experiment name.
+    #[serde(default)]
+    pub experiments_wall_ns: BTreeMap<String, u64>,
+    /// The characterization engine's own host time per I/O (null when it
+    /// could not be measured).
     #[serde(default)]
     pub overhead: Option<Overhead>,
 }
@@ -108,13 +127,12 @@ pub struct DeviceDescription {
     pub info: serde_json::Value,
 }
 
-/// Time a run or an experiment took.
+/// Device time a run or an experiment took (its wall-clock time is in
+/// [`Host`]).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Duration {
     /// Device time, ns.
     pub device_ns: u64,
-    /// Wall-clock time, ns.
-    pub wall_ns: u64,
 }
 
 /// One experiment of the run.
@@ -308,18 +326,89 @@ impl Results {
         self.points.iter().find(|p| p.id == id)
     }
 
-    /// Parses a `results.json`, checking its schema version.
+    /// Parses a `results.json`, checking its schema version; a version 1
+    /// file is read with its host fields moved into [`Host`].
     pub fn from_json(text: &str) -> Result<Results, String> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
         match v.get("schema_version").and_then(|s| s.as_u64()) {
             Some(n) if n == u64::from(SCHEMA_VERSION) => {}
+            Some(1) => upgrade_v1(&mut v)?,
             Some(n) => {
                 return Err(format!(
-                    "schema_version {n}; this build reads version {SCHEMA_VERSION}"
+                    "schema_version {n}; this build reads versions 1 and {SCHEMA_VERSION}"
                 ))
             }
             None => return Err("no schema_version: not a characterization result".into()),
         }
         serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+}
+
+/// Moves a version 1 file's host fields (`started_unix_s`, the wall times
+/// in `duration` and each experiment's, `overhead`) into `host`.
+fn upgrade_v1(v: &mut serde_json::Value) -> Result<(), String> {
+    use serde_json::{json, Value};
+    let top = v.as_object_mut().ok_or("results.json is not an object")?;
+    let take_wall = |d: Option<&mut Value>| {
+        d.and_then(|d| d.as_object_mut()).and_then(|d| d.remove("wall_ns")).unwrap_or(json!(0))
+    };
+    let mut experiments_wall = serde_json::Map::new();
+    if let Some(Value::Array(es)) = top.get_mut("experiments") {
+        for e in es {
+            let name = e.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            experiments_wall.insert(name, take_wall(e.get_mut("duration")));
+        }
+    }
+    let host = json!({
+        "started_unix_s": top.remove("started_unix_s").unwrap_or(json!(0)),
+        "wall_ns": take_wall(top.get_mut("duration")),
+        "experiments_wall_ns": experiments_wall,
+        "overhead": top.remove("overhead").unwrap_or(Value::Null),
+    });
+    top.insert("host".into(), host);
+    top.insert("schema_version".into(), json!(SCHEMA_VERSION));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_files_read_with_their_host_fields_in_host() {
+        let v1 = serde_json::json!({
+            "schema_version": 1,
+            "tool": { "name": "zns-bench", "version": "0" },
+            "suite": "quick",
+            "seed": 1,
+            "started_unix_s": 1_700_000_000u64,
+            "device": { "uri": "emu:zn540", "clock": "virtual", "profile": "zn540", "info": {} },
+            "duration": { "device_ns": 5, "wall_ns": 7 },
+            "experiments": [
+                { "name": "qd1", "title": "t", "duration": { "device_ns": 2, "wall_ns": 3 },
+                  "points": 0, "skipped": [], "error": null }
+            ],
+            "points": [],
+            "summary": {},
+            "reference": null,
+            "overhead": null
+        });
+        let r = Results::from_json(&v1.to_string()).unwrap();
+        assert_eq!(r.schema_version, SCHEMA_VERSION);
+        assert_eq!((r.host.started_unix_s, r.host.wall_ns), (1_700_000_000, 7));
+        assert_eq!(r.host.experiments_wall_ns.get("qd1"), Some(&3));
+        assert_eq!((r.duration.device_ns, r.experiments[0].duration.device_ns), (5, 2));
+        assert!(r.host.overhead.is_none());
+        // Written back, it is a version 2 file without the old fields.
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("started_unix_s\":1700000000,\"device"), "{text}");
+        assert!(!text.contains("wall_ns\":3"), "{text}");
+        assert!(Results::from_json(&text).is_ok());
+    }
+
+    #[test]
+    fn other_versions_are_refused_by_name() {
+        let e = Results::from_json(r#"{"schema_version": 3}"#).unwrap_err();
+        assert!(e.contains("schema_version 3") && e.contains("1 and 2"), "{e}");
     }
 }
