@@ -259,6 +259,12 @@ pub struct NamespaceProfile {
     /// Zoned: reads may cross zone boundaries (OZCS.RAZB).
     #[serde(default = "default_true")]
     pub read_across_zone_boundaries: bool,
+    /// Zoned: zone random write areas (a `[namespace.zrwa]` table with
+    /// `size`, `flush_granularity`, `resources` and `explicit_flush`);
+    /// absent when the namespace has none. The `zrwa=` option of an `emu:`
+    /// URI sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zrwa: Option<crate::zns::ZrwaGeometry>,
     /// Copy: maximum blocks in one source range (MSSRL).
     #[serde(default = "default_mssrl")]
     pub copy_max_range_blocks: u16,
@@ -461,6 +467,15 @@ impl NamespaceProfile {
             f.flash_zone_blocks = zone_blocks;
             f.segment_blocks = segment;
         }
+        if let Some(z) = &mut self.zrwa {
+            // The window keeps its size in bytes, like the zones.
+            let (size, fg) = (
+                rescale("ZRWA size", z.size)?,
+                rescale("ZRWA flush granularity", z.flush_granularity)?,
+            );
+            z.size = size;
+            z.flush_granularity = fg;
+        }
         self.blocks = blocks;
         self.zone_size = zone_size;
         self.zone_capacity = zone_capacity;
@@ -598,6 +613,11 @@ impl Profile {
                     if let (Some(o), Some(a)) = (ns.max_open, ns.max_active) {
                         if o > a {
                             return bad(format!("namespace {nsid}: max_open exceeds max_active"));
+                        }
+                    }
+                    if let Some(z) = &ns.zrwa {
+                        if let Err(e) = z.validate() {
+                            return bad(format!("namespace {nsid}: {e}"));
                         }
                     }
                 }
