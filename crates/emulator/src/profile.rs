@@ -564,6 +564,9 @@ impl Profile {
             {
                 return bad(format!("namespace {nsid}: copy limits out of range"));
             }
+            if ns.kind == NamespaceKind::Conventional && ns.zrwa.is_some() {
+                return bad(format!("namespace {nsid}: zone random write areas need zones"));
+            }
             match ns.kind {
                 NamespaceKind::Conventional => match &ns.ftl {
                     None if ns.blocks == 0 => {
@@ -702,5 +705,28 @@ mod tests {
         let text =
             Profile::built_in_text("tiny").unwrap().replace("zones = 16", "zones = 16\nbogus = 1");
         assert!(matches!(Profile::from_toml(&text), Err(ProfileError::Parse(_))));
+    }
+
+    #[test]
+    fn zrwa_tables_parse_validate_and_scale_with_the_block_size() {
+        let text = Profile::built_in_text("tiny").unwrap().replace(
+            "read_across_zone_boundaries = true",
+            "read_across_zone_boundaries = true\n[namespace.zrwa]\nsize = 16\n\
+             flush_granularity = 4\nresources = 2",
+        );
+        let p = Profile::from_toml(&text).unwrap();
+        let z = p.namespaces[0].zrwa.expect("the table");
+        assert_eq!((z.size, z.flush_granularity, z.resources, z.explicit_flush), (16, 4, 2, true));
+        assert_eq!(Profile::from_toml(&toml::to_string(&p).unwrap()).unwrap(), p);
+        let mut small = p.clone();
+        small.namespaces[0].set_block_size(512).unwrap();
+        let z = small.namespaces[0].zrwa.unwrap();
+        assert_eq!((z.size, z.flush_granularity), (128, 32), "the same bytes");
+        let mut bad = p.clone();
+        bad.namespaces[0].zrwa.as_mut().unwrap().size = 18;
+        assert!(bad.validate().unwrap_err().to_string().contains("ZRWA"));
+        let mut conv = p;
+        conv.namespaces[1].zrwa = conv.namespaces[0].zrwa;
+        assert!(conv.validate().unwrap_err().to_string().contains("need zones"));
     }
 }
