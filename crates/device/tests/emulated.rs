@@ -563,4 +563,14 @@ fn device_images_keep_zrwas_and_committed_blocks() {
     q.read(64, &mut b).unwrap();
     assert!(b[..4 * 4096].iter().all(|&x| x == 0x42));
     assert!(b[4 * 4096..].iter().all(|&x| x == 0), "uncommitted blocks are not kept");
+    // The old window's blocks are still in the file; a new window that
+    // skips them reads zeros there, not them.
+    q.open_zrwa(64).unwrap();
+    let mut one = dev.alloc(4096).unwrap();
+    one.fill(0x17);
+    q.write(70, &one).unwrap();
+    let mut b = dev.alloc(3 * 4096).unwrap();
+    q.read(68, &mut b).unwrap();
+    assert!(b[..2 * 4096].iter().all(|&x| x == 0), "a hole in the window reads zeros");
+    assert!(b[2 * 4096..].iter().all(|&x| x == 0x17));
 }

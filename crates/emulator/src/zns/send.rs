@@ -14,7 +14,10 @@ pub struct SendOutcome {
     /// Zones that changed state, in zone order.
     pub transitioned: Vec<u32>,
     /// `(lba, blocks)` ranges whose media may be deallocated: whole zones
-    /// that were reset or taken offline. Nothing reads them any more.
+    /// that were reset or taken offline, and the unwritten rest of a zone
+    /// that got a zone random write area (so that blocks of its window it
+    /// commits unwritten read as zeros, whatever an earlier life of the
+    /// device left there). Nothing reads them any more.
     pub released: Vec<(u64, u64)>,
     /// Blocks a Flush Explicit ZRWA Range committed (0 for other actions).
     pub committed: u64,
@@ -137,7 +140,7 @@ impl Zones {
                 let mut z = self.lock(index);
                 let before = z.state;
                 if zrwa_allocate && action == ZoneSendAction::Open {
-                    self.open_zrwa(&mut res, index, &mut z)?;
+                    self.open_zrwa(&mut res, index, &mut z, &mut out)?;
                 } else {
                     self.apply(&mut res, index, &mut z, action, ext, &mut out)?;
                 }
@@ -172,7 +175,13 @@ impl Zones {
 
     /// Open Zone with ZRWA Allocate on one zone; the caller holds the
     /// resources lock and the zone's lock and checked ZRWA support.
-    fn open_zrwa(&self, res: &mut Resources, index: u32, z: &mut Zone) -> Result<(), StatusCode> {
+    fn open_zrwa(
+        &self,
+        res: &mut Resources,
+        index: u32,
+        z: &mut Zone,
+        out: &mut SendOutcome,
+    ) -> Result<(), StatusCode> {
         let w = self.geometry.zrwa.expect("checked by the caller");
         if !(z.wp - z.start).is_multiple_of(w.flush_granularity) {
             return Err(StatusCode::ZrwaResourcesUnavailable);
@@ -189,9 +198,15 @@ impl Zones {
         if !z.has_zrwa() && res.zrwa >= w.resources {
             return Err(StatusCode::ZrwaResourcesUnavailable);
         }
-        let mut ignored = SendOutcome::default();
-        self.apply(res, index, z, ZoneSendAction::Open, None, &mut ignored)?;
-        res.allocate_zrwa(z, w.resources)
+        self.apply(res, index, z, ZoneSendAction::Open, None, out)?;
+        if !z.has_zrwa() {
+            res.allocate_zrwa(z, w.resources)?;
+            let end = z.start + self.geometry.zone_size;
+            if z.wp < end {
+                out.released.push((z.wp, end - z.wp));
+            }
+        }
+        Ok(())
     }
 
     /// Flush Explicit ZRWA Range: commits the window of the zone holding

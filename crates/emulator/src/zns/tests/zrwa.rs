@@ -45,6 +45,16 @@ fn visible(z: &Zones, zone: u32) -> Vec<(u64, u64, bool)> {
 }
 
 #[test]
+fn a_new_zrwa_releases_the_unwritten_rest_of_its_zone() {
+    let z = zones();
+    write(&z, 64, 4).unwrap();
+    let out = z.send_raw(64, ZoneSendAction::Open as u8, false, true, None).unwrap();
+    assert_eq!(out.released, vec![(68, 60)]);
+    let again = z.send_raw(64, ZoneSendAction::Open as u8, false, true, None).unwrap();
+    assert_eq!(again.released, vec![], "a zone that has a ZRWA keeps its window");
+}
+
+#[test]
 fn writes_land_anywhere_in_the_window_and_are_readable() {
     let z = zones();
     open_zrwa(&z, 1).unwrap();
