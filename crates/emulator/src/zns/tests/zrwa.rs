@@ -260,3 +260,21 @@ fn without_explicit_flush_only_implicit_commits_remain() {
     assert_eq!(flush(&z, 3), Err(StatusCode::InvalidField));
     assert_eq!(write(&z, 8, 12).unwrap().zrwa_commit, Some((0, 4)));
 }
+
+#[test]
+fn controller_changes_free_the_zrwa() {
+    let z = zones();
+    open_zrwa(&z, 0).unwrap();
+    write(&z, 2, 3).unwrap();
+    z.set_read_only(0).unwrap();
+    assert_eq!(look(&z, 0), (ZoneState::ReadOnly, 5, false, 5));
+    assert_eq!(z.zone_info(0).unwrap().durable_extent, 5);
+    open_zrwa(&z, 1).unwrap();
+    write(&z, 64, 3).unwrap();
+    z.finish_by_controller(1).unwrap();
+    assert_eq!(look(&z, 1), (ZoneState::Full, 3, false, 3));
+    open_zrwa(&z, 2).unwrap();
+    z.set_offline(2).unwrap();
+    assert_eq!((look(&z, 2), z.zrwa_zones()), ((ZoneState::Offline, 0, false, 0), 0));
+    z.check_invariants().unwrap();
+}
