@@ -278,3 +278,148 @@ fn controller_changes_free_the_zrwa() {
     assert_eq!((look(&z, 2), z.zrwa_zones()), ((ZoneState::Offline, 0, false, 0), 0));
     z.check_invariants().unwrap();
 }
+
+mod random {
+    //! Random sequences of ZRWA commands: the invariants hold after every
+    //! step, a refused command changes nothing, and successful commits
+    //! move the write pointer as the rules say (stated here as a search,
+    //! not as the implementation's arithmetic).
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        OpenZrwa(u32),
+        Open(u32),
+        /// A write `delta` blocks from the write pointer (negative: before).
+        Write(u32, i64, u64),
+        /// A commit up to `delta` blocks from the write pointer.
+        Flush(u32, i64),
+        Append(u32),
+        Close(u32),
+        Finish(u32),
+        Reset(u32),
+        PowerCut(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let zone = 0u32..4;
+        prop_oneof![
+            3 => zone.clone().prop_map(Op::OpenZrwa),
+            1 => zone.clone().prop_map(Op::Open),
+            10 => (zone.clone(), -2i64..36, 1u64..12).prop_map(|(z, d, n)| Op::Write(z, d, n)),
+            4 => (zone.clone(), -2i64..20).prop_map(|(z, d)| Op::Flush(z, d)),
+            1 => zone.clone().prop_map(Op::Append),
+            1 => zone.clone().prop_map(Op::Close),
+            1 => zone.clone().prop_map(Op::Finish),
+            1 => zone.prop_map(Op::Reset),
+            1 => any::<u64>().prop_map(Op::PowerCut),
+        ]
+    }
+
+    /// The write pointer after a write ending at `end` in a ZRWA zone at
+    /// `wp`: the first one in flush units from `wp` whose window holds
+    /// `end`, at most the capacity end.
+    fn expected_wp(wp: u64, end: u64, cap_end: u64) -> u64 {
+        let w = g().zrwa.unwrap();
+        let mut at = wp;
+        while at + w.size < end && at < cap_end {
+            at += w.flush_granularity;
+        }
+        at.min(cap_end)
+    }
+
+    fn step(z: &Zones, op: &Op) -> Result<(), TestCaseError> {
+        let zone_of = |op: &Op| match *op {
+            Op::OpenZrwa(i) | Op::Open(i) | Op::Write(i, ..) | Op::Flush(i, _) => Some(i),
+            Op::Append(i) | Op::Close(i) | Op::Finish(i) | Op::Reset(i) => Some(i),
+            Op::PowerCut(_) => None,
+        };
+        let before: Vec<_> = (0..8).map(|i| z.zone_info(i).unwrap()).collect();
+        let at = |i: u32, d: i64| before[i as usize].written_extent.checked_add_signed(d);
+        let start = |i: u32| u64::from(i) * 64;
+        let send = |i: u32, a: ZoneSendAction| z.send(start(i), a, false, None).map(drop);
+        let ok = match *op {
+            Op::OpenZrwa(i) => open_zrwa(z, i).is_ok(),
+            Op::Open(i) => send(i, ZoneSendAction::Open).is_ok(),
+            Op::Close(i) => send(i, ZoneSendAction::Close).is_ok(),
+            Op::Finish(i) => send(i, ZoneSendAction::Finish).is_ok(),
+            Op::Reset(i) => send(i, ZoneSendAction::Reset).is_ok(),
+            Op::Append(i) => {
+                let r = z.append(start(i), 1, u64::MAX, false, |_| Ok::<(), ()>(()));
+                let zrwa = before[i as usize].attrs.has(ZoneAttributes::ZRWA_VALID);
+                if zrwa {
+                    prop_assert_eq!(
+                        r.clone().map_err(status).err(),
+                        Some(StatusCode::InvalidZoneOperationRequest)
+                    );
+                }
+                r.is_ok()
+            }
+            Op::Write(i, d, n) => match at(i, d).filter(|&l| l < start(i + 1)) {
+                None => false,
+                Some(lba) => {
+                    let r = write(z, lba, n);
+                    if let Ok(o) = r {
+                        let b = &before[i as usize];
+                        let cap_end = start(i) + 48;
+                        let zrwa = b.attrs.has(ZoneAttributes::ZRWA_VALID);
+                        let want = if zrwa {
+                            expected_wp(b.written_extent, lba + n, cap_end)
+                        } else {
+                            lba + n
+                        };
+                        let info = z.zone_info(i).unwrap();
+                        prop_assert_eq!(info.written_extent, want, "{:?} from {:?}", op, b);
+                        prop_assert_eq!(o.zrwa_commit.is_some(), zrwa);
+                    }
+                    r.is_ok()
+                }
+            },
+            Op::Flush(i, d) => match at(i, d).filter(|&l| l < start(i + 1)) {
+                None => false,
+                Some(lba) => {
+                    let r = flush(z, lba);
+                    if r.is_ok() {
+                        let info = z.zone_info(i).unwrap();
+                        prop_assert_eq!(info.written_extent, lba + 1);
+                        prop_assert_eq!(info.durable_extent, lba + 1, "a commit is durable");
+                    }
+                    r.is_ok()
+                }
+            },
+            Op::PowerCut(seed) => {
+                z.power_cut(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+                prop_assert_eq!(z.zrwa_zones(), 0);
+                true
+            }
+        };
+        if let Err(e) = z.check_invariants() {
+            return Err(TestCaseError::fail(format!("after {op:?}: {e}")));
+        }
+        if !ok {
+            let i = zone_of(op).expect("power cuts do not fail");
+            prop_assert_eq!(
+                z.zone_info(i).unwrap(),
+                before[i as usize],
+                "{:?} failed yet changed",
+                op
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_zrwa_sequences_keep_the_rules(ops in prop::collection::vec(op(), 1..80)) {
+            let z = zones();
+            for op in &ops {
+                step(&z, op)?;
+            }
+        }
+    }
+}
