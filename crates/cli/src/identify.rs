@@ -169,6 +169,11 @@ fn human(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
     kv(&mut s, "mor", limit(z.max_open));
     kv(&mut s, "rrl", format!("{}", z.rrl));
     kv(&mut s, "frl", format!("{}", z.frl));
+    kv(&mut s, "numzrwa", format!("{:#x}", z.numzrwa));
+    kv(&mut s, "zrwafg", format!("{}", z.zrwafg));
+    kv(&mut s, "zrwasz", format!("{}", z.zrwasz));
+    let explicit = if z.zrwa_explicit_flush() { " (explicit flush)" } else { "" };
+    kv(&mut s, "zrwacap", format!("{:#x}{explicit}", z.zrwacap));
     for (i, e) in z.lbafe.iter().enumerate().take(n.nlbaf as usize + 1) {
         let used = if i == n.format_index() as usize { " (in use)" } else { "" };
         kv(
@@ -293,6 +298,19 @@ fn geometry(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
         }),
     );
     kv13(&mut s, "extensions", format!("{} bytes", c.extension_bytes));
+    kv13(
+        &mut s,
+        "zrwa",
+        c.zrwa.map_or("no".into(), |w| {
+            format!(
+                "yes ({} blocks a window, committed in {} blocks, {} zones at once, {})",
+                w.size,
+                w.flush_granularity,
+                w.resources,
+                if w.explicit_flush { "explicit commits" } else { "implicit commits only" }
+            )
+        }),
+    );
     kv13(&mut s, "write cache", if c.volatile_write_cache { "volatile" } else { "none" }.into());
     if let Some(cn) = &info.conventional {
         kv13(
@@ -358,6 +376,8 @@ fn to_json(info: &DeviceInfo, ftl: Option<&FtlStats>) -> Result<Value> {
                 "mar": z.max_active.map_or(u32::MAX, |m| m - 1),
                 "mor": z.max_open.map_or(u32::MAX, |m| m - 1),
                 "rrl": z.rrl, "frl": z.frl,
+                "numzrwa": z.numzrwa, "zrwafg": z.zrwafg, "zrwasz": z.zrwasz,
+                "zrwacap": z.zrwacap,
                 "lbafe": z.lbafe.iter().take(n.nlbaf as usize + 1).map(|e| json!({
                     "zsze": e.zone_size, "zdes": e.zdes,
                 })).collect::<Vec<_>>(),

@@ -19,6 +19,7 @@ mod num;
 mod range;
 mod report;
 mod serve;
+mod zrwa;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -64,7 +65,8 @@ enum Command {
     /// Report zones.
     ReportZones(report::ReportArgs),
     /// Zone management: open, close, finish, reset or offline a zone
-    /// (--zone N by index, --lba SLBA by start LBA) or every zone (--all).
+    /// (--zone N by index, --lba SLBA by start LBA) or every zone (--all);
+    /// open with a zone random write area (--zrwa) and commit it.
     Zone {
         #[command(subcommand)]
         action: ZoneCommand,
@@ -113,8 +115,9 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ZoneCommand {
-    /// Open zones explicitly (Empty or Closed → Explicitly Opened).
-    Open(ZoneTarget),
+    /// Open zones explicitly (Empty or Closed → Explicitly Opened); with
+    /// --zrwa, one zone with a zone random write area.
+    Open(OpenArgs),
     /// Close open zones (→ Closed).
     Close(ZoneTarget),
     /// Finish zones (→ Full).
@@ -123,17 +126,34 @@ enum ZoneCommand {
     Reset(ZoneTarget),
     /// Take Read Only zones offline (→ Offline).
     Offline(ZoneTarget),
+    /// Commit a zone random write area (Flush Explicit ZRWA Range): the
+    /// zone's write pointer moves past the last LBA committed.
+    Commit(zrwa::CommitArgs),
+}
+
+/// Arguments of `zns zone open`.
+#[derive(Debug, clap::Args)]
+struct OpenArgs {
+    #[command(flatten)]
+    target: ZoneTarget,
+    /// Allocate a zone random write area to the zone (ZRWA Allocate):
+    /// writes may then land anywhere in the window at its write pointer
+    /// until `zns zone commit` commits them.
+    #[arg(long, conflicts_with = "all")]
+    zrwa: bool,
 }
 
 impl ZoneCommand {
-    fn parts(&self) -> (ZoneAction, &ZoneTarget) {
-        match self {
-            ZoneCommand::Open(t) => (ZoneAction::Open, t),
+    /// The action and target, or for `commit` its arguments.
+    fn parts(&self) -> Result<(ZoneAction, &ZoneTarget), &zrwa::CommitArgs> {
+        Ok(match self {
+            ZoneCommand::Open(o) => (ZoneAction::Open, &o.target),
             ZoneCommand::Close(t) => (ZoneAction::Close, t),
             ZoneCommand::Finish(t) => (ZoneAction::Finish, t),
             ZoneCommand::Reset(t) => (ZoneAction::Reset, t),
             ZoneCommand::Offline(t) => (ZoneAction::Offline, t),
-        }
+            ZoneCommand::Commit(args) => return Err(args),
+        })
     }
 }
 
@@ -264,10 +284,16 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
 }
 
 fn zone(dev: &dyn ZonedDevice, cmd: &ZoneCommand, out: &mut dyn Write) -> Result<()> {
-    let (action, target) = cmd.parts();
+    let (action, target) = match cmd.parts() {
+        Ok(parts) => parts,
+        Err(commit) => return zrwa::commit(dev, commit, out),
+    };
     // "reset", as in the device's own error lines ("reset zone at LBA 0x0").
     let verb = action.kind().name().trim_start_matches("zone ");
     let slba = target.resolve(dev.info(), verb)?;
+    if let (ZoneCommand::Open(OpenArgs { zrwa: true, .. }), Some(slba)) = (cmd, slba) {
+        return zrwa::open(dev, slba, out);
+    }
     let mut q = dev.queue(2)?;
     match slba {
         Some(slba) => {

@@ -103,19 +103,21 @@ fn raw_wp(z: &Zone) -> u64 {
 }
 
 /// nvme-cli `zns report-zones` layout, each line led by the zone's index
-/// (what `--zone` takes).
+/// (what `--zone` takes); a zone holding a zone random write area says
+/// so after its attributes.
 pub fn table(zones: &[Zone]) -> String {
     let mut s = format!("nr_zones: {}\n", zones.len());
     for z in zones {
         s += &format!(
-            "Zone: {:<6} SLBA: {:<10} WP: {:<10} Cap: {:<10} State: {:<12} Type: {:<14} Attrs: {:#x}\n",
+            "Zone: {:<6} SLBA: {:<10} WP: {:<10} Cap: {:<10} State: {:<12} Type: {:<14} Attrs: {:#x}{}\n",
             z.index,
             format!("{:#x}", z.start),
             format!("{:#x}", raw_wp(z)),
             format!("{:#x}", z.capacity),
             z.state.nvme_cli_name(),
             type_name(z),
-            z.attributes.0
+            z.attributes.0,
+            if z.has_zrwa() { " (ZRWA)" } else { "" }
         );
     }
     s
@@ -174,6 +176,8 @@ struct JsonZone {
     #[serde(rename = "type")]
     zone_type: &'static str,
     attrs: u8,
+    /// The zone holds a zone random write area (ZRWAV).
+    zrwa: bool,
 }
 
 #[derive(Serialize)]
@@ -194,6 +198,7 @@ fn json_zone(z: &Zone) -> JsonZone {
         state: z.state.nvme_cli_name(),
         zone_type: type_name(z),
         attrs: z.attributes.0,
+        zrwa: z.has_zrwa(),
     }
 }
 

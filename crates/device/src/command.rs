@@ -128,6 +128,8 @@ pub(crate) fn entry(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<Submis
         ZoneOp::SetZoneExtension { zslba } => {
             Ok(ZoneSend::new(nsid, *zslba, ZoneSendAction::SetDescriptorExtension).to_entry())
         }
+        ZoneOp::OpenZrwa { zslba } => Ok(ZoneSend::open_zrwa(nsid, *zslba).to_entry()),
+        ZoneOp::CommitZrwa { lba } => Ok(ZoneSend::flush_zrwa(nsid, *lba).to_entry()),
         ZoneOp::ReportZones { slba, filter, partial, extended } => {
             check_report_len(len)?;
             let mut r = ZoneReceive::report(nsid, *slba, len as u64, *filter);

@@ -279,6 +279,21 @@ pub trait ZoneQueue: Send {
         self.execute(&ZoneOp::Zone { action, target }, Data::None).map(drop)
     }
 
+    /// Opens the zone at `zslba` with a zone random write area (Open Zone
+    /// with ZRWA Allocate). The command goes to the device even when
+    /// [`crate::Capabilities::zrwa`] is `None`, which then refuses it (NVMe:
+    /// Invalid Zone Operation Request).
+    fn open_zrwa(&mut self, zslba: u64) -> Result<()> {
+        self.execute(&ZoneOp::OpenZrwa { zslba }, Data::None).map(drop)
+    }
+
+    /// Commits the zone random write area of the zone holding `lba` up to
+    /// and including `lba` (Flush Explicit ZRWA Range): the write pointer
+    /// moves past `lba`.
+    fn commit_zrwa(&mut self, lba: u64) -> Result<()> {
+        self.execute(&ZoneOp::CommitZrwa { lba }, Data::None).map(drop)
+    }
+
     /// Sets the descriptor extension of the Empty zone at `zslba` to `data`
     /// (zero-padded to the extension size); the zone becomes Closed.
     fn set_zone_extension(&mut self, zslba: u64, data: &[u8]) -> Result<()> {

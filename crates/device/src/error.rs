@@ -40,6 +40,10 @@ pub enum OpKind {
     Offline,
     /// Zone Management Send: Set Zone Descriptor Extension.
     SetZoneExtension,
+    /// Zone Management Send: Open Zone with ZRWA Allocate.
+    OpenZrwa,
+    /// Zone Management Send: Flush Explicit ZRWA Range (a ZRWA commit).
+    CommitZrwa,
     /// Zone Management Receive (plain or extended report).
     ReportZones,
     /// Copy.
@@ -61,6 +65,8 @@ impl OpKind {
             OpKind::Reset => "zone reset",
             OpKind::Offline => "zone offline",
             OpKind::SetZoneExtension => "set zone descriptor extension",
+            OpKind::OpenZrwa => "zone open with ZRWA",
+            OpKind::CommitZrwa => "ZRWA commit",
             OpKind::ReportZones => "zone report",
             OpKind::Copy => "copy",
         }
@@ -88,6 +94,8 @@ impl OpKind {
                 format!("set zone descriptor extension of zone at LBA {}", at(l))
             }
             (OpKind::Copy, _, Some(l)) => format!("copy to LBA {}", at(l)),
+            (OpKind::OpenZrwa, _, Some(l)) => format!("open zone at LBA {} with a ZRWA", at(l)),
+            (OpKind::CommitZrwa, _, Some(l)) => format!("ZRWA commit up to LBA {}", at(l)),
             (OpKind::ReportZones, _, Some(l)) => format!("zone report from LBA {}", at(l)),
             (k, _, Some(l)) => format!("{} at LBA {}", k.name(), at(l)),
             (k, _, None) => k.name().to_string(),

@@ -53,6 +53,50 @@ pub struct Capabilities {
     /// that keeps no data (`media=null`): host software must not verify
     /// data or metadata read back (it reads as zeros).
     pub stores_data: bool,
+    /// Zone random write areas ([`crate::ZoneOp::OpenZrwa`],
+    /// [`crate::ZoneOp::CommitZrwa`]); `None` when the device or the
+    /// backend has none.
+    pub zrwa: Option<ZrwaInfo>,
+}
+
+/// The zone random write areas of a zoned namespace (ZNS Identify
+/// Namespace OZCS.ZRWASUP, ZRWASZ, ZRWAFG, NUMZRWA, ZRWACAP).
+///
+/// A zone opened with a ZRWA takes writes anywhere from its write pointer
+/// to `size` blocks past it, overwrites included; writes may reach one
+/// more window further, which commits whole `flush_granularity` units
+/// implicitly; the host commits explicitly with
+/// [`crate::ZoneOp::CommitZrwa`] when `explicit_flush`. Committed blocks
+/// are written for good; uncommitted ones are lost at a power loss. Zone
+/// Append is refused in such a zone; Finish and Reset free the ZRWA.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ZrwaInfo {
+    /// ZRWASZ: blocks in the window.
+    pub size: u64,
+    /// ZRWAFG: the commit unit in blocks.
+    pub flush_granularity: u64,
+    /// NUMZRWA as a count: zones that may hold a ZRWA at once.
+    pub resources: u64,
+    /// ZRWACAP bit 0: Flush Explicit ZRWA Range is supported.
+    pub explicit_flush: bool,
+}
+
+impl ZrwaInfo {
+    /// The ZRWA fields of Identify Namespace (ZNS); `None` without
+    /// ZRWASUP or with a zero size or granularity.
+    pub fn from_identify(id: &ZnsNamespace) -> Option<ZrwaInfo> {
+        if !id.zrwa_supported() || id.zrwasz == 0 || id.zrwafg == 0 {
+            return None;
+        }
+        Some(ZrwaInfo {
+            size: u64::from(id.zrwasz),
+            flush_granularity: u64::from(id.zrwafg),
+            resources: id.zrwa_resources(),
+            explicit_flush: id.zrwa_explicit_flush(),
+        })
+    }
 }
 
 /// A conventional (random-write) namespace beside the zoned one.

@@ -63,7 +63,9 @@ pub use changes::ZoneChanges;
 pub use device::{Data, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT, REPORT_BATCH};
 pub use driver::{DriverDevice, DriverQueue};
 pub use error::{DeviceError, OpKind, Result};
-pub use info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
+pub use info::{
+    Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo,
+};
 pub use op::{Completion, CopyRange, Rejected, ZoneOp};
 pub use uri::{DeviceUri, DEFAULT_URI};
 pub use zns_spec::{ReportFilter, Status, StatusCode, ZoneAttributes, ZoneState, ZoneType};

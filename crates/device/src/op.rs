@@ -35,7 +35,7 @@ impl From<(u64, u32)> for CopyRange {
 /// | `Write`, `Append` | written to the device |
 /// | `SetZoneExtension` | the extension data, at most the namespace's extension size |
 /// | `ReportZones` | filled with the report (decode with [`crate::parse_report`]) |
-/// | `WriteZeroes`, `Flush`, `Zone`, `Copy` | none |
+/// | `WriteZeroes`, `Flush`, `Zone`, `Copy`, `OpenZrwa`, `CommitZrwa` | none |
 ///
 /// Thread safety: plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +100,21 @@ pub enum ZoneOp {
         /// Destination LBA (a zone's write pointer).
         dest: u64,
     },
+    /// Open Zone with ZRWA Allocate: explicitly opens the zone at `zslba`
+    /// and gives it a zone random write area (see
+    /// [`crate::ZrwaInfo`]): writes may then land anywhere in the window
+    /// at its write pointer, overwrites included, until committed.
+    OpenZrwa {
+        /// Zone start LBA.
+        zslba: u64,
+    },
+    /// Flush Explicit ZRWA Range: commits the zone random write area of
+    /// the zone holding `lba` from its write pointer up to and including
+    /// `lba`, which must end a whole number of flush granules.
+    CommitZrwa {
+        /// Last LBA to commit.
+        lba: u64,
+    },
 }
 
 impl ZoneOp {
@@ -115,6 +130,8 @@ impl ZoneOp {
             ZoneOp::SetZoneExtension { .. } => OpKind::SetZoneExtension,
             ZoneOp::ReportZones { .. } => OpKind::ReportZones,
             ZoneOp::Copy { .. } => OpKind::Copy,
+            ZoneOp::OpenZrwa { .. } => OpKind::OpenZrwa,
+            ZoneOp::CommitZrwa { .. } => OpKind::CommitZrwa,
         }
     }
 
@@ -130,6 +147,8 @@ impl ZoneOp {
             ZoneOp::Zone { target, .. } => target.lba(),
             ZoneOp::ReportZones { slba, .. } => Some(*slba),
             ZoneOp::Copy { dest, .. } => Some(*dest),
+            ZoneOp::OpenZrwa { zslba } => Some(*zslba),
+            ZoneOp::CommitZrwa { lba } => Some(*lba),
         }
     }
 
@@ -144,7 +163,9 @@ impl ZoneOp {
             ZoneOp::WriteZeroes { .. }
             | ZoneOp::Flush
             | ZoneOp::Zone { .. }
-            | ZoneOp::Copy { .. } => None,
+            | ZoneOp::Copy { .. }
+            | ZoneOp::OpenZrwa { .. }
+            | ZoneOp::CommitZrwa { .. } => None,
         }
     }
 

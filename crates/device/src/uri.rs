@@ -77,7 +77,46 @@ pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
 pub const EMULATOR_OPTIONS: &[&str] =
-    &["profile", "file", "media", "timing", "clock", "zones", "metadata", "lba", "op"];
+    &["profile", "file", "media", "timing", "clock", "zones", "metadata", "lba", "op", "zrwa"];
+
+/// Zone random write areas an `emu:` URI gives the zoned namespace
+/// (`zrwa=SIZE/GRANULARITY/RESOURCES`, in blocks of the final block size):
+/// a window of `size` blocks committed in units of `flush_granularity`, on
+/// at most `resources` zones at once, with explicit commits.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZrwaOption {
+    /// ZRWASZ in blocks.
+    pub size: u64,
+    /// ZRWAFG in blocks.
+    pub flush_granularity: u64,
+    /// NUMZRWA as a count.
+    pub resources: u32,
+}
+
+impl ZrwaOption {
+    fn parse(value: &str) -> Option<ZrwaOption> {
+        let mut it = value.split('/');
+        let o = ZrwaOption {
+            size: it.next()?.parse().ok()?,
+            flush_granularity: it.next()?.parse().ok()?,
+            resources: it.next()?.parse().ok()?,
+        };
+        let fits = o.size > 0
+            && o.size <= u64::from(u16::MAX)
+            && o.flush_granularity > 0
+            && o.size.is_multiple_of(o.flush_granularity)
+            && o.resources > 0;
+        (it.next().is_none() && fits).then_some(o)
+    }
+}
+
+impl fmt::Display for ZrwaOption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.size, self.flush_granularity, self.resources)
+    }
+}
 
 /// Where an emulated device keeps its data (file media comes with `file=`).
 ///
@@ -152,6 +191,9 @@ pub struct EmulatorUri {
     /// Over-provisioning of a conventional twin in percent (spare /
     /// exposed), instead of the profile's.
     pub op: Option<u32>,
+    /// Zone random write areas of the zoned namespace, instead of the
+    /// profile's.
+    pub zrwa: Option<ZrwaOption>,
 }
 
 impl EmulatorUri {
@@ -499,6 +541,21 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     }
                 }
             }
+            "zrwa" => {
+                if u.zrwa.is_some() {
+                    return Err(dup());
+                }
+                match ZrwaOption::parse(value) {
+                    Some(z) => u.zrwa = Some(z),
+                    None => {
+                        return Err(format!(
+                            "zrwa={value:?}: expected SIZE/GRANULARITY/RESOURCES in blocks, e.g. \
+                             16/4/2 (a size up to 65535 that the granularity divides, at least \
+                             one resource)"
+                        ))
+                    }
+                }
+            }
             "zones" => {
                 if u.zones.is_some() {
                     return Err(dup());
@@ -517,10 +574,14 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
         }
     }
     if u.file.is_some()
-        && (u.zones.is_some() || u.metadata.is_some() || u.lba.is_some() || u.op.is_some())
+        && (u.zones.is_some()
+            || u.metadata.is_some()
+            || u.lba.is_some()
+            || u.op.is_some()
+            || u.zrwa.is_some())
     {
-        return Err("zones=, metadata=, op= and lba= do not combine with file= (an image keeps \
-                    its geometry)"
+        return Err("zones=, metadata=, op=, lba= and zrwa= do not combine with file= (an image \
+                    keeps its geometry)"
             .into());
     }
     if u.file.is_some() && u.media.is_some() {
@@ -590,6 +651,9 @@ impl fmt::Display for DeviceUri {
                 if let Some(n) = u.op {
                     parts.push(format!("op={n}"));
                 }
+                if let Some(z) = u.zrwa {
+                    parts.push(format!("zrwa={z}"));
+                }
                 write!(f, "emu:{}", parts.join(","))
             }
         }
@@ -643,6 +707,14 @@ mod tests {
         assert_eq!(u.file, Some(PathBuf::from("/tmp/x.img")));
         assert_eq!(u.profile.as_deref(), Some("tiny"));
         assert_eq!(emu("emu:zn540,zones=16").zones, Some(16));
+        let z = ZrwaOption { size: 16, flush_granularity: 4, resources: 2 };
+        assert_eq!(emu("emu:tiny,zrwa=16/4/2").zrwa, Some(z));
+        let text = "emu:tiny,zrwa=16/4/2".parse::<DeviceUri>().unwrap().to_string();
+        assert_eq!(text, "emu:tiny,zrwa=16/4/2");
+        for bad in ["16/4", "16/5/2", "16/4/0", "0/1/1", "65536/1/1", "16/0/1", "16/4/2/1", "x"] {
+            assert!(format!("emu:tiny,zrwa={bad}").parse::<DeviceUri>().is_err(), "{bad}");
+        }
+        assert!("emu:file=/tmp/x.img,zrwa=16/4/2".parse::<DeviceUri>().is_err());
         assert!("emu:zn540,zones=0".parse::<DeviceUri>().is_err());
         assert!("emu:zn540,zones=x".parse::<DeviceUri>().is_err());
         assert!("emu:file=/tmp/x.img,zones=4".parse::<DeviceUri>().is_err());
@@ -737,14 +809,14 @@ mod tests {
         assert!(err("emu:tiny,null").contains("key=value"));
         assert!(err("emu:file=").contains("needs a path"));
         assert!(err("emu:file=x,media=null").contains("does not combine"));
-        assert!(err("emu:file=x,lba=512").contains("lba= do not combine with file="));
+        assert!(err("emu:file=x,lba=512").contains("do not combine with file="));
         assert!(err("emu:zn540,lba=1000").contains("power of two"));
         assert!(err("emu:zn540,lba=512,lba=512").contains("twice"));
         assert_eq!(emu("emu:zn540-conv,op=28").op, Some(28));
         assert_eq!(emu("emu:zn540-conv,op=7%").op, Some(7));
         assert!(err("emu:zn540-conv,op=0").contains("1 to 1000"));
         assert!(err("emu:zn540-conv,op=6.5").contains("whole percentage"));
-        assert!(err("emu:file=x,op=28").contains("op= and lba= do not combine with file="));
+        assert!(err("emu:file=x,op=28").contains("op=, lba= and zrwa= do not combine with file="));
         assert!(err("nvme:/dev/ng0n1").contains("unknown device URI scheme \"nvme\""));
         assert!(err("nvme:x").contains("known schemes: emu, pcie, ng, zbd"));
         assert!(err("ng:").contains("needs a device path"));

@@ -49,6 +49,12 @@ impl Zone {
         }
     }
 
+    /// True when the zone holds a zone random write area (attribute
+    /// ZRWAV).
+    pub fn has_zrwa(&self) -> bool {
+        self.attributes.has(ZoneAttributes::ZRWA_VALID)
+    }
+
     /// One past the last writable LBA (`start + capacity`).
     pub fn end(&self) -> u64 {
         self.start + self.capacity

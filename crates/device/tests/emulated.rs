@@ -92,6 +92,18 @@ macro_rules! suite {
                 c::per_lba_metadata(dev().as_ref());
             }
             #[test]
+            fn zrwa_unsupported() {
+                c::zrwa_unsupported(dev().as_ref());
+            }
+            #[test]
+            fn zrwa_window_and_commits() {
+                c::zrwa_window_and_commits(dev().as_ref());
+            }
+            #[test]
+            fn zrwa_resources() {
+                c::zrwa_resources(dev().as_ref());
+            }
+            #[test]
             fn whole_suite_on_one_device() {
                 c::run_all(dev().as_ref());
             }
@@ -102,10 +114,12 @@ macro_rules! suite {
 suite!(tiny, "emu:tiny");
 suite!(small, "emu:small");
 suite!(tiny_512, "emu:tiny,lba=512");
+suite!(tiny_zrwa, "emu:tiny,zrwa=16/4/2");
+suite!(small_zrwa, "emu:small,zrwa=64/8/3");
 
 #[test]
 fn every_check_has_a_test() {
-    assert_eq!(conformance::CHECKS.len(), 18, "add the new check to the suite! macro");
+    assert_eq!(conformance::CHECKS.len(), 21, "add the new check to the suite! macro");
 }
 
 #[test]
@@ -483,4 +497,80 @@ fn uri_options_scale_and_provision_conventional_twins() {
     assert!(e.contains("op=") && e.contains("ZNS profile"), "{e}");
     let e = open("emu:zn540-conv,zones=1,op=1").unwrap_err().to_string();
     assert!(e.contains("spare"), "{e}");
+}
+
+#[test]
+fn a_power_cut_keeps_committed_zrwa_blocks_and_loses_the_window() {
+    let uri = "emu:tiny,zrwa=16/4/2";
+    let Ok(zns_device::DeviceUri::Emulator(e)) = uri.parse() else { panic!("{uri}") };
+    let dev = DriverDevice::open_emulator(&e, uri).unwrap();
+    let w = dev.info().capabilities.zrwa.expect("zrwa= gives the namespace ZRWAs");
+    assert_eq!((w.size, w.flush_granularity, w.resources, w.explicit_flush), (16, 4, 2, true));
+    let emu = Arc::clone(dev.emulator().unwrap());
+    let memory = Arc::clone(dev.host_memory().unwrap());
+    {
+        let mut q = dev.driver_queue(4).unwrap();
+        zns_device::ZoneQueue::open_zrwa(&mut q, 0).unwrap();
+        let mut b = dev.alloc(8 * 4096).unwrap();
+        b.fill(7);
+        zns_device::ZoneQueue::write(&mut q, 0, &b).unwrap();
+        zns_device::ZoneQueue::commit_zrwa(&mut q, 3).unwrap();
+        // Even a flush does not make the window durable.
+        zns_device::ZoneQueue::flush(&mut q).unwrap();
+    }
+    emu.power_cut(3);
+    drop(dev);
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(DriverDevice::from_emulator(emu, memory, uri).unwrap());
+    let mut q = dev.queue(4).unwrap();
+    let z = q.zone(0).unwrap();
+    assert_eq!((z.state, z.write_pointer), (zns_device::ZoneState::Closed, Some(4)));
+    assert!(!z.has_zrwa(), "a power cycle ends every ZRWA");
+    let mut b = dev.alloc(8 * 4096).unwrap();
+    q.read(0, &mut b).unwrap();
+    assert!(b[..4 * 4096].iter().all(|&x| x == 7), "committed blocks survive");
+    assert!(b[4 * 4096..].iter().all(|&x| x == 0), "the window is lost");
+}
+
+#[test]
+fn device_images_keep_zrwas_and_committed_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let mut profile = zns_emulator::profile::Profile::by_name("tiny").unwrap();
+    profile.namespaces[0].zrwa = Some(zns_emulator::zns::ZrwaGeometry {
+        size: 8,
+        flush_granularity: 2,
+        resources: 1,
+        explicit_flush: true,
+    });
+    zns_emulator::image::DeviceImage::create(&path, &profile).unwrap();
+    let uri = format!("emu:file={}", path.display());
+    {
+        let dev = open(&uri).unwrap();
+        let mut q = dev.queue(4).unwrap();
+        q.open_zrwa(64).unwrap();
+        let mut b = dev.alloc(6 * 4096).unwrap();
+        b.fill(0x42);
+        q.write(64, &b).unwrap();
+        q.commit_zrwa(67).unwrap();
+    }
+    let dev = open(&uri).unwrap();
+    assert_eq!(dev.info().capabilities.zrwa.map(|w| w.size), Some(8));
+    let mut q = dev.queue(4).unwrap();
+    let z = q.zone(64).unwrap();
+    assert_eq!((z.write_pointer, z.has_zrwa()), (Some(68), false));
+    let mut b = dev.alloc(6 * 4096).unwrap();
+    q.read(64, &mut b).unwrap();
+    assert!(b[..4 * 4096].iter().all(|&x| x == 0x42));
+    assert!(b[4 * 4096..].iter().all(|&x| x == 0), "uncommitted blocks are not kept");
+    // The old window's blocks are still in the file; a new window that
+    // skips them reads zeros there, not them.
+    q.open_zrwa(64).unwrap();
+    let mut one = dev.alloc(4096).unwrap();
+    one.fill(0x17);
+    q.write(70, &one).unwrap();
+    let mut b = dev.alloc(3 * 4096).unwrap();
+    q.read(68, &mut b).unwrap();
+    assert!(b[..2 * 4096].iter().all(|&x| x == 0), "a hole in the window reads zeros");
+    assert!(b[2 * 4096..].iter().all(|&x| x == 0x17));
 }

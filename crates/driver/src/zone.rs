@@ -93,9 +93,7 @@ impl QueuePair {
 
     /// Opens the zone at `slba` and allocates a zone random write area.
     pub fn open_zone_zrwa(&mut self, ns: &Namespace, slba: u64) -> Result<()> {
-        let mut s = ZoneSend::new(ns.nsid, slba, ZoneSendAction::Open);
-        s.zrwa_allocate = true;
-        self.execute(s.to_entry(), None).map(drop)
+        self.execute(ZoneSend::open_zrwa(ns.nsid, slba).to_entry(), None).map(drop)
     }
 
     /// Closes the zone at `slba`.
@@ -118,9 +116,10 @@ impl QueuePair {
         self.zone_send(ns, slba, ZoneSendAction::Offline)
     }
 
-    /// Commits a zone random write area up to and including `lba`.
+    /// Flush Explicit ZRWA Range: commits the zone random write area of the
+    /// zone holding `lba` from its write pointer up to and including `lba`.
     pub fn flush_zrwa(&mut self, ns: &Namespace, lba: u64) -> Result<()> {
-        self.zone_send(ns, lba, ZoneSendAction::FlushZrwa)
+        self.execute(ZoneSend::flush_zrwa(ns.nsid, lba).to_entry(), None).map(drop)
     }
 
     /// Sets the descriptor extension of the (empty) zone at `slba` to

@@ -336,14 +336,29 @@ fn zns_namespace(ns: &Namespace) -> ZnsNamespace {
         zone_size: g.zone_size,
         zdes: (g.descriptor_extension_bytes / 64) as u8,
     };
-    ZnsNamespace {
+    let mut ozcs = 0;
+    if g.read_across_boundaries {
+        ozcs |= ZnsNamespace::OZCS_READ_ACROSS_BOUNDARIES;
+    }
+    let mut id = ZnsNamespace {
         zoc: 0,
-        ozcs: if g.read_across_boundaries { ZnsNamespace::OZCS_READ_ACROSS_BOUNDARIES } else { 0 },
         max_active: g.max_active,
         max_open: g.max_open,
         lbafe,
         ..ZnsNamespace::default()
+    };
+    if let Some(w) = &g.zrwa {
+        ozcs |= ZnsNamespace::OZCS_ZRWA;
+        id.numzrwa = w.resources - 1;
+        // Validated: the size fits 16 bits and the granularity divides it.
+        id.zrwasz = w.size as u16;
+        id.zrwafg = w.flush_granularity as u16;
+        if w.explicit_flush {
+            id.zrwacap = ZnsNamespace::ZRWACAP_EXPLICIT_FLUSH;
+        }
     }
+    id.ozcs = ozcs;
+    id
 }
 
 // ---- Features -------------------------------------------------------------

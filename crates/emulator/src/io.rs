@@ -516,7 +516,8 @@ fn write(
     let data = |dest: &[(u64, u64)]| -> Result<(), StatusCode> {
         store_from_host(ctrl, host, ns, sqe, rw.slba, dest, blocks, buf)
     };
-    let (opened, filled, placed) = place(ctrl, ns, rw.slba, blocks, fua, data)?;
+    let Placed { opened, filled, placed, zrwa_commit } =
+        place(ctrl, ns, rw.slba, blocks, fua, data)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: rw.slba,
@@ -526,6 +527,7 @@ fn write(
         dma: true,
         append: false,
         placed,
+        zrwa_commit,
     });
     Ok(0)
 }
@@ -538,11 +540,22 @@ fn durable(ns: &Namespace) -> Result<(), StatusCode> {
     ns.persist().map_err(|_| StatusCode::WriteFault)
 }
 
+/// Where a write-type command put its blocks, for the timing model.
+#[derive(Default)]
+struct Placed {
+    /// The command implicitly opened its zone.
+    opened: bool,
+    /// The command filled its zone.
+    filled: bool,
+    /// Where a conventional namespace's firmware put the blocks.
+    placed: Vec<Placement>,
+    /// What a write into a zone random write area committed.
+    zrwa_commit: Option<(u64, u64)>,
+}
+
 /// Places `blocks` blocks at `slba` through the zone rules (when zoned) or
 /// the firmware's map (conventional with an FTL), with `data` storing them
-/// at the media runs given, then makes them durable for FUA. Returns
-/// whether the command implicitly opened its zone, whether it filled it,
-/// and where the firmware put the blocks (for the timing model).
+/// at the media runs given, then makes them durable for FUA.
 fn place(
     ctrl: &Controller,
     ns: &Namespace,
@@ -550,20 +563,25 @@ fn place(
     blocks: u64,
     fua: bool,
     data: impl FnOnce(&[(u64, u64)]) -> Result<(), StatusCode>,
-) -> Result<(bool, bool, Vec<Placement>), StatusCode> {
+) -> Result<Placed, StatusCode> {
     let placed = match (&ns.ftl, ns.zones()) {
         (Some(f), _) => {
             let placed = f.write(slba, blocks, ctrl.transfers_data(), data)?;
-            (false, false, placed)
+            Placed { placed, ..Placed::default() }
         }
         (None, Some(z)) => {
             let o =
                 z.write(slba, blocks, fua, |lba| data(&[(lba, blocks)])).map_err(zone_status)?;
-            (o.opened, o.filled, Vec::new())
+            Placed {
+                opened: o.opened,
+                filled: o.filled,
+                placed: Vec::new(),
+                zrwa_commit: o.zrwa_commit,
+            }
         }
         (None, None) => {
             data(&[(slba, blocks)])?;
-            (false, false, Vec::new())
+            Placed::default()
         }
     };
     if fua {
@@ -603,6 +621,7 @@ fn append(
         dma: true,
         append: true,
         placed: Vec::new(),
+        zrwa_commit: o.zrwa_commit,
     });
     Ok(o.lba)
 }
@@ -634,7 +653,8 @@ fn write_zeroes(
         ns.clear_read_errors(w.slba, blocks);
         Ok(())
     };
-    let (opened, filled, placed) = place(ctrl, ns, w.slba, blocks, w.fua, zero)?;
+    let Placed { opened, filled, placed, zrwa_commit } =
+        place(ctrl, ns, w.slba, blocks, w.fua, zero)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: w.slba,
@@ -644,6 +664,7 @@ fn write_zeroes(
         dma: false,
         append: false,
         placed,
+        zrwa_commit,
     });
     Ok(0)
 }
@@ -744,7 +765,7 @@ fn zone_send(
         } else {
             before
         };
-        Op::ZoneSend { nsid: ns.nsid, action: cmd.action, zones }
+        Op::ZoneSend { nsid: ns.nsid, action: cmd.action, zones, committed: outcome.committed }
     });
     Ok(0)
 }
@@ -841,7 +862,8 @@ fn copy(
     let copy_in = |dest: &[(u64, u64)]| -> Result<(), StatusCode> {
         store(ns, cmd.sdlba, dest, &data, (ms > 0).then_some(&meta[..]), total)
     };
-    let (opened, filled, placed) = place(ctrl, ns, cmd.sdlba, total, cmd.fua, copy_in)?;
+    let Placed { opened, filled, placed, zrwa_commit } =
+        place(ctrl, ns, cmd.sdlba, total, cmd.fua, copy_in)?;
     note(info, || Op::Copy {
         nsid: ns.nsid,
         sources,
@@ -850,6 +872,7 @@ fn copy(
         opened,
         filled,
         placed,
+        zrwa_commit,
     });
     Ok(0)
 }

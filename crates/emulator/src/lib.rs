@@ -301,5 +301,6 @@ pub fn zone_geometry(p: &profile::NamespaceProfile) -> ZoneGeometry {
         max_active: p.max_active,
         descriptor_extension_bytes: p.descriptor_extension_bytes,
         read_across_boundaries: p.read_across_zone_boundaries,
+        zrwa: p.zrwa,
     }
 }

@@ -259,6 +259,12 @@ pub struct NamespaceProfile {
     /// Zoned: reads may cross zone boundaries (OZCS.RAZB).
     #[serde(default = "default_true")]
     pub read_across_zone_boundaries: bool,
+    /// Zoned: zone random write areas (a `[namespace.zrwa]` table with
+    /// `size`, `flush_granularity`, `resources` and `explicit_flush`);
+    /// absent when the namespace has none. The `zrwa=` option of an `emu:`
+    /// URI sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zrwa: Option<crate::zns::ZrwaGeometry>,
     /// Copy: maximum blocks in one source range (MSSRL).
     #[serde(default = "default_mssrl")]
     pub copy_max_range_blocks: u16,
@@ -461,6 +467,15 @@ impl NamespaceProfile {
             f.flash_zone_blocks = zone_blocks;
             f.segment_blocks = segment;
         }
+        if let Some(z) = &mut self.zrwa {
+            // The window keeps its size in bytes, like the zones.
+            let (size, fg) = (
+                rescale("ZRWA size", z.size)?,
+                rescale("ZRWA flush granularity", z.flush_granularity)?,
+            );
+            z.size = size;
+            z.flush_granularity = fg;
+        }
         self.blocks = blocks;
         self.zone_size = zone_size;
         self.zone_capacity = zone_capacity;
@@ -549,6 +564,9 @@ impl Profile {
             {
                 return bad(format!("namespace {nsid}: copy limits out of range"));
             }
+            if ns.kind == NamespaceKind::Conventional && ns.zrwa.is_some() {
+                return bad(format!("namespace {nsid}: zone random write areas need zones"));
+            }
             match ns.kind {
                 NamespaceKind::Conventional => match &ns.ftl {
                     None if ns.blocks == 0 => {
@@ -598,6 +616,11 @@ impl Profile {
                     if let (Some(o), Some(a)) = (ns.max_open, ns.max_active) {
                         if o > a {
                             return bad(format!("namespace {nsid}: max_open exceeds max_active"));
+                        }
+                    }
+                    if let Some(z) = &ns.zrwa {
+                        if let Err(e) = z.validate() {
+                            return bad(format!("namespace {nsid}: {e}"));
                         }
                     }
                 }
@@ -682,5 +705,28 @@ mod tests {
         let text =
             Profile::built_in_text("tiny").unwrap().replace("zones = 16", "zones = 16\nbogus = 1");
         assert!(matches!(Profile::from_toml(&text), Err(ProfileError::Parse(_))));
+    }
+
+    #[test]
+    fn zrwa_tables_parse_validate_and_scale_with_the_block_size() {
+        let text = Profile::built_in_text("tiny").unwrap().replace(
+            "read_across_zone_boundaries = true",
+            "read_across_zone_boundaries = true\n[namespace.zrwa]\nsize = 16\n\
+             flush_granularity = 4\nresources = 2",
+        );
+        let p = Profile::from_toml(&text).unwrap();
+        let z = p.namespaces[0].zrwa.expect("the table");
+        assert_eq!((z.size, z.flush_granularity, z.resources, z.explicit_flush), (16, 4, 2, true));
+        assert_eq!(Profile::from_toml(&toml::to_string(&p).unwrap()).unwrap(), p);
+        let mut small = p.clone();
+        small.namespaces[0].set_block_size(512).unwrap();
+        let z = small.namespaces[0].zrwa.unwrap();
+        assert_eq!((z.size, z.flush_granularity), (128, 32), "the same bytes");
+        let mut bad = p.clone();
+        bad.namespaces[0].zrwa.as_mut().unwrap().size = 18;
+        assert!(bad.validate().unwrap_err().to_string().contains("ZRWA"));
+        let mut conv = p;
+        conv.namespaces[1].zrwa = conv.namespaces[0].zrwa;
+        assert!(conv.validate().unwrap_err().to_string().contains("need zones"));
     }
 }

@@ -199,6 +199,7 @@ fn tenant_info(
             offline: false,
             metadata: false,
             stores_data: base.capabilities.stores_data,
+            zrwa: None,
         },
         conventional: None,
         identify: None,

@@ -201,6 +201,11 @@ impl TenantQueue {
             ZoneOp::Zone { action: ZoneAction::Offline, target: Target::Zone(_) } => {
                 return Err(DeviceError::Unsupported("eZNS tenants have no Offline Zone".into()))
             }
+            ZoneOp::OpenZrwa { .. } | ZoneOp::CommitZrwa { .. } => {
+                return Err(DeviceError::Unsupported(
+                    "eZNS tenants have no zone random write areas".into(),
+                ))
+            }
             _ => {}
         }
         match (op.data_to_device(), buffer) {

@@ -271,8 +271,19 @@ fn zone_send(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone 
         Err(e) => return IoDone { status: e.status_code().status(), result: 0, data: 0 },
     };
     let target = if c.select_all { Target::All } else { Target::Zone(c.slba) };
+    let zrwa = lane.ns.info().is_some_and(|i| i.capabilities.zrwa.is_some());
     let action = match c.action {
-        ZoneSendAction::Open if c.zrwa_allocate => return IoDone::err(StatusCode::InvalidField),
+        // Zone random write areas pass through to a backend that has them,
+        // with the statuses the specification gives otherwise.
+        ZoneSendAction::Open if c.zrwa_allocate && !zrwa => {
+            return IoDone::err(StatusCode::InvalidZoneOperationRequest)
+        }
+        ZoneSendAction::Open if c.zrwa_allocate && c.select_all => {
+            return IoDone::err(StatusCode::InvalidField)
+        }
+        ZoneSendAction::Open if c.zrwa_allocate => {
+            return run(lane, ZoneOp::OpenZrwa { zslba: c.slba }, None)
+        }
         ZoneSendAction::Open => ZoneAction::Open,
         ZoneSendAction::Close => ZoneAction::Close,
         ZoneSendAction::Finish => ZoneAction::Finish,
@@ -292,8 +303,11 @@ fn zone_send(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone 
             lane.buf.as_mut_slice()[..n].copy_from_slice(&host[..n]);
             return run(lane, ZoneOp::SetZoneExtension { zslba: c.slba }, Some(true));
         }
-        // ZRWA is not offered over the fabric.
-        ZoneSendAction::FlushZrwa => return IoDone::err(StatusCode::InvalidField),
+        ZoneSendAction::FlushZrwa if c.select_all => return IoDone::err(StatusCode::InvalidField),
+        ZoneSendAction::FlushZrwa if !zrwa => {
+            return IoDone::err(StatusCode::InvalidZoneOperationRequest)
+        }
+        ZoneSendAction::FlushZrwa => return run(lane, ZoneOp::CommitZrwa { lba: c.slba }, None),
     };
     run(lane, ZoneOp::Zone { action, target }, None)
 }

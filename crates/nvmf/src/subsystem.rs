@@ -390,11 +390,17 @@ impl Subsystem {
         } else {
             0
         };
-        // ZRWA is not served over the fabric (yet).
-        z.numzrwa = 0;
-        z.zrwafg = 0;
-        z.zrwasz = 0;
-        z.zrwacap = 0;
+        // Zone random write areas pass through: the backend's, or none.
+        (z.numzrwa, z.zrwafg, z.zrwasz, z.zrwacap) = (0, 0, 0, 0);
+        if let Some(w) = &info.capabilities.zrwa {
+            z.ozcs |= ZnsNamespace::OZCS_ZRWA;
+            z.numzrwa = u32::try_from(w.resources.saturating_sub(1)).unwrap_or(u32::MAX);
+            z.zrwafg = u16::try_from(w.flush_granularity).unwrap_or(0);
+            z.zrwasz = u16::try_from(w.size).unwrap_or(0);
+            if w.explicit_flush {
+                z.zrwacap = ZnsNamespace::ZRWACAP_EXPLICIT_FLUSH;
+            }
+        }
         let zdes = (info.capabilities.extension_bytes / 64) as u8;
         z.lbafe = [ZoneFormatExtension::default(); 64];
         z.lbafe[0] = ZoneFormatExtension { zone_size: info.zone_size, zdes };

@@ -42,3 +42,8 @@ fn conformance_over_tcp_with_a_polling_target() {
     let config = TargetConfig { poll: std::time::Duration::from_micros(50), ..Default::default() };
     over_tcp_with("emu:tiny", "", config);
 }
+
+#[test]
+fn conformance_over_tcp_with_zone_random_write_areas() {
+    over_tcp("emu:tiny,zrwa=16/4/2", "");
+}

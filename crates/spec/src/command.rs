@@ -920,6 +920,25 @@ impl ZoneSend {
         ZoneSend { nsid, slba: 0, action, select_all: true, zrwa_allocate: false }
     }
 
+    /// Open Zone with ZRWA Allocate: explicitly opens the zone starting at
+    /// `zslba` and allocates a zone random write area to it.
+    pub const fn open_zrwa(nsid: u32, zslba: u64) -> Self {
+        ZoneSend {
+            nsid,
+            slba: zslba,
+            action: ZoneSendAction::Open,
+            select_all: false,
+            zrwa_allocate: true,
+        }
+    }
+
+    /// Flush Explicit ZRWA Range: commits the zone random write area of the
+    /// zone holding `last_lba` from its write pointer up to and including
+    /// `last_lba` (SLBA carries the last LBA to commit, not a zone start).
+    pub const fn flush_zrwa(nsid: u32, last_lba: u64) -> Self {
+        ZoneSend::new(nsid, last_lba, ZoneSendAction::FlushZrwa)
+    }
+
     /// The submission entry.
     pub const fn to_entry(&self) -> SubmissionEntry {
         let mut e = SubmissionEntry::new(IoOpcode::ZoneMgmtSend as u8, self.nsid);
@@ -1461,8 +1480,13 @@ mod tests {
             assert_eq!((e.cdw10, e.cdw11, e.cdw13), (0x8000, 0x4, a as u32));
             assert_eq!(ZoneSend::decode(&e), Ok(z));
         }
-        let open = ZoneSend { zrwa_allocate: true, ..ZoneSend::new(1, 0, ZoneSendAction::Open) };
+        let open = ZoneSend::open_zrwa(1, 0x100);
         assert_eq!(open.to_entry().cdw13, 0x03 | 1 << 9);
+        assert_eq!((open.to_entry().cdw10, open.slba), (0x100, 0x100));
+        let flush = ZoneSend::flush_zrwa(1, 0x1_0000_0107);
+        let e = flush.to_entry();
+        assert_eq!((e.cdw10, e.cdw11, e.cdw13), (0x107, 0x1, 0x11));
+        assert_eq!(ZoneSend::decode(&e), Ok(flush));
         assert_eq!(ZoneSend::decode(&open.to_entry()), Ok(open));
         let reset_all = ZoneSend::all(1, ZoneSendAction::Reset);
         assert_eq!(reset_all.to_entry().cdw13, 0x04 | 1 << 8);

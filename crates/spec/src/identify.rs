@@ -865,6 +865,22 @@ impl ZnsNamespace {
         self.ozcs & Self::OZCS_ZRWA != 0
     }
 
+    /// ZRWACAP bit 0: the host may commit a zone random write area with
+    /// Flush Explicit ZRWA Range.
+    pub const fn zrwa_explicit_flush(&self) -> bool {
+        self.zrwacap & Self::ZRWACAP_EXPLICIT_FLUSH != 0
+    }
+
+    /// ZRWA resources as a count (NUMZRWA is 0's based); 0 when zone random
+    /// write areas are not supported.
+    pub const fn zrwa_resources(&self) -> u64 {
+        if self.zrwa_supported() {
+            self.numzrwa as u64 + 1
+        } else {
+            0
+        }
+    }
+
     /// Zone geometry of the namespace's current LBA format.
     pub const fn current_zone_format(&self, ns: &IdentifyNamespace) -> ZoneFormatExtension {
         self.lbafe[ns.format_index() as usize]
@@ -1522,6 +1538,12 @@ mod tests {
         assert_eq!(back, z);
         assert!(back.variable_capacity() && back.zone_active_excursions());
         assert!(back.read_across_boundaries() && !back.zrwa_supported());
+        assert!(back.zrwa_explicit_flush());
+        assert_eq!(back.zrwa_resources(), 0, "NUMZRWA means nothing without ZRWASUP");
+        let zrwa = ZnsNamespace { ozcs: ZnsNamespace::OZCS_ZRWA, numzrwa: 3, ..back };
+        let b = ZnsNamespace::from_bytes(&zrwa.to_bytes());
+        assert!(b.zrwa_supported() && !b.read_across_boundaries());
+        assert_eq!(b.zrwa_resources(), 4);
         assert_eq!(back.lbafe[0].extension_bytes(), 128);
         let ns = IdentifyNamespace { flbas: 0x7F, ..Default::default() };
         assert_eq!(back.current_zone_format(&ns).zone_size, 0x8000);

@@ -31,7 +31,7 @@ use crate::buffer::IoBuffer;
 use crate::command::{self, Transfer};
 use crate::device::{Data, ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
-use crate::info::{Capabilities, CopyLimits, DeviceInfo, IdentifyData};
+use crate::info::{Capabilities, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo};
 use crate::op::{Completion, Rejected, ZoneOp};
 use crate::uri::TcpUri;
 
@@ -291,6 +291,7 @@ fn describe(
             // Metadata does not travel over the fabric here.
             metadata: false,
             stores_data: true,
+            zrwa: ZrwaInfo::from_identify(zns),
         },
         conventional: None,
         identify: Some(IdentifyData {

@@ -35,7 +35,9 @@ use crate::buffer::IoBuffer;
 use crate::command::{self, Transfer};
 use crate::device::{Data, ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
-use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
+use crate::info::{
+    Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo,
+};
 use crate::op::{Completion, Rejected, ZoneOp};
 
 /// The minimum memory page size assumed for MDTS and ZASL (CAP.MPSMIN is
@@ -210,6 +212,7 @@ impl PassthroughDevice {
                 // Not passed through yet: refused with Unsupported.
                 metadata: false,
                 stores_data: true,
+                zrwa: ZrwaInfo::from_identify(&zns),
             },
             conventional,
             identify: Some(IdentifyData {

@@ -629,6 +629,7 @@ impl ZonedBlockDevice {
                 // The block layer has no separate metadata buffer.
                 metadata: false,
                 stores_data: true,
+                zrwa: None,
             },
             conventional,
             identify: None,
@@ -769,6 +770,9 @@ impl ZonedBlockQueue {
             ZoneOp::SetZoneExtension { .. } => Err(DeviceError::Unsupported(
                 "the Linux zoned block interface has no zone descriptor extensions".into(),
             )),
+            ZoneOp::OpenZrwa { .. } | ZoneOp::CommitZrwa { .. } => Err(DeviceError::Unsupported(
+                "the Linux zoned block interface has no zone random write areas".into(),
+            )),
             ZoneOp::Copy { ranges, .. } => {
                 command::check_ranges(ranges)?;
                 Err(DeviceError::Unsupported(
@@ -878,7 +882,10 @@ impl ZonedBlockQueue {
                 self.done(i, r, buf);
                 true
             }
-            ZoneOp::SetZoneExtension { .. } | ZoneOp::Copy { .. } => {
+            ZoneOp::SetZoneExtension { .. }
+            | ZoneOp::Copy { .. }
+            | ZoneOp::OpenZrwa { .. }
+            | ZoneOp::CommitZrwa { .. } => {
                 let r = self.check(&op, &None).map(|_| 0);
                 self.done(i, r, None);
                 true
@@ -1229,9 +1236,13 @@ impl ZoneQueue for ZonedBlockQueue {
             (ZoneOp::ReportZones { slba, filter, partial, extended }, Data::FromDevice(buf)) => {
                 sh.report(op, *slba, *filter, *partial, *extended, buf).map(|()| 0)
             }
-            (ZoneOp::SetZoneExtension { .. } | ZoneOp::Copy { .. }, _) => {
-                self.check(op, &None).map(|_| 0)
-            }
+            (
+                ZoneOp::SetZoneExtension { .. }
+                | ZoneOp::Copy { .. }
+                | ZoneOp::OpenZrwa { .. }
+                | ZoneOp::CommitZrwa { .. },
+                _,
+            ) => self.check(op, &None).map(|_| 0),
             (op, Data::None) => Err(command::no_buffer(op)),
             (op, _) if op.data_to_device().is_none() => Err(command::stray_buffer(op)),
             (op, _) => Err(command::wrong_way(op)),

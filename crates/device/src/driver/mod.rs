@@ -10,6 +10,7 @@ use std::sync::Arc;
 use zns_driver::{Controller, ControllerOptions, Namespace, PciAddress};
 use zns_emulator::host::{HostMemory, ProcessMemory};
 use zns_emulator::profile::{NamespaceKind, Profile};
+use zns_emulator::zns::ZrwaGeometry;
 use zns_emulator::{Emulator, EmulatorError, MediaChoice};
 use zns_spec::identify::{IdentifyController, Oncs, ZnsController};
 use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
@@ -20,7 +21,9 @@ use crate::buffer::IoBuffer;
 use crate::changes::{EmulatedChanges, ZoneChanges};
 use crate::device::{ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
-use crate::info::{Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData};
+use crate::info::{
+    Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo,
+};
 use crate::uri::{EmulatorMedia, EmulatorUri, Timing};
 
 /// What the device and its queues share.
@@ -88,6 +91,7 @@ impl DriverDevice {
                     || uri.metadata.is_some()
                     || uri.lba.is_some()
                     || uri.op.is_some()
+                    || uri.zrwa.is_some()
                 {
                     apply_geometry(&mut profile, uri, text)?;
                 }
@@ -362,6 +366,21 @@ fn apply_geometry(profile: &mut Profile, uri: &EmulatorUri, text: &str) -> Resul
     if let Some(b) = uri.lba {
         ns.set_block_size(b).map_err(|e| DeviceError::uri(text, format!("lba={b}: {e}")))?;
     }
+    if let Some(z) = uri.zrwa {
+        if ns.kind != NamespaceKind::Zoned {
+            return Err(DeviceError::uri(
+                text,
+                format!("zrwa= needs a zoned namespace; {name:?} has none"),
+            ));
+        }
+        // In blocks of the final block size: after lba=.
+        ns.zrwa = Some(ZrwaGeometry {
+            size: z.size,
+            flush_granularity: z.flush_granularity,
+            resources: z.resources,
+            explicit_flush: true,
+        });
+    }
     profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))
 }
 
@@ -445,6 +464,7 @@ fn describe(
             offline: ns.is_zoned(),
             metadata: ns.metadata_size > 0 && !ns.identify.metadata_extended(),
             stores_data: true,
+            zrwa: ZrwaInfo::from_identify(&z.identify),
         },
         conventional,
         identify: Some(IdentifyData {
@@ -488,6 +508,7 @@ fn describe_conventional(ctrl: &Controller, ns: &Namespace, zoned: &DeviceInfo) 
             select_all: false,
             offline: false,
             metadata: ns.metadata_size > 0 && !ns.identify.metadata_extended(),
+            zrwa: None,
             ..zoned.capabilities.clone()
         },
         identify: None,

@@ -546,6 +546,12 @@ impl ZoneQueue for DriverQueue {
                     .map_err(Failure::Driver),
                 Err(e) => Err(Failure::Device(e)),
             },
+            (ZoneOp::OpenZrwa { zslba }, Data::None) => {
+                self.qp.open_zone_zrwa(&self.shared.ns, *zslba).map(|()| 0).map_err(Failure::Driver)
+            }
+            (ZoneOp::CommitZrwa { lba }, Data::None) => {
+                self.qp.flush_zrwa(&self.shared.ns, *lba).map(|()| 0).map_err(Failure::Driver)
+            }
             (op, Data::None) => Err(Failure::Device(no_buffer(op))),
             (op, _) if op.data_to_device().is_none() => Err(Failure::Device(stray_buffer(op))),
             (op, _) => Err(Failure::Device(command::wrong_way(op))),

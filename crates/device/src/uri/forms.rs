@@ -39,6 +39,13 @@ pub const URI_FORMS: &[UriForm] = &[
         example: "emu:zn540-conv,op=28",
     },
     UriForm {
+        form: "emu:PROFILE,zrwa=SIZE/GRANULARITY/RESOURCES",
+        device: "zone random write areas on the zoned namespace: windows of `SIZE` blocks \
+                 committed in units of `GRANULARITY` blocks, on up to `RESOURCES` zones at once, \
+                 with explicit commits (the built-in profiles have none)",
+        example: "emu:tiny,zrwa=16/4/2",
+    },
+    UriForm {
         form: "emu:PROFILE,media=null|ram",
         device: "`null` keeps no data (reads return zeroes); `ram`, the default, keeps it in \
                  memory until the command ends",

@@ -43,6 +43,9 @@ pub const CHECKS: &[Check] = &[
     ("bad_submissions_return_the_buffer", bad_submissions_return_the_buffer),
     ("queues_on_several_threads", queues_on_several_threads),
     ("per_lba_metadata", per_lba_metadata),
+    ("zrwa_unsupported", zrwa_unsupported),
+    ("zrwa_window_and_commits", zrwa_window_and_commits),
+    ("zrwa_resources", zrwa_resources),
 ];
 
 /// Runs every check against `dev`.
@@ -1106,5 +1109,161 @@ pub fn per_lba_metadata(dev: &dyn ZonedDevice) {
         other => panic!("metadata of the wrong length: {other:?}"),
     }
     assert_eq!(zone(q, z0).write_pointer, Some(wp), "the refused write wrote nothing");
+    reset_all(q);
+}
+
+/// The device's zone random write areas, or `None` after saying why the
+/// ZRWA checks do not run.
+fn zrwa_of(dev: &dyn ZonedDevice, check: &str) -> Option<zns_device::ZrwaInfo> {
+    let info = dev.info();
+    let Some(w) = info.capabilities.zrwa else {
+        eprintln!("conformance: {check} skipped: the device reports no zone random write areas");
+        return None;
+    };
+    if info.zone_capacity < 2 * w.size + w.flush_granularity || !w.explicit_flush {
+        eprintln!(
+            "conformance: {check} skipped: needs explicit commits and zones of at least two \
+             windows and a granule ({} blocks), the capacity is {}",
+            2 * w.size + w.flush_granularity,
+            info.zone_capacity
+        );
+        return None;
+    }
+    Some(w)
+}
+
+/// Without zone random write areas, Open with ZRWA Allocate and Flush
+/// Explicit ZRWA Range are Invalid Zone Operation Request (a backend with
+/// no way to send them says Unsupported).
+pub fn zrwa_unsupported(dev: &dyn ZonedDevice) {
+    if dev.info().capabilities.zrwa.is_some() {
+        eprintln!("conformance: zrwa_unsupported skipped: the device has ZRWAs");
+        return;
+    }
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let z = zone_lba(dev, 2);
+    for (r, op, lba) in
+        [(q.open_zrwa(z), OpKind::OpenZrwa, z), (q.commit_zrwa(z + 3), OpKind::CommitZrwa, z + 3)]
+    {
+        match r {
+            Err(DeviceError::Unsupported(_)) => {}
+            r => expect_status(r, StatusCode::InvalidZoneOperationRequest, op, Some(lba)),
+        }
+    }
+    assert_eq!(state(q, z), ZoneState::Empty, "a refused ZRWA open changes nothing");
+}
+
+/// Writes anywhere in the window, overwrites, implicit and explicit
+/// commits, and the statuses of writes and commits outside the window.
+pub fn zrwa_window_and_commits(dev: &dyn ZonedDevice) {
+    let Some(w) = zrwa_of(dev, "zrwa_window_and_commits") else { return };
+    let (size, fg) = (w.size, w.flush_granularity);
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let b = bs(dev);
+    let z = zone_lba(dev, 3);
+    q.open_zrwa(z).unwrap();
+    let zn = zone(q, z);
+    assert!(zn.has_zrwa(), "ZRWAV after Open with ZRWA Allocate");
+    assert_eq!((zn.state, zn.write_pointer), (ZoneState::ExplicitlyOpen, Some(z)));
+    // Out of order, then an overwrite: the write pointer does not move and
+    // reads see the newest data.
+    let n = fg as usize;
+    write_blocks(dev, q, z + fg, n, 21);
+    write_blocks(dev, q, z, n, 22);
+    write_blocks(dev, q, z + fg, n, 23);
+    assert_eq!(zone(q, z).write_pointer, Some(z), "window writes leave the write pointer");
+    let mut expect = pattern(22, z, n, b);
+    expect.extend(pattern(23, z + fg, n, b));
+    assert_eq!(read_blocks(dev, q, z, 2 * n), expect, "window contents");
+    // Outside: before the write pointer (after a commit), or past two
+    // windows from it.
+    q.commit_zrwa(z + fg - 1).unwrap();
+    let wp = z + fg;
+    assert_eq!(zone(q, wp).write_pointer, Some(wp));
+    let one = buffer(dev, &pattern(24, 0, 1, b));
+    expect_status(q.write(wp - 1, &one), StatusCode::ZoneInvalidWrite, OpKind::Write, Some(wp - 1));
+    let far = wp + 2 * size;
+    expect_status(q.write(far, &one), StatusCode::ZoneInvalidWrite, OpKind::Write, Some(far));
+    // Commits outside the window, and of part of a granule.
+    let before = wp - 1;
+    let r = q.commit_zrwa(before);
+    expect_status(r, StatusCode::ZoneBoundaryError, OpKind::CommitZrwa, Some(before));
+    let past = wp + size + fg;
+    expect_status(
+        q.commit_zrwa(past),
+        StatusCode::ZoneBoundaryError,
+        OpKind::CommitZrwa,
+        Some(past),
+    );
+    if fg > 1 {
+        expect_status(q.commit_zrwa(wp), StatusCode::InvalidField, OpKind::CommitZrwa, Some(wp));
+    }
+    // Zone Append is not allowed in a ZRWA zone.
+    let r = q.append(z, &one);
+    expect_status(r, StatusCode::InvalidZoneOperationRequest, OpKind::Append, Some(z));
+    assert_eq!(zone(q, z).write_pointer, Some(wp), "refused commands move nothing");
+    // A write one block past the window commits one granule implicitly.
+    write_blocks(dev, q, wp + size, 1, 25);
+    assert_eq!(zone(q, z).write_pointer, Some(wp + fg), "implicit commit");
+    assert_eq!(read_blocks(dev, q, wp + size, 1), pattern(25, wp + size, 1, b));
+    assert_eq!(read_blocks(dev, q, z, 2 * n), expect, "committed data");
+    // Finish ends the ZRWA; the written blocks stay readable.
+    q.zone_action(ZoneAction::Finish, Target::Zone(z)).unwrap();
+    let zn = zone(q, z);
+    assert_eq!(zn.state, ZoneState::Full);
+    assert!(!zn.has_zrwa(), "Finish frees the ZRWA");
+    assert_eq!(read_blocks(dev, q, wp + size, 1), pattern(25, wp + size, 1, b));
+    reset_all(q);
+}
+
+/// NUMZRWA zones may hold a ZRWA at once; Reset and commits to the zone
+/// capacity free one; Close keeps it.
+pub fn zrwa_resources(dev: &dyn ZonedDevice) {
+    let Some(w) = zrwa_of(dev, "zrwa_resources") else { return };
+    let info = dev.info().clone();
+    let n = w.resources;
+    let open_limit = info.max_open.map_or(u64::MAX, u64::from);
+    if n + 1 > open_limit || n + 2 > info.zone_count {
+        eprintln!(
+            "conformance: zrwa_resources skipped: {n} ZRWAs and one more need {} open zones \
+             and {} zones",
+            n + 1,
+            n + 2
+        );
+        return;
+    }
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    for i in 0..n {
+        q.open_zrwa(zone_lba(dev, i)).unwrap_or_else(|e| panic!("ZRWA {i} of {n}: {e}"));
+    }
+    let extra = zone_lba(dev, n);
+    let r = q.open_zrwa(extra);
+    expect_status(r, StatusCode::ZrwaResourcesUnavailable, OpKind::OpenZrwa, Some(extra));
+    assert_eq!(state(q, extra), ZoneState::Empty, "a refused ZRWA open changes nothing");
+    // Close keeps the ZRWA: still no resource free.
+    let z0 = zone_lba(dev, 0);
+    q.zone_action(ZoneAction::Close, Target::Zone(z0)).unwrap();
+    assert!(zone(q, z0).has_zrwa(), "Close keeps the ZRWA");
+    let r = q.open_zrwa(extra);
+    expect_status(r, StatusCode::ZrwaResourcesUnavailable, OpKind::OpenZrwa, Some(extra));
+    // Reset frees it.
+    q.zone_action(ZoneAction::Reset, Target::Zone(z0)).unwrap();
+    assert!(!zone(q, z0).has_zrwa());
+    q.open_zrwa(extra).unwrap();
+    // Committing up to the capacity fills the zone and frees its ZRWA.
+    let cap = zone(q, extra).capacity;
+    let mut at = extra;
+    while at < extra + cap {
+        let blocks = (extra + cap - at).min(w.size) as usize;
+        write_blocks(dev, q, at, blocks, 26);
+        at += blocks as u64;
+    }
+    q.commit_zrwa(extra + cap - 1).unwrap();
+    let zn = zone(q, extra);
+    assert_eq!((zn.state, zn.has_zrwa()), (ZoneState::Full, false));
+    q.open_zrwa(z0).unwrap();
     reset_all(q);
 }

@@ -64,6 +64,12 @@
 //!    (`close_block_us`); blocks holding Finish padding are erased in the
 //!    background. Close costs more while the zone has data not yet
 //!    programmed.
+//! 6. **Zone random write areas.** A write into a ZRWA costs what a write
+//!    into the buffer costs (processing and the host transfer) but takes
+//!    no buffer room and programs nothing: the window is controller memory
+//!    of its own, and reads of it are buffer hits. Blocks committed (when
+//!    a write reaches past the window, or by Flush Explicit ZRWA Range) go
+//!    through the buffer to the dies like written data.
 //!
 //! The simulation is event driven (module `sim`); completions are posted when
 //! the controller's [`Clock`] reaches them. Admin commands are not timed.
@@ -148,7 +154,9 @@ pub(crate) enum Op {
     },
     /// Write, Write Zeroes (no `dma`), Zone Append (`append`; `lba` is the
     /// assigned one). `placed`: where a conventional namespace's firmware
-    /// put the blocks (empty for other namespaces).
+    /// put the blocks (empty for other namespaces). `zrwa_commit`: for a
+    /// write into a zone random write area, the blocks it committed
+    /// `(from lba, blocks)`; only those go to the flash.
     Write {
         nsid: u32,
         lba: u64,
@@ -158,8 +166,10 @@ pub(crate) enum Op {
         dma: bool,
         append: bool,
         placed: Vec<Placement>,
+        zrwa_commit: Option<(u64, u64)>,
     },
-    /// Copy: `sources` as [`Op::Read`]'s runs; `placed` as [`Op::Write`]'s.
+    /// Copy: `sources` as [`Op::Read`]'s runs; `placed` and `zrwa_commit`
+    /// as [`Op::Write`]'s.
     Copy {
         nsid: u32,
         sources: Vec<(u64, u64)>,
@@ -168,11 +178,15 @@ pub(crate) enum Op {
         opened: bool,
         filled: bool,
         placed: Vec<Placement>,
+        zrwa_commit: Option<(u64, u64)>,
     },
+    /// Zone Management Send; `committed`: blocks a Flush Explicit ZRWA
+    /// Range committed (programmed from the zone's write pointer on).
     ZoneSend {
         nsid: u32,
         action: ZoneSendAction,
         zones: Vec<ZoneBefore>,
+        committed: u64,
     },
 }
 

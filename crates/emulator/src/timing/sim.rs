@@ -779,11 +779,17 @@ impl Sim {
                 s.push(Step::LinkOut(blocks * self.geometry(nsid).block_bytes));
                 let _ = lba;
             }
-            Op::Write { nsid, lba, blocks, opened, filled, dma, append, placed } => {
+            Op::Write { nsid, lba, blocks, opened, filled, dma, append, placed, zrwa_commit } => {
                 let block_bytes = self.geometry(nsid).block_bytes;
                 let bytes = blocks * block_bytes;
                 let (zone, at) = self.locate(nsid, lba);
-                let entered = self.stripes_entered(zone, at, bytes);
+                // What goes to the flash: the blocks written, or in a ZRWA
+                // the blocks committed.
+                let (at, flash) = match zrwa_commit {
+                    Some((from, n)) => (self.locate(nsid, from).1, n * block_bytes),
+                    None => (at, bytes),
+                };
+                let entered = self.stripes_entered(zone, at, flash);
                 let p = &self.p;
                 let (pre, overlap) =
                     if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
@@ -795,35 +801,44 @@ impl Sim {
                 if entered > 0 {
                     s.push(Step::Mgmt(entered * p.stripe_open));
                 }
-                s.push(Step::Admit(bytes));
+                if flash > 0 {
+                    s.push(Step::Admit(flash));
+                }
                 s.push(Step::Transfer { bytes, dma, overlap });
-                if placed.is_empty() {
-                    s.push(Step::ZoneAdd { zone, bytes, filled });
-                } else {
+                if !placed.is_empty() {
                     self.segment_adds(nsid, &placed, true, &mut s);
+                } else if flash > 0 || filled {
+                    s.push(Step::ZoneAdd { zone, bytes: flash, filled });
                 }
                 if append {
                     s.push(Step::Serial(zone));
                 }
             }
-            Op::Copy { nsid, sources, dest, blocks, opened, filled, placed } => {
-                let bytes = blocks * self.geometry(nsid).block_bytes;
+            Op::Copy { nsid, sources, dest, blocks, opened, filled, placed, zrwa_commit } => {
+                let block_bytes = self.geometry(nsid).block_bytes;
+                let bytes = blocks * block_bytes;
+                let flash = zrwa_commit.map_or(bytes, |(_, n)| n * block_bytes);
                 let (zone, _) = self.locate(nsid, dest);
                 let open = if opened { p.implicit_open } else { 0 };
                 s.push(Step::Unit(p.other + open));
                 let mut pieces = Vec::new();
                 self.pieces(nsid, &sources, &mut pieces);
                 s.push(Step::Read(pieces));
-                s.push(Step::Admit(bytes));
+                if flash > 0 {
+                    s.push(Step::Admit(flash));
+                }
                 s.push(Step::Transfer { bytes, dma: false, overlap: self.p.write_overlap });
-                if placed.is_empty() {
-                    s.push(Step::ZoneAdd { zone, bytes, filled });
-                } else {
+                if !placed.is_empty() {
                     self.segment_adds(nsid, &placed, true, &mut s);
+                } else if flash > 0 || filled {
+                    s.push(Step::ZoneAdd { zone, bytes: flash, filled });
                 }
             }
-            Op::ZoneSend { nsid, action, zones } => {
-                self.plan_zone_send(nsid, action, &zones, &mut s)
+            Op::ZoneSend { nsid, action, zones, committed } => {
+                self.plan_zone_send(nsid, action, &zones, &mut s);
+                if let (Some(z), true) = (zones.first(), committed > 0) {
+                    self.plan_commit(nsid, z, committed, &mut s);
+                }
             }
         }
         s.push(Step::Post);
@@ -868,6 +883,21 @@ impl Sim {
             }
             _ => s.push(Step::Unit(p.other * n)),
         }
+    }
+
+    /// Flush Explicit ZRWA Range: the committed blocks go through the buffer
+    /// to the dies, as written data does.
+    fn plan_commit(&mut self, nsid: u32, z: &ZoneBefore, committed: u64, s: &mut Vec<Step>) {
+        let g = self.geometry(nsid);
+        let bytes = committed * g.block_bytes;
+        let filled = z.written + committed >= g.cap_blocks;
+        let zone = (nsid, z.index);
+        let entered = self.stripes_entered(zone, z.written * g.block_bytes, bytes);
+        if entered > 0 {
+            s.push(Step::Mgmt(entered * self.p.stripe_open));
+        }
+        s.push(Step::Admit(bytes));
+        s.push(Step::ZoneAdd { zone, bytes, filled });
     }
 
     /// Finish: a zone with data is padded to its capacity through the

@@ -482,3 +482,37 @@ fn host_reads_wait_behind_garbage_collection() {
     let (q99, b99) = (quiet.quantile_us(0.99), busy.quantile_us(0.99));
     assert!(b99 > 2.0 * q99, "read p99 {q99} us quiet, {b99} us under writes and GC");
 }
+
+#[test]
+fn zrwa_overwrites_cost_the_buffer_and_commits_program() {
+    use crate::zns::ZrwaGeometry;
+    use zns_spec::command::ZoneSend;
+    let mut p = zn540();
+    let zrwa =
+        ZrwaGeometry { size: 256, flush_granularity: 16, resources: 4, explicit_flush: true };
+    p.namespaces[0].zrwa = Some(zrwa);
+    let mut b = Bench::new(&p).unwrap();
+    let chunk = b.blocks(128 << 10);
+    let total = b.blocks(256 << 20) / chunk;
+    let open = |b: &mut Bench, z: u64| b.latency_us(ZoneSend::open_zrwa(1, z).to_entry());
+    // 256 MiB of overwrites inside one window: nothing reaches the dies.
+    let z = b.zone(5);
+    open(&mut b, z);
+    let window = b.stream(1, 8, total, 64, |_, i| Bench::write(z + (i % 8) * chunk, chunk));
+    assert_eq!(window.errors, 0);
+    b.idle(1_000_000_000);
+    // The same through an ordinary zone: bound by programming.
+    let y = b.zone(9);
+    let plain = b.stream(1, 8, total, 64, |_, i| Bench::write(y + i * chunk, chunk));
+    assert_eq!(plain.errors, 0);
+    assert!(window.iops() > 1.5 * plain.iops(), "{} vs {}", window.iops(), plain.iops());
+    b.idle(1_000_000_000);
+    // Sequential writes through a ZRWA commit as they go: programmed like
+    // ordinary writes.
+    let x = b.zone(13);
+    open(&mut b, x);
+    let through = b.stream(1, 8, total, 64, |_, i| Bench::write(x + i * chunk, chunk));
+    assert_eq!(through.errors, 0);
+    let ratio = through.iops() / plain.iops();
+    assert!((0.8..1.25).contains(&ratio), "{} vs {}", through.iops(), plain.iops());
+}

@@ -6,7 +6,9 @@
 //! up to the end of that write; a zone that becomes Full (filled, finished,
 //! excursion) is durable, and so are zone management changes and
 //! controller-initiated ones. A power cut may lose any suffix of a zone's
-//! undurable blocks.
+//! undurable blocks. Blocks a zone random write area holds uncommitted are
+//! never durable: a power cut loses all of them and the ZRWA itself (a
+//! power-on image has no ZRWA); committed ones are durable.
 //!
 //! Image format (all integers little-endian):
 //!
@@ -95,7 +97,8 @@ impl Zones {
     ///
     /// Every zone with undurable blocks keeps a uniformly random prefix of
     /// them: its write pointer rolls back to a point in `[durable, current]`
-    /// (a multi-block write may be torn). Then the power-on rules apply:
+    /// (a multi-block write may be torn). What a zone random write area
+    /// holds uncommitted is lost, and the ZRWA is released. Then the power-on rules apply:
     /// open and closed zones come back Closed, or Empty when nothing is
     /// written and no descriptor extension is valid; the resource counts are
     /// recounted and the Changed Zone List (volatile) is cleared.
@@ -107,14 +110,17 @@ impl Zones {
         let mut dropped = Vec::new();
         for m in self.zones.iter() {
             let mut z = m.lock();
-            if z.durable_wp < z.wp {
+            let top = z.visible_end();
+            if z.durable_wp < top {
                 let keep = rng.gen_range(z.durable_wp..=z.wp);
-                if keep < z.wp {
-                    dropped.push((keep, z.wp - keep));
+                if keep < top {
+                    dropped.push((keep, top - keep));
                 }
                 z.wp = keep;
             }
             z.durable_wp = z.wp;
+            z.window_end = z.wp;
+            z.attrs.0 &= !ZoneAttributes::ZRWA_VALID;
             let state = z.power_on_state();
             if state == ZoneState::Empty {
                 z.clear();
@@ -158,6 +164,7 @@ impl Zones {
         for m in self.zones.iter() {
             let mut z: Zone = m.lock().clone();
             z.wp = z.durable_wp;
+            z.attrs.0 &= !ZoneAttributes::ZRWA_VALID;
             let state = z.power_on_state();
             if state == ZoneState::Empty {
                 z.clear();
@@ -224,6 +231,9 @@ impl Zones {
             }
             if attrs.0 & !KNOWN_ATTRIBUTES != 0 {
                 return Err(bad("unknown attribute bits"));
+            }
+            if attrs.has(ZoneAttributes::ZRWA_VALID) {
+                return Err(bad("zone random write area in a power-on image"));
             }
             if written > g.zone_capacity {
                 return Err(bad("write pointer past the zone capacity"));

@@ -32,6 +32,55 @@ pub struct ZoneGeometry {
     pub descriptor_extension_bytes: usize,
     /// Read Across Zone Boundaries (OZCS.RAZB): a read may span zones.
     pub read_across_boundaries: bool,
+    /// Zone Random Write Areas (OZCS.ZRWASUP); `None` when not supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zrwa: Option<ZrwaGeometry>,
+}
+
+/// The Zone Random Write Areas of a zoned namespace (ZNS Identify
+/// Namespace ZRWASZ, ZRWAFG, NUMZRWA and ZRWACAP).
+///
+/// A zone opened with ZRWA Allocate accepts writes anywhere in
+/// `[WP, WP + size)`, overwrites included; the write pointer moves only
+/// when blocks are committed, in whole `flush_granularity` units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZrwaGeometry {
+    /// ZRWASZ: blocks in one zone random write area, a multiple of the
+    /// flush granularity, at most 65535.
+    pub size: u64,
+    /// ZRWAFG: the commit unit in blocks, at least 1.
+    pub flush_granularity: u64,
+    /// NUMZRWA as a count: how many zones may hold a ZRWA at once, at
+    /// least 1.
+    pub resources: u32,
+    /// ZRWACAP bit 0: the host may commit with Flush Explicit ZRWA Range.
+    #[serde(default = "default_true")]
+    pub explicit_flush: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl ZrwaGeometry {
+    /// Checks the shape: a non-zero granularity dividing a size the
+    /// Identify fields can express, and at least one resource.
+    pub fn validate(&self) -> Result<(), GeometryError> {
+        let bad = self.flush_granularity == 0
+            || self.size == 0
+            || self.size > u64::from(u16::MAX)
+            || !self.size.is_multiple_of(self.flush_granularity)
+            || self.resources == 0;
+        if bad {
+            return Err(GeometryError::Zrwa {
+                size: self.size,
+                flush_granularity: self.flush_granularity,
+                resources: self.resources,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A geometry that cannot describe a zoned namespace.
@@ -73,6 +122,19 @@ pub enum GeometryError {
     /// The descriptor extension size is not a multiple of 64 or too large.
     #[error("descriptor extension size {0} must be a multiple of 64, at most 16320")]
     ExtensionSize(usize),
+    /// A zone random write area shape Identify cannot describe.
+    #[error(
+        "ZRWA of {size} blocks, flush granularity {flush_granularity}, {resources} resources: \
+         the size must be a multiple of the granularity in 1..=65535, and resources at least 1"
+    )]
+    Zrwa {
+        /// ZRWASZ given.
+        size: u64,
+        /// ZRWAFG given.
+        flush_granularity: u64,
+        /// Resources given.
+        resources: u32,
+    },
 }
 
 impl ZoneGeometry {
@@ -108,6 +170,9 @@ impl ZoneGeometry {
             || self.descriptor_extension_bytes > MAX_DESCRIPTOR_EXTENSION_BYTES
         {
             return Err(GeometryError::ExtensionSize(self.descriptor_extension_bytes));
+        }
+        if let Some(z) = &self.zrwa {
+            z.validate()?;
         }
         Ok(())
     }

@@ -21,6 +21,12 @@ pub struct WriteOutcome {
     pub closed_by_controller: Option<u64>,
     /// The zone reached its capacity and is now Full.
     pub filled: bool,
+    /// `Some((lba, blocks))` when the write went into a zone random write
+    /// area: the blocks it committed implicitly (it reached past the
+    /// window), from `lba` (the old write pointer); `blocks` is 0 when it
+    /// stayed inside the window. `None` outside a ZRWA, where the write
+    /// pointer moves past the blocks written.
+    pub zrwa_commit: Option<(u64, u64)>,
 }
 
 /// Where a write-type command puts its data.
@@ -57,6 +63,15 @@ impl Zones {
     /// pointer checks. A crossing write to a Full zone thus completes with
     /// Zone Is Full there and Zone Boundary Error here; the status is the
     /// same whenever only one rule is broken.
+    ///
+    /// In a zone with a random write area (ZRWAV) the write may start
+    /// anywhere from the write pointer and end at most two windows past it
+    /// (`WP + 2 × ZRWASZ`, as QEMU allows), else Zone Invalid Write. Blocks
+    /// in the window may be written again. A write ending past the window
+    /// `[WP, WP + ZRWASZ)` commits implicitly: the write pointer moves by
+    /// the whole flush granularity units that bring the write's end back
+    /// into the window ([`WriteOutcome::committed`]). Committed blocks are
+    /// durable; uncommitted ones are readable and lost at a power cut.
     pub fn write<E>(
         &self,
         slba: u64,
@@ -98,7 +113,9 @@ impl Zones {
     /// Append Size Limit in blocks, already resolved from ZASL or MDTS by
     /// the caller; `u64::MAX` for none); then the write checks of
     /// [`Zones::write`] at the zone's write pointer. `data` receives the
-    /// assigned LBA, which [`WriteOutcome::lba`] also returns.
+    /// assigned LBA, which [`WriteOutcome::lba`] also returns. A zone with a
+    /// random write area refuses appends with Invalid Zone Operation
+    /// Request, checked first once the zone is locked.
     pub fn append<E>(
         &self,
         zslba: u64,
@@ -140,13 +157,15 @@ impl Zones {
         let cap_end = zslba + g.zone_capacity;
 
         // Fast path: the zone is open and stays open; only its lock is needed.
+        // (A ZRWA commit never reaches the end of the write, so a write
+        // ending short of the capacity leaves a ZRWA zone open too.)
         {
             let mut z = self.lock(index);
             let slba = resolve(target, &z);
-            check_zone_write(&z, slba, blocks, cap_end)?;
+            self.check_zone_write(&z, target, slba, blocks, cap_end)?;
             if z.state.is_open() && slba + blocks < cap_end {
                 data(slba).map_err(ZoneError::Data)?;
-                z.wp = slba + blocks;
+                let zrwa_commit = self.advance(&mut z, slba, blocks, cap_end);
                 if fua {
                     z.durable_wp = z.wp;
                 }
@@ -156,6 +175,7 @@ impl Zones {
                     opened: false,
                     closed_by_controller: None,
                     filled: false,
+                    zrwa_commit,
                 });
             }
         }
@@ -165,7 +185,7 @@ impl Zones {
         let mut res = self.resources.lock();
         let mut z = self.lock(index);
         let slba = resolve(target, &z);
-        check_zone_write(&z, slba, blocks, cap_end)?;
+        self.check_zone_write(&z, target, slba, blocks, cap_end)?;
         let victim = match z.state {
             ZoneState::Empty => res.plan_open(g, true)?,
             ZoneState::Closed => res.plan_open(g, false)?,
@@ -179,6 +199,7 @@ impl Zones {
             opened: !z.state.is_open(),
             closed_by_controller: None,
             filled: false,
+            zrwa_commit: None,
         };
         if let Some(v) = victim {
             // We hold the resources lock: taking a second zone lock is allowed.
@@ -191,7 +212,7 @@ impl Zones {
         if outcome.opened {
             res.transition(index, &mut z, ZoneState::ImplicitlyOpen);
         }
-        z.wp = slba + blocks;
+        outcome.zrwa_commit = self.advance(&mut z, slba, blocks, cap_end);
         if fua {
             z.durable_wp = z.wp;
         }
@@ -259,7 +280,7 @@ impl Zones {
             let zs = g.zone_start(index);
             let lo = slba.max(zs);
             let hi = end.min(zs + g.zone_size);
-            let wp = extents.get(k).clamp(lo, hi);
+            let wp = extents.get(k).clamp(lo, hi); // the visible end
             push(lo, wp - lo, true);
             push(wp, hi - wp, false);
         }
@@ -278,22 +299,63 @@ fn resolve(target: Target, zone: &Zone) -> u64 {
     }
 }
 
-/// The per-zone write checks, in QEMU's order (state, write pointer, zone
-/// capacity). The caller checked the namespace range and the zone size.
-fn check_zone_write(zone: &Zone, slba: u64, blocks: u64, cap_end: u64) -> Result<(), StatusCode> {
-    match zone.state {
-        ZoneState::Full => return Err(StatusCode::ZoneIsFull),
-        ZoneState::ReadOnly => return Err(StatusCode::ZoneIsReadOnly),
-        ZoneState::Offline => return Err(StatusCode::ZoneIsOffline),
-        _ => {}
+impl Zones {
+    /// The per-zone write checks, in QEMU's order (Zone Append to a ZRWA
+    /// zone, state, write pointer or window, zone capacity). The caller
+    /// checked the namespace range and the zone size.
+    fn check_zone_write(
+        &self,
+        zone: &Zone,
+        target: Target,
+        slba: u64,
+        blocks: u64,
+        cap_end: u64,
+    ) -> Result<(), StatusCode> {
+        if matches!(target, Target::Append(_)) && zone.has_zrwa() {
+            return Err(StatusCode::InvalidZoneOperationRequest);
+        }
+        match zone.state {
+            ZoneState::Full => return Err(StatusCode::ZoneIsFull),
+            ZoneState::ReadOnly => return Err(StatusCode::ZoneIsReadOnly),
+            ZoneState::Offline => return Err(StatusCode::ZoneIsOffline),
+            _ => {}
+        }
+        let in_place = match self.geometry.zrwa {
+            Some(w) if zone.has_zrwa() => slba >= zone.wp && slba + blocks <= zone.wp + 2 * w.size,
+            _ => slba == zone.wp,
+        };
+        if !in_place {
+            return Err(StatusCode::ZoneInvalidWrite);
+        }
+        if slba + blocks > cap_end {
+            return Err(StatusCode::ZoneBoundaryError);
+        }
+        Ok(())
     }
-    if slba != zone.wp {
-        return Err(StatusCode::ZoneInvalidWrite);
+
+    /// Moves the write pointer after `blocks` blocks were stored at `slba`:
+    /// past them, or in a ZRWA zone by the implicit commit the write causes.
+    /// Returns what a ZRWA zone committed implicitly (see
+    /// [`WriteOutcome::zrwa_commit`]). A ZRWA commit stops short of
+    /// `slba + blocks` (the granularity divides the window), so it never
+    /// passes what was written.
+    fn advance(&self, z: &mut Zone, slba: u64, blocks: u64, cap_end: u64) -> Option<(u64, u64)> {
+        let end = slba + blocks;
+        let Some(w) = self.geometry.zrwa.filter(|_| z.has_zrwa()) else {
+            z.wp = end;
+            return None;
+        };
+        z.window_end = z.window_end.max(end);
+        let (from, window) = (z.wp, z.wp + w.size);
+        if end <= window {
+            return Some((from, 0));
+        }
+        let units = (end - window).div_ceil(w.flush_granularity);
+        let committed = (units * w.flush_granularity).min(cap_end - z.wp);
+        z.wp += committed;
+        z.durable_wp = z.wp;
+        Some((from, committed))
     }
-    if slba + blocks > cap_end {
-        return Err(StatusCode::ZoneBoundaryError);
-    }
-    Ok(())
 }
 
 /// Makes a zone Full (by filling or by Finish): releases its resources and

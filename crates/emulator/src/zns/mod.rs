@@ -20,7 +20,8 @@
 //!   implicitly opened zone when open resources run out.
 //! * Zone Management Send ([`Zones::send`], [`Zones::send_raw`]): Close,
 //!   Finish, Open, Reset, Offline and Set Zone Descriptor Extension, each
-//!   with Select All. Zone Random Write Areas are not supported.
+//!   with Select All; Open with ZRWA Allocate and Flush Explicit ZRWA Range
+//!   when the geometry has zone random write areas ([`ZrwaGeometry`]).
 //! * Zone Management Receive ([`Zones::report`]): Report Zones and Extended
 //!   Report Zones with every filter and Partial Report.
 //! * Durability ([`Zones::flush`], FUA, [`Zones::power_cut`],
@@ -76,7 +77,7 @@ use parking_lot::{Mutex, MutexGuard};
 use zns_spec::{StatusCode, ZoneDescriptor, ZoneState};
 
 pub use durable::DurableError;
-pub use geometry::{GeometryError, ZoneGeometry, MAX_DESCRIPTOR_EXTENSION_BYTES};
+pub use geometry::{GeometryError, ZoneGeometry, ZrwaGeometry, MAX_DESCRIPTOR_EXTENSION_BYTES};
 pub use io::WriteOutcome;
 pub use send::SendOutcome;
 pub use zone::ZoneInfo;
@@ -217,6 +218,11 @@ impl Zones {
         self.resources.lock().active
     }
 
+    /// Zones holding a zone random write area.
+    pub fn zrwa_zones(&self) -> u32 {
+        self.resources.lock().zrwa
+    }
+
     /// Implicitly opened zones, oldest first: the order in which the
     /// controller closes them to free open resources.
     pub fn implicitly_opened(&self) -> Vec<u32> {
@@ -230,7 +236,7 @@ impl Zones {
     pub fn check_invariants(&self) -> Result<(), String> {
         let res = self.resources.lock();
         let g = &self.geometry;
-        let (mut open, mut active) = (0u32, 0u32);
+        let (mut open, mut active, mut zrwa) = (0u32, 0u32, 0u32);
         let mut implicit = Vec::new();
         for (i, m) in self.zones.iter().enumerate() {
             let z = m.lock();
@@ -244,6 +250,18 @@ impl Zones {
             }
             if z.state == ZoneState::ImplicitlyOpen {
                 implicit.push(i as u32);
+            }
+            if z.has_zrwa() {
+                zrwa += 1;
+                let size = g.zrwa.map_or(0, |w| w.size);
+                if !z.state.is_active() {
+                    return Err(what("ZRWA on a zone that is not active"));
+                }
+                if z.window_end > (z.wp + size).min(end) {
+                    return Err(what("ZRWA blocks past the window or the capacity"));
+                }
+            } else if z.window_end > z.wp {
+                return Err(what("uncommitted blocks without a ZRWA"));
             }
             if z.wp < z.start || z.wp > end {
                 return Err(what("write pointer outside the zone capacity"));
@@ -274,6 +292,9 @@ impl Zones {
             if !z.has_extension() && z.ext.iter().any(|&b| b != 0) {
                 return Err(what("extension bytes without ZDEV"));
             }
+        }
+        if zrwa != res.zrwa || g.zrwa.map_or(zrwa > 0, |w| zrwa > w.resources) {
+            return Err(format!("counts say {} ZRWAs, zones hold {zrwa}", res.zrwa));
         }
         if open != res.open || active != res.active {
             return Err(format!(
@@ -348,7 +369,7 @@ impl ZoneCell {
         if zone.state == ZoneState::Offline {
             OFFLINE_VIEW
         } else {
-            zone.wp
+            zone.visible_end()
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use zns_spec::{StatusCode, ZoneState};
+use zns_spec::{StatusCode, ZoneAttributes, ZoneState};
 
 use super::geometry::ZoneGeometry;
 use super::zone::Zone;
@@ -22,6 +22,8 @@ pub(crate) struct Resources {
     pub open: u32,
     /// Zones in ZSIO, ZSEO or ZSC.
     pub active: u32,
+    /// Zones holding a zone random write area (attribute ZRWAV).
+    pub zrwa: u32,
     /// Implicitly opened zones in the order they were opened; the front is
     /// the one the controller closes first when it needs an open resource.
     pub implicit: VecDeque<u32>,
@@ -55,7 +57,37 @@ impl Resources {
         if to == ZoneState::ImplicitlyOpen {
             self.implicit.push_back(index);
         }
+        if !to.is_active() {
+            self.release_zrwa(zone);
+        }
         zone.state = to;
+    }
+
+    /// Gives up the zone's random write area, if it has one: the blocks it
+    /// holds become part of the written extent (Finish, Read Only, and the
+    /// callers of Reset and Offline then clear the zone).
+    fn release_zrwa(&mut self, zone: &mut Zone) {
+        if zone.has_zrwa() {
+            zone.attrs.0 &= !ZoneAttributes::ZRWA_VALID;
+            zone.wp = zone.visible_end();
+            self.zrwa -= 1;
+        }
+    }
+
+    /// Allocates a zone random write area to an open zone (Open Zone with
+    /// ZRWA Allocate). A zone that has one keeps it. Errors: ZRWA Resources
+    /// Unavailable when all `limit` are in use.
+    pub fn allocate_zrwa(&mut self, zone: &mut Zone, limit: u32) -> Result<(), StatusCode> {
+        if zone.has_zrwa() {
+            return Ok(());
+        }
+        if self.zrwa >= limit {
+            return Err(StatusCode::ZrwaResourcesUnavailable);
+        }
+        self.zrwa += 1;
+        zone.attrs.0 |= ZoneAttributes::ZRWA_VALID;
+        zone.window_end = zone.wp;
+        Ok(())
     }
 
     /// Decides whether a zone may be opened now.

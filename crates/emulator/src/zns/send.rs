@@ -14,8 +14,13 @@ pub struct SendOutcome {
     /// Zones that changed state, in zone order.
     pub transitioned: Vec<u32>,
     /// `(lba, blocks)` ranges whose media may be deallocated: whole zones
-    /// that were reset or taken offline. Nothing reads them any more.
+    /// that were reset or taken offline, and the unwritten rest of a zone
+    /// that got a zone random write area (so that blocks of its window it
+    /// commits unwritten read as zeros, whatever an earlier life of the
+    /// device left there). Nothing reads them any more.
     pub released: Vec<(u64, u64)>,
+    /// Blocks a Flush Explicit ZRWA Range committed (0 for other actions).
+    pub committed: u64,
 }
 
 impl Zones {
@@ -30,8 +35,11 @@ impl Zones {
     /// Field in Command.
     ///
     /// `extension` is the data of Set Zone Descriptor Extension (exactly
-    /// ZDES × 64 bytes) and ignored otherwise. Zone Random Write Area
-    /// actions are not supported (Invalid Field in Command).
+    /// ZDES × 64 bytes) and ignored otherwise.
+    ///
+    /// Flush Explicit ZRWA Range takes the last LBA to commit in `slba`
+    /// (any LBA of the zone); see [`Zones::send_raw`] for its rules and for
+    /// Open Zone with ZRWA Allocate.
     ///
     /// Every change is durable at once.
     pub fn send(
@@ -49,8 +57,25 @@ impl Zones {
 
     /// Zone Management Send from the raw command fields: `zsa` (CDW13 bits
     /// 7:0), Select All (bit 8) and ZRWA Allocate (bit 9). A reserved action
-    /// is Invalid Field in Command, and so is ZRWA Allocate with Open (Zone
-    /// Random Write Areas are not supported); otherwise as [`Zones::send`].
+    /// is Invalid Field in Command; otherwise as [`Zones::send`].
+    ///
+    /// Open Zone with ZRWA Allocate: Invalid Zone Operation Request when the
+    /// namespace has no zone random write areas; Invalid Field in Command
+    /// with Select All; ZRWA Resources Unavailable when the write pointer is
+    /// not a multiple of the flush granularity from the zone start, then
+    /// the checks of an Open (Too Many Active / Open Zones), then ZRWA
+    /// Resources Unavailable when every ZRWA is taken. An open zone that
+    /// already has one keeps it.
+    ///
+    /// Flush Explicit ZRWA Range (`slba` = last LBA to commit): Invalid Field
+    /// in Command with Select All; Invalid Zone Operation Request without
+    /// ZRWA support; Invalid Field in Command when explicit flushes are not
+    /// supported or the zone has no ZRWA; Zone Boundary Error when `slba`
+    /// lies before the write pointer, at or past the window's end or the
+    /// zone capacity; Invalid Field in Command unless the range is whole
+    /// flush granularity units. A Closed zone is opened implicitly (open
+    /// resources as for a write). The write pointer moves past `slba`; the
+    /// committed blocks are durable; at the capacity the zone is Full.
     pub fn send_raw(
         &self,
         slba: u64,
@@ -76,8 +101,14 @@ impl Zones {
     ) -> Result<SendOutcome, StatusCode> {
         let g = &self.geometry;
         match action {
-            ZoneSendAction::FlushZrwa => return Err(StatusCode::InvalidField),
-            ZoneSendAction::Open if zrwa_allocate => return Err(StatusCode::InvalidField),
+            ZoneSendAction::FlushZrwa if select_all => return Err(StatusCode::InvalidField),
+            ZoneSendAction::FlushZrwa => return self.flush_zrwa(slba),
+            ZoneSendAction::Open if zrwa_allocate && g.zrwa.is_none() => {
+                return Err(StatusCode::InvalidZoneOperationRequest)
+            }
+            ZoneSendAction::Open if zrwa_allocate && select_all => {
+                return Err(StatusCode::InvalidField)
+            }
             ZoneSendAction::SetDescriptorExtension
                 if select_all || g.descriptor_extension_bytes == 0 =>
             {
@@ -108,7 +139,11 @@ impl Zones {
             Some(index) => {
                 let mut z = self.lock(index);
                 let before = z.state;
-                self.apply(&mut res, index, &mut z, action, ext, &mut out)?;
+                if zrwa_allocate && action == ZoneSendAction::Open {
+                    self.open_zrwa(&mut res, index, &mut z, &mut out)?;
+                } else {
+                    self.apply(&mut res, index, &mut z, action, ext, &mut out)?;
+                }
                 if z.state != before {
                     out.transitioned.push(index);
                 }
@@ -134,6 +169,86 @@ impl Zones {
                     out.transitioned.push(index);
                 }
             }
+        }
+        Ok(out)
+    }
+
+    /// Open Zone with ZRWA Allocate on one zone; the caller holds the
+    /// resources lock and the zone's lock and checked ZRWA support.
+    fn open_zrwa(
+        &self,
+        res: &mut Resources,
+        index: u32,
+        z: &mut Zone,
+        out: &mut SendOutcome,
+    ) -> Result<(), StatusCode> {
+        let w = self.geometry.zrwa.expect("checked by the caller");
+        if !(z.wp - z.start).is_multiple_of(w.flush_granularity) {
+            return Err(StatusCode::ZrwaResourcesUnavailable);
+        }
+        // The checks of an Open first, then the ZRWA resource; nothing
+        // changes unless all pass.
+        match z.state {
+            ZoneState::Empty | ZoneState::Closed => {
+                res.plan_open(&self.geometry, z.state == ZoneState::Empty)?;
+            }
+            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen => {}
+            _ => return Err(StatusCode::InvalidZoneStateTransition),
+        }
+        if !z.has_zrwa() && res.zrwa >= w.resources {
+            return Err(StatusCode::ZrwaResourcesUnavailable);
+        }
+        self.apply(res, index, z, ZoneSendAction::Open, None, out)?;
+        if !z.has_zrwa() {
+            res.allocate_zrwa(z, w.resources)?;
+            let end = z.start + self.geometry.zone_size;
+            if z.wp < end {
+                out.released.push((z.wp, end - z.wp));
+            }
+        }
+        Ok(())
+    }
+
+    /// Flush Explicit ZRWA Range: commits the window of the zone holding
+    /// `elba` up to and including `elba` (rules at [`Zones::send_raw`]).
+    fn flush_zrwa(&self, elba: u64) -> Result<SendOutcome, StatusCode> {
+        let g = &self.geometry;
+        let Some(w) = g.zrwa else { return Err(StatusCode::InvalidZoneOperationRequest) };
+        if !w.explicit_flush {
+            return Err(StatusCode::InvalidField);
+        }
+        let index = (elba / g.zone_size) as u32;
+        let mut res = self.resources.lock();
+        let mut z = self.lock(index);
+        if !z.has_zrwa() {
+            return Err(StatusCode::InvalidField);
+        }
+        let cap_end = z.start + g.zone_capacity;
+        if elba < z.wp || elba >= z.wp + w.size || elba >= cap_end {
+            return Err(StatusCode::ZoneBoundaryError);
+        }
+        let blocks = elba + 1 - z.wp;
+        if !blocks.is_multiple_of(w.flush_granularity) {
+            return Err(StatusCode::InvalidField);
+        }
+        let mut out = SendOutcome::default();
+        let before = z.state;
+        if z.state == ZoneState::Closed {
+            if let Some(v) = res.plan_open(g, false)? {
+                let mut vz = self.lock(v);
+                res.transition(v, &mut vz, ZoneState::Closed);
+                tracing::debug!(zone = v, "controller closed implicitly opened zone");
+            }
+            res.transition(index, &mut z, ZoneState::ImplicitlyOpen);
+        }
+        z.wp = elba + 1;
+        z.durable_wp = z.wp;
+        out.committed = blocks;
+        if z.wp == cap_end {
+            enter_full(&mut res, index, &mut z);
+        }
+        if z.state != before {
+            out.transitioned.push(index);
         }
         Ok(out)
     }

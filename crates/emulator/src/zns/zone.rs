@@ -6,6 +6,7 @@ use zns_spec::{ZoneAttributes, ZoneDescriptor, ZoneState, ZoneType};
 pub(crate) const KNOWN_ATTRIBUTES: u8 = ZoneAttributes::FINISHED_BY_CONTROLLER
     | ZoneAttributes::FINISH_RECOMMENDED
     | ZoneAttributes::RESET_RECOMMENDED
+    | ZoneAttributes::ZRWA_VALID
     | ZoneAttributes::EXTENSION_VALID;
 
 /// One zone: state, write pointer, attributes, extension and how much of
@@ -15,7 +16,12 @@ pub(crate) const KNOWN_ATTRIBUTES: u8 = ZoneAttributes::FINISHED_BY_CONTROLLER
 /// block). It is kept in every state, including Full and Read Only where
 /// the descriptor reports the write pointer as invalid, because reads use
 /// it to decide which blocks are visible: blocks at or past `wp` read as
-/// zeros.
+/// zeros, except those a zone random write area holds below `window_end`.
+///
+/// With a ZRWA (attribute ZRWAV) `wp` is the committed write pointer the
+/// descriptor reports, and `window_end` one past the highest block written
+/// into the window and not yet committed. Without pending window blocks
+/// `window_end <= wp` (it is then meaningless).
 #[derive(Debug, Clone)]
 pub(crate) struct Zone {
     /// ZSLBA (immutable).
@@ -26,6 +32,10 @@ pub(crate) struct Zone {
     pub wp: u64,
     /// Everything below this LBA survives a power cut.
     pub durable_wp: u64,
+    /// One past the highest block written into the zone random write area
+    /// (blocks from `wp` to here are readable but not committed); at most
+    /// `wp` when nothing is pending.
+    pub window_end: u64,
     /// Zone attributes (ZFC, FZR, RZR, ZDEV).
     pub attrs: ZoneAttributes,
     /// Zone descriptor extension; meaningful while ZDEV is set, all zeros
@@ -41,6 +51,7 @@ impl Zone {
             state: ZoneState::Empty,
             wp: start,
             durable_wp: start,
+            window_end: start,
             attrs: ZoneAttributes::default(),
             ext: vec![0; ext_bytes].into_boxed_slice(),
         }
@@ -51,8 +62,20 @@ impl Zone {
     pub fn clear(&mut self) {
         self.wp = self.start;
         self.durable_wp = self.start;
+        self.window_end = self.start;
         self.attrs = ZoneAttributes::default();
         self.ext.fill(0);
+    }
+
+    /// True when the zone holds a zone random write area (ZRWAV).
+    pub fn has_zrwa(&self) -> bool {
+        self.attrs.has(ZoneAttributes::ZRWA_VALID)
+    }
+
+    /// One past the last readable block: the write pointer, or the end of
+    /// what the zone random write area holds beyond it.
+    pub fn visible_end(&self) -> u64 {
+        self.wp.max(self.window_end)
     }
 
     /// True when the zone descriptor extension is valid.
@@ -99,6 +122,7 @@ impl Zone {
             start: self.start,
             state: self.state,
             written_extent: self.wp,
+            window_end: self.visible_end(),
             durable_extent: self.durable_wp,
             attrs: self.attrs,
         }
@@ -117,6 +141,9 @@ pub struct ZoneInfo {
     /// One past the last written block, kept in every state (the write
     /// pointer while it is valid). Blocks from here on read as zeros.
     pub written_extent: u64,
+    /// One past the last readable block: `written_extent`, or beyond it
+    /// the end of the uncommitted blocks a zone random write area holds.
+    pub window_end: u64,
     /// One past the last block that survives a power cut.
     pub durable_extent: u64,
     /// Zone attributes.

@@ -89,6 +89,8 @@ impl Cmd {
             ZoneOp::Copy { ranges, dest } => {
                 format!("copy of {} ranges to LBA {dest}", ranges.len())
             }
+            ZoneOp::OpenZrwa { zslba } => format!("open zone at LBA {zslba} with a ZRWA"),
+            ZoneOp::CommitZrwa { lba } => format!("ZRWA commit up to LBA {lba}"),
         }
     }
 }

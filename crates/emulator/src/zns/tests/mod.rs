@@ -9,6 +9,7 @@ mod model;
 mod scenarios;
 mod table;
 mod threads;
+mod zrwa;
 
 /// A geometry for tests.
 pub(super) fn geo(
@@ -28,6 +29,7 @@ pub(super) fn geo(
         max_active,
         descriptor_extension_bytes: ext,
         read_across_boundaries: razb,
+        zrwa: None,
     }
 }
 

@@ -201,8 +201,12 @@ impl Model {
         if !all && slba >= self.nsze() {
             return Err(LbaOutOfRange);
         }
-        if !matches!(zsa, 1..=5 | 0x10 | 0x11) || zsa == 0x11 || (zsa == 3 && zrwaa) {
+        if !matches!(zsa, 1..=5 | 0x10 | 0x11) || zsa == 0x11 && all {
             return Err(InvalidField);
+        }
+        // This geometry has no zone random write areas.
+        if zsa == 0x11 || (zsa == 3 && zrwaa) {
+            return Err(InvalidZoneOperationRequest);
         }
         let exts = self.g.descriptor_extension_bytes;
         if zsa == 0x10 && (all || exts == 0) {

@@ -313,7 +313,8 @@ fn variant_cells() -> Vec<Case> {
         case("Open / ZSIO at MOR needs nothing", &with(&zsio3, &[(2, ZSEO, 1)]), open, Expect::Ok, (ZSEO, 3), (2, 2))
             .others(&[(2, ZSEO)]),
         case("Open / ZSEO with nothing written", &[(T, ZSEO, 0)], open, Expect::Ok, (ZSEO, 0), (1, 1)),
-        case("Open / ZRWA allocate unsupported", &[], Op::Raw(S, 0x03, false, true), st(InvalidField), (ZSE, 0), (0, 0)),
+        case("Open / ZRWA allocate unsupported", &[], Op::Raw(S, 0x03, false, true), st(InvalidZoneOperationRequest), (ZSE, 0), (0, 0)),
+        case("Close / ZRWA allocate bit ignored", &zsio3, Op::Raw(S, 0x01, false, true), Expect::Ok, (ZSC, 3), (0, 1)),
         case("Open / SLBA not a zone start", &[], Op::Send(S + 1, ZoneSendAction::Open, false), st(InvalidField), (ZSE, 0), (0, 0)),
         case("Open / SLBA out of range", &[], Op::Send(72, ZoneSendAction::Open, false), st(LbaOutOfRange), (ZSE, 0), (0, 0)),
         case("Open / SLBA out of range beats reserved action", &[], Op::Raw(72, 0x07, false, false), st(LbaOutOfRange), (ZSE, 0), (0, 0)),
@@ -324,7 +325,7 @@ fn variant_cells() -> Vec<Case> {
         case("Finish / ZSE needs no resources", &three_zsc, Op::Send(S, ZoneSendAction::Finish, false), Expect::Ok, (ZSF, 0), (0, 3)),
         // --- Reset / Offline / ZRWA / reserved.
         case("Reset / SLBA mid-zone", &zsio3, Op::Send(S + 1, ZoneSendAction::Reset, false), st(InvalidField), (ZSIO, 3), (1, 1)),
-        case("Flush ZRWA / unsupported", &zsio3, Op::Raw(S + 3, 0x11, false, false), st(InvalidField), (ZSIO, 3), (1, 1)),
+        case("Flush ZRWA / unsupported", &zsio3, Op::Raw(S + 3, 0x11, false, false), st(InvalidZoneOperationRequest), (ZSIO, 3), (1, 1)),
         case("Flush ZRWA / unsupported, Select All", &zsio3, Op::Raw(0, 0x11, true, false), st(InvalidField), (ZSIO, 3), (1, 1)),
         case("Reserved action", &zsio3, Op::Raw(S, 0x06, false, false), st(InvalidField), (ZSIO, 3), (1, 1)),
         // --- Set Zone Descriptor Extension.
