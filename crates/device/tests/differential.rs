@@ -52,7 +52,7 @@ fn pair(peer_q: Box<dyn ZoneQueue>, info: &DeviceInfo) -> (Side, Side) {
 
 #[test]
 fn an_emulated_device_agrees_with_its_reference() {
-    for uri in ["emu:tiny", "emu:small"] {
+    for uri in ["emu:tiny", "emu:small", "emu:tiny,zrwa=16/4/2"] {
         let dev = zns_device::open(uri).unwrap();
         let (mut peer, mut ours) = pair(dev.queue(4).unwrap(), dev.info());
         let g = run::geometry(peer.q.as_ref(), ours.q.as_ref()).unwrap();
@@ -78,6 +78,15 @@ fn an_emulated_device_agrees_with_its_reference() {
                 assert!(t.by_status.contains_key(status), "{status} never seen: {:?}", t.by_status);
             }
         }
+        if uri.contains("zrwa") {
+            // ZRWA opens, window writes and commits, and their refusals.
+            for kind in ["zone open with ZRWA", "ZRWA commit"] {
+                assert!(t.by_kind.get(kind).is_some_and(|&n| n > 20), "{kind}: {:?}", t.by_kind);
+            }
+            for status in ["ZRWA Resources Unavailable", "Invalid Zone Operation Request"] {
+                assert!(t.by_status.contains_key(status), "{status} never seen: {:?}", t.by_status);
+            }
+        }
     }
 }
 
@@ -92,6 +101,12 @@ fn the_reference_profile_copies_the_geometry() {
     let (a, b) = (dev.info(), r.info());
     assert_eq!((a.mdts_bytes, a.zasl_bytes), (b.mdts_bytes, b.zasl_bytes));
     assert_eq!(a.capabilities.extension_bytes, b.capabilities.extension_bytes);
+    assert!(b.capabilities.zrwa.is_none());
+    // Zone random write areas are copied too.
+    let dev = zns_device::open("emu:small,zrwa=64/8/3").unwrap();
+    let r = reference::open(dev.info()).unwrap();
+    assert_eq!(r.info().capabilities.zrwa, dev.info().capabilities.zrwa);
+    assert!(r.info().capabilities.zrwa.is_some());
 }
 
 /// A queue that reports Zone Append LBAs one block too far: the kind of
@@ -169,6 +184,7 @@ fn geometry() -> generate::Geometry {
         max_open: Some(2),
         max_active: Some(3),
         write_zeroes: true,
+        zrwa: Some((16, 4)),
     }
 }
 
@@ -269,4 +285,64 @@ fn divergences_match_exactly_what_they_describe() {
     let inside =
         generate::Cmd { op: ZoneOp::Write { lba: 40, fua: false }, bytes: 4 * 4096, fill: 1 };
     assert_eq!(explain(&Case { cmd: &inside, ..c }).map(|d| d.id), None);
+}
+
+#[test]
+fn zrwa_divergences_match_exactly_what_they_describe() {
+    use ZoneState::*;
+    let g = geometry();
+    let plain = |op| generate::Cmd { op, bytes: 0, fill: 0 };
+    // Zone 1 has a ZRWA (window 16, unit 4) with its write pointer at 8.
+    let mut with = zone(1, ExplicitlyOpen, 8);
+    with.attributes = ZoneAttributes(ZoneAttributes::ZRWA_VALID);
+    let before = snap(vec![zone(0, ImplicitlyOpen, 4), with, zone(2, Empty, 0), zone(3, Empty, 0)]);
+    let case = |cmd: &generate::Cmd, peer: &Observed, peer_after: &Snapshot, ours: &Observed| {
+        explain(&Case { g: &g, cmd, before: &before, peer, peer_after, ours, ours_after: &before })
+            .map(|d| d.id)
+    };
+    let (field, boundary) =
+        (failed(StatusCode::InvalidField), failed(StatusCode::ZoneBoundaryError));
+
+    // Commit up to one past the window (8 + 16): the unit check against the window check.
+    let one_past = plain(ZoneOp::CommitZrwa { lba: 64 + 8 + 16 });
+    assert_eq!(case(&one_past, &field, &before, &boundary), Some("zrwa-commit-one-past"));
+    let two_past = plain(ZoneOp::CommitZrwa { lba: 64 + 8 + 17 });
+    assert_eq!(case(&two_past, &field, &before, &boundary), None);
+    assert_eq!(case(&one_past, &boundary, &before, &field), None);
+
+    // An append to a ZRWA zone that is also not aimed at a zone start.
+    let append =
+        generate::Cmd { op: ZoneOp::Append { zslba: 65, fua: false }, bytes: 4096, fill: 1 };
+    let izor = failed(StatusCode::InvalidZoneOperationRequest);
+    assert_eq!(case(&append, &izor, &before, &field), Some("zrwa-append-check-order"));
+    let elsewhere =
+        generate::Cmd { op: ZoneOp::Append { zslba: 129, fua: false }, bytes: 4096, fill: 1 };
+    assert_eq!(case(&elsewhere, &izor, &before, &field), None);
+
+    // Open with ZRWA Allocate of an Empty zone with the open resources
+    // taken (2 of 2) and no ZRWA left: the peer closes zone 0 first.
+    let open = plain(ZoneOp::OpenZrwa { zslba: 128 });
+    let none_left = failed(StatusCode::ZrwaResourcesUnavailable);
+    let mut closed = before.clone();
+    closed.zones[0] = zone(0, Closed, 4);
+    assert_eq!(
+        case(&open, &none_left, &closed, &none_left),
+        Some("zrwa-close-before-resource-check")
+    );
+    let c = Case {
+        g: &g,
+        cmd: &open,
+        before: &before,
+        peer: &none_left,
+        peer_after: &closed,
+        ours: &none_left,
+        ours_after: &before,
+    };
+    let fix = repair("zrwa-close-before-resource-check", &c).unwrap();
+    assert_eq!(fix[0].op, ZoneOp::Zone { action: ZoneAction::Close, target: Target::Zone(0) });
+    let tmaz = failed(StatusCode::TooManyActiveZones);
+    assert_eq!(case(&open, &none_left, &closed, &tmaz), None);
+    let mut other = before.clone();
+    other.zones[2] = zone(2, Closed, 0);
+    assert_eq!(case(&open, &none_left, &other, &none_left), None);
 }

@@ -18,7 +18,9 @@ pub struct Namespace {
 /// size (the kernel makes it a zoned block device and a generic device), a
 /// zoned namespace whose zone size is not a power of two (the kernel only
 /// makes a generic device: its block device is hidden), with descriptor
-/// extensions and open/active limits that differ, and a conventional one.
+/// extensions, open/active limits that differ and zone random write areas
+/// (64-block windows committed in 8-block units, 4 of them), and a
+/// conventional one.
 pub const NAMESPACES: &[Namespace] = &[
     Namespace {
         nsid: 1,
@@ -32,7 +34,8 @@ pub const NAMESPACES: &[Namespace] = &[
         image: "zns-npow2.img",
         mib: 10 * 48,
         props: "zoned=true,zoned.zone_size=48M,zoned.zone_capacity=44M,\
-                zoned.max_open=6,zoned.max_active=8,zoned.descr_ext_size=64",
+                zoned.max_open=6,zoned.max_active=8,zoned.descr_ext_size=64,\
+                zoned.zrwas=256K,zoned.zrwafg=32K,zoned.numzrwa=4",
     },
     Namespace { nsid: 3, image: "conventional.img", mib: 64, props: "" },
 ];

@@ -79,6 +79,22 @@ pub const DIVERGENCES: &[Divergence] = &[
                 new extension data",
     },
     Divergence {
+        id: "zrwa-close-before-resource-check",
+        title: "an Open with ZRWA Allocate of an Empty or Closed zone that fails for want of \
+                an active or a ZRWA resource: the peer closes an implicitly opened zone first",
+    },
+    Divergence {
+        id: "zrwa-commit-one-past",
+        title: "Flush Explicit ZRWA Range whose last LBA is one past the window: the peer \
+                checks the commit unit (Invalid Field in Command), the reference the window \
+                (Zone Boundary Error)",
+    },
+    Divergence {
+        id: "zrwa-append-check-order",
+        title: "a Zone Append to a zone with a ZRWA that also breaks an append rule: the peer \
+                reports Invalid Zone Operation Request, the reference the other rule",
+    },
+    Divergence {
         id: "report-filter-9h",
         title: "Zone Management Receive with Reporting Options 9h (zones with Reset Zone \
                 Recommended): the peer answers Invalid Field in Command",
@@ -95,7 +111,10 @@ fn find(id: &str) -> &'static Divergence {
 /// first, which need no resource). `None` where they cannot (a descriptor
 /// extension can only be set on an Empty zone).
 pub fn repair(id: &str, c: &Case<'_>) -> Option<Vec<Cmd>> {
-    if !matches!(id, "close-before-resource-check" | "open-all-one-by-one") {
+    if !matches!(
+        id,
+        "close-before-resource-check" | "open-all-one-by-one" | "zrwa-close-before-resource-check"
+    ) {
         return None;
     }
     let action = |action, z: &zns_device::Zone| Cmd {
@@ -131,11 +150,14 @@ type Matcher = fn(&Case<'_>) -> bool;
 
 /// The known divergence `c` shows, if any.
 pub fn explain(c: &Case<'_>) -> Option<&'static Divergence> {
-    let matchers: [(&str, Matcher); 5] = [
+    let matchers: [(&str, Matcher); 8] = [
         ("check-order", check_order),
         ("close-before-resource-check", close_before_resource_check),
         ("open-all-one-by-one", open_all_one_by_one),
         ("failed-extension-write", failed_extension_write),
+        ("zrwa-close-before-resource-check", zrwa_close_before_resource_check),
+        ("zrwa-commit-one-past", zrwa_commit_one_past),
+        ("zrwa-append-check-order", zrwa_append_check_order),
         ("report-filter-9h", report_filter_9h),
     ];
     matchers.iter().find(|(_, m)| m(c)).map(|(id, _)| find(id))
@@ -283,6 +305,64 @@ fn failed_extension_write(c: &Case<'_>) -> bool {
     let mut data = vec![0u8; c.g.ext];
     fill(&mut data[..c.cmd.bytes.min(c.g.ext)], c.cmd.fill);
     differing_zones(c.before, c.peer_after) == [i] && c.peer_after.ext.get(i) == Some(&data)
+}
+
+/// Open with ZRWA Allocate of an Empty or Closed zone while every open
+/// resource is taken, failing for want of an active resource or a ZRWA:
+/// QEMU closes the oldest implicitly opened zone before its resource
+/// checks; the reference changes nothing for a command that fails
+/// (docs/zns-spec.md, choice 7). Both answer the same status; the only
+/// difference is one zone Implicitly Opened before and Closed on the peer.
+fn zrwa_close_before_resource_check(c: &Case<'_>) -> bool {
+    let ZoneOp::OpenZrwa { zslba } = c.cmd.op else { return false };
+    let Some(z) = c.zone_before(zslba).filter(|z| z.start == zslba) else { return false };
+    let (open, _) = counts(&c.before.zones);
+    let open_full = c.g.max_open.is_some_and(|m| open as u64 >= m as u64);
+    let same = [StatusCode::ZrwaResourcesUnavailable, StatusCode::TooManyActiveZones]
+        .into_iter()
+        .any(|s| c.peer_is(s) && c.ours_is(s));
+    if !matches!(z.state, ZoneState::Empty | ZoneState::Closed)
+        || !open_full
+        || !same
+        || c.ours_after != c.before
+    {
+        return false;
+    }
+    let changed = differing_zones(c.before, c.peer_after);
+    changed.len() == 1 && auto_closed(c, changed[0])
+}
+
+/// Flush Explicit ZRWA Range with the last LBA at the write pointer plus
+/// the window size, one past the window: QEMU takes it as inside and then
+/// refuses the range, which is not whole commit units (the write pointer
+/// sits on a unit), with Invalid Field in Command; the reference refuses
+/// an LBA past the window with Zone Boundary Error (docs/zns-spec.md, ZRWA
+/// rule 4). Nothing changes.
+fn zrwa_commit_one_past(c: &Case<'_>) -> bool {
+    let ZoneOp::CommitZrwa { lba } = c.cmd.op else { return false };
+    let (Some((size, unit)), Some(z)) = (c.g.zrwa, c.zone_before(lba)) else { return false };
+    let one_past = z.has_zrwa() && z.write_pointer.is_some_and(|wp| lba == wp + size);
+    one_past
+        && unit > 1
+        && c.ours_is(StatusCode::ZoneBoundaryError)
+        && c.peer_is(StatusCode::InvalidField)
+        && c.unchanged()
+}
+
+/// A Zone Append to a zone that has a ZRWA and breaks another append rule
+/// (an LBA that is no zone start, data past the capacity): QEMU checks for
+/// the ZRWA right after the LBA range and answers Invalid Zone Operation
+/// Request; the reference checks it once the zone is locked, after the
+/// append's own checks, and reports the other rule (docs/zns-spec.md,
+/// ZRWA rule 5). Both refuse; nothing changes.
+fn zrwa_append_check_order(c: &Case<'_>) -> bool {
+    let ZoneOp::Append { zslba, .. } = c.cmd.op else { return false };
+    let Some(z) = c.zone_before(zslba) else { return false };
+    z.has_zrwa()
+        && c.peer_is(StatusCode::InvalidZoneOperationRequest)
+        && !done(c.ours)
+        && !c.ours_is(StatusCode::InvalidZoneOperationRequest)
+        && c.unchanged()
 }
 
 /// A zone report with Reporting Options 9h: the reference lists the zones

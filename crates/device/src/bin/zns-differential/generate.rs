@@ -31,6 +31,9 @@ pub struct Geometry {
     pub max_active: Option<u32>,
     /// Write Zeroes is supported by both.
     pub write_zeroes: bool,
+    /// Zone random write areas on both, alike: window size and commit
+    /// unit in blocks.
+    pub zrwa: Option<(u64, u64)>,
 }
 
 /// One command with its data: `bytes` to move (0 for none), `fill` seeds
@@ -250,7 +253,8 @@ fn random_command(rng: &mut Rng, g: &Geometry, zones: &[Zone]) -> Cmd {
     let z = &zones[rng.below(g.zones) as usize];
     let wz = if g.write_zeroes { 5 } else { 0 };
     let ext = if g.ext > 0 { 3 } else { 0 };
-    match rng.weighted(&[30, 14, wz, 12, 28, 7, ext, 1]) {
+    let zrwa = if g.zrwa.is_some() { 20 } else { 0 };
+    match rng.weighted(&[30, 14, wz, 12, 28, 7, ext, 1, zrwa]) {
         0 => {
             let lba = aim(rng, g, z);
             let n = count(rng, g.max_blocks);
@@ -343,6 +347,74 @@ fn random_command(rng: &mut Rng, g: &Geometry, zones: &[Zone]) -> Cmd {
             bytes: g.ext,
             fill: rng.next(),
         },
-        _ => Cmd::plain(ZoneOp::Flush),
+        7 => Cmd::plain(ZoneOp::Flush),
+        _ => zrwa_command(rng, g, zones, z),
     }
+}
+
+/// A command about zone random write areas: an Open with ZRWA Allocate, a
+/// write in, across or past a zone's window, or a commit, mostly aimed at
+/// a zone that has a ZRWA.
+fn zrwa_command(rng: &mut Rng, g: &Geometry, zones: &[Zone], z: &Zone) -> Cmd {
+    let (size, unit) = g.zrwa.expect("only with ZRWAs");
+    // Mostly a zone with a window, where there is one.
+    let with: Vec<&Zone> = zones.iter().filter(|z| z.has_zrwa()).collect();
+    let w = match with.is_empty() || rng.chance(25) {
+        true => z,
+        false => with[rng.below(with.len() as u64) as usize],
+    };
+    match rng.weighted(&[30, 40, 30]) {
+        0 => zrwa_open(rng, g, zones),
+        1 => {
+            let wp = wp_of(w);
+            let lba = match rng.weighted(&[40, 25, 15, 10, 10]) {
+                0 => wp + rng.below(size),
+                1 => wp + size - rng.range(1, unit.min(size)),
+                2 => wp + size + rng.below(size),
+                3 => wp + 2 * size - rng.range(0, 2),
+                _ => wp.saturating_sub(rng.range(1, unit)).max(w.start),
+            };
+            let n = match rng.weighted(&[50, 30, 20]) {
+                0 => rng.range(1, unit),
+                1 => rng.range(1, size),
+                _ => rng.range(size, 2 * size),
+            };
+            write_at(rng, g, lba, n.clamp(1, g.max_blocks))
+        }
+        _ => {
+            let wp = wp_of(w);
+            let last = match rng.weighted(&[50, 15, 10, 10, 10, 5]) {
+                0 => wp + unit * rng.range(1, size / unit) - 1,
+                1 => wp + rng.below(size),
+                2 => wp.saturating_sub(rng.range(1, unit)),
+                3 => wp + size + rng.below(size),
+                4 => rng.below(g.blocks),
+                _ => outside(rng, g),
+            };
+            Cmd::plain(ZoneOp::CommitZrwa { lba: last })
+        }
+    }
+}
+
+/// Open with ZRWA Allocate of a zone that has no ZRWA and is Empty, Closed
+/// or Full (QEMU counts a second resource for a zone that has one, and
+/// takes one for an open zone without checking, so those would leave the
+/// two devices apart in a way no report shows), or of an LBA that is no
+/// zone start.
+fn zrwa_open(rng: &mut Rng, g: &Geometry, zones: &[Zone]) -> Cmd {
+    let fit: Vec<&Zone> = zones
+        .iter()
+        .filter(|z| {
+            !z.has_zrwa()
+                && matches!(z.state, ZoneState::Empty | ZoneState::Closed | ZoneState::Full)
+        })
+        .collect();
+    let zslba = match fit.is_empty() || rng.chance(10) {
+        true => {
+            let z = &zones[rng.below(g.zones) as usize];
+            zone_target(rng, g, z, 100)
+        }
+        false => fit[rng.below(fit.len() as u64) as usize].start,
+    };
+    Cmd::plain(ZoneOp::OpenZrwa { zslba })
 }

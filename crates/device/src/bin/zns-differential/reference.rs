@@ -41,7 +41,7 @@ pub fn transfer_log2(info: &DeviceInfo) -> (u8, u8) {
 /// An emulator profile (TOML) with the zoned namespace of `info`: block
 /// size, zone count, size and capacity, open and active limits, descriptor
 /// extensions, reads across zone boundaries, MDTS, ZASL, volatile write
-/// cache and Copy limits.
+/// cache, Copy limits and zone random write areas.
 pub fn profile_toml(info: &DeviceInfo) -> Result<String, DeviceError> {
     let c = &info.capabilities;
     if c.variable_zone_capacity {
@@ -82,6 +82,14 @@ pub fn profile_toml(info: &DeviceInfo) -> Result<String, DeviceError> {
             cl.max_range_blocks.clamp(1, u16::MAX as u32),
             cl.max_blocks.max(1),
             cl.max_ranges.clamp(1, 256)
+        ));
+    }
+    // A table of its own: last, so the keys above stay the namespace's.
+    if let Some(w) = &c.zrwa {
+        t.push_str(&format!(
+            "\n[namespace.zrwa]\nsize = {}\nflush_granularity = {}\nresources = {}\n\
+             explicit_flush = {}\n",
+            w.size, w.flush_granularity, w.resources, w.explicit_flush
         ));
     }
     Ok(t)

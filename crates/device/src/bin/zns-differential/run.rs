@@ -309,5 +309,9 @@ pub fn geometry(peer: &dyn ZoneQueue, ours: &dyn ZoneQueue) -> Result<Geometry, 
         max_open: a.max_open,
         max_active: a.max_active,
         write_zeroes: a.capabilities.write_zeroes && b.capabilities.write_zeroes,
+        zrwa: match (&a.capabilities.zrwa, &b.capabilities.zrwa) {
+            (Some(x), Some(y)) if x == y && x.explicit_flush => Some((x.size, x.flush_granularity)),
+            _ => None,
+        },
     })
 }
