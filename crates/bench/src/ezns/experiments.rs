@@ -1,5 +1,6 @@
 //! The four experiments, each in static and elastic mode.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -369,14 +370,18 @@ impl Sampler {
         let d = |i: usize| bytes[i] - self.last[i];
         let s = inst.status();
         let writer = &s.tenants[0];
-        let widths: Vec<usize> =
-            writer.stripes.iter().filter(|z| z.state.contains("Open")).map(|z| z.width).collect();
+        let open: Vec<_> = writer.stripes.iter().filter(|z| z.state.contains("Open")).collect();
+        let widths: Vec<usize> = open.iter().map(|z| z.width).collect();
+        let dies: BTreeSet<u32> = open.iter().flat_map(|z| z.dies.iter().copied()).collect();
         self.samples.push(BalloonSample {
             t_ms: (now - self.start) as f64 / 1e6,
             writer_mib_s: mib_s(d(0), dt),
             others_mib_s: mib_s((1..bytes.len()).map(d).sum(), dt),
             lent_spares: s.tenants.iter().map(|t| t.lent).sum(),
             writer_width: widths.iter().sum::<usize>() as f64 / widths.len().max(1) as f64,
+            writer_dies: dies.len() as u32,
+            internal_pending: s.internal_pending,
+            write_window_kib: s.write_window_kib,
         });
         self.last = bytes;
         self.last_t = now;
@@ -500,6 +505,7 @@ fn isolation_run(
     engine::run(lab.base.as_ref(), &mut ts, Until::Time(start + span), &mut lab.rng, &mut tick)?;
     meter.finish();
     let elapsed = lab.now() - start;
+    let end = inst.status();
     let written: u64 = ts.iter().map(|t| t.load.bytes().0).sum();
     let Either::Reader(r) = &ts[0].load else {
         return Err(EznsBenchError::Internal("the reader is not the first tenant".into()));
@@ -513,6 +519,9 @@ fn isolation_run(
         p99_9_us: us(r.hist.percentile(99.9)),
         read_mib_s: mib_s(r.read, elapsed),
         write_mib_s: mib_s(written, elapsed),
+        end_write_window_kib: end.write_window_kib,
+        end_internal_pending: end.internal_pending,
+        end_lent_spares: end.tenants.iter().map(|t| t.lent).sum(),
     };
     drop(ts);
     lab.close(inst)?;

@@ -124,6 +124,13 @@ pub struct BalloonSample {
     pub lent_spares: u32,
     /// Mean width of the writer's open logical zones' current groups.
     pub writer_width: f64,
+    /// Distinct dies under those groups' columns.
+    pub writer_dies: u32,
+    /// Internal commands (journal blocks, finishes and resets of physical
+    /// zones) queued or in flight.
+    pub internal_pending: u64,
+    /// The write admission window, KiB (elastic mode).
+    pub write_window_kib: u64,
 }
 
 /// Means over one phase of experiment 1.
@@ -164,6 +171,12 @@ pub struct IsolationPoint {
     pub read_mib_s: f64,
     /// The writers' bandwidth together, MiB/s.
     pub write_mib_s: f64,
+    /// At the end of the window: the write admission window, KiB.
+    pub end_write_window_kib: u64,
+    /// At the end of the window: internal commands queued or in flight.
+    pub end_internal_pending: u64,
+    /// At the end of the window: spares lent.
+    pub end_lent_spares: u32,
 }
 
 /// Experiment 3: one mode, one number of writing tenants.
