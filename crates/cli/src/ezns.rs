@@ -58,12 +58,26 @@ pub enum EznsCommand {
         /// data is lost).
         #[arg(long)]
         force: bool,
+        /// Draw the plots of an ezns.json again into --out instead of
+        /// measuring (the figures are the file's; ezns.json is not
+        /// rewritten).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["scale", "seed", "force"])]
+        replot: Option<PathBuf>,
     },
 }
 
 pub fn run(cmd: EznsCommand, device: &str, device_given: bool, out: &mut dyn Write) -> Result<()> {
     match cmd {
-        EznsCommand::Bench { out: dir, scale, seed, force } => {
+        EznsCommand::Bench { out: dir, scale, seed, force, replot } => {
+            if let Some(file) = replot {
+                let r = bench::read_results(&file)?;
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
+                for p in bench::write_plots(&r, &dir)? {
+                    writeln!(out, "wrote {}", p.display())?;
+                }
+                return Ok(());
+            }
             let uri = if device_given { device } else { BENCH_DEVICE };
             let scale = match scale {
                 ScaleArg::Smoke => Scale::Smoke,

@@ -68,7 +68,8 @@ fn balloon_spares(r: &EznsResults) -> String {
 }
 
 fn isolation(r: &EznsResults) -> String {
-    let categories: Vec<String> = (0..=2).map(|w| format!("{w} writers")).collect();
+    let categories: Vec<String> =
+        ["no writer", "1 writer", "2 writers"].iter().map(|c| c.to_string()).collect();
     let mut series = Vec::new();
     for mode in ["static", "elastic"] {
         for (name, f) in [("p99", 0), ("p99.9", 1)] {
@@ -97,24 +98,26 @@ fn isolation(r: &EznsResults) -> String {
 fn utilization(r: &EznsResults) -> String {
     let series = ["static", "elastic"]
         .iter()
-        .enumerate()
-        .map(|(i, mode)| {
-            let pts = r
-                .utilization
-                .iter()
-                .filter(|p| p.mode == *mode)
-                .map(|p| (p.tenants as f64, p.device_mib_s))
+        .map(|mode| {
+            let values = (1..=4)
+                .map(|n| {
+                    r.utilization
+                        .iter()
+                        .find(|p| p.mode == *mode && p.tenants == n)
+                        .map(|p| p.device_mib_s)
+                })
                 .collect();
-            Series::new(label(mode), pts, i)
+            (label(mode).to_string(), values)
         })
         .collect();
-    plot::line_chart(&Chart {
+    plot::bar_chart(&Bars {
         title: "Device write bandwidth by tenants writing".into(),
-        x: Axis::new("tenants writing", Scale::Linear),
-        y: Axis::new("MiB/s", Scale::Linear),
+        y_label: "MiB/s".into(),
+        categories: ["1 tenant", "2 tenants", "3 tenants", "4 tenants"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
         series,
-        y_from_zero: true,
-        legend_lower: false,
     })
 }
 

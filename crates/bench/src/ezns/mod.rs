@@ -152,9 +152,20 @@ pub fn write_outputs(r: &EznsResults, dir: &Path) -> Result<Vec<PathBuf>, EznsBe
         serde_json::to_string_pretty(r).map_err(|e| EznsBenchError::Internal(e.to_string()))?;
     std::fs::write(&json, text + "\n").map_err(io(format!("write {}", json.display())))?;
     let mut paths = vec![json];
+    paths.extend(write_plots(r, dir)?);
+    Ok(paths)
+}
+
+/// Writes only the SVG plots of `r` into `dir` (which must exist);
+/// returns their paths.
+pub fn write_plots(r: &EznsResults, dir: &Path) -> Result<Vec<PathBuf>, EznsBenchError> {
+    let mut paths = Vec::new();
     for (name, svg) in charts::all(r) {
         let path = dir.join(name);
-        std::fs::write(&path, svg).map_err(io(format!("write {}", path.display())))?;
+        std::fs::write(&path, svg).map_err(|source| EznsBenchError::Io {
+            what: format!("write {}", path.display()),
+            source,
+        })?;
         paths.push(path);
     }
     Ok(paths)
