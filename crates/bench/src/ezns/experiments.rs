@@ -408,12 +408,16 @@ fn balloon_run(lab: &mut Lab<'_>, mode: Mode) -> Result<BalloonRun, EznsBenchErr
             s.take(now, ts, &inst);
         }
         meter.at(now);
-        true
+        // After the third phase everyone goes on writing until no spare is
+        // lent any more (at most two phases more): how long spares take to
+        // come back is a figure.
+        let returned = s.samples.last().is_some_and(|x| x.lent_spares == 0);
+        now < start + 3 * p.phase_ns || !returned
     };
     engine::run(
         lab.base.as_ref(),
         &mut ts,
-        Until::Time(start + 3 * p.phase_ns),
+        Until::Time(start + 5 * p.phase_ns),
         &mut lab.rng,
         &mut tick,
     )?;

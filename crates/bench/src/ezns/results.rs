@@ -81,7 +81,9 @@ pub struct DeviceSummary {
 /// Thread safety: plain data.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Balloon {
-    /// Length of each phase, ms: all write; only the writer; all again.
+    /// Length of each phase, ms: all write; only the writer; all again
+    /// (sampling goes on after the third while spares are still lent, for
+    /// at most two phases more).
     pub phase_ms: f64,
     /// Sampling interval, ms.
     pub sample_ms: f64,
@@ -100,7 +102,7 @@ pub struct BalloonRun {
     pub lent_most: u32,
     /// Device time from the others' return until no spare was lent any
     /// more (the first sample with none), ms; absent when none was lent or
-    /// they were still lent at the end.
+    /// they were still lent two phases after the third ended.
     pub returned_after_ms: Option<f64>,
     /// The time series.
     pub samples: Vec<BalloonSample>,
