@@ -25,6 +25,11 @@ const STALL: Duration = Duration::from_secs(60);
 /// Device time an idle round lets pass when nothing is outstanding.
 const IDLE_STEP_NS: u64 = 100_000;
 
+/// Rounds in a row with nothing in flight after which loads that should
+/// finish are declared stalled (a load may take a few rounds to move
+/// between states without a command).
+const IDLE_ROUNDS: u32 = 10_000;
+
 /// A tenant's queue and the buffers of its commands.
 ///
 /// Thread safety: owned by the engine's thread.
@@ -160,6 +165,7 @@ pub(crate) fn run<L: Load>(
     let mut done = Vec::new();
     let mut last_progress = Instant::now();
     let mut stopping = false;
+    let mut idle_rounds = 0u32;
     loop {
         let now = dev.now_ns();
         let over = match until {
@@ -190,14 +196,25 @@ pub(crate) fn run<L: Load>(
             }
         }
         let outstanding: usize = tenants.iter().map(|t| t.port.outstanding()).sum();
+        if completed > 0 || outstanding > 0 {
+            idle_rounds = 0;
+        }
         if completed > 0 {
             last_progress = Instant::now();
         } else if outstanding == 0 {
             if stopping {
                 return Ok(());
             }
+            idle_rounds += 1;
+            if matches!(until, Until::Finished) && idle_rounds > IDLE_ROUNDS {
+                // Loads that run to the end keep submitting nothing with
+                // nothing in flight: they would wait forever.
+                return Err(EznsBenchError::Stalled(format!(
+                    "bounded loads submitted nothing for {IDLE_ROUNDS} rounds with nothing in flight"
+                )));
+            }
             // Nothing in flight and nothing submitted: let device time pass
-            // (idle tenants, think time).
+            // (idle tenants).
             dev.wait_ns(IDLE_STEP_NS);
             last_progress = Instant::now();
         } else if last_progress.elapsed() > STALL {

@@ -314,6 +314,21 @@ impl KvStore {
         Ok(())
     }
 
+    /// Puts client `i`'s waiting update into the batch if there is room
+    /// (flushing a full batch first when a flush slot is free).
+    fn try_update(&mut self, i: usize, port: &mut Port, now: u64) -> Result<(), EznsBenchError> {
+        if let Client::Updating { start, key } = self.clients[i] {
+            self.maybe_flush(port)?;
+            if self.put(key) {
+                self.clients[i] = Client::Idle;
+                if self.mix.is_some() {
+                    self.done(start, now, true);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes the batch when it is full (or the load's last one) and a
     /// flush slot is free.
     fn maybe_flush(&mut self, port: &mut Port) -> Result<(), EznsBenchError> {
@@ -355,17 +370,11 @@ impl Load for KvStore {
         rng: &mut SmallRng,
     ) -> Result<(), EznsBenchError> {
         for i in 0..self.clients.len() {
-            if let Client::Updating { start, key } = self.clients[i] {
-                self.maybe_flush(port)?;
-                if self.put(key) {
-                    self.clients[i] = Client::Idle;
-                    if self.mix.is_some() {
-                        self.done(start, now, true);
-                    }
-                }
-            }
+            self.try_update(i, port, now)?;
             if matches!(self.clients[i], Client::Idle) && !self.stopped {
                 self.start_op(i, port, now, rng)?;
+                // An update with room in the batch is done at once.
+                self.try_update(i, port, now)?;
             }
         }
         self.maybe_flush(port)
