@@ -7,7 +7,10 @@
 //! - [`characterize`]: a ZNS device's performance model (latency and
 //!   throughput of every command kind, scaling, zone management by
 //!   occupancy, interference), as `results.json` and an HTML report.
+//! - [`ezns`]: the eZNS experiments, static striping against elastic
+//!   logical zones on one device, as `ezns.json` and SVG plots.
 
 pub mod characterize;
 pub mod clock;
+pub mod ezns;
 pub mod overhead;

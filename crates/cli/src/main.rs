@@ -268,7 +268,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
         Command::Characterize(args) => characterize::run(&device, &args, out),
-        Command::Ezns { command } => ezns::run(command, out),
+        Command::Ezns { command } => ezns::run(command, &device, device_given, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
         Command::ReportZones(args) => report::run(open(&device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),

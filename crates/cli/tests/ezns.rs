@@ -101,3 +101,36 @@ fn bad_tenant_uris_fail_with_one_line() {
     assert_eq!(code, 1);
     assert!(err.contains("does not fit"), "{err}");
 }
+
+#[test]
+fn bench_runs_at_smoke_scale_and_refuses_small_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = ok(d, &["ezns", "bench", "--scale", "smoke", "--out", "res"]);
+    assert!(out.contains("on emu:small-zone,media=null,zones=2048 (clock virtual)"), "{out}");
+    for figure in ["balloon/alone/writer_mib_s", "isolation/2w/p99_9_us", "kv/A/kops_s"] {
+        assert!(out.contains(figure), "{figure} missing: {out}");
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("res/ezns.json")).unwrap()).unwrap();
+    assert_eq!(json["scale"], "smoke");
+    assert_eq!(json["utilization"].as_array().map(Vec::len), Some(8));
+    assert!(d.join("res/ezns-balloon-spares.svg").exists());
+    let out = ok(d, &["ezns", "bench", "--replot", "res/ezns.json", "--out", "plots"]);
+    assert_eq!(out.lines().count(), 6, "{out}");
+    let svg = std::fs::read_to_string(d.join("plots/ezns-kv-p999.svg")).unwrap();
+    assert_eq!(svg, std::fs::read_to_string(d.join("res/ezns-kv-p999.svg")).unwrap());
+    assert!(!d.join("plots/ezns.json").exists());
+    std::fs::write(d.join("bad.json"), "{}").unwrap();
+    let (code, _, err) = zns(d, &["ezns", "bench", "--replot", "bad.json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("bad.json") && err.contains("missing field"), "{err}");
+    let (code, _, _) = zns(d, &["ezns", "bench", "--replot", "res/ezns.json", "--seed", "2"]);
+    assert_eq!(code, 2);
+    let (code, _, err) =
+        zns(d, &["-d", "emu:small-zone,media=null,zones=100", "ezns", "bench", "--scale", "smoke"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("zns: ") && err.contains("need at least"), "{err}");
+    let (code, _, err) = zns(d, &["ezns", "bench", "--scale", "huge"]);
+    assert_eq!(code, 2, "{err}");
+}
