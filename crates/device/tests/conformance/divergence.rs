@@ -8,7 +8,7 @@
 //! fails the check, as any other difference does. Every other device gets
 //! the specification's outcome. Each accepted divergence is reported on
 //! stderr (`conformance: known divergence ...`). Why each is accepted:
-//! docs/nvmf.md ("Linux nvmet").
+//! docs/nvmf.md ("Linux nvmet") and docs/differential.md (QEMU).
 
 use zns_device::{ReportFilter, StatusCode, ZoneState, ZonedDevice};
 
@@ -43,6 +43,11 @@ pub enum Divergence {
     /// it to the block layer unchecked, which fails I/O past the device's
     /// end as an I/O error).
     OutOfRangeIsInternalError,
+    /// `qemu-numzrwa`: QEMU's controller puts the number of ZRWA
+    /// resources itself in Identify Namespace's NUMZRWA, which the
+    /// specification makes 0's based, so read as specified it states one
+    /// resource more than it has.
+    NumzrwaNotZerosBased,
 }
 
 impl Divergence {
@@ -55,12 +60,31 @@ impl Divergence {
             Divergence::OfflineIsRefused => "nvmet-offline",
             Divergence::WriteAcrossZoneEndSplits => "nvmet-write-across-zones",
             Divergence::OutOfRangeIsInternalError => "nvmet-lba-range",
+            Divergence::NumzrwaNotZerosBased => "qemu-numzrwa",
         }
     }
 
     /// True when `dev` diverges this way.
     pub fn applies(self, dev: &dyn ZonedDevice) -> bool {
-        is_nvmet(dev)
+        match self {
+            Divergence::NumzrwaNotZerosBased => is_qemu(dev),
+            _ => is_nvmet(dev),
+        }
+    }
+}
+
+/// QEMU's emulated NVMe controller, by the model number it reports.
+pub fn is_qemu(dev: &dyn ZonedDevice) -> bool {
+    dev.info().model == "QEMU NVMe Ctrl"
+}
+
+/// The ZRWA resources `dev` has, when Identify states `stated`.
+pub fn zrwa_resources(dev: &dyn ZonedDevice, stated: u64) -> u64 {
+    let d = Divergence::NumzrwaNotZerosBased;
+    if diverges(dev, d, &format!("{stated} ZRWA resources stated, {} usable", stated - 1)) {
+        stated - 1
+    } else {
+        stated
     }
 }
 

@@ -1223,7 +1223,7 @@ pub fn zrwa_window_and_commits(dev: &dyn ZonedDevice) {
 pub fn zrwa_resources(dev: &dyn ZonedDevice) {
     let Some(w) = zrwa_of(dev, "zrwa_resources") else { return };
     let info = dev.info().clone();
-    let n = w.resources;
+    let n = divergence::zrwa_resources(dev, w.resources);
     let open_limit = info.max_open.map_or(u64::MAX, u64::from);
     if n + 1 > open_limit || n + 2 > info.zone_count {
         eprintln!(

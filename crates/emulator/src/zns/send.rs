@@ -183,17 +183,25 @@ impl Zones {
         out: &mut SendOutcome,
     ) -> Result<(), StatusCode> {
         let w = self.geometry.zrwa.expect("checked by the caller");
+        // A zone that cannot be opened is refused for its state first: a
+        // Full zone's write pointer is not one to align (QEMU's sits at the
+        // zone's capacity, which passes its alignment check).
+        if !matches!(
+            z.state,
+            ZoneState::Empty
+                | ZoneState::Closed
+                | ZoneState::ImplicitlyOpen
+                | ZoneState::ExplicitlyOpen
+        ) {
+            return Err(StatusCode::InvalidZoneStateTransition);
+        }
         if !(z.wp - z.start).is_multiple_of(w.flush_granularity) {
             return Err(StatusCode::ZrwaResourcesUnavailable);
         }
-        // The checks of an Open first, then the ZRWA resource; nothing
-        // changes unless all pass.
-        match z.state {
-            ZoneState::Empty | ZoneState::Closed => {
-                res.plan_open(&self.geometry, z.state == ZoneState::Empty)?;
-            }
-            ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen => {}
-            _ => return Err(StatusCode::InvalidZoneStateTransition),
+        // The checks of an Open, then the ZRWA resource; nothing changes
+        // unless all pass.
+        if matches!(z.state, ZoneState::Empty | ZoneState::Closed) {
+            res.plan_open(&self.geometry, z.state == ZoneState::Empty)?;
         }
         if !z.has_zrwa() && res.zrwa >= w.resources {
             return Err(StatusCode::ZrwaResourcesUnavailable);

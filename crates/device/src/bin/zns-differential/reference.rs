@@ -89,10 +89,24 @@ pub fn profile_toml(info: &DeviceInfo) -> Result<String, DeviceError> {
         t.push_str(&format!(
             "\n[namespace.zrwa]\nsize = {}\nflush_granularity = {}\nresources = {}\n\
              explicit_flush = {}\n",
-            w.size, w.flush_granularity, w.resources, w.explicit_flush
+            w.size,
+            w.flush_granularity,
+            zrwa_resources(info, w.resources),
+            w.explicit_flush
         ));
     }
     Ok(t)
+}
+
+/// The ZRWA resources of the device, when Identify states `stated`: QEMU's
+/// controller puts the count itself in NUMZRWA, which the specification
+/// makes 0's based (docs/differential.md, `qemu-numzrwa`), so it has one
+/// fewer than the field says.
+fn zrwa_resources(info: &DeviceInfo, stated: u64) -> u64 {
+    match info.model.as_str() {
+        "QEMU NVMe Ctrl" => stated.saturating_sub(1).max(1),
+        _ => stated,
+    }
 }
 
 /// A new emulated device (RAM media, no timing model) with the geometry

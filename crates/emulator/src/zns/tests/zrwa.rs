@@ -180,6 +180,10 @@ fn open_needs_a_write_pointer_on_a_unit_and_a_zone_that_can_open() {
     write(&z, 64, 48).unwrap();
     let full = open_zrwa(&z, 1);
     assert_eq!(full, Err(StatusCode::InvalidZoneStateTransition));
+    // A zone finished off a unit is Full first: its state is what is wrong.
+    write(&z, 6 * 64, 3).unwrap();
+    z.send(6 * 64, ZoneSendAction::Finish, false, None).unwrap();
+    assert_eq!(open_zrwa(&z, 6), Err(StatusCode::InvalidZoneStateTransition));
     let all = z.send_raw(0, ZoneSendAction::Open as u8, true, true, None);
     assert_eq!(all.unwrap_err(), StatusCode::InvalidField);
     // Open resources are checked before ZRWA resources.
