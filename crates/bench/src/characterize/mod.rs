@@ -36,6 +36,7 @@ pub mod reference;
 pub mod report;
 pub mod results;
 pub mod stats;
+pub mod versus;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -146,6 +147,9 @@ pub enum CharacterizeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The host FTL of the comparison failed.
+    #[error("host FTL: {0}")]
+    Ftl(#[from] zns_ftl::FtlError),
     /// A bug in the suite.
     #[error("internal error: {0}")]
     Internal(String),
