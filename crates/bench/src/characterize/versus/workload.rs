@@ -258,3 +258,42 @@ pub(crate) fn reads(
     let phase = Phase::new(written, t - t0, w0, waf(side, c0));
     Ok(ReadTails::new(&idle, &busy, plan.reads_per_write, phase))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(bin_ns: u64) -> Plan {
+        Plan {
+            request_blocks: 1,
+            precondition: 0.0,
+            sustained_ns: 10 * bin_ns,
+            bin_ns,
+            settle_ns: 0,
+            idle_reads: 0,
+            read_ns: 1,
+            reads_per_write: 1,
+            seed: 0,
+        }
+    }
+
+    fn counted(host: u64, data: u64) -> Option<WriteCounters> {
+        Some(WriteCounters { host, data, meta: 0 })
+    }
+
+    #[test]
+    fn bins_sum_completions_and_difference_the_counters_at_their_starts() {
+        let second = 1_000_000_000;
+        let mut b = Bins::new(100, &plan(second), counted(0, 0));
+        b.add(100 + second / 2, 1 << 20, || unreachable!("bin 0 is open"));
+        b.add(100 + second - 1, 1 << 20, || unreachable!("bin 0 is open"));
+        // Nothing completes in bin 1; bin 2 starts with these counters.
+        b.add(100 + 2 * second + 5, 3 << 20, || counted(10, 30));
+        b.add(100 + 3 * second, 1 << 20, || counted(20, 50));
+        // The run ends inside bin 3: three whole bins.
+        let (mib_s, waf) = b.finish(100 + 3 * second + 7, counted(25, 60));
+        assert_eq!(mib_s, vec![2.0, 0.0, 3.0]);
+        // Bins 0 and 1 share the reading taken in bin 2.
+        assert_eq!(waf, vec![Some(3.0), None, Some(2.0)]);
+    }
+}
