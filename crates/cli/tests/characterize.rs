@@ -164,7 +164,10 @@ fn check_against(v: &Value, fields: &[Field], free_form: &[&str], doc: &str) {
     seen.sort();
     seen.dedup();
     for p in seen {
-        assert!(fields.iter().any(|f| f.path == p), "results.json has {p}, which {doc} does not document");
+        assert!(
+            fields.iter().any(|f| f.path == p),
+            "results.json has {p}, which {doc} does not document"
+        );
     }
 }
 
