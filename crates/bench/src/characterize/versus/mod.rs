@@ -15,8 +15,9 @@
 //!    amplification of whoever collects garbage: the host FTL's count of
 //!    data blocks written per user block, or the firmware's count of
 //!    blocks programmed per host block;
-//! 4. **reads**: 4 KiB random reads at queue depth 1, first alone (after
-//!    `settle_s` of idle device time), then for `read_s` interleaved with
+//! 4. **reads**: 4 KiB random reads at queue depth 1, first alone (once
+//!    the host FTL's garbage collection is done, after `settle_s` of idle
+//!    device time), then for `read_s` interleaved with
 //!    the writes of 3 on the same host thread, `reads_per_write` after
 //!    each write request: the device programs what it buffered and
 //!    collects garbage while they run.

@@ -259,7 +259,7 @@ fn figure_rows(r: &CompareResults) -> Vec<(&'static str, [Option<f64>; 2])> {
         ("sustained MiB/s, median bin", f(&|s| Some(s.sustained.median_mib_s))),
         ("sustained MiB/s, 5th-percentile bin", f(&|s| Some(s.sustained.p5_mib_s))),
         ("sustained MiB/s, slowest bin", f(&|s| Some(s.sustained.min_mib_s))),
-        ("bins below half the median", f(&|s| Some(s.sustained.dip_bins as f64))),
+        ("bins below half the mean", f(&|s| Some(s.sustained.dip_bins as f64))),
         ("WAF (data)", f(&|s| s.sustained.counters.map(|c| c.waf))),
         ("WAF (data + metadata)", f(&|s| s.sustained.counters.map(|c| c.waf_total))),
         ("read p50 us, alone", lat(|l| l.p50_us, false)),

@@ -168,7 +168,7 @@ pub struct Sustained {
     pub max_mib_s: f64,
     /// Population standard deviation of the bins over their mean.
     pub cv: f64,
-    /// Bins below half the median: the dips.
+    /// Bins below half the mean: the dips.
     pub dip_bins: usize,
     /// Blocks written over the run as counted by whoever collects
     /// garbage.
@@ -234,7 +234,7 @@ impl Sustained {
             min_mib_s: at(0.0),
             max_mib_s: at(1.0),
             cv: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
-            dip_bins: measured.iter().filter(|&&x| x < 0.5 * median).count(),
+            dip_bins: measured.iter().filter(|&&x| x < 0.5 * mean).count(),
             first_measured_bin,
             mib_s,
             waf,

@@ -60,6 +60,13 @@ pub(crate) trait Side: Send + Sync {
     fn now(&self) -> u64 {
         self.device().now_ns()
     }
+
+    /// Lets the side finish the work writes left it, then leaves the
+    /// device idle for `ns` of device time.
+    fn settle(&self, ns: u64) -> Result<(), CharacterizeError> {
+        self.device().wait_ns(ns);
+        Ok(())
+    }
 }
 
 /// One thread's way to a [`Side`].
@@ -109,6 +116,14 @@ impl Side for HostFtlSide {
         let bs = self.block_size() as usize;
         let buf = pattern(max_blocks as usize * bs);
         Ok(Box::new(FtlLane { ftl: &self.ftl, bs, buf }))
+    }
+
+    /// Garbage collection first: the FTL's thread may still be
+    /// relocating a victim when the writes stop.
+    fn settle(&self, ns: u64) -> Result<(), CharacterizeError> {
+        self.ftl.wait_for_gc()?;
+        self.dev.wait_ns(ns);
+        Ok(())
     }
 
     fn counters(&self) -> Option<WriteCounters> {

@@ -210,7 +210,8 @@ pub(crate) fn random_writes(
 }
 
 /// 4 KiB random reads at queue depth 1: `plan.idle_reads` alone once the
-/// device had `plan.settle_ns` to finish its own work, then for
+/// side finished its garbage collection and the device was idle for
+/// `plan.settle_ns`, then for
 /// `plan.read_ns` interleaved with the random writes of the sustained run
 /// on the same host thread, `plan.reads_per_write` reads after each
 /// write: the device programs the writes it buffered and collects garbage
@@ -223,7 +224,7 @@ pub(crate) fn reads(
     let mut reader = side.lane(1)?;
     let mut rng = SmallRng::seed_from_u64(plan.seed ^ 0x2545_F491);
     let n = side.blocks();
-    side.device().wait_ns(plan.settle_ns);
+    side.settle(plan.settle_ns)?;
     let mut idle = LatencyHistogram::new();
     for i in 0..plan.idle_reads {
         let lba = rng.gen_range(0..n);
