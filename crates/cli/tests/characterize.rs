@@ -437,7 +437,8 @@ fn compare_suite_writes_documented_results_a_report_and_the_charts() {
     }
     let waf = v["conventional"]["sustained"]["counters"]["waf"].as_f64().unwrap();
     assert!(waf > 1.0, "the firmware collected garbage: {waf}");
-    for f in ["report.html", "throughput.svg", "waf-over-time.svg", "waf.svg", "read-latency.svg"] {
+    let files = ["report.html", "throughput.svg", "throughput-zoom.svg", "waf-over-time.svg"];
+    for f in files.iter().chain(&["waf.svg", "read-latency.svg", "capacity.svg"]) {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();

@@ -15,14 +15,19 @@ const NAMES: [&str; 2] = ["ZNS + zns-ftl", "conventional"];
 /// Points of a CCDF curve.
 const CCDF_POINTS: usize = 200;
 
+/// Bins of the measured run the zoomed throughput chart shows.
+pub const ZOOM_BINS: usize = 120;
+
 /// The comparison's charts, each an SVG document.
 ///
 /// Thread safety: plain data.
 #[derive(Debug, Clone)]
 pub struct Charts {
-    /// MiB/s per bin of device time during the sustained random writes.
+    /// MiB/s per bin of device time from the first random write on.
     pub throughput: String,
-    /// Write amplification per bin over the same run.
+    /// The same over the first [`ZOOM_BINS`] bins of the measured run.
+    pub throughput_zoom: String,
+    /// Write amplification from the first random write to each bin's end.
     pub waf_over_time: String,
     /// Write amplification of the whole run, data and with metadata.
     pub waf: String,
@@ -34,9 +39,10 @@ pub struct Charts {
 
 impl Charts {
     /// `(file name, SVG)` of each chart.
-    pub fn files(&self) -> [(&'static str, &str); 5] {
+    pub fn files(&self) -> [(&'static str, &str); 6] {
         [
             ("throughput.svg", &self.throughput),
+            ("throughput-zoom.svg", &self.throughput_zoom),
             ("waf-over-time.svg", &self.waf_over_time),
             ("waf.svg", &self.waf),
             ("read-latency.svg", &self.read_latency),
@@ -81,14 +87,41 @@ pub fn charts(r: &CompareResults) -> Charts {
     let throughput = line("Sustained random writes", "MiB/s", &|s| {
         s.sustained.mib_s.iter().map(|&x| Some(x)).collect()
     });
-    let waf_over_time = line("Write amplification over time", "WAF", &|s| s.sustained.waf.clone());
+    let waf_over_time = line("Write amplification since the first random write", "WAF", &|s| {
+        s.sustained.waf_running.clone()
+    });
     Charts {
         throughput,
+        throughput_zoom: zoom(r),
         waf_over_time,
         waf: waf_bars(r),
         read_latency: read_ccdf(r),
         capacity: capacity_bars(r),
     }
+}
+
+/// Throughput of the first [`ZOOM_BINS`] bins of each side's measured
+/// run, against seconds into it.
+fn zoom(r: &CompareResults) -> String {
+    let series = sides(r)
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let bin = s.sustained.bin_ns as f64 / 1e9;
+            let first = s.sustained.first_measured_bin;
+            let bins = s.sustained.mib_s.iter().skip(first).take(ZOOM_BINS);
+            let pts = bins.enumerate().map(|(k, &y)| ((k as f64 + 1.0) * bin, y)).collect();
+            Series::new(NAMES[i], pts, i)
+        })
+        .collect();
+    plot::line_chart(&Chart {
+        title: "Sustained random writes, start of the measured run".into(),
+        x: Axis::new("device time into the measured run (s)", Scale::Linear),
+        y: Axis::new("MiB/s", Scale::Linear),
+        series,
+        y_from_zero: true,
+        legend_lower: false,
+    })
 }
 
 fn waf_bars(r: &CompareResults) -> String {
@@ -171,14 +204,20 @@ fn page(r: &CompareResults, c: &Charts) -> String {
             text: format!(
                 "{} KiB random writes at aligned offsets over each side's whole capacity after a \
                  sequential fill: {} capacities of preconditioning, then {} s measured (from the \
-                 dashed line on); MiB/s per {} s bin of device time from the first random write, \
-                 and the write amplification of whoever collects garbage in the same bins.",
+                 dashed line on); MiB/s per {} s bin of device time from the first random write \
+                 and over the start of the measured run, and the write amplification of whoever \
+                 collects garbage since the first random write.",
                 cfg.request_bytes / 1024,
                 cfg.precondition_capacities,
                 cfg.sustained_s,
                 cfg.bin_s
             ),
-            charts: vec![c.throughput.clone(), c.waf_over_time.clone(), c.waf.clone()],
+            charts: vec![
+                c.throughput.clone(),
+                c.throughput_zoom.clone(),
+                c.waf_over_time.clone(),
+                c.waf.clone(),
+            ],
         },
         Section {
             title: "Reads among writes".into(),

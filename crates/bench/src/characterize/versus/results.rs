@@ -153,6 +153,9 @@ pub struct Sustained {
     /// Write amplification in each bin (null where nothing was written or
     /// the counters cannot be read).
     pub waf: Vec<Option<f64>>,
+    /// Write amplification from the first random write to the end of each
+    /// bin.
+    pub waf_running: Vec<Option<f64>>,
     /// The first bin wholly in the measured run: the figures below are of
     /// the bins from here on.
     pub first_measured_bin: usize,
@@ -200,8 +203,7 @@ impl Sustained {
         phase: Phase,
         bin_ns: u64,
         first_measured_bin: usize,
-        mib_s: Vec<f64>,
-        waf: Vec<Option<f64>>,
+        (mib_s, waf, waf_running): (Vec<f64>, Vec<Option<f64>>, Vec<Option<f64>>),
         totals: Option<WriteCounters>,
         write_latency: LatencyStats,
     ) -> Sustained {
@@ -238,6 +240,7 @@ impl Sustained {
             first_measured_bin,
             mib_s,
             waf,
+            waf_running,
             counters,
             write_latency,
         }

@@ -60,6 +60,9 @@ fn a_run_measures_both_sides_and_writes_its_files() {
         assert!(sus.mib_s.iter().all(|x| x.is_finite() && *x >= 0.0));
         assert!(sus.mean_mib_s > 0.0 && sus.min_mib_s <= sus.median_mib_s);
         assert_eq!(sus.waf.len(), sus.mib_s.len());
+        assert_eq!(sus.waf_running.len(), sus.mib_s.len());
+        let last = sus.waf_running.last().copied().flatten().unwrap();
+        assert!(last >= 1.0, "{}: {last}", s.role);
         let c = sus.counters.expect("both sides count their writes");
         assert!(c.host_blocks > 0 && c.data_blocks >= c.host_blocks, "{}: {c:?}", s.role);
         assert!(c.waf_total >= c.waf);
@@ -84,18 +87,19 @@ fn a_run_measures_both_sides_and_writes_its_files() {
 
     let dir = tempfile::tempdir().unwrap();
     let paths = write_outputs(&r, dir.path()).unwrap();
-    assert_eq!(paths.len(), 7);
+    assert_eq!(paths.len(), 8);
     let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
     let back = CompareResults::from_json(&text).unwrap();
     assert_eq!(back.conventional.sustained.mib_s, r.conventional.sustained.mib_s);
-    for name in ["throughput.svg", "waf-over-time.svg", "waf.svg", "read-latency.svg"] {
+    let charts = ["throughput.svg", "throughput-zoom.svg", "waf-over-time.svg", "waf.svg"];
+    for name in charts.iter().chain(&["read-latency.svg"]) {
         let svg = std::fs::read_to_string(dir.path().join(name)).unwrap();
         assert!(svg.starts_with("<svg"), "{name}");
         assert!(svg.contains("ZNS + zns-ftl") && svg.contains("conventional"), "{name}");
         assert!(!svg.contains("no data"), "{name}");
     }
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
-    assert_eq!(html.matches("<svg").count(), 5);
+    assert_eq!(html.matches("<svg").count(), 6);
     assert!(html.contains(ZNS) && html.contains(CONV));
     assert!(to_text(&r).contains("WAF (data)"));
 }

@@ -106,6 +106,9 @@ fn waf(side: &dyn Side, before: Option<WriteCounters>) -> Option<f64> {
     side.counters()?.since(before?).waf()
 }
 
+/// MiB/s, write amplification and running write amplification by bin.
+type BinSeries = (Vec<f64>, Vec<Option<f64>>, Vec<Option<f64>>);
+
 /// Throughput and write amplification by bin of device time.
 struct Bins {
     t0: u64,
@@ -142,9 +145,10 @@ impl Bins {
         self.bytes[i] += bytes;
     }
 
-    /// MiB/s and write amplification of every whole bin up to `end`, when
-    /// the counters read `last`.
-    fn finish(mut self, end: u64, last: Option<WriteCounters>) -> (Vec<f64>, Vec<Option<f64>>) {
+    /// MiB/s, write amplification and write amplification since the
+    /// first bin, of every whole bin up to `end`, when the counters read
+    /// `last`.
+    fn finish(mut self, end: u64, last: Option<WriteCounters>) -> BinSeries {
         let whole = (((end - self.t0) / self.bin_ns) as usize).min(self.bytes.len());
         self.counters.truncate(whole + 1);
         if self.counters.len() == whole {
@@ -153,7 +157,10 @@ impl Bins {
         let secs = self.bin_ns as f64 / 1e9;
         let mib_s = self.bytes.iter().take(whole).map(|&b| b as f64 / 1048576.0 / secs).collect();
         let waf = self.counters.windows(2).map(|w| w[1]?.since(w[0]?).waf()).collect();
-        (mib_s, waf)
+        let start = self.counters[0];
+        let running =
+            self.counters.iter().skip(1).map(|c| c.as_ref()?.since(start?).waf()).collect();
+        (mib_s, waf, running)
     }
 }
 
@@ -204,9 +211,9 @@ pub(crate) fn random_writes(
     let last = side.counters();
     let totals = last.zip(mc0).map(|(c, c0)| c.since(c0));
     let first = (m0 - t0).div_ceil(plan.bin_ns) as usize;
-    let (mib_s, waf) = bins.finish(t, last);
+    let series = bins.finish(t, last);
     let measured = Phase::new(bytes, t - m0, mw0, totals.and_then(|d| d.waf()));
-    Ok((pre, Sustained::new(measured, plan.bin_ns, first, mib_s, waf, totals, hist.stats())))
+    Ok((pre, Sustained::new(measured, plan.bin_ns, first, series, totals, hist.stats())))
 }
 
 /// 4 KiB random reads at queue depth 1: `plan.idle_reads` alone once the
@@ -292,9 +299,10 @@ mod tests {
         b.add(100 + 2 * second + 5, 3 << 20, || counted(10, 30));
         b.add(100 + 3 * second, 1 << 20, || counted(20, 50));
         // The run ends inside bin 3: three whole bins.
-        let (mib_s, waf) = b.finish(100 + 3 * second + 7, counted(25, 60));
+        let (mib_s, waf, running) = b.finish(100 + 3 * second + 7, counted(25, 60));
         assert_eq!(mib_s, vec![2.0, 0.0, 3.0]);
         // Bins 0 and 1 share the reading taken in bin 2.
         assert_eq!(waf, vec![Some(3.0), None, Some(2.0)]);
+        assert_eq!(running, vec![Some(3.0), Some(3.0), Some(2.5)]);
     }
 }
