@@ -216,7 +216,8 @@ pub(crate) fn random_writes(
     Ok((pre, Sustained::new(measured, plan.bin_ns, first, series, totals, hist.stats())))
 }
 
-/// 4 KiB random reads at queue depth 1: `plan.idle_reads` alone once the
+/// 4 KiB random reads at queue depth 1 of blocks the fill wrote:
+/// `plan.idle_reads` alone once the
 /// side finished its garbage collection and the device was idle for
 /// `plan.settle_ns`, then for
 /// `plan.read_ns` interleaved with the random writes of the sustained run
@@ -230,7 +231,10 @@ pub(crate) fn reads(
 ) -> Result<ReadTails, CharacterizeError> {
     let mut reader = side.lane(1)?;
     let mut rng = SmallRng::seed_from_u64(plan.seed ^ 0x2545_F491);
-    let n = side.blocks();
+    let slots = Slots::new(side, plan.request_blocks)?;
+    // The blocks the fill wrote: a block past the last whole slot was
+    // never written, and reading it costs the device no flash read.
+    let n = slots.count * slots.blocks;
     side.settle(plan.settle_ns)?;
     let mut idle = LatencyHistogram::new();
     for i in 0..plan.idle_reads {
@@ -242,7 +246,6 @@ pub(crate) fn reads(
             obs.step(1);
         }
     }
-    let slots = Slots::new(side, plan.request_blocks)?;
     let mut writer = side.lane(plan.request_blocks)?;
     let bytes_per = plan.request_blocks * side.block_size() as u64;
     let mut busy = LatencyHistogram::new();
