@@ -22,7 +22,9 @@
 //! docs/results-json.md), an HTML report with SVG plots ([`report`]), and,
 //! for emulated devices whose profile has reference figures, a table of
 //! measured against reference ([`reference`]). [`compare`] sets two runs
-//! side by side.
+//! side by side. [`versus`] is a suite of its own: the same random-write
+//! workloads on a ZNS device (through `zns-ftl`) and on a conventional
+//! one, side by side (`--suite compare`).
 
 pub mod clock;
 pub mod compare;

@@ -47,7 +47,7 @@ use std::time::Instant;
 use zns_device::{ReportFilter, Target, ZoneAction, ZoneState, ZonedDevice};
 use zns_ftl::FtlConfig;
 
-pub use report::{charts, html, to_text, write_outputs, Charts};
+pub use report::{charts, html, to_text, write_outputs, Charts, ZOOM_BINS};
 pub use results::{
     Capacity, CompareConfig, CompareResults, Counters, Phase, ReadTails, SideResults, Sustained,
     COMPARE_KIND, COMPARE_SCHEMA_VERSION,
