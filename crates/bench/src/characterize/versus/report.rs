@@ -275,10 +275,11 @@ fn setup_table(r: &CompareResults) -> String {
     }
     let _ = writeln!(
         t,
-        "</table>\n<p class=\"note\">Host FTL over-provisioning {:.1} %, seed {}. All times \
-         are device time.</p>",
+        "</table>\n<p class=\"note\">Host FTL over-provisioning {:.1} %, seed {}. Every \
+         throughput and latency is in device time ({} clock); wall time is the host's.</p>",
         r.config.ftl_op * 100.0,
-        r.config.seed
+        r.config.seed,
+        esc(&r.zns.device.clock)
     );
     t
 }
