@@ -8,6 +8,7 @@ use zns_device::ZonedDevice;
 
 use super::*;
 use crate::characterize::progress::NoProgress;
+use side::ConventionalSide;
 
 const ZNS: &str = "emu:small,zones=64,media=null";
 const CONV: &str = "emu:small-conv,zones=64,media=null";
@@ -150,4 +151,33 @@ fn a_zns_device_holding_data_needs_force() {
     }
     let forced = CompareOptions { force: true, ..opts };
     run(vec![zns, open(CONV)], &forced, &NoProgress).unwrap();
+}
+
+/// The conventional side on the timed twin (one zone's worth of flash, 89
+/// segments), on the virtual clock: garbage collection takes the dies'
+/// time, and the same seed gives the same figures.
+#[test]
+fn on_the_virtual_clock_the_conventional_side_repeats_itself() {
+    let plan = CompareOptions {
+        request_bytes: 1 << 20,
+        precondition: 0.5,
+        sustained_s: 0.5,
+        bin_s: 0.1,
+        ..smoke()
+    }
+    .plan(4096);
+    let once = || {
+        let side = ConventionalSide::new(open("emu:zn540-conv,zones=1,media=null"));
+        assert_eq!(side.device().clock_name(), "virtual");
+        let fill = workload::fill(&side, &plan, &NoProgress).unwrap();
+        let (_, sus) = workload::random_writes(&side, &plan, &NoProgress, &|| {}).unwrap();
+        (fill, sus)
+    };
+    let (fill, a) = once();
+    let (_, b) = once();
+    assert_eq!(a.mib_s, b.mib_s, "the virtual clock repeats the run");
+    assert_eq!(a.phase.device_ns, b.phase.device_ns);
+    let c = a.counters.unwrap();
+    assert!(c.waf > 1.5, "{c:?}");
+    assert!(a.mean_mib_s < 0.5 * fill.mib_s, "{} MiB/s against {} fresh", a.mean_mib_s, fill.mib_s);
 }
