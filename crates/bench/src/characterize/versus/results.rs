@@ -31,7 +31,8 @@ pub struct CompareResults {
     pub started_unix_s: u64,
     /// What both sides ran.
     pub config: CompareConfig,
-    /// Device time (both sides' sum) and wall time of the whole run.
+    /// Device time of both sides' fill, preconditioning, measured run and
+    /// reads among writes, added; wall time of the whole run.
     pub duration: Duration,
     /// The ZNS device, written through `zns-ftl`.
     pub zns: SideResults,
