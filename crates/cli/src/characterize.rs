@@ -1,14 +1,18 @@
 //! `zns characterize`: measures the device's performance model (see
 //! `zns_bench::characterize`) and writes `results.json` and `report.html`;
-//! `zns characterize --compare A.json B.json` sets two runs side by side.
+//! `zns characterize --compare A.json B.json` sets two runs side by side;
+//! `zns characterize --suite compare --device A --device B` runs the same
+//! random-write workloads on a ZNS device (through `zns-ftl`) and a
+//! conventional one (`zns_bench::characterize::versus`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use zns_bench::characterize::{
-    self, compare, reference, Options, Results, Suite, TerminalProgress, EXPERIMENTS,
+    self, compare, reference, versus, Options, Results, Suite, TerminalProgress, EXPERIMENTS,
 };
 
 /// Suites.
@@ -20,17 +24,28 @@ pub enum SuiteArg {
     Quick,
     /// Every experiment with more points and samples.
     Full,
+    /// ZNS against conventional: the same random writes and reads on a ZNS
+    /// device (through zns-ftl) and a conventional one (--device twice).
+    Compare,
 }
 
-impl From<SuiteArg> for Suite {
-    fn from(s: SuiteArg) -> Suite {
-        match s {
-            SuiteArg::Smoke => Suite::Smoke,
-            SuiteArg::Quick => Suite::Quick,
-            SuiteArg::Full => Suite::Full,
+impl SuiteArg {
+    /// The characterization suite, `None` for `compare`.
+    fn suite(self) -> Option<Suite> {
+        match self {
+            SuiteArg::Smoke => Some(Suite::Smoke),
+            SuiteArg::Quick => Some(Suite::Quick),
+            SuiteArg::Full => Some(Suite::Full),
+            SuiteArg::Compare => None,
         }
     }
 }
+
+/// The pair `--suite compare` runs when no device is named: the ZN540 and
+/// its conventional twin cut to 64 zones' worth of flash (of 904) so that
+/// twenty device minutes overwrite the device many times, keeping no data.
+pub const DEFAULT_PAIR: [&str; 2] =
+    ["emu:zn540,zones=64,media=null", "emu:zn540-conv,zones=64,media=null"];
 
 /// Arguments of `zns characterize`.
 #[derive(Debug, Args)]
@@ -61,11 +76,80 @@ pub struct CharacterizeArgs {
     /// the same axes and every figure) to this file.
     #[arg(long, requires = "compare", value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// With --suite compare: device minutes of sustained random writes.
+    #[arg(long, value_name = "MIN")]
+    pub minutes: Option<f64>,
+    /// With --suite compare: KiB per write request.
+    #[arg(long, value_name = "KIB")]
+    pub request_kib: Option<u64>,
+    /// With --suite compare: capacities of random writes before the
+    /// measured run.
+    #[arg(long, value_name = "X")]
+    pub precondition: Option<f64>,
+    /// With --suite compare: device seconds per throughput bin.
+    #[arg(long, value_name = "S")]
+    pub bin_seconds: Option<f64>,
+    /// With --suite compare: device seconds of reads among writes.
+    #[arg(long, value_name = "S")]
+    pub read_seconds: Option<f64>,
+    /// With --suite compare: 4 KiB reads after each write request in that
+    /// phase.
+    #[arg(long, value_name = "N")]
+    pub reads_per_write: Option<u32>,
+    /// With --suite compare: 4 KiB reads alone on the settled device.
+    #[arg(long, value_name = "N")]
+    pub idle_reads: Option<u64>,
+    /// With --suite compare: over-provisioning of the host FTL, percent
+    /// (default: the conventional twin's own).
+    #[arg(long, value_name = "PCT")]
+    pub ftl_op: Option<f64>,
+}
+
+impl CharacterizeArgs {
+    /// The options only `--suite compare` takes that were given.
+    fn compare_options_given(&self) -> Vec<&'static str> {
+        let given = [
+            ("--minutes", self.minutes.is_some()),
+            ("--request-kib", self.request_kib.is_some()),
+            ("--precondition", self.precondition.is_some()),
+            ("--bin-seconds", self.bin_seconds.is_some()),
+            ("--read-seconds", self.read_seconds.is_some()),
+            ("--reads-per-write", self.reads_per_write.is_some()),
+            ("--idle-reads", self.idle_reads.is_some()),
+            ("--ftl-op", self.ftl_op.is_some()),
+        ];
+        given.iter().filter(|g| g.1).map(|g| g.0).collect()
+    }
+
+    /// The comparison's options.
+    fn compare_options(&self) -> versus::CompareOptions {
+        let d = versus::CompareOptions::default();
+        versus::CompareOptions {
+            request_bytes: self.request_kib.map_or(d.request_bytes, |k| k * 1024),
+            precondition: self.precondition.unwrap_or(d.precondition),
+            sustained_s: self.minutes.map_or(d.sustained_s, |m| m * 60.0),
+            bin_s: self.bin_seconds.unwrap_or(d.bin_s),
+            settle_s: d.settle_s,
+            idle_reads: self.idle_reads.unwrap_or(d.idle_reads),
+            read_s: self.read_seconds.unwrap_or(d.read_s),
+            reads_per_write: self.reads_per_write.unwrap_or(d.reads_per_write),
+            ftl_op: self.ftl_op.map(|p| p / 100.0),
+            seed: self.seed,
+            force: self.force,
+        }
+    }
 }
 
 pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()> {
     if let Some(files) = &args.compare {
         return compare_files(&files[0], &files[1], args.html.as_deref(), out);
+    }
+    let Some(suite) = args.suite.suite() else {
+        bail!("--suite compare takes a ZNS device and a conventional one (--device twice)");
+    };
+    let extra = args.compare_options_given();
+    if !extra.is_empty() {
+        bail!("only --suite compare takes {}", extra.join(", "));
     }
     for name in &args.only {
         if !EXPERIMENTS.iter().any(|(n, _)| n == name) {
@@ -74,12 +158,7 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
         }
     }
     let dev = zns_device::open(uri)?;
-    let opts = Options {
-        suite: args.suite.into(),
-        seed: args.seed,
-        only: args.only.clone(),
-        force: args.force,
-    };
+    let opts = Options { suite, seed: args.seed, only: args.only.clone(), force: args.force };
     let progress = TerminalProgress::stderr();
     let results = characterize::run(dev.as_ref(), &opts, &progress).context("characterize")?;
     drop(dev);
@@ -207,5 +286,80 @@ fn compare_files(a: &Path, b: &Path, html: Option<&Path>, out: &mut dyn Write) -
         std::fs::write(path, page).with_context(|| format!("write {}", path.display()))?;
         writeln!(out, "wrote {}", path.display())?;
     }
+    Ok(())
+}
+
+/// `zns characterize --suite compare`: `devices` are the `--device`
+/// values (the default pair [`DEFAULT_PAIR`] when none was given).
+pub fn run_compare(
+    devices: &[String],
+    device_given: bool,
+    args: &CharacterizeArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if !args.only.is_empty() {
+        bail!(
+            "--only selects experiments of the other suites; --suite compare runs all of its own"
+        );
+    }
+    let uris: Vec<String> = if device_given {
+        devices.to_vec()
+    } else {
+        writeln!(
+            out,
+            "no --device given: comparing {} and {} (the ZN540 and its conventional twin scaled \
+             to 64 of its 904 zones, keeping no data)",
+            DEFAULT_PAIR[0], DEFAULT_PAIR[1]
+        )?;
+        DEFAULT_PAIR.iter().map(|s| s.to_string()).collect()
+    };
+    if uris.len() != 2 {
+        bail!(
+            "--suite compare takes two devices, a ZNS one and a conventional one (--device twice); \
+             got {}: {}",
+            uris.len(),
+            uris.join(", ")
+        );
+    }
+    let devs = uris
+        .iter()
+        .map(|u| zns_device::open(u).with_context(|| format!("open {u}")))
+        .collect::<Result<Vec<Arc<dyn zns_device::ZonedDevice>>>>()?;
+    let opts = args.compare_options();
+    let progress = TerminalProgress::stderr();
+    let results = versus::run(devs, &opts, &progress).context("compare")?;
+    let paths = versus::write_outputs(&results, &args.out)?;
+    compare_summary(&results, out)?;
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    writeln!(out, "wrote {}", names.join(", "))?;
+    Ok(())
+}
+
+fn compare_summary(r: &versus::CompareResults, out: &mut dyn Write) -> Result<()> {
+    let c = &r.config;
+    writeln!(
+        out,
+        "{} KiB random writes: fill, {} capacities of preconditioning, {:.0} s measured in {} s \
+         bins; host FTL OP {:.1} %",
+        c.request_bytes / 1024,
+        c.precondition_capacities,
+        c.sustained_s,
+        c.bin_s,
+        c.ftl_op * 100.0
+    )?;
+    for s in [&r.zns, &r.conventional] {
+        writeln!(
+            out,
+            "{:<12} {} (clock {}), garbage collection: {}",
+            s.role, s.device.uri, s.device.clock, s.gc
+        )?;
+    }
+    writeln!(
+        out,
+        "{:.1} s of device time in {:.1} s of wall time",
+        r.duration.device_ns as f64 / 1e9,
+        r.duration.wall_ns as f64 / 1e9
+    )?;
+    write!(out, "{}", versus::to_text(r))?;
     Ok(())
 }

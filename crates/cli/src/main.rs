@@ -88,7 +88,8 @@ enum Command {
     },
     /// Measure the device's performance model (latency, scaling, zone
     /// management by occupancy, interference) into results.json and an
-    /// HTML report; or compare two runs.
+    /// HTML report; or compare two runs; or, with `--suite compare`, a ZNS
+    /// device against a conventional one.
     Characterize(characterize::CharacterizeArgs),
     /// Benchmarks: software overhead per I/O.
     Bench {
@@ -253,10 +254,15 @@ fn open(uri: &str) -> Result<std::sync::Arc<dyn ZonedDevice>> {
 }
 
 fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
-    let serving = matches!(cli.command, Command::Serve(_));
-    if !serving && cli.device.len() > 1 {
+    let several = match &cli.command {
+        Command::Serve(_) => true,
+        Command::Characterize(args) => args.suite == characterize::SuiteArg::Compare,
+        _ => false,
+    };
+    if !several && cli.device.len() > 1 {
         anyhow::bail!(
-            "--device is given {} times; only `zns serve` takes several devices",
+            "--device is given {} times; only `zns serve` and `zns characterize --suite compare` \
+             take several devices",
             cli.device.len()
         );
     }
@@ -267,6 +273,9 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
+        Command::Characterize(args) if args.suite == characterize::SuiteArg::Compare => {
+            characterize::run_compare(&cli.device, device_given, &args, out)
+        }
         Command::Characterize(args) => characterize::run(&device, &args, out),
         Command::Ezns { command } => ezns::run(command, &device, device_given, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),

@@ -32,10 +32,31 @@ struct Field {
 }
 
 fn documented_fields() -> Vec<Field> {
-    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results-json.md");
-    let text = std::fs::read_to_string(&doc).expect("docs/results-json.md");
+    let out = documented_fields_in("results-json.md", "");
+    assert!(out.len() > 60, "the field tables of docs/results-json.md were not found");
+    out
+}
+
+/// The field tables of `docs/<file>` after the heading `from` up to the
+/// next heading (the whole file when `from` is empty).
+fn documented_fields_in(file: &str, from: &str) -> Vec<Field> {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(file);
+    let text = std::fs::read_to_string(&doc).expect("the document");
     let mut out = Vec::new();
+    let mut inside = from.is_empty();
     for line in text.lines() {
+        if !from.is_empty() {
+            if line.trim() == from {
+                inside = true;
+                continue;
+            }
+            if inside && line.starts_with('#') {
+                break;
+            }
+        }
+        if !inside {
+            continue;
+        }
         let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
         if cells.len() != 3 || !cells[0].starts_with('`') {
             continue;
@@ -54,7 +75,6 @@ fn documented_fields() -> Vec<Field> {
             nullable: kind.contains("or null"),
         });
     }
-    assert!(out.len() > 60, "the field tables of docs/results-json.md were not found");
     out
 }
 
@@ -100,15 +120,14 @@ fn type_ok(v: &Value, kind: &str) -> bool {
 }
 
 /// Every path in `v`, arrays as `[]`, not descending into free-form maps.
-fn paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
-    const FREE_FORM: &[&str] = &["device.info", "summary", "host.experiments_wall_ns"];
+fn paths(v: &Value, prefix: &str, free_form: &[&str], out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, child) in m {
                 let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 out.push(p.clone());
-                if !FREE_FORM.contains(&p.as_str()) {
-                    paths(child, &p, out);
+                if !free_form.contains(&p.as_str()) {
+                    paths(child, &p, free_form, out);
                 }
             }
         }
@@ -116,7 +135,7 @@ fn paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
             for child in a {
                 if child.is_object() {
                     let p = format!("{prefix}[]");
-                    paths(child, &p, out);
+                    paths(child, &p, free_form, out);
                 }
             }
         }
@@ -125,8 +144,14 @@ fn paths(v: &Value, prefix: &str, out: &mut Vec<String>) {
 }
 
 fn check_against_docs(v: &Value) {
-    let fields = documented_fields();
-    for f in &fields {
+    let free_form = ["device.info", "summary", "host.experiments_wall_ns"];
+    check_against(v, &documented_fields(), &free_form, "docs/results-json.md");
+}
+
+/// `v` has every field of `fields` with its type, and nothing else (below
+/// the `free_form` objects).
+fn check_against(v: &Value, fields: &[Field], free_form: &[&str], doc: &str) {
+    for f in fields {
         for (i, found) in values_at(v, &f.path).into_iter().enumerate() {
             match found {
                 None => assert!(f.optional, "{} (#{i}) is missing", f.path),
@@ -136,13 +161,13 @@ fn check_against_docs(v: &Value) {
         }
     }
     let mut seen = Vec::new();
-    paths(v, "", &mut seen);
+    paths(v, "", free_form, &mut seen);
     seen.sort();
     seen.dedup();
     for p in seen {
         assert!(
             fields.iter().any(|f| f.path == p),
-            "results.json has {p}, which docs/results-json.md does not document"
+            "results.json has {p}, which {doc} does not document"
         );
     }
 }
@@ -389,4 +414,84 @@ fn runs_on_a_virtual_clock_repeat_exactly_apart_from_the_host_object() {
     let (a, b, c) = (run("a", "9"), run("b", "9"), run("c", "10"));
     assert!(a == b, "two runs with seed 9 differ outside host");
     assert!(a != c, "seeds 9 and 10 gave the same results");
+}
+
+const ZNS_TWIN: &str = "emu:small,zones=64,media=null";
+const CONV_TWIN: &str = "emu:small-conv,zones=64,media=null";
+
+/// `zns characterize --suite compare` on the small untimed twins, sized to
+/// take a second.
+fn compare_suite(dir: &Path, devices: &[&str]) -> Out {
+    let mut args = vec!["characterize", "--suite", "compare", "--out", dir.to_str().unwrap()];
+    for d in devices {
+        args.extend_from_slice(&["--device", d]);
+    }
+    args.extend_from_slice(&[
+        "--request-kib",
+        "64",
+        "--minutes",
+        "0.005",
+        "--bin-seconds",
+        "0.05",
+        "--read-seconds",
+        "0.05",
+        "--idle-reads",
+        "100",
+        "--reads-per-write",
+        "2",
+    ]);
+    zns(&args)
+}
+
+#[test]
+fn compare_suite_writes_documented_results_a_report_and_the_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = ok(compare_suite(dir.path(), &[CONV_TWIN, ZNS_TWIN]));
+    assert!(o.stdout.contains("WAF (data)") && o.stdout.contains("usable / raw"), "{}", o.stdout);
+    let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["kind"], "zns-vs-conventional");
+    assert_eq!(v["zns"]["device"]["uri"], ZNS_TWIN);
+    assert_eq!(v["conventional"]["gc"], "device firmware");
+    let top = documented_fields_in("compare.md", "### The comparison's `results.json`");
+    assert!(top.len() > 15, "the top-level table of docs/compare.md was not found");
+    check_against(&v, &top, &["zns", "conventional"], "docs/compare.md");
+    let side = documented_fields_in("compare.md", "#### Each side: `zns` and `conventional`");
+    assert!(side.len() > 40, "the table of a side in docs/compare.md was not found");
+    let free = ["device.info", "sustained.write_latency", "reads.idle", "reads.under_writes"];
+    for role in ["zns", "conventional"] {
+        check_against(&v[role], &side, &free, "docs/compare.md");
+    }
+    let waf = v["conventional"]["sustained"]["counters"]["waf"].as_f64().unwrap();
+    assert!(waf > 1.0, "the firmware collected garbage: {waf}");
+    let files = ["report.html", "throughput.svg", "throughput-zoom.svg", "waf-over-time.svg"];
+    for f in files.iter().chain(&["waf.svg", "read-latency.svg", "capacity.svg"]) {
+        assert!(dir.path().join(f).is_file(), "{f}");
+    }
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("Sustained random writes") && html.contains("<svg"));
+}
+
+#[test]
+fn compare_suite_refuses_what_it_cannot_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = compare_suite(dir.path(), &[ZNS_TWIN]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("two devices"), "{}", o.stderr);
+    let o = compare_suite(dir.path(), &[ZNS_TWIN, "emu:tiny"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("both are zoned"), "{}", o.stderr);
+    let o = compare_suite(dir.path(), &[CONV_TWIN, CONV_TWIN]);
+    assert!(o.stderr.contains("neither is zoned"), "{}", o.stderr);
+    assert!(!dir.path().join("results.json").exists());
+    // Two devices are for the comparison only; its options too.
+    let o = zns(&["--device", "emu:tiny", "--device", "emu:tiny", "characterize"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--suite compare"), "{}", o.stderr);
+    let o = zns(&["--device", "emu:tiny", "characterize", "--minutes", "1"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("only --suite compare takes --minutes"), "{}", o.stderr);
+    let o = zns(&["characterize", "--suite", "compare", "--only", "qd1"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--only"), "{}", o.stderr);
 }

@@ -22,7 +22,9 @@
 //! docs/results-json.md), an HTML report with SVG plots ([`report`]), and,
 //! for emulated devices whose profile has reference figures, a table of
 //! measured against reference ([`reference`]). [`compare`] sets two runs
-//! side by side.
+//! side by side. [`versus`] is a suite of its own: the same random-write
+//! workloads on a ZNS device (through `zns-ftl`) and on a conventional
+//! one, side by side (`--suite compare`).
 
 pub mod clock;
 pub mod compare;
@@ -36,6 +38,7 @@ pub mod reference;
 pub mod report;
 pub mod results;
 pub mod stats;
+pub mod versus;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -146,6 +149,9 @@ pub enum CharacterizeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The host FTL of the comparison failed.
+    #[error("host FTL: {0}")]
+    Ftl(#[from] zns_ftl::FtlError),
     /// A bug in the suite.
     #[error("internal error: {0}")]
     Internal(String),
