@@ -310,7 +310,15 @@ pub fn geometry(peer: &dyn ZoneQueue, ours: &dyn ZoneQueue) -> Result<Geometry, 
         max_active: a.max_active,
         write_zeroes: a.capabilities.write_zeroes && b.capabilities.write_zeroes,
         zrwa: match (&a.capabilities.zrwa, &b.capabilities.zrwa) {
-            (Some(x), Some(y)) if x == y && x.explicit_flush => Some((x.size, x.flush_granularity)),
+            // Resources may differ: the reference has what the peer has,
+            // which is not always what its Identify states (qemu-numzrwa).
+            (Some(x), Some(y))
+                if (x.size, x.flush_granularity) == (y.size, y.flush_granularity)
+                    && x.explicit_flush
+                    && y.explicit_flush =>
+            {
+                Some((x.size, x.flush_granularity))
+            }
             _ => None,
         },
     })
