@@ -346,3 +346,14 @@ fn zrwa_divergences_match_exactly_what_they_describe() {
     other.zones[2] = zone(2, Closed, 0);
     assert_eq!(case(&open, &none_left, &other, &none_left), None);
 }
+
+#[test]
+fn zrwa_sequences_need_alike_windows_not_alike_resource_counts() {
+    let geometry = |a: &str, b: &str| {
+        let (a, b) = (zns_device::open(a).unwrap(), zns_device::open(b).unwrap());
+        run::geometry(a.queue(4).unwrap().as_ref(), b.queue(4).unwrap().as_ref()).unwrap().zrwa
+    };
+    assert_eq!(geometry("emu:small,zrwa=64/8/3", "emu:small,zrwa=64/8/2"), Some((64, 8)));
+    assert_eq!(geometry("emu:small,zrwa=64/8/3", "emu:small,zrwa=32/8/3"), None);
+    assert_eq!(geometry("emu:small,zrwa=64/8/3", "emu:small"), None);
+}
