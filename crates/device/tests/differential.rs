@@ -303,6 +303,22 @@ fn zrwa_divergences_match_exactly_what_they_describe() {
     let (field, boundary) =
         (failed(StatusCode::InvalidField), failed(StatusCode::ZoneBoundaryError));
 
+    // Open with ZRWA Allocate of a Full zone: alignment first, or state first.
+    let full = snap(vec![zone(0, Full, 48), zone(1, Empty, 0), zone(2, Empty, 0)]);
+    let open_full = plain(ZoneOp::OpenZrwa { zslba: 0 });
+    let c = Case {
+        g: &g,
+        cmd: &open_full,
+        before: &full,
+        peer: &failed(StatusCode::ZrwaResourcesUnavailable),
+        peer_after: &full,
+        ours: &failed(StatusCode::InvalidZoneStateTransition),
+        ours_after: &full,
+    };
+    assert_eq!(explain(&c).map(|d| d.id), Some("zrwa-open-full-zone"));
+    let open_empty = plain(ZoneOp::OpenZrwa { zslba: 64 });
+    assert_eq!(explain(&Case { cmd: &open_empty, ..c }).map(|d| d.id), None);
+
     // Commit up to one past the window (8 + 16): the unit check against the window check.
     let one_past = plain(ZoneOp::CommitZrwa { lba: 64 + 8 + 16 });
     assert_eq!(case(&one_past, &field, &before, &boundary), Some("zrwa-commit-one-past"));

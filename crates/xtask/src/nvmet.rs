@@ -35,6 +35,9 @@ options:
 /// The subsystem the guest kernel's own target (nvmet) exports.
 pub const NVMET_NQN: &str = "nqn.2026-11.io.znskit:nvmet";
 
+/// The subsystem of the `zns serve` the guest measures beside nvmet.
+const ZNSKIT_NQN: &str = "nqn.2026-11.io.znskit:guest";
+
 /// Kernel modules the guest needs beyond the built-in ones.
 const MODULES: &[&str] = &["nvmet-tcp", "null_blk"];
 
@@ -115,6 +118,7 @@ pub fn run(opts: &Options) -> Result<()> {
     for f in &outcome.failures {
         println!("nvmet: {}", f.trim_start_matches("vmtest: "));
     }
+    print_figures(&log);
     let pass = outcome.result == Some(true) && outcome.failures.is_empty();
     println!(
         "nvmet: {} in {:.1} s (preparation {:.1} s, guest {:.1} s; log {})",
@@ -131,8 +135,36 @@ pub fn run(opts: &Options) -> Result<()> {
     }
 }
 
-/// The guest's `/init`: modules, loopback, [`script_lines`], the result
-/// marker.
+/// Prints the figures the guest measured ([`figure_lines`]) from its log,
+/// the two targets side by side.
+fn print_figures(log: &std::path::Path) {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.split("nvmet-figure ").nth(1) else { continue };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if let [target, name, value] = f[..] {
+            rows.push((target.into(), name.into(), value.into()));
+        }
+    }
+    let value = |t: &str, n: &str| {
+        rows.iter().find(|r| r.0 == t && r.1 == n).map_or("-".to_string(), |r| r.2.clone())
+    };
+    let mut names: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+    names.dedup();
+    if names.is_empty() {
+        println!("nvmet: no figures measured (see the guest log)");
+        return;
+    }
+    println!("nvmet: 4 KiB random reads through znskit's tcp: initiator in the guest (software emulation: compare the columns, not the machine):");
+    println!("nvmet: {:<36} {:>14} {:>14}", "figure", "nvmet+null_blk", "zns serve");
+    for n in names {
+        println!("nvmet: {n:<36} {:>14} {:>14}", value("nvmet", n), value("znskit", n));
+    }
+}
+
+/// The guest's `/init`: modules, loopback, [`script_lines`],
+/// [`figure_lines`], the result marker.
 fn init_script(modules: &[String], only: &str) -> String {
     let mut s = crate::guest::shell_start(
         "znskit's NVMe/TCP initiator against the guest kernel's target, a result marker, \
@@ -145,6 +177,7 @@ fn init_script(modules: &[String], only: &str) -> String {
     }
     s.push_str("ip link set lo up\n");
     s.push_str(&script_lines(only));
+    s.push_str(&figure_lines());
     s.push_str(&format!(
         r#"if [ $fail -ne 0 ]; then say "kernel log (last lines):"; dmesg | tail -n 40; fi
 if [ $fail -eq 0 ]; then echo "{RESULT_MARKER} PASS"; else echo "{RESULT_MARKER} FAIL"; fi
@@ -194,6 +227,31 @@ run nvmet-write-big /bin/zns --device "$U" write --lba 3 --input /tmp/big
 run nvmet-write-after /bin/zns --device "$U" write --lba 259 --input /tmp/small
 run nvmet-reset /bin/zns --device "$U" zone reset --all
 run conformance-nvmet /bin/zns-conformance {only}"tcp:127.0.0.1:4420/{NVMET_NQN}"
+"#
+    )
+}
+
+/// Guest shell lines measuring, through znskit's `tcp:` initiator, 4 KiB
+/// random reads at QD 1 (latency) and by queue depth (the best rate) on
+/// the kernel's target (null_blk behind nvmet-tcp, set up by
+/// [`script_lines`]) and on `zns serve` with a data-less emulated device,
+/// both on the guest's loopback: `zns characterize --suite quick --only
+/// reads` on each, its figures printed on lines starting `nvmet-figure`.
+/// Relative figures only: the guest runs under software emulation.
+pub fn figure_lines() -> String {
+    format!(
+        r#"# The same reads through znskit's initiator on both targets.
+/bin/zns --device emu:small,media=null serve --listen 127.0.0.1:4421 --nqn {ZNSKIT_NQN} > /tmp/serve.log 2>&1 &
+ZP=$!
+sleep 1
+for t in "nvmet tcp:127.0.0.1:4420/{NVMET_NQN}" "znskit tcp:127.0.0.1:4421/{ZNSKIT_NQN}"; do
+    set -- $t
+    run figures-$1 /bin/zns --device "$2" characterize --suite quick --only reads --force --out /tmp/figures-$1 > /tmp/figures-$1.txt 2>&1
+    grep -E "^ *(qd1/read/4KiB:(p50|p99)_us|read_qd/random/4KiB:max_kiops) " /tmp/figures-$1.txt | head -3 | while read -r name value rest; do
+        echo "nvmet-figure $1 $name $value"
+    done
+done
+kill $ZP
 "#
     )
 }

@@ -84,6 +84,12 @@ pub const DIVERGENCES: &[Divergence] = &[
                 an active or a ZRWA resource: the peer closes an implicitly opened zone first",
     },
     Divergence {
+        id: "zrwa-open-full-zone",
+        title: "an Open with ZRWA Allocate of a Full zone: the peer may check its write \
+                pointer's alignment first (ZRWA Resources Unavailable), the reference refuses \
+                the zone's state (Invalid Zone State Transition)",
+    },
+    Divergence {
         id: "zrwa-commit-one-past",
         title: "Flush Explicit ZRWA Range whose last LBA is one past the window: the peer \
                 checks the commit unit (Invalid Field in Command), the reference the window \
@@ -150,12 +156,13 @@ type Matcher = fn(&Case<'_>) -> bool;
 
 /// The known divergence `c` shows, if any.
 pub fn explain(c: &Case<'_>) -> Option<&'static Divergence> {
-    let matchers: [(&str, Matcher); 8] = [
+    let matchers: [(&str, Matcher); 9] = [
         ("check-order", check_order),
         ("close-before-resource-check", close_before_resource_check),
         ("open-all-one-by-one", open_all_one_by_one),
         ("failed-extension-write", failed_extension_write),
         ("zrwa-close-before-resource-check", zrwa_close_before_resource_check),
+        ("zrwa-open-full-zone", zrwa_open_full_zone),
         ("zrwa-commit-one-past", zrwa_commit_one_past),
         ("zrwa-append-check-order", zrwa_append_check_order),
         ("report-filter-9h", report_filter_9h),
@@ -330,6 +337,21 @@ fn zrwa_close_before_resource_check(c: &Case<'_>) -> bool {
     }
     let changed = differing_zones(c.before, c.peer_after);
     changed.len() == 1 && auto_closed(c, changed[0])
+}
+
+/// Open with ZRWA Allocate of a Full zone: QEMU checks that the zone's
+/// write pointer sits on a commit unit before it looks at the state, and a
+/// zone finished off a unit keeps its write pointer there, so it answers
+/// ZRWA Resources Unavailable; the reference refuses a zone that cannot be
+/// opened for its state (docs/zns-spec.md, ZRWA rule 1). Both refuse;
+/// nothing changes.
+fn zrwa_open_full_zone(c: &Case<'_>) -> bool {
+    let ZoneOp::OpenZrwa { zslba } = c.cmd.op else { return false };
+    let Some(z) = c.zone_before(zslba).filter(|z| z.start == zslba) else { return false };
+    z.state == ZoneState::Full
+        && c.peer_is(StatusCode::ZrwaResourcesUnavailable)
+        && c.ours_is(StatusCode::InvalidZoneStateTransition)
+        && c.unchanged()
 }
 
 /// Flush Explicit ZRWA Range with the last LBA at the write pointer plus
