@@ -47,3 +47,19 @@ fn conformance_over_tcp_with_a_polling_target() {
 fn conformance_over_tcp_with_zone_random_write_areas() {
     over_tcp("emu:tiny,zrwa=16/4/2", "");
 }
+
+#[test]
+fn deep_queues_are_cut_to_what_the_target_takes() {
+    // zns characterize asks for 1024 entries; a Connect with more than
+    // CAP.MQES + 1 is refused, so the initiator asks for no more.
+    let dev = zns_device::open("emu:tiny").unwrap();
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+    let mut q = remote.queue(1024).unwrap_or_else(|e| panic!("a queue of 1024: {e}"));
+    assert!(q.capacity() >= 1 && q.capacity() < 1024, "{}", q.capacity());
+    assert_eq!(q.zone(0).unwrap().start, 0);
+    drop(q);
+    drop(remote);
+    target.stop();
+}

@@ -52,6 +52,8 @@ struct Shared {
     cntlid: u16,
     /// The admin queue: it keeps the controller alive.
     _admin: Mutex<TcpQueuePair>,
+    /// CAP.MQES + 1: the most entries the controller takes in a queue.
+    max_entries: usize,
     /// Queue IDs free for new queues, least recently used first: a target
     /// tears a closed connection's queue down asynchronously (Linux nvmet
     /// refuses its ID until then), so a freed ID goes to the back.
@@ -98,7 +100,8 @@ impl TcpDevice {
         let cntlid = admin
             .fabric_connect(0, 32, 0xFFFF, &uri.nqn, HOST_NQN)
             .map_err(|e| fail(format!("admin queue: {e}")))?;
-        enable(&mut admin).map_err(|e| fail(format!("enable the controller: {e}")))?;
+        let max_entries =
+            enable(&mut admin).map_err(|e| fail(format!("enable the controller: {e}")))?;
         let nq = Features::set(
             FeatureId::NumberOfQueues,
             {
@@ -161,6 +164,7 @@ impl TcpDevice {
             info,
             cntlid,
             _admin: Mutex::new(admin),
+            max_entries,
             free_qids: Mutex::new((1..=granted.min(IO_QUEUES)).collect()),
         });
         let mut dev = TcpDevice { shared };
@@ -183,8 +187,9 @@ impl TcpDevice {
 }
 
 /// CC.EN with the I/O command sets (CSS 110b) when CAP offers them, then
-/// CSTS.RDY within CAP.TO.
-fn enable(q: &mut TcpQueuePair) -> std::result::Result<(), TcpError> {
+/// CSTS.RDY within CAP.TO; returns the most entries a queue may have
+/// (CAP.MQES + 1).
+fn enable(q: &mut TcpQueuePair) -> std::result::Result<usize, TcpError> {
     let cap = Cap(q.property(0x00, true)?);
     let css = if cap.css() & Cap::CSS_IO_COMMAND_SETS != 0 { 0b110 } else { 0b000 };
     let cc = 1 | css << 4 | 6 << 16 | 4 << 20;
@@ -192,7 +197,7 @@ fn enable(q: &mut TcpQueuePair) -> std::result::Result<(), TcpError> {
     let deadline = Instant::now() + Duration::from_millis(cap.timeout_ms().max(500) as u64);
     loop {
         if q.property(0x1C, false)? & 1 == 1 {
-            return Ok(());
+            return Ok(cap.max_queue_entries() as usize);
         }
         if Instant::now() > deadline {
             return Err(TcpError::Io(std::io::Error::other("CSTS.RDY did not rise within CAP.TO")));
@@ -376,7 +381,10 @@ impl TcpQueue {
         if depth == 0 {
             return Err(DeviceError::InvalidArgument("queue depth 0 (at least 1)".into()));
         }
-        let n = depth.min(MAX_DEPTH);
+        // The queue is one entry larger than the commands it holds, and no
+        // larger than the controller takes (a Connect with a larger SQSIZE
+        // is refused).
+        let n = depth.min(MAX_DEPTH).min(shared.max_entries.saturating_sub(1).max(1));
         let uri = shared.info.uri.clone();
         let fail = |reason: String| DeviceError::Unavailable { uri: uri.clone(), reason };
         let digests = Digests { header: shared.uri.header_digest, data: shared.uri.data_digest };

@@ -43,6 +43,12 @@ pub enum Divergence {
     /// it to the block layer unchecked, which fails I/O past the device's
     /// end as an I/O error).
     OutOfRangeIsInternalError,
+    /// `nvmet-zrwa`: on a namespace without zone random write areas, an
+    /// Open with ZRWA Allocate opens the zone as a plain Open (the bit is
+    /// not looked at) and Flush Explicit ZRWA Range is an unknown action
+    /// (Invalid Field in Command), where the specification refuses both
+    /// with Invalid Zone Operation Request.
+    ZrwaBitIgnored,
     /// `qemu-numzrwa`: QEMU's controller puts the number of ZRWA
     /// resources itself in Identify Namespace's NUMZRWA, which the
     /// specification makes 0's based, so read as specified it states one
@@ -60,6 +66,7 @@ impl Divergence {
             Divergence::OfflineIsRefused => "nvmet-offline",
             Divergence::WriteAcrossZoneEndSplits => "nvmet-write-across-zones",
             Divergence::OutOfRangeIsInternalError => "nvmet-lba-range",
+            Divergence::ZrwaBitIgnored => "nvmet-zrwa",
             Divergence::NumzrwaNotZerosBased => "qemu-numzrwa",
         }
     }

@@ -1143,6 +1143,16 @@ pub fn zrwa_unsupported(dev: &dyn ZonedDevice) {
     let mut q = fresh_queue(dev, 4);
     let q = q.as_mut();
     let z = zone_lba(dev, 2);
+    if divergence::diverges(dev, Divergence::ZrwaBitIgnored, "ZRWA Allocate opens, commit unknown")
+    {
+        q.open_zrwa(z).unwrap();
+        let zn = zone(q, z);
+        assert_eq!((zn.state, zn.has_zrwa()), (ZoneState::ExplicitlyOpen, false));
+        let r = q.commit_zrwa(z + 3);
+        expect_status(r, StatusCode::InvalidField, OpKind::CommitZrwa, Some(z + 3));
+        q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
+        return;
+    }
     for (r, op, lba) in
         [(q.open_zrwa(z), OpKind::OpenZrwa, z), (q.commit_zrwa(z + 3), OpKind::CommitZrwa, z + 3)]
     {
