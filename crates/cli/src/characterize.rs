@@ -212,6 +212,8 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
         "qd1/write/4KiB:mean_us",
         "qd1/append/4KiB:mean_us",
         "qd1/read/4KiB:mean_us",
+        "read_qd/random/4KiB/qd=1:p50_us",
+        "read_qd/random/4KiB/qd=1:p99_us",
         "open/first_write/implicit:mean_us",
         "zone_mgmt/reset/full:p50_us",
         "zone_mgmt/finish/50%:p50_us",

@@ -246,8 +246,8 @@ ZP=$!
 sleep 1
 for t in "nvmet tcp:127.0.0.1:4420/{NVMET_NQN}" "znskit tcp:127.0.0.1:4421/{ZNSKIT_NQN}"; do
     set -- $t
-    run figures-$1 /bin/zns --device "$2" characterize --suite quick --only reads --force --out /tmp/figures-$1 > /tmp/figures-$1.txt 2>&1
-    grep -E "^ *(qd1/read/4KiB:(p50|p99)_us|read_qd/random/4KiB:max_kiops) " /tmp/figures-$1.txt | head -3 | while read -r name value rest; do
+    run figures-$1 /bin/zns --device "$2" characterize --suite quick --only reads --force --out /tmp/figures-$1 > /tmp/figures-$1.txt 2>&1 || tail -n 5 /tmp/figures-$1.txt
+    grep -E "^ *(read_qd/random/4KiB/qd=1:(p50|p99)_us|read_qd/random/4KiB:max_kiops) " /tmp/figures-$1.txt | head -3 | while read -r name value rest; do
         echo "nvmet-figure $1 $name $value"
     done
 done
