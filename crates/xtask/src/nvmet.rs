@@ -150,8 +150,12 @@ fn print_figures(log: &std::path::Path) {
     let value = |t: &str, n: &str| {
         rows.iter().find(|r| r.0 == t && r.1 == n).map_or("-".to_string(), |r| r.2.clone())
     };
-    let mut names: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for r in &rows {
+        if !names.contains(&r.1.as_str()) {
+            names.push(r.1.as_str());
+        }
+    }
     if names.is_empty() {
         println!("nvmet: no figures measured (see the guest log)");
         return;

@@ -45,9 +45,9 @@ pub enum Divergence {
     OutOfRangeIsInternalError,
     /// `nvmet-zrwa`: on a namespace without zone random write areas, an
     /// Open with ZRWA Allocate opens the zone as a plain Open (the bit is
-    /// not looked at) and Flush Explicit ZRWA Range is an unknown action
-    /// (Invalid Field in Command), where the specification refuses both
-    /// with Invalid Zone Operation Request.
+    /// not looked at) and Flush Explicit ZRWA Range fails with Invalid
+    /// Zone State Transition, where the specification refuses both with
+    /// Invalid Zone Operation Request.
     ZrwaBitIgnored,
     /// `qemu-numzrwa`: QEMU's controller puts the number of ZRWA
     /// resources itself in Identify Namespace's NUMZRWA, which the

@@ -1143,8 +1143,11 @@ pub fn zrwa_unsupported(dev: &dyn ZonedDevice) {
     let mut q = fresh_queue(dev, 4);
     let q = q.as_mut();
     let z = zone_lba(dev, 2);
-    if divergence::diverges(dev, Divergence::ZrwaBitIgnored, "ZRWA Allocate opens, commit unknown")
-    {
+    if divergence::diverges(
+        dev,
+        Divergence::ZrwaBitIgnored,
+        "ZRWA Allocate ignored, commit refused",
+    ) {
         q.open_zrwa(z).unwrap();
         let zn = zone(q, z);
         // Without a ZRWA; null_blk reports a zone opened with nothing
@@ -1152,7 +1155,7 @@ pub fn zrwa_unsupported(dev: &dyn ZonedDevice) {
         assert!(!zn.has_zrwa(), "{zn:?}");
         assert!(matches!(zn.state, ZoneState::Empty | ZoneState::ExplicitlyOpen), "{zn:?}");
         let r = q.commit_zrwa(z + 3);
-        expect_status(r, StatusCode::InvalidField, OpKind::CommitZrwa, Some(z + 3));
+        expect_status(r, StatusCode::InvalidZoneStateTransition, OpKind::CommitZrwa, Some(z + 3));
         q.zone_action(ZoneAction::Reset, Target::Zone(z)).unwrap();
         return;
     }
