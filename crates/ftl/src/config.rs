@@ -40,6 +40,23 @@ pub enum WriteMode {
     Append,
 }
 
+/// Whether the metadata log uses the device's zone random write areas.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZrwaUse {
+    /// Plain writes at the write pointer (every device).
+    #[default]
+    Off,
+    /// When the device has ZRWAs with explicit commit, and its zone
+    /// capacity and window are whole flush-granularity units, the log
+    /// writes its pages into the ZRWA of its zone and commits them
+    /// (Flush Explicit ZRWA Range) where it must be durable; elsewhere as
+    /// `Off`. See docs/ftl.md ("Zone random write areas") for what it
+    /// costs and saves.
+    Auto,
+}
+
 /// Configuration of an FTL.
 ///
 /// Geometry (exposed capacity, metadata zones) is fixed at format and
@@ -96,6 +113,9 @@ pub struct FtlConfig {
     /// the open-zone budget leaves less room): GC writes the survivors of
     /// each victim to the stream of its estimated death-rate class.
     pub gc_streams: u32,
+    /// Whether the metadata log writes into zone random write areas (an
+    /// open option: nothing on the device depends on it).
+    pub zrwa: ZrwaUse,
 }
 
 impl Default for FtlConfig {
@@ -115,6 +135,7 @@ impl Default for FtlConfig {
             hot_threshold: 1.0,
             queue_depth: 16,
             gc_streams: 3,
+            zrwa: ZrwaUse::Off,
         }
     }
 }

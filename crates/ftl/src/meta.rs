@@ -27,8 +27,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use zns_device::{IoBuffer, Target, ZoneAction, ZoneQueue};
+use zns_device::{DeviceInfo, IoBuffer, StatusCode, Target, ZoneAction, ZoneQueue};
 
+use crate::config::{FtlConfig, ZrwaUse};
 use crate::error::{FtlError, Result};
 use crate::journal::{
     entries_per_chunk, records_per_page, Body, Journal, Page, Record, Superblock,
@@ -62,6 +63,51 @@ fn log_pages(records: &[Record], block_size: usize) -> Vec<Body> {
     records.chunks(records_per_page(block_size)).map(|c| Body::Log(c.to_vec())).collect()
 }
 
+/// The zone random write area geometry the log writes with.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogZrwa {
+    /// ZRWASZ: blocks in the window.
+    pub size: u32,
+    /// ZRWAFG: the commit unit in blocks.
+    pub granularity: u32,
+}
+
+impl LogZrwa {
+    /// What the log uses on a device with `info` under `config`: `None`
+    /// unless ZRWAs are asked for and the device has them with explicit
+    /// commit, a window of whole units, and metadata zones of whole units
+    /// (so a commit can always reach the end of a zone).
+    pub fn choose(info: &DeviceInfo, config: &FtlConfig, layout: &Layout) -> Option<LogZrwa> {
+        if config.zrwa == ZrwaUse::Off {
+            return None;
+        }
+        let w = info.capabilities.zrwa?;
+        let (size, fg) = (u32::try_from(w.size).ok()?, u32::try_from(w.flush_granularity).ok()?);
+        let fits = w.explicit_flush
+            && w.resources >= 1
+            && fg >= 1
+            && size >= fg
+            && size.is_multiple_of(fg)
+            && (0..layout.meta_zones).all(|z| layout.cap(z).is_multiple_of(fg));
+        if !fits {
+            tracing::info!(?w, "the device's ZRWAs do not suit the metadata log: plain writes");
+            return None;
+        }
+        Some(LogZrwa { size, granularity: fg })
+    }
+}
+
+/// The metadata zone whose ZRWA the log writes into.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    zone: u32,
+    /// The zone's write pointer (offset of the first uncommitted block),
+    /// as the device moves it.
+    wp: u32,
+}
+
 /// Writes the metadata log.
 ///
 /// Thread safety: `Send`; the FTL keeps it behind a mutex, which orders
@@ -81,6 +127,12 @@ pub(crate) struct MetaWriter {
     pub ckpt: u64,
     /// Checkpoint when free metadata zones fall to this.
     pub trigger: u32,
+    /// Write log pages into ZRWAs with this geometry.
+    zrwa: Option<LogZrwa>,
+    /// The zone holding the log's ZRWA, while it holds one.
+    window: Option<Window>,
+    /// A zone the log writes plainly because it got no ZRWA.
+    plain: Option<u32>,
 }
 
 impl std::fmt::Debug for MetaWriter {
@@ -133,12 +185,26 @@ impl MetaWriter {
         next_seq: u64,
         generation: u32,
         ckpt: u64,
+        zrwa: Option<LogZrwa>,
     ) -> Result<Self> {
         let buf = q
             .alloc(layout.mdts_blocks as usize * layout.block_size as usize)
             .map_err(FtlError::device("allocate a metadata buffer"))?;
         let (_, trigger) = meta_zone_plan(sb.logical, layout.block_size as usize, layout.cap(0));
-        Ok(MetaWriter { q, buf, sb, first_seq, current, next_seq, generation, ckpt, trigger })
+        Ok(MetaWriter {
+            q,
+            buf,
+            sb,
+            first_seq,
+            current,
+            next_seq,
+            generation,
+            ckpt,
+            trigger,
+            zrwa,
+            window: None,
+            plain: None,
+        })
     }
 
     /// Free metadata zones.
@@ -150,6 +216,84 @@ impl MetaWriter {
         self.q.flush().map_err(FtlError::device("flush"))?;
         Counters::add(&stats.device_flushes, 1);
         Ok(())
+    }
+
+    /// Makes every page written so far durable: a device flush, then a
+    /// commit of the log's ZRWA (window blocks survive no power cut, not
+    /// even after a flush).
+    fn make_durable(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
+        self.device_flush(ctx.stats)?;
+        self.commit_window(ctx)
+    }
+
+    /// Commits the log's ZRWA through its last page, rounded up to the
+    /// flush granularity: the blocks of the unit after the last page are
+    /// committed blank (padding that recovery skips) and the log goes on
+    /// after them.
+    fn commit_window(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
+        let (Some(z), Some(w)) = (self.zrwa, self.window) else { return Ok(()) };
+        let end = match self.current {
+            Some((c, o)) if c == w.zone => o,
+            _ => return Ok(()),
+        };
+        if end <= w.wp {
+            return Ok(());
+        }
+        let to = end.next_multiple_of(z.granularity).min(ctx.layout.cap(w.zone));
+        let last = ctx.layout.zone_start(w.zone) + to as u64 - 1;
+        self.q.commit_zrwa(last).map_err(FtlError::device("commit the metadata log's ZRWA"))?;
+        let pad = (to - end) as u64;
+        Counters::add(&ctx.stats.zrwa_commits, 1);
+        Counters::add(&ctx.stats.zrwa_pad_blocks, pad);
+        Counters::add(&ctx.stats.meta_blocks_written, pad);
+        self.current = Some((w.zone, to));
+        self.window = (to < ctx.layout.cap(w.zone)).then_some(Window { zone: w.zone, wp: to });
+        Ok(())
+    }
+
+    /// Before writing at `offset` of `zone`: leaves the ZRWA of another
+    /// zone (committed whole: that zone is full) and opens one in `zone`
+    /// when the log uses ZRWAs. A device out of ZRWA resources, or a zone
+    /// whose write pointer is not on a unit boundary (written without a
+    /// ZRWA before), is written plainly. Returns the blocks a write at
+    /// `offset` may take at most.
+    fn enter_zone(&mut self, ctx: &MetaCtx<'_>, zone: u32, offset: u32) -> Result<u32> {
+        let Some(z) = self.zrwa else { return Ok(u32::MAX) };
+        if self.plain == Some(zone) {
+            return Ok(u32::MAX);
+        }
+        if self.window.is_some_and(|w| w.zone != zone) {
+            self.commit_window(ctx)?;
+            self.window = None;
+        }
+        if self.window.is_none() {
+            match self.q.open_zrwa(ctx.layout.zone_start(zone)) {
+                Ok(()) => self.window = Some(Window { zone, wp: offset }),
+                Err(e) if e.is_status(StatusCode::ZrwaResourcesUnavailable) => {
+                    tracing::warn!(zone, offset, "no ZRWA for the metadata zone: plain writes");
+                    self.plain = Some(zone);
+                    return Ok(u32::MAX);
+                }
+                Err(e) => return Err(FtlError::device("open a metadata zone with a ZRWA")(e)),
+            }
+        }
+        let w = self.window.expect("set above");
+        // Writes may end up to two windows past the write pointer.
+        Ok((w.wp + 2 * z.size).saturating_sub(offset))
+    }
+
+    /// After a write of blocks up to `end` in the ZRWA zone: the write
+    /// pointer moves as the device moves it (implicit commit of the whole
+    /// units that bring `end` back into the window).
+    fn after_window_write(&mut self, layout: &Layout, end: u32) {
+        let (Some(z), Some(w)) = (self.zrwa, self.window.as_mut()) else { return };
+        if end > w.wp + z.size {
+            let units = (end - w.wp - z.size).div_ceil(z.granularity);
+            w.wp = (w.wp + units * z.granularity).min(layout.cap(w.zone));
+        }
+        if w.wp >= layout.cap(w.zone) {
+            self.window = None;
+        }
     }
 
     /// Writes pages with `bodies` at the end of the log, each with write
@@ -179,7 +323,9 @@ impl MetaWriter {
                     (z, 0)
                 }
             };
-            let room = (layout.cap(zone) - offset).min(layout.mdts_blocks) as usize;
+            let window_room = self.enter_zone(ctx, zone, offset)?;
+            let room =
+                (layout.cap(zone) - offset).min(layout.mdts_blocks).min(window_room) as usize;
             let mut n = 0usize;
             if offset == 0 {
                 self.first_seq[zone as usize] = Some(self.next_seq);
@@ -209,6 +355,9 @@ impl MetaWriter {
             r.map_err(FtlError::device("write metadata"))?;
             Counters::add(&ctx.stats.meta_blocks_written, n as u64);
             self.current = Some((zone, offset + n as u32));
+            if self.window.is_some_and(|w| w.zone == zone) {
+                self.after_window_write(layout, offset + n as u32);
+            }
         }
         Ok(zones)
     }
@@ -243,7 +392,7 @@ impl MetaWriter {
             self.write_pages(ctx, mark, pages)?;
         }
         if sync {
-            self.device_flush(ctx.stats)?;
+            self.make_durable(ctx)?;
         }
         if any && self.free_zones() <= self.trigger {
             self.checkpoint(ctx)?;
@@ -289,7 +438,7 @@ impl MetaWriter {
         // durable before the checkpoint counts.
         self.device_flush(ctx.stats)?;
         self.write_pages(ctx, ctx.watermark(), [Body::End { ckpt: id, chunks }])?;
-        self.device_flush(ctx.stats)?;
+        self.make_durable(ctx)?;
         Counters::add(&ctx.stats.checkpoints, 1);
         // Zones wholly before the Begin record are no longer needed.
         let keep_from = self.first_seq[begin_zone as usize].expect("begin zone is live");
@@ -302,6 +451,12 @@ impl MetaWriter {
                 self.first_seq[z as usize] = None;
                 if matches!(self.current, Some((c, _)) if c == z) {
                     self.current = None;
+                }
+                if self.window.is_some_and(|w| w.zone == z) {
+                    self.window = None; // a reset drops the ZRWA
+                }
+                if self.plain == Some(z) {
+                    self.plain = None;
                 }
             }
         }

@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 use zns_device::uri::DeviceUri;
 use zns_device::{DriverDevice, ZonedDevice};
 use zns_ftl::testkit::{CrashDevice, PowerSwitch};
-use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError, StreamLayout, WriteMode};
+use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError, StreamLayout, WriteMode, ZrwaUse};
 
 /// What a block may hold after a power cut.
 #[derive(Debug, Clone, Default)]
@@ -270,6 +270,36 @@ fn power_cuts_tiny_untagged() {
 fn power_cuts_small_without_copy() {
     let c = FtlConfig { use_copy: false, op: 0.07, ..FtlConfig::default() };
     cycles("emu:small", c, 6, 3, 30_000, 30_000, 2);
+}
+
+/// The metadata log in zone random write areas: a cut loses every
+/// uncommitted window, and what was flushed must survive it. With a unit
+/// of four blocks, commits pad (recovery skips the blank blocks); with
+/// one, they never do.
+fn zrwa_cycles(uri: &str, n: usize, seed: u64) {
+    let c = FtlConfig { zrwa: ZrwaUse::Auto, ..FtlConfig::default() };
+    let rescued = cycles(uri, c.clone(), n, seed, 400, 300, 1);
+    assert!(rescued > 0, "no recovery adopted a block by its tag");
+    let mut h = Harness::new(uri);
+    let ftl = h.up(&c, &PowerSwitch::new(), false);
+    put(&ftl, 1, 1);
+    ftl.flush().unwrap();
+    let s = ftl.stats();
+    assert!(s.zrwa_commits > 0, "the log never committed a ZRWA: {s:?}");
+    ftl.close().unwrap();
+}
+
+#[test]
+fn power_cuts_tiny_zrwa() {
+    zrwa_cycles("emu:tiny,metadata=16,zrwa=8/4/2", 120, 5);
+    zrwa_cycles("emu:tiny,metadata=16,zrwa=4/1/1", 60, 6);
+}
+
+#[test]
+#[ignore = "long: cargo test --release -p zns-ftl -- --ignored soak"]
+fn power_cut_soak_zrwa() {
+    zrwa_cycles("emu:tiny,metadata=16,zrwa=8/4/2", 3000, 14);
+    zrwa_cycles("emu:tiny,metadata=16,zrwa=16/8/1", 1000, 15);
 }
 
 /// Writes block `l` of `ftl` at `version`.
