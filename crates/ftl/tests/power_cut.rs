@@ -220,12 +220,26 @@ fn cycles(
     ops: usize,
     full_every: usize,
 ) -> u64 {
+    cycles_mixed(uri, &[config], cycles, seed, max_budget, ops, full_every)
+}
+
+/// [`cycles`], mount `i` with `configs[i % configs.len()]`.
+fn cycles_mixed(
+    uri: &str,
+    configs: &[FtlConfig],
+    cycles: usize,
+    seed: u64,
+    max_budget: u64,
+    ops: usize,
+    full_every: usize,
+) -> u64 {
     let mut h = Harness::new(uri);
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut failures = 0usize;
     for cycle in 0..cycles {
         let switch = PowerSwitch::new();
-        let ftl = h.up(&config, &switch, cycle % full_every == 0);
+        let config = &configs[cycle % configs.len()];
+        let ftl = h.up(config, &switch, cycle % full_every == 0);
         switch.arm(rng.gen_range(1..=max_budget));
         if let Some(e) = h.run(&ftl, &mut rng, ops) {
             failures += 1;
@@ -239,7 +253,7 @@ fn cycles(
     // Most cycles should end in the middle of something.
     assert!(failures * 2 >= cycles, "only {failures} of {cycles} cycles were cut short");
     let switch = PowerSwitch::new();
-    let ftl = h.up(&config, &switch, true);
+    let ftl = h.up(&configs[0], &switch, true);
     ftl.close().unwrap();
     h.rescued
 }
@@ -293,6 +307,16 @@ fn zrwa_cycles(uri: &str, n: usize, seed: u64) {
 fn power_cuts_tiny_zrwa() {
     zrwa_cycles("emu:tiny,metadata=16,zrwa=8/4/2", 120, 5);
     zrwa_cycles("emu:tiny,metadata=16,zrwa=4/1/1", 60, 6);
+}
+
+/// Mounts with and without ZRWAs take turns on one device: a zone the log
+/// wrote plainly to a write pointer off the flush granularity gets no ZRWA
+/// and is written on plainly (and flushed), the next zone gets one.
+#[test]
+fn power_cuts_tiny_zrwa_on_and_off() {
+    let on = FtlConfig { zrwa: ZrwaUse::Auto, ..FtlConfig::default() };
+    let configs = [FtlConfig::default(), on.clone(), on];
+    cycles_mixed("emu:tiny,metadata=16,zrwa=8/4/2", &configs, 90, 8, 400, 300, 1);
 }
 
 #[test]
