@@ -292,6 +292,10 @@ impl Shared {
     /// Writes the log (durably with `sync`); a failure stops the FTL.
     pub fn persist(&self, sync: bool) -> Result<()> {
         let mut m = self.meta.lock();
+        // A persist that failed while this one waited may have taken
+        // records it never wrote: nothing after it may claim durability,
+        // even when it needs no device command of its own.
+        self.check_failed()?;
         m.persist(&self.meta_ctx(), sync).map_err(|e| self.fail(e))
     }
 
@@ -307,6 +311,7 @@ impl Shared {
     /// is writing the log already.
     fn persist_batch_now(&self) -> Result<()> {
         let Some(mut m) = self.meta.try_lock() else { return Ok(()) };
+        self.check_failed()?;
         m.persist(&self.meta_ctx(), false).map_err(|e| self.fail(e))
     }
 
@@ -979,8 +984,8 @@ impl Ftl {
 
     /// Writes a checkpoint now (recovery then replays less log).
     pub fn checkpoint(&self) -> Result<()> {
-        self.shared.check_failed()?;
         let mut m = self.shared.meta.lock();
+        self.shared.check_failed()?;
         m.persist(&self.shared.meta_ctx(), false).map_err(|e| self.shared.fail(e))?;
         m.checkpoint(&self.shared.meta_ctx()).map_err(|e| self.shared.fail(e))
     }
