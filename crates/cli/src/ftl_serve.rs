@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
-use zns_ftl::{BlockDevice, Ftl, FtlConfig};
+use clap::{Args, ValueEnum};
+use zns_ftl::{BlockDevice, Ftl, FtlConfig, ZrwaUse};
 use zns_nbd::{Export, NbdServer, ServerConfig};
 
 use crate::ftl::{open_error, process_private};
@@ -39,19 +39,44 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 64, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_connections: u64,
+    /// Whether the FTL's metadata log writes into the device's zone random
+    /// write areas (auto: when the device has suitable ones). On the
+    /// emulator it saves nothing and costs padding when the flush
+    /// granularity is above one block (docs/ftl.md).
+    #[arg(long, value_enum, default_value = "off")]
+    pub zrwa: ZrwaArg,
 }
 
-/// Opens the FTL to serve: formats a process-private device, recovers any
-/// other.
-pub(crate) fn open_for_serving(uri: &str) -> Result<(Ftl, bool)> {
+/// Use of zone random write areas by the FTL's metadata log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ZrwaArg {
+    /// When the device has ZRWAs the log can use.
+    Auto,
+    /// Never.
+    Off,
+}
+
+impl ZrwaArg {
+    /// The FTL's setting.
+    pub fn config(self) -> FtlConfig {
+        let zrwa = match self {
+            ZrwaArg::Auto => ZrwaUse::Auto,
+            ZrwaArg::Off => ZrwaUse::Off,
+        };
+        FtlConfig { zrwa, ..FtlConfig::default() }
+    }
+}
+
+/// Opens the FTL to serve with `config`: formats a process-private device,
+/// recovers any other.
+pub(crate) fn open_for_serving(uri: &str, config: FtlConfig) -> Result<(Ftl, bool)> {
     let private = process_private(uri)?;
     let dev = zns_device::open(uri)?;
     if private {
-        let ftl = Ftl::format(dev, FtlConfig::default())
-            .with_context(|| format!("format an FTL on {uri}"))?;
+        let ftl = Ftl::format(dev, config).with_context(|| format!("format an FTL on {uri}"))?;
         return Ok((ftl, true));
     }
-    let ftl = Ftl::open(dev, FtlConfig::default()).map_err(|e| open_error(uri, e, true))?;
+    let ftl = Ftl::open(dev, config).map_err(|e| open_error(uri, e, true))?;
     Ok((ftl, false))
 }
 
@@ -66,7 +91,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 
 pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let stop = stop_flag()?;
-    let (ftl, formatted) = open_for_serving(uri)?;
+    let (ftl, formatted) = open_for_serving(uri, args.zrwa.config())?;
     let ftl = Arc::new(ftl);
     let (size, bs) = (ftl.capacity_bytes(), ftl.block_size());
     let export = Export::new(args.export.clone(), Arc::clone(&ftl) as Arc<dyn BlockDevice>)
