@@ -120,7 +120,15 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let stats = server.stop();
     let ftl = Arc::try_unwrap(ftl)
         .map_err(|_| anyhow::anyhow!("the FTL is still in use after the server stopped"))?;
+    let st = ftl.stats();
     ftl.close().context("close the FTL (write its checkpoint)")?;
+    if st.zrwa_commits > 0 {
+        writeln!(
+            out,
+            "metadata log in zone random write areas: {} commits, {} blank blocks of padding",
+            st.zrwa_commits, st.zrwa_pad_blocks
+        )?;
+    }
     writeln!(
         out,
         "stopped after {:.1} s: {} connections ({} refused, {} closed for protocol errors), {} \

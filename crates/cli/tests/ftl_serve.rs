@@ -115,6 +115,22 @@ fn served_writes_survive_a_sigterm_and_the_image_is_locked_meanwhile() {
     server.stop();
 }
 
+#[test]
+fn with_zrwa_auto_the_log_commits_zone_random_write_areas() {
+    for (zrwa, used) in [("auto", true), ("off", false)] {
+        let uri = "emu:tiny,metadata=16,zrwa=8/4/2";
+        let server = Server::start(uri, &["--zrwa", zrwa]);
+        let mut c = NbdClient::connect(server.addr.as_str(), "").unwrap();
+        for i in 0..8u64 {
+            c.write(i * 4096, &pattern(4096, i as u8), false).unwrap();
+            c.flush().unwrap();
+        }
+        drop(c);
+        let rest = server.stop();
+        assert_eq!(rest.contains("zone random write areas"), used, "--zrwa {zrwa}: {rest}");
+    }
+}
+
 /// `program` from qemu-utils, or `None` (with the reason printed) when the
 /// machine lacks it: `scripts/test-all` installs it.
 fn qemu_tool(program: &str) -> Option<&str> {
