@@ -23,6 +23,14 @@
 //!   numbered below it);
 //! - a mount writes a page of its generation before any data
 //!   ([`MetaWriter::seal_mount`]), so write sequence numbers never repeat.
+//!
+//! With [`crate::ZrwaUse::Auto`] on a device whose ZRWAs suit it
+//! ([`LogZrwa`]), pages go into the ZRWA of the log's zone. Window blocks
+//! survive no power cut, so "durable" means committed: where the log must
+//! be durable it commits through its last page, rounded up to the flush
+//! granularity (the rest of the unit is committed blank; recovery skips
+//! it), and a zone the log leaves is committed whole first. Commits are in
+//! log order, so a durable page never follows a lost one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

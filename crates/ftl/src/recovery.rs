@@ -12,7 +12,10 @@
 //!    and NVMe writes of one block are atomic on power loss, so a crash
 //!    leaves fewer pages, never a torn one: a page below a zone's write
 //!    pointer that does not decode, the newest included, is damage, and
-//!    the mount fails naming it. [`crate::Ftl::repair`] (`zns ftl check
+//!    the mount fails naming it (on a device with ZRWAs, the blank blocks
+//!    a commit of the log's window padded its last unit with are skipped
+//!    first: fewer than a unit of them, after a page, ending on a unit
+//!    boundary). [`crate::Ftl::repair`] (`zns ftl check
 //!    --repair`) instead cuts the log before the damage (falling back on
 //!    the newest checkpoint begun, its readable chunks and a scan of every
 //!    block tag when no complete checkpoint is left), drops mappings whose
