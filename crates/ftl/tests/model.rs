@@ -58,15 +58,20 @@ fn single_log_and_append_mode() {
 
 #[test]
 fn metadata_log_in_zone_random_write_areas() {
-    let c = FtlConfig { zrwa: ZrwaUse::Auto, ..FtlConfig::default() };
+    let on = FtlConfig { zrwa: ZrwaUse::On, ..FtlConfig::default() };
     for uri in ["emu:tiny,zrwa=8/4/2", "emu:small,zrwa=64/8/3", "emu:tiny,zrwa=2/1/1"] {
-        let s = run_single(uri, c.clone(), 3000, 40);
+        let s = run_single(uri, on.clone(), 3000, 40);
         assert!(s.zrwa_commits > 0, "{uri}: {s:?}");
     }
     // ZRWAs the log cannot use (zone capacity 48 is not whole units of
     // 32): plain writes, as without them.
-    let s = run_single("emu:tiny,zrwa=32/32/1", c, 2000, 42);
+    let s = run_single("emu:tiny,zrwa=32/32/1", on, 2000, 42);
     assert_eq!((s.zrwa_commits, s.zrwa_pad_blocks), (0, 0));
+    // The default uses them only where commits need no padding.
+    let s = run_single("emu:tiny,zrwa=8/1/1", FtlConfig::default(), 2000, 43);
+    assert!(s.zrwa_commits > 0 && s.zrwa_pad_blocks == 0, "{s:?}");
+    let s = run_single("emu:tiny,zrwa=8/4/1", FtlConfig::default(), 2000, 44);
+    assert_eq!(s.zrwa_commits, 0);
 }
 
 #[test]

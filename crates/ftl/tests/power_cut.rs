@@ -291,7 +291,7 @@ fn power_cuts_small_without_copy() {
 /// of four blocks, commits pad (recovery skips the blank blocks); with
 /// one, they never do.
 fn zrwa_cycles(uri: &str, n: usize, seed: u64) {
-    let c = FtlConfig { zrwa: ZrwaUse::Auto, ..FtlConfig::default() };
+    let c = FtlConfig { zrwa: ZrwaUse::On, ..FtlConfig::default() };
     let rescued = cycles(uri, c.clone(), n, seed, 400, 300, 1);
     assert!(rescued > 0, "no recovery adopted a block by its tag");
     let mut h = Harness::new(uri);
@@ -314,8 +314,9 @@ fn power_cuts_tiny_zrwa() {
 /// and is written on plainly (and flushed), the next zone gets one.
 #[test]
 fn power_cuts_tiny_zrwa_on_and_off() {
-    let on = FtlConfig { zrwa: ZrwaUse::Auto, ..FtlConfig::default() };
-    let configs = [FtlConfig::default(), on.clone(), on];
+    let on = FtlConfig { zrwa: ZrwaUse::On, ..FtlConfig::default() };
+    let off = FtlConfig { zrwa: ZrwaUse::Off, ..FtlConfig::default() };
+    let configs = [off, on.clone(), on];
     cycles_mixed("emu:tiny,metadata=16,zrwa=8/4/2", &configs, 90, 8, 400, 300, 1);
 }
 
