@@ -40,18 +40,20 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_connections: u64,
     /// Whether the FTL's metadata log writes into the device's zone random
-    /// write areas (auto: when the device has suitable ones). On the
-    /// emulator it saves nothing and costs padding when the flush
-    /// granularity is above one block (docs/ftl.md).
-    #[arg(long, value_enum, default_value = "off")]
+    /// write areas: auto where commits need no padding (a flush
+    /// granularity of one block), on wherever the device has suitable ones
+    /// (commits then pad to the granularity), off never (docs/ftl.md).
+    #[arg(long, value_enum, default_value = "auto")]
     pub zrwa: ZrwaArg,
 }
 
 /// Use of zone random write areas by the FTL's metadata log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ZrwaArg {
-    /// When the device has ZRWAs the log can use.
+    /// Where commits need no padding.
     Auto,
+    /// Wherever the device has ZRWAs the log can use.
+    On,
     /// Never.
     Off,
 }
@@ -61,6 +63,7 @@ impl ZrwaArg {
     pub fn config(self) -> FtlConfig {
         let zrwa = match self {
             ZrwaArg::Auto => ZrwaUse::Auto,
+            ZrwaArg::On => ZrwaUse::On,
             ZrwaArg::Off => ZrwaUse::Off,
         };
         FtlConfig { zrwa, ..FtlConfig::default() }

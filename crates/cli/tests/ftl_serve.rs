@@ -116,9 +116,15 @@ fn served_writes_survive_a_sigterm_and_the_image_is_locked_meanwhile() {
 }
 
 #[test]
-fn with_zrwa_auto_the_log_commits_zone_random_write_areas() {
-    for (zrwa, used) in [("auto", true), ("off", false)] {
-        let uri = "emu:tiny,metadata=16,zrwa=8/4/2";
+fn the_zrwa_switch_decides_whether_the_log_commits_zone_random_write_areas() {
+    let (unpadded, padded) = ("emu:tiny,metadata=16,zrwa=8/1/2", "emu:tiny,metadata=16,zrwa=8/4/2");
+    let cases = [
+        (unpadded, "auto", true),
+        (padded, "auto", false),
+        (padded, "on", true),
+        (unpadded, "off", false),
+    ];
+    for (uri, zrwa, used) in cases {
         let server = Server::start(uri, &["--zrwa", zrwa]);
         let mut c = NbdClient::connect(server.addr.as_str(), "").unwrap();
         for i in 0..8u64 {
@@ -127,7 +133,7 @@ fn with_zrwa_auto_the_log_commits_zone_random_write_areas() {
         }
         drop(c);
         let rest = server.stop();
-        assert_eq!(rest.contains("zone random write areas"), used, "--zrwa {zrwa}: {rest}");
+        assert_eq!(rest.contains("zone random write areas"), used, "{uri} --zrwa {zrwa}: {rest}");
     }
 }
 

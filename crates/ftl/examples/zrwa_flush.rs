@@ -12,11 +12,14 @@
 //! at a granularity of 1 block and `Off` above it).
 //!
 //! Per case, measured over the workload only (the format is excluded):
-//! - `device_blocks_per_flush`: blocks the device's zones consumed
-//!   (the growth of the sum of every zone's write pointer, read from a
-//!   zone report before and after: data, log pages and commit padding),
-//!   per user flush; `meta_blocks_per_flush` the metadata log's share
-//!   (FTL counters, padding included), `pad_blocks_per_flush` the padding;
+//! - `device_blocks_per_flush`: blocks written to the device (data, log
+//!   pages and the blank blocks commits padded units with, by the FTL's
+//!   counters) per user flush; `meta_blocks_per_flush` the metadata log's
+//!   share, `pad_blocks_per_flush` the padding. Cross-check:
+//!   `zone_blocks_growth`, the growth of the sum of every zone's write
+//!   pointer (read from zone reports before and after), equals
+//!   `device_blocks` unless a checkpoint reset metadata zones
+//!   (`checkpoints` > 0);
 //! - `waf_total`: device blocks / user blocks;
 //! - `flush_ns_p50`, `_p99`, `_mean` and `write_ns_p50`, `_p99`: latency
 //!   of each `flush()` and `write()` call in the device's clock
@@ -116,7 +119,10 @@ fn run(a: &Args, uri: &str, zrwa: ZrwaUse, every: u64) -> Value {
     }
     let elapsed = dev.now_ns() - t0;
     let s = ftl.stats();
-    let blocks = device_blocks(dev.as_ref()) - blocks_before;
+    let growth = device_blocks(dev.as_ref()) as i64 - blocks_before as i64;
+    let blocks = s.data_blocks_written + s.meta_blocks_written
+        - before.data_blocks_written
+        - before.meta_blocks_written;
     let flushes = (s.user_flushes - before.user_flushes) as f64;
     let user = (s.user_blocks_written - before.user_blocks_written) as f64;
     let per = |x: u64, y: u64| (x - y) as f64 / flushes;
@@ -132,6 +138,8 @@ fn run(a: &Args, uri: &str, zrwa: ZrwaUse, every: u64) -> Value {
         "writes": a.writes,
         "flushes": flushes,
         "device_blocks": blocks,
+        "zone_blocks_growth": growth,
+        "checkpoints": s.checkpoints - before.checkpoints,
         "device_blocks_per_flush": blocks as f64 / flushes,
         "device_bytes_per_flush": blocks as f64 * bs as f64 / flushes,
         "meta_blocks_per_flush": per(s.meta_blocks_written, before.meta_blocks_written),
