@@ -28,8 +28,8 @@
 //! ([`LogZrwa`]), pages go into the ZRWA of the log's zone. Window blocks
 //! survive no power cut, so "durable" means committed: where the log must
 //! be durable it commits through its last page, rounded up to the flush
-//! granularity (the rest of the unit is committed blank; recovery skips
-//! it), and a zone the log leaves is committed whole first. Commits are in
+//! granularity (the rest of the unit filled with empty pages), and a zone
+//! the log leaves is committed whole first. Commits are in
 //! log order, so a durable page never follows a lost one. Pages that fit
 //! the window without moving its write pointer are written while the
 //! device flush before them runs: they cannot become durable before the
@@ -151,6 +151,9 @@ pub(crate) struct MetaWriter {
     plain: Option<u32>,
     /// Pages were written outside a ZRWA since the last device flush.
     unflushed: bool,
+    /// The write watermark of the last page written (padding pages carry
+    /// it).
+    last_watermark: u64,
     /// With ZRWAs: the buffer a window write goes out in while the device
     /// flush before it runs (see [`MetaWriter::flush_beside_window_write`]).
     side: Option<IoBuffer>,
@@ -233,6 +236,7 @@ impl MetaWriter {
             window: None,
             plain: None,
             unflushed: false,
+            last_watermark: 0,
             side,
         })
     }
@@ -262,9 +266,10 @@ impl MetaWriter {
     }
 
     /// Commits the log's ZRWA through its last page, rounded up to the
-    /// flush granularity: the blocks of the unit after the last page are
-    /// committed blank (padding that recovery skips) and the log goes on
-    /// after them.
+    /// flush granularity: the rest of the unit after the last page is
+    /// filled with empty log pages first (a commit takes whole units, and
+    /// real pages keep every block below the write pointer a page, so a
+    /// blank block stays damage), and the log goes on after them.
     fn commit_window(&mut self, ctx: &MetaCtx<'_>) -> Result<()> {
         let (Some(z), Some(w)) = (self.zrwa, self.window) else { return Ok(()) };
         let end = match self.current {
@@ -275,14 +280,43 @@ impl MetaWriter {
             return Ok(());
         }
         let to = end.next_multiple_of(z.granularity).min(ctx.layout.cap(w.zone));
+        self.write_padding(ctx, w.zone, end, to)?;
         let last = ctx.layout.zone_start(w.zone) + to as u64 - 1;
         self.q.commit_zrwa(last).map_err(FtlError::device("commit the metadata log's ZRWA"))?;
-        let pad = (to - end) as u64;
         Counters::add(&ctx.stats.zrwa_commits, 1);
-        Counters::add(&ctx.stats.zrwa_pad_blocks, pad);
-        Counters::add(&ctx.stats.meta_blocks_written, pad);
+        Counters::add(&ctx.stats.zrwa_pad_blocks, (to - end) as u64);
         self.current = Some((w.zone, to));
         self.window = (to < ctx.layout.cap(w.zone)).then_some(Window { zone: w.zone, wp: to });
+        Ok(())
+    }
+
+    /// Writes empty log pages into blocks `from..to` of `zone` (inside the
+    /// window: `to` is at most one window past the write pointer, so
+    /// nothing is committed implicitly), with the watermark of the last
+    /// page written: they describe nothing.
+    fn write_padding(&mut self, ctx: &MetaCtx<'_>, zone: u32, from: u32, to: u32) -> Result<()> {
+        let bs = ctx.layout.block_size as usize;
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(ctx.layout.mdts_blocks) as usize;
+            for i in 0..n {
+                let page = Page {
+                    seq: self.next_seq,
+                    generation: self.generation,
+                    watermark: self.last_watermark,
+                    body: Body::Log(Vec::new()),
+                };
+                page.encode(&mut self.buf[i * bs..(i + 1) * bs]);
+                self.next_seq += 1;
+            }
+            self.buf.set_len(n * bs).map_err(FtlError::device("size a metadata buffer"))?;
+            let r = self.q.write(ctx.layout.zone_start(zone) + at as u64, &self.buf);
+            let full = ctx.layout.mdts_blocks as usize * bs;
+            self.buf.set_len(full).map_err(FtlError::device("size a metadata buffer"))?;
+            r.map_err(FtlError::device("write metadata"))?;
+            Counters::add(&ctx.stats.meta_blocks_written, n as u64);
+            at += n as u32;
+        }
         Ok(())
     }
 
@@ -348,6 +382,7 @@ impl MetaWriter {
         let bs = ctx.layout.block_size as usize;
         let (zone, offset) = self.current.expect("fits_window checked the log's end");
         let mut buf = self.side.take().expect("fits_window checked the buffer");
+        self.last_watermark = watermark;
         let n = bodies.len();
         for (i, body) in bodies.into_iter().enumerate() {
             let page = Page { seq: self.next_seq, generation: self.generation, watermark, body };
@@ -427,6 +462,7 @@ impl MetaWriter {
     ) -> Result<Vec<u32>> {
         let layout = ctx.layout;
         let bs = layout.block_size as usize;
+        self.last_watermark = watermark;
         let mut zones = Vec::new();
         let mut it = bodies.into_iter().peekable();
         while it.peek().is_some() {

@@ -12,10 +12,9 @@
 //!    and NVMe writes of one block are atomic on power loss, so a crash
 //!    leaves fewer pages, never a torn one: a page below a zone's write
 //!    pointer that does not decode, the newest included, is damage, and
-//!    the mount fails naming it (on a device with ZRWAs, the blank blocks
-//!    a commit of the log's window padded its last unit with are skipped
-//!    first: fewer than a unit of them, after a page, ending on a unit
-//!    boundary). [`crate::Ftl::repair`] (`zns ftl check
+//!    the mount fails naming it (a commit of the log's ZRWA fills its
+//!    last unit with empty pages, never leaves it blank).
+//!    [`crate::Ftl::repair`] (`zns ftl check
 //!    --repair`) instead cuts the log before the damage (falling back on
 //!    the newest checkpoint begun, its readable chunks and a scan of every
 //!    block tag when no complete checkpoint is left), drops mappings whose
@@ -302,33 +301,6 @@ fn read_zone(q: &mut dyn ZoneQueue, layout: &Layout, zone: u32, blocks: u32) -> 
     Ok(out)
 }
 
-/// Drops the blank blocks a commit of the log's ZRWA wrote to complete
-/// a flush-granularity unit (see [`crate::meta`]): runs of fewer than
-/// `granularity` blank blocks after a page, ending on a unit boundary.
-/// Any other blank block stays, damage as before.
-fn drop_commit_padding(entries: &mut Vec<Entry>, granularity: u64) {
-    if granularity <= 1 {
-        return;
-    }
-    let blank = |e: &Entry| matches!(e.page, Err(PageError::Blank));
-    let mut keep = vec![true; entries.len()];
-    let mut i = 1;
-    while i < entries.len() {
-        if !blank(&entries[i]) || blank(&entries[i - 1]) {
-            i += 1;
-            continue;
-        }
-        let run = entries[i..].iter().take_while(|e| blank(e)).count();
-        let end = entries[i].offset as u64 + run as u64;
-        if (run as u64) < granularity && end.is_multiple_of(granularity) {
-            keep[i..i + run].iter_mut().for_each(|k| *k = false);
-        }
-        i += run;
-    }
-    let mut k = keep.into_iter();
-    entries.retain(|_| k.next().unwrap_or(true));
-}
-
 fn corrupt(zone: u32, block: u32, reason: impl Into<String>) -> FtlError {
     FtlError::Corrupt { zone: zone as u64, block: block as u64, reason: reason.into() }
 }
@@ -416,10 +388,7 @@ pub(crate) fn recover(
         if matches!(report[z as usize].state, ZoneState::ReadOnly | ZoneState::Offline) {
             return Err(corrupt(z, 0, format!("metadata zone is {:?}", report[z as usize].state)));
         }
-        let mut entries = read_zone(q.as_mut(), &layout, z, written(z as usize))?;
-        if let Some(w) = info.capabilities.zrwa {
-            drop_commit_padding(&mut entries, w.flush_granularity);
-        }
+        let entries = read_zone(q.as_mut(), &layout, z, written(z as usize))?;
         let seq = match entries.first().map(|e| &e.page) {
             Some(Ok(Page { seq, body: Body::Header(h), .. })) if *h == sb => *seq,
             Some(Ok(Page { body: Body::Header(_), .. })) => {
@@ -1002,44 +971,4 @@ fn rescan_zones(
     out.adopted = newest.into_iter().map(|(l, (_, p))| (l, p)).collect();
     out.adopted.sort_unstable();
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Blocks 0.. of one zone: `p` a page, `b` blank.
-    fn zone(pattern: &str) -> Vec<Entry> {
-        let page = |seq| Page { seq, generation: 1, watermark: 0, body: Body::Log(Vec::new()) };
-        pattern
-            .bytes()
-            .enumerate()
-            .map(|(i, c)| Entry {
-                zone: 0,
-                offset: i as u32,
-                page: if c == b'p' { Ok(page(i as u64)) } else { Err(PageError::Blank) },
-            })
-            .collect()
-    }
-
-    fn kept(pattern: &str, granularity: u64) -> String {
-        let mut e = zone(pattern);
-        drop_commit_padding(&mut e, granularity);
-        e.iter().map(|e| if e.page.is_ok() { 'p' } else { 'b' }).collect()
-    }
-
-    #[test]
-    fn only_the_padding_of_a_commit_is_dropped() {
-        // Padding up to a unit boundary goes; pages stay.
-        assert_eq!(kept("ppbbppppp", 4), "ppppppp");
-        assert_eq!(kept("pppbpbbb", 4), "pppp");
-        // A blank run not ending on a boundary, a whole blank unit, a
-        // blank first block, or any blank block at a granularity of one
-        // is damage, kept for the checks that name it.
-        assert_eq!(kept("ppbpp", 4), "ppbpp");
-        assert_eq!(kept("pppbbbbp", 2), "pppbbbbp");
-        assert_eq!(kept("pppbbbbbpp", 4), "pppbbbbbpp");
-        assert_eq!(kept("bbbbp", 4), "bbbbp");
-        assert_eq!(kept("pbp", 1), "pbp");
-    }
 }
