@@ -128,7 +128,7 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     if st.zrwa_commits > 0 {
         writeln!(
             out,
-            "metadata log in zone random write areas: {} commits, {} blank blocks of padding",
+            "metadata log in zone random write areas: {} commits, {} pages of padding",
             st.zrwa_commits, st.zrwa_pad_blocks
         )?;
     }

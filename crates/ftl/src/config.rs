@@ -48,8 +48,9 @@ pub enum WriteMode {
 /// device flush that must precede it (window blocks are never durable
 /// until committed), and commits where the log must be durable. A commit
 /// is whole flush-granularity units, so with a granularity `g` above one
-/// block every synced persist commits up to `g − 1` blank blocks. See
-/// docs/ftl.md ("Zone random write areas") for what it costs and saves.
+/// block every synced persist pads the unit with up to `g − 1` empty
+/// pages. See docs/ftl.md ("Zone random write areas") for what it costs
+/// and saves.
 ///
 /// Thread safety: plain data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

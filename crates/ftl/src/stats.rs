@@ -125,8 +125,8 @@ pub struct FtlStats {
     /// Commits of the metadata log's zone random write area (Flush
     /// Explicit ZRWA Range commands; see [`crate::ZrwaUse`]).
     pub zrwa_commits: u64,
-    /// Blank blocks those commits made durable to complete a flush
-    /// granularity unit (counted in `meta_blocks_written` too).
+    /// Empty log pages written to complete a flush-granularity unit
+    /// before those commits (counted in `meta_blocks_written` too).
     pub zrwa_pad_blocks: u64,
     /// Times a user write waited for GC to free a zone.
     pub user_waits: u64,
