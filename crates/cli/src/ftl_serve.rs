@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
-use zns_ftl::{BlockDevice, Ftl, FtlConfig};
+use clap::{Args, ValueEnum};
+use zns_ftl::{BlockDevice, Ftl, FtlConfig, ZrwaUse};
 use zns_nbd::{Export, NbdServer, ServerConfig};
 
 use crate::ftl::{open_error, process_private};
@@ -39,19 +39,47 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 64, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_connections: u64,
+    /// Whether the FTL's metadata log writes into the device's zone random
+    /// write areas: auto where commits need no padding (a flush
+    /// granularity of one block), on wherever the device has suitable ones
+    /// (commits then pad to the granularity), off never (docs/ftl.md).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub zrwa: ZrwaArg,
 }
 
-/// Opens the FTL to serve: formats a process-private device, recovers any
-/// other.
-pub(crate) fn open_for_serving(uri: &str) -> Result<(Ftl, bool)> {
+/// Use of zone random write areas by the FTL's metadata log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ZrwaArg {
+    /// Where commits need no padding.
+    Auto,
+    /// Wherever the device has ZRWAs the log can use.
+    On,
+    /// Never.
+    Off,
+}
+
+impl ZrwaArg {
+    /// The FTL's setting.
+    pub fn config(self) -> FtlConfig {
+        let zrwa = match self {
+            ZrwaArg::Auto => ZrwaUse::Auto,
+            ZrwaArg::On => ZrwaUse::On,
+            ZrwaArg::Off => ZrwaUse::Off,
+        };
+        FtlConfig { zrwa, ..FtlConfig::default() }
+    }
+}
+
+/// Opens the FTL to serve with `config`: formats a process-private device,
+/// recovers any other.
+pub(crate) fn open_for_serving(uri: &str, config: FtlConfig) -> Result<(Ftl, bool)> {
     let private = process_private(uri)?;
     let dev = zns_device::open(uri)?;
     if private {
-        let ftl = Ftl::format(dev, FtlConfig::default())
-            .with_context(|| format!("format an FTL on {uri}"))?;
+        let ftl = Ftl::format(dev, config).with_context(|| format!("format an FTL on {uri}"))?;
         return Ok((ftl, true));
     }
-    let ftl = Ftl::open(dev, FtlConfig::default()).map_err(|e| open_error(uri, e, true))?;
+    let ftl = Ftl::open(dev, config).map_err(|e| open_error(uri, e, true))?;
     Ok((ftl, false))
 }
 
@@ -66,7 +94,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 
 pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let stop = stop_flag()?;
-    let (ftl, formatted) = open_for_serving(uri)?;
+    let (ftl, formatted) = open_for_serving(uri, args.zrwa.config())?;
     let ftl = Arc::new(ftl);
     let (size, bs) = (ftl.capacity_bytes(), ftl.block_size());
     let export = Export::new(args.export.clone(), Arc::clone(&ftl) as Arc<dyn BlockDevice>)
@@ -95,7 +123,15 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let stats = server.stop();
     let ftl = Arc::try_unwrap(ftl)
         .map_err(|_| anyhow::anyhow!("the FTL is still in use after the server stopped"))?;
+    let st = ftl.stats();
     ftl.close().context("close the FTL (write its checkpoint)")?;
+    if st.zrwa_commits > 0 {
+        writeln!(
+            out,
+            "metadata log in zone random write areas: {} commits, {} pages of padding",
+            st.zrwa_commits, st.zrwa_pad_blocks
+        )?;
+    }
     writeln!(
         out,
         "stopped after {:.1} s: {} connections ({} refused, {} closed for protocol errors), {} \

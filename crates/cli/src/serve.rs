@@ -110,7 +110,8 @@ pub fn run(
     }
     let mut ftls: Vec<Arc<Ftl>> = Vec::new();
     for uri in &args.ftl {
-        let (ftl, formatted) = crate::ftl_serve::open_for_serving(uri)?;
+        let (ftl, formatted) =
+            crate::ftl_serve::open_for_serving(uri, zns_ftl::FtlConfig::default())?;
         if formatted {
             writeln!(out, "formatted a new FTL on {uri} (it lives as long as this server)")?;
         }

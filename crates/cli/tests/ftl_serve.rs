@@ -115,6 +115,28 @@ fn served_writes_survive_a_sigterm_and_the_image_is_locked_meanwhile() {
     server.stop();
 }
 
+#[test]
+fn the_zrwa_switch_decides_whether_the_log_commits_zone_random_write_areas() {
+    let (unpadded, padded) = ("emu:tiny,metadata=16,zrwa=8/1/2", "emu:tiny,metadata=16,zrwa=8/4/2");
+    let cases = [
+        (unpadded, "auto", true),
+        (padded, "auto", false),
+        (padded, "on", true),
+        (unpadded, "off", false),
+    ];
+    for (uri, zrwa, used) in cases {
+        let server = Server::start(uri, &["--zrwa", zrwa]);
+        let mut c = NbdClient::connect(server.addr.as_str(), "").unwrap();
+        for i in 0..8u64 {
+            c.write(i * 4096, &pattern(4096, i as u8), false).unwrap();
+            c.flush().unwrap();
+        }
+        drop(c);
+        let rest = server.stop();
+        assert_eq!(rest.contains("zone random write areas"), used, "{uri} --zrwa {zrwa}: {rest}");
+    }
+}
+
 /// `program` from qemu-utils, or `None` (with the reason printed) when the
 /// machine lacks it: `scripts/test-all` installs it.
 fn qemu_tool(program: &str) -> Option<&str> {

@@ -16,7 +16,7 @@ use crate::error::{FtlError, Result};
 use crate::journal::{records_per_page, Journal, Superblock};
 use crate::layout::Layout;
 use crate::map::Map;
-use crate::meta::{meta_zone_plan, MetaCtx, MetaWriter};
+use crate::meta::{meta_zone_plan, LogZrwa, MetaCtx, MetaWriter};
 use crate::recovery::RepairReport;
 use crate::stats::{Counters, FtlStats, PoolCounts};
 use crate::tag::{self, Tag, Tagging};
@@ -292,6 +292,10 @@ impl Shared {
     /// Writes the log (durably with `sync`); a failure stops the FTL.
     pub fn persist(&self, sync: bool) -> Result<()> {
         let mut m = self.meta.lock();
+        // A persist that failed while this one waited may have taken
+        // records it never wrote: nothing after it may claim durability,
+        // even when it needs no device command of its own.
+        self.check_failed()?;
         m.persist(&self.meta_ctx(), sync).map_err(|e| self.fail(e))
     }
 
@@ -307,6 +311,7 @@ impl Shared {
     /// is writing the log already.
     fn persist_batch_now(&self) -> Result<()> {
         let Some(mut m) = self.meta.try_lock() else { return Ok(()) };
+        self.check_failed()?;
         m.persist(&self.meta_ctx(), false).map_err(|e| self.fail(e))
     }
 
@@ -679,6 +684,8 @@ impl Shared {
             resumed_zones: g(&c.resumed_zones),
             damaged_reads: g(&c.damaged_reads),
             gc_damaged_blocks: g(&c.gc_damaged_blocks),
+            zrwa_commits: g(&c.zrwa_commits),
+            zrwa_pad_blocks: g(&c.zrwa_pad_blocks),
             user_waits: self.zones.user_waits(),
             waf: ratio(data),
             waf_total: ratio(data + metab),
@@ -851,8 +858,18 @@ impl Ftl {
             })
             .collect();
         let meta_q = dev.queue(4).map_err(FtlError::device("create a queue"))?;
-        let meta =
-            MetaWriter::new(meta_q, &layout, sb, vec![None; meta_zones as usize], None, 1, 1, 0)?;
+        let zrwa = LogZrwa::choose(&info, &config, &layout);
+        let meta = MetaWriter::new(
+            meta_q,
+            &layout,
+            sb,
+            vec![None; meta_zones as usize],
+            None,
+            1,
+            1,
+            0,
+            zrwa,
+        )?;
         let map = Map::new(&layout);
         let parts = Parts { layout, map, meta, pools, resume: Vec::new(), clock: 0, generation: 1 };
         let shared = Shared::new(dev, config, parts)?;
@@ -967,8 +984,8 @@ impl Ftl {
 
     /// Writes a checkpoint now (recovery then replays less log).
     pub fn checkpoint(&self) -> Result<()> {
-        self.shared.check_failed()?;
         let mut m = self.shared.meta.lock();
+        self.shared.check_failed()?;
         m.persist(&self.shared.meta_ctx(), false).map_err(|e| self.shared.fail(e))?;
         m.checkpoint(&self.shared.meta_ctx()).map_err(|e| self.shared.fail(e))
     }

@@ -54,7 +54,7 @@ mod zones;
 
 pub use block::{BlockDevice, MemoryBlockDevice};
 pub use check::{CheckProblem, CheckReport, MAX_PROBLEMS};
-pub use config::{FtlConfig, StreamLayout, VictimPolicy, WriteMode};
+pub use config::{FtlConfig, StreamLayout, VictimPolicy, WriteMode, ZrwaUse};
 pub use error::{FtlError, Result};
 pub use ftl::Ftl;
 pub use recovery::RepairReport;

@@ -12,7 +12,9 @@
 //!    and NVMe writes of one block are atomic on power loss, so a crash
 //!    leaves fewer pages, never a torn one: a page below a zone's write
 //!    pointer that does not decode, the newest included, is damage, and
-//!    the mount fails naming it. [`crate::Ftl::repair`] (`zns ftl check
+//!    the mount fails naming it (a commit of the log's ZRWA fills its
+//!    last unit with empty pages, never leaves it blank).
+//!    [`crate::Ftl::repair`] (`zns ftl check
 //!    --repair`) instead cuts the log before the damage (falling back on
 //!    the newest checkpoint begun, its readable chunks and a scan of every
 //!    block tag when no complete checkpoint is left), drops mappings whose
@@ -57,7 +59,7 @@ use crate::ftl::{open_budget, Parts, Shared};
 use crate::journal::{Body, Page, PageError, Record, NO_MAGIC};
 use crate::layout::Layout;
 use crate::map::Map;
-use crate::meta::MetaWriter;
+use crate::meta::{LogZrwa, MetaWriter};
 use crate::stats::Counters;
 use crate::tag::{self, Tag, Tagging};
 use crate::zones::Pool;
@@ -678,6 +680,7 @@ pub(crate) fn recover(
         last_seq + 1,
         generation,
         max_ckpt,
+        LogZrwa::choose(&info, &config, &layout),
     )?;
     let mapped = (0..layout.zones).map(|z| map.valid(z) as u64).sum::<u64>();
     let resumed = resume.len();

@@ -30,6 +30,8 @@ pub(crate) struct Counters {
     pub resumed_zones: AtomicU64,
     pub damaged_reads: AtomicU64,
     pub gc_damaged_blocks: AtomicU64,
+    pub zrwa_commits: AtomicU64,
+    pub zrwa_pad_blocks: AtomicU64,
 }
 
 impl Counters {
@@ -120,6 +122,12 @@ pub struct FtlStats {
     pub damaged_reads: u64,
     /// Damaged blocks GC moved (their copies still fail their check).
     pub gc_damaged_blocks: u64,
+    /// Commits of the metadata log's zone random write area (Flush
+    /// Explicit ZRWA Range commands; see [`crate::ZrwaUse`]).
+    pub zrwa_commits: u64,
+    /// Empty log pages written to complete a flush-granularity unit
+    /// before those commits (counted in `meta_blocks_written` too).
+    pub zrwa_pad_blocks: u64,
     /// Times a user write waited for GC to free a zone.
     pub user_waits: u64,
     /// Write amplification of data: device data blocks / user blocks.

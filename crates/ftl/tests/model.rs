@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use common::{compare_all, device, random_ops};
 use zns_ftl::{
-    BlockDevice, Ftl, FtlConfig, FtlError, MemoryBlockDevice, StreamLayout, VictimPolicy, WriteMode,
+    BlockDevice, Ftl, FtlConfig, FtlError, MemoryBlockDevice, StreamLayout, VictimPolicy,
+    WriteMode, ZrwaUse,
 };
 
-fn run_single(uri: &str, config: FtlConfig, ops: usize, seed: u64) {
+/// Returns the statistics of the reopened FTL.
+fn run_single(uri: &str, config: FtlConfig, ops: usize, seed: u64) -> zns_ftl::FtlStats {
     let dev = device(uri);
     let ftl = Ftl::format(Arc::clone(&dev), config.clone()).unwrap();
     let model = MemoryBlockDevice::new(ftl.block_size(), ftl.capacity_blocks());
@@ -24,6 +26,7 @@ fn run_single(uri: &str, config: FtlConfig, ops: usize, seed: u64) {
     compare_all(&ftl, &model);
     random_ops(&ftl, &model, 0..ftl.capacity_blocks(), ops / 4, seed + 1, false);
     compare_all(&ftl, &model);
+    ftl.stats()
 }
 
 #[test]
@@ -51,6 +54,24 @@ fn single_log_and_append_mode() {
     let append = FtlConfig { write_mode: WriteMode::Append, ..FtlConfig::default() };
     run_single("emu:tiny", append.clone(), 3000, 21);
     run_single("emu:tiny", FtlConfig { write_mode: WriteMode::Append, ..single }, 3000, 22);
+}
+
+#[test]
+fn metadata_log_in_zone_random_write_areas() {
+    let on = FtlConfig { zrwa: ZrwaUse::On, ..FtlConfig::default() };
+    for uri in ["emu:tiny,zrwa=8/4/2", "emu:small,zrwa=64/8/3", "emu:tiny,zrwa=2/1/1"] {
+        let s = run_single(uri, on.clone(), 3000, 40);
+        assert!(s.zrwa_commits > 0, "{uri}: {s:?}");
+    }
+    // ZRWAs the log cannot use (zone capacity 48 is not whole units of
+    // 32): plain writes, as without them.
+    let s = run_single("emu:tiny,zrwa=32/32/1", on, 2000, 42);
+    assert_eq!((s.zrwa_commits, s.zrwa_pad_blocks), (0, 0));
+    // The default uses them only where commits need no padding.
+    let s = run_single("emu:tiny,zrwa=8/1/1", FtlConfig::default(), 2000, 43);
+    assert!(s.zrwa_commits > 0 && s.zrwa_pad_blocks == 0, "{s:?}");
+    let s = run_single("emu:tiny,zrwa=8/4/1", FtlConfig::default(), 2000, 44);
+    assert_eq!(s.zrwa_commits, 0);
 }
 
 #[test]
