@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use zns_bench::characterize::{
-    self, compare, reference, versus, Options, Results, Suite, TerminalProgress, EXPERIMENTS,
+    self, compare, reference, versus, Grid, Options, Results, Suite, TerminalProgress, EXPERIMENTS,
 };
 
 /// Suites.
@@ -67,10 +67,15 @@ pub struct CharacterizeArgs {
     /// Reset every zone first if some hold data (the data is lost).
     #[arg(long)]
     pub force: bool,
+    /// A custom grid over the suite's points: a TOML file, or the same
+    /// TOML on the command line (e.g. 'read_qds = [1, 64, 1024]'); fields
+    /// in docs/characterize.md ("Custom grids").
+    #[arg(long, value_name = "FILE|TOML")]
+    pub grid: Option<String>,
     /// Compare two results.json files instead of measuring: prints figure,
     /// A, B and B/A.
     #[arg(long, num_args = 2, value_names = ["A.json", "B.json"],
-          conflicts_with_all = ["suite", "out", "seed", "only", "force"])]
+          conflicts_with_all = ["suite", "out", "seed", "only", "force", "grid"])]
     pub compare: Option<Vec<PathBuf>>,
     /// With --compare: also write an HTML comparison (both runs' plots on
     /// the same axes and every figure) to this file.
@@ -140,6 +145,22 @@ impl CharacterizeArgs {
     }
 }
 
+/// The grid `--grid` names: a file when one exists at that path, else
+/// TOML text.
+fn read_grid(arg: &str) -> Result<Grid> {
+    let path = std::path::Path::new(arg);
+    let (text, from) = if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--grid: cannot read {}", path.display()))?;
+        (text, path.display().to_string())
+    } else if arg.contains('=') {
+        (arg.to_string(), "the command line".to_string())
+    } else {
+        bail!("--grid {arg:?}: no such file, and not TOML (a field = value)");
+    };
+    Grid::from_toml(&text).map_err(|e| anyhow::anyhow!("--grid ({from}): {e}"))
+}
+
 pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()> {
     if let Some(files) = &args.compare {
         return compare_files(&files[0], &files[1], args.html.as_deref(), out);
@@ -157,8 +178,9 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
             bail!("--only: unknown experiment {name:?} (known: {})", known.join(", "));
         }
     }
+    let grid = args.grid.as_deref().map(read_grid).transpose()?;
     let dev = zns_device::open(uri)?;
-    let opts = Options { suite, seed: args.seed, only: args.only.clone(), force: args.force };
+    let opts = Options { suite, seed: args.seed, only: args.only.clone(), force: args.force, grid };
     let progress = TerminalProgress::stderr();
     let results = characterize::run(dev.as_ref(), &opts, &progress).context("characterize")?;
     drop(dev);
@@ -303,6 +325,9 @@ pub fn run_compare(
         bail!(
             "--only selects experiments of the other suites; --suite compare runs all of its own"
         );
+    }
+    if args.grid.is_some() {
+        bail!("--grid sets points of the other suites; --suite compare takes its own options");
     }
     let uris: Vec<String> = if device_given {
         devices.to_vec()

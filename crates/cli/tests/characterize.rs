@@ -144,7 +144,7 @@ fn paths(v: &Value, prefix: &str, free_form: &[&str], out: &mut Vec<String>) {
 }
 
 fn check_against_docs(v: &Value) {
-    let free_form = ["device.info", "summary", "host.experiments_wall_ns"];
+    let free_form = ["device.info", "summary", "host.experiments_wall_ns", "grid"];
     check_against(v, &documented_fields(), &free_form, "docs/results-json.md");
 }
 
@@ -494,4 +494,43 @@ fn compare_suite_refuses_what_it_cannot_compare() {
     let o = zns(&["characterize", "--suite", "compare", "--only", "qd1"]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("--only"), "{}", o.stderr);
+}
+
+#[test]
+fn a_custom_grid_sets_the_points_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = "read_qds = [1, 3]\nread_sizes_kib = [8]\nread_ops = 40";
+    let args = ["--device", "emu:tiny", "--only", "reads", "--grid", grid];
+    let (o, v, _) = characterize(&dir.path().join("inline"), &args);
+    ok(o);
+    check_against_docs(&v);
+    assert_eq!(v["grid"]["read_qds"], serde_json::json!([1, 3]));
+    let ids: Vec<&str> =
+        v["points"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"read_qd/random/8KiB/qd=3"), "{ids:?}");
+    assert!(!ids.iter().any(|id| id.contains("random/4KiB/qd=")), "{ids:?}");
+    // The same grid from a file.
+    let file = dir.path().join("grid.toml");
+    std::fs::write(&file, grid).unwrap();
+    let args = ["--device", "emu:tiny", "--only", "reads", "--grid", file.to_str().unwrap()];
+    let (o, w, _) = characterize(&dir.path().join("file"), &args);
+    ok(o);
+    assert_eq!(w["grid"], v["grid"]);
+    // Without a grid, no grid field.
+    let (o, plain, _) =
+        characterize(&dir.path().join("plain"), &["--device", "emu:tiny", "--only", "qd1"]);
+    ok(o);
+    assert!(plain.get("grid").is_none());
+    // Bad grids are refused before anything runs, naming the field.
+    for (bad, want) in [
+        ("read_qds = [2048]", "read_qds: 2048"),
+        ("deep = 4", "unknown field"),
+        ("no-such-file.toml", "no such file"),
+    ] {
+        let out = dir.path().join("bad");
+        let (o, _, _) = characterize(&out, &["--device", "emu:tiny", "--grid", bad]);
+        assert_eq!(o.code, 1, "{bad}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{bad}: {}", o.stderr);
+        assert!(!out.join("results.json").exists());
+    }
 }

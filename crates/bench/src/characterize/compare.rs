@@ -155,6 +155,7 @@ mod tests {
             suite: "smoke".into(),
             seed: 1,
             only: vec![],
+            grid: None,
             device: DeviceDescription {
                 uri: "emu:tiny".into(),
                 clock: "virtual".into(),

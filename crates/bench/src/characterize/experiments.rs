@@ -116,7 +116,7 @@ pub(crate) fn run(
         rng: rand::rngs::SmallRng::seed_from_u64(opts.seed),
         fill_byte: (opts.seed as u8) ^ 0x5a,
     };
-    let plan = Plan::of(opts.suite);
+    let plan = Plan::with_grid(opts.suite, opts.grid.as_ref());
     let mut r = Runner {
         ctx,
         plan,
@@ -187,6 +187,7 @@ pub(crate) fn run(
         suite: opts.suite.name().into(),
         seed: opts.seed,
         only: opts.only.clone(),
+        grid: opts.grid.clone(),
         device: DeviceDescription {
             uri: info.uri.clone(),
             clock: clock_name.into(),

@@ -47,7 +47,7 @@ use std::str::FromStr;
 use zns_device::{DeviceError, ZonedDevice};
 
 pub use overhead::{describe_overhead, OVERHEAD_URI};
-pub use plan::EXPERIMENTS;
+pub use plan::{Grid, EXPERIMENTS, GRID_MAX_QD};
 pub use progress::{NoProgress, Observer, TerminalProgress};
 pub use results::{Overhead, Point, Results, SCHEMA_VERSION};
 
@@ -110,6 +110,8 @@ pub struct Options {
     /// Reset every zone first when some are not Empty (their data is
     /// lost); without it such a device is refused.
     pub force: bool,
+    /// Points set instead of the suite's own.
+    pub grid: Option<Grid>,
 }
 
 /// Why a run failed.

@@ -228,8 +228,12 @@ mod tests {
         for (uri, clock) in [("emu:tiny", "real"), ("emu:zn540", "virtual")] {
             let dev = zns_device::open(uri).unwrap();
             assert_eq!(dev.clock_name(), clock);
-            let opts =
-                Options { suite: Suite::Smoke, seed: 3, only: vec!["qd1".into()], force: false };
+            let opts = Options {
+                suite: Suite::Smoke,
+                seed: 3,
+                only: vec!["qd1".into()],
+                ..Default::default()
+            };
             let r = run(dev.as_ref(), &opts, &NoProgress).unwrap();
             let text = serde_json::to_string(&r).unwrap();
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();

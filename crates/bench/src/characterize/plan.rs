@@ -234,3 +234,239 @@ impl Plan {
         }
     }
 }
+
+/// A custom grid: the points of a suite that a user sets instead of the
+/// suite's own (`zns characterize --grid FILE.toml`, or the same TOML on
+/// the command line). Every field is optional; one left out keeps the
+/// base suite's value. Sizes are in KiB, times in milliseconds of device
+/// time.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    /// `qd1`: request sizes (KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qd1_sizes_kib: Option<Vec<usize>>,
+    /// `qd1`: writes, appends and reads per size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qd1_ops: Option<u64>,
+    /// `intra_zone`: append sizes (KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_sizes_kib: Option<Vec<usize>>,
+    /// `intra_zone`: queue depths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_qds: Option<Vec<usize>>,
+    /// `intra_zone`: appends per point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_ops: Option<u64>,
+    /// `inter_zone`: request sizes (KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inter_sizes_kib: Option<Vec<usize>>,
+    /// `inter_zone`: commands per point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inter_ops: Option<u64>,
+    /// `reads`: random read sizes (KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_sizes_kib: Option<Vec<usize>>,
+    /// `reads`: queue depths of random reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_qds: Option<Vec<usize>>,
+    /// `reads`: random reads per point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ops: Option<u64>,
+    /// `reads`: sequential read size (KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_read_kib: Option<usize>,
+    /// `reads`: queue depths of sequential reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_read_qds: Option<Vec<usize>>,
+    /// `read_under_write`: background write rates as fractions of the
+    /// write bandwidth (0 to 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_rates: Option<Vec<f64>>,
+    /// `read_under_write`: device time each rate runs (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_rate_ms: Option<u64>,
+    /// `read_under_write`: reads in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_under_write_qd: Option<usize>,
+    /// `open` and `zone_mgmt`: samples of each variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+    /// Most device time one point may take (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_cap_ms: Option<u64>,
+}
+
+/// The deepest queue a grid may ask for.
+pub const GRID_MAX_QD: usize = 1024;
+
+impl Grid {
+    /// Parses and checks a grid written in TOML; the error names the
+    /// field and what is wrong with it.
+    pub fn from_toml(text: &str) -> Result<Grid, String> {
+        let g: Grid = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        g.check()?;
+        Ok(g)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let sizes = [
+            ("qd1_sizes_kib", &self.qd1_sizes_kib),
+            ("intra_sizes_kib", &self.intra_sizes_kib),
+            ("inter_sizes_kib", &self.inter_sizes_kib),
+            ("read_sizes_kib", &self.read_sizes_kib),
+        ];
+        for (name, v) in sizes {
+            if let Some(v) = v {
+                list(name, v, |&s| (1..=65536).contains(&s), "sizes from 1 to 65536 KiB")?;
+            }
+        }
+        if self.seq_read_kib.is_some_and(|s| !(1..=65536).contains(&s)) {
+            return Err("seq_read_kib: a size from 1 to 65536 KiB".into());
+        }
+        let qds = [
+            ("intra_qds", &self.intra_qds),
+            ("read_qds", &self.read_qds),
+            ("seq_read_qds", &self.seq_read_qds),
+        ];
+        for (name, v) in qds {
+            if let Some(v) = v {
+                list(name, v, |&d| (1..=GRID_MAX_QD).contains(&d), "queue depths from 1 to 1024")?;
+            }
+        }
+        if self.read_under_write_qd.is_some_and(|d| !(1..=GRID_MAX_QD).contains(&d)) {
+            return Err("read_under_write_qd: a queue depth from 1 to 1024".into());
+        }
+        if let Some(v) = &self.write_rates {
+            list("write_rates", v, |r| (0.0..=1.0).contains(r), "fractions from 0 to 1")?;
+        }
+        let counts = [
+            ("qd1_ops", self.qd1_ops),
+            ("intra_ops", self.intra_ops),
+            ("inter_ops", self.inter_ops),
+            ("read_ops", self.read_ops),
+            ("write_rate_ms", self.write_rate_ms),
+            ("samples", self.samples.map(u64::from)),
+            ("point_cap_ms", self.point_cap_ms),
+        ];
+        for (name, v) in counts {
+            if v == Some(0) {
+                return Err(format!("{name}: must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a non-empty list whose every value passes `ok`.
+fn list<T: std::fmt::Debug>(
+    name: &str,
+    v: &[T],
+    ok: impl Fn(&T) -> bool,
+    what: &str,
+) -> Result<(), String> {
+    if v.is_empty() {
+        return Err(format!("{name}: an empty list (leave the field out to keep the suite's)"));
+    }
+    match v.iter().find(|x| !ok(x)) {
+        Some(bad) => Err(format!("{name}: {bad:?} is out of range ({what})")),
+        None => Ok(()),
+    }
+}
+
+impl Plan {
+    /// The plan of `suite` with the points `grid` sets.
+    pub fn with_grid(suite: Suite, grid: Option<&Grid>) -> Plan {
+        let mut p = Plan::of(suite);
+        let Some(g) = grid else { return p };
+        let kib = |v: &Vec<usize>| v.iter().map(|s| s * KIB).collect::<Vec<_>>();
+        if let Some(v) = &g.qd1_sizes_kib {
+            p.qd1_sizes = kib(v);
+        }
+        if let Some(n) = g.qd1_ops {
+            (p.qd1_ops, p.qd1_read_ops) = (n, n);
+        }
+        if let Some(v) = &g.intra_sizes_kib {
+            p.intra_sizes = kib(v);
+        }
+        if let Some(v) = &g.intra_qds {
+            p.intra_qds = v.clone();
+        }
+        if let Some(n) = g.intra_ops {
+            p.intra_ops = n;
+        }
+        if let Some(v) = &g.inter_sizes_kib {
+            p.inter_sizes = kib(v);
+        }
+        if let Some(n) = g.inter_ops {
+            p.inter_ops = n;
+        }
+        if let Some(v) = &g.read_sizes_kib {
+            p.rand_read_sizes = kib(v);
+        }
+        if let Some(v) = &g.read_qds {
+            p.read_qds = v.clone();
+        }
+        if let Some(n) = g.read_ops {
+            (p.read_ops, p.seq_read_ops) = (n, n);
+        }
+        if let Some(s) = g.seq_read_kib {
+            p.seq_read_size = s * KIB;
+        }
+        if let Some(v) = &g.seq_read_qds {
+            p.seq_read_qds = v.clone();
+        }
+        if let Some(v) = &g.write_rates {
+            p.rw_fractions = v.clone();
+        }
+        if let Some(ms) = g.write_rate_ms {
+            p.rw_window_ns = ms * MS;
+        }
+        if let Some(d) = g.read_under_write_qd {
+            p.rw_read_qd = d;
+        }
+        if let Some(n) = g.samples {
+            (p.open_samples, p.mgmt_samples, p.mgmt_samples_cheap) = (n, n, n);
+            p.mgmt_samples_full = n;
+        }
+        if let Some(ms) = g.point_cap_ms {
+            p.point_cap_ns = ms * MS;
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_sets_only_what_it_names() {
+        let g = Grid::from_toml("read_qds = [1, 32, 1024]\nqd1_sizes_kib = [4, 12]\nsamples = 3")
+            .unwrap();
+        let p = Plan::with_grid(Suite::Quick, Some(&g));
+        let q = Plan::of(Suite::Quick);
+        assert_eq!(p.read_qds, [1, 32, 1024]);
+        assert_eq!(p.qd1_sizes, [4096, 12288]);
+        assert_eq!((p.open_samples, p.mgmt_samples_full), (3, 3));
+        assert_eq!((p.intra_qds.clone(), p.read_ops), (q.intra_qds, q.read_ops));
+    }
+
+    #[test]
+    fn bad_grids_are_refused_naming_the_field() {
+        for (text, want) in [
+            ("read_qds = [0]", "read_qds: 0 is out of range"),
+            ("read_qds = [2048]", "read_qds: 2048"),
+            ("qd1_sizes_kib = []", "qd1_sizes_kib: an empty list"),
+            ("write_rates = [1.5]", "write_rates: 1.5"),
+            ("read_ops = 0", "read_ops: must be at least 1"),
+            ("seq_read_kib = 0", "seq_read_kib"),
+            ("depth = 4", "unknown field `depth`"),
+        ] {
+            let e = Grid::from_toml(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+}

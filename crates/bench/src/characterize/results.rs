@@ -29,6 +29,9 @@ pub struct Results {
     /// Experiments asked for with `--only` (empty: all).
     #[serde(default)]
     pub only: Vec<String>,
+    /// The custom grid the run used over its suite's points, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<super::plan::Grid>,
     /// The device measured.
     pub device: DeviceDescription,
     /// Device time the whole run took.
