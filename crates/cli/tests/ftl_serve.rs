@@ -5,68 +5,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use common::{ok, zns};
+use common::{ok, zns, Server};
 use zns_nbd::NbdClient;
 
-/// A running `zns ftl serve`, killed if the test ends without stopping it.
-struct Server {
-    child: Child,
-    addr: String,
-    stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Server {
-    fn start(uri: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_zns"))
-            .args(["--device", uri, "ftl", "serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env_remove("ZNS_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run zns ftl serve");
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        // From here on Drop kills and reaps the child, whatever happens.
-        let mut server = Server { child, addr: String::new(), stdout };
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if server.stdout.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-                panic!("zns ftl serve exited early: {err}");
-            }
-            if let Some(rest) = line.strip_prefix("listening on ") {
-                server.addr = rest.split_whitespace().next().unwrap().to_string();
-                return server;
-            }
-        }
-    }
-
-    /// Sends SIGTERM and returns the rest of stdout once it exits.
-    fn stop(mut self) -> String {
-        // SAFETY: kill(2) on our own child's pid has no memory effects.
-        let r = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        assert_eq!(r, 0);
-        let status = self.child.wait().unwrap();
-        let mut rest = String::new();
-        self.stdout.read_to_string(&mut rest).unwrap();
-        let mut err = String::new();
-        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        assert!(status.success(), "serve failed: {status}\n{rest}\n{err}");
-        rest
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `zns --device URI ftl serve` on a free loopback port, with `extra`.
+fn serve(uri: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--device", uri, "ftl", "serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    Server::start(&args)
 }
 
 fn image(profile: &str) -> (tempfile::TempDir, String) {
@@ -88,7 +36,7 @@ fn served_writes_survive_a_sigterm_and_the_image_is_locked_meanwhile() {
     assert!(e.stderr.contains("holds no FTL") && e.stderr.contains("ftl format"), "{}", e.stderr);
     ok(zns(&["--device", &uri, "ftl", "format"]));
 
-    let server = Server::start(&uri, &["--export", "disk"]);
+    let server = serve(&uri, &["--export", "disk"]);
     let mut c = NbdClient::connect(server.addr.as_str(), "disk").unwrap();
     c.write(40960, &pattern(32768, 7), false).unwrap();
     // A second server, or any command, on the image is refused.
@@ -105,7 +53,7 @@ fn served_writes_survive_a_sigterm_and_the_image_is_locked_meanwhile() {
     // The unflushed write is in the checkpoint; the FTL checks clean.
     let check = ok(zns(&["--device", &uri, "ftl", "check", "--read-all"]));
     assert!(check.stdout.contains("no problems found"), "{}", check.stdout);
-    let server = Server::start(&uri, &["--export", "disk", "--read-only"]);
+    let server = serve(&uri, &["--export", "disk", "--read-only"]);
     let mut c = NbdClient::connect(server.addr.as_str(), "").unwrap();
     let mut back = vec![0u8; 32768];
     c.read(40960, &mut back).unwrap();
@@ -125,7 +73,7 @@ fn the_zrwa_switch_decides_whether_the_log_commits_zone_random_write_areas() {
         (unpadded, "off", false),
     ];
     for (uri, zrwa, used) in cases {
-        let server = Server::start(uri, &["--zrwa", zrwa]);
+        let server = serve(uri, &["--zrwa", zrwa]);
         let mut c = NbdClient::connect(server.addr.as_str(), "").unwrap();
         for i in 0..8u64 {
             c.write(i * 4096, &pattern(4096, i as u8), false).unwrap();
@@ -160,7 +108,7 @@ fn run(program: &str, args: &[&str]) -> String {
 #[test]
 fn qemu_io_and_qemu_img_use_the_export() {
     let (Some(io), Some(img)) = (qemu_tool("qemu-io"), qemu_tool("qemu-img")) else { return };
-    let server = Server::start("emu:small", &[]);
+    let server = serve("emu:small", &[]);
     let url = format!("nbd://{}/ftl", server.addr);
     let info = run(img, &["info", "--output=json", &url]);
     assert!(info.contains("\"virtual-size\""), "{info}");

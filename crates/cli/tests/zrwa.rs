@@ -5,45 +5,26 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 
-use common::{ok, zns};
+use common::{ok, zns, Server};
 
 const DEV: &str = "emu:tiny,zrwa=16/4/2";
 const NQN: &str = "nqn.2026-11.io.znskit:zrwa-cli";
 
 /// `zns serve` of [`DEV`], stopped when dropped.
 struct Served {
-    child: Child,
+    _server: Server,
     uri: String,
 }
 
 impl Served {
     fn start() -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_zns"))
-            .args(["--device", DEV, "serve", "--listen", "127.0.0.1:0", "--nqn", NQN])
-            .env_remove("ZNS_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run zns serve");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        let mut addr = None;
-        while out.read_line(&mut line).unwrap() > 0 {
-            let listening = line.strip_prefix("listening on ");
-            if let Some(a) = listening.and_then(|l| l.split_whitespace().next()) {
-                addr = Some(a.to_string());
-                break;
-            }
-            line.clear();
-        }
-        let addr = addr.expect("a listening line");
-        // Keep reading stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in out.lines() {});
-        Served { child, uri: format!("tcp:{addr}/{NQN}") }
+        let server =
+            Server::start(&["--device", DEV, "serve", "--listen", "127.0.0.1:0", "--nqn", NQN]);
+        let uri = format!("tcp:{}/{NQN}", server.addr);
+        Served { _server: server, uri }
     }
 
     fn run(&self, args: &[&str]) -> common::Out {
@@ -64,13 +45,6 @@ impl Served {
         c.stdin.take().unwrap().write_all(data).unwrap();
         let o = c.wait_with_output().unwrap();
         assert!(o.status.success(), "write at {lba}: {}", String::from_utf8_lossy(&o.stderr));
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
