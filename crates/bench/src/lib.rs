@@ -7,10 +7,13 @@
 //! - [`characterize`]: a ZNS device's performance model (latency and
 //!   throughput of every command kind, scaling, zone management by
 //!   occupancy, interference), as `results.json` and an HTML report.
+//! - [`fit`]: an emulator profile fitted to a characterization's figures
+//!   (`zns emu fit`), with its residuals and cross-validation.
 //! - [`ezns`]: the eZNS experiments, static striping against elastic
 //!   logical zones on one device, as `ezns.json` and SVG plots.
 
 pub mod characterize;
 pub mod clock;
 pub mod ezns;
+pub mod fit;
 pub mod overhead;

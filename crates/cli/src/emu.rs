@@ -41,6 +41,10 @@ pub enum EmuCommand {
         #[arg(long)]
         repair: bool,
     },
+    /// Fit an emulator profile to a drive's `zns characterize` results (or
+    /// to a built-in reference) and write it as a profile TOML for
+    /// `--device emu:profile=FILE.toml`; prints the residuals.
+    Fit(Box<crate::fit::FitArgs>),
     /// List the built-in profiles.
     Profiles,
     /// Print a built-in profile as TOML, to copy and edit.
@@ -81,6 +85,7 @@ pub fn run(cmd: EmuCommand, out: &mut dyn Write) -> Result<()> {
             }
         },
         EmuCommand::Check { path, json, repair } => return check_image(&path, json, repair, out),
+        EmuCommand::Fit(args) => return crate::fit::run(&args, out),
         EmuCommand::Create { path, profile, no_checksums } => {
             let mut p = load_profile(&profile)?;
             if let Some(nsid) = zns_emulator::ftl_namespace(&p) {

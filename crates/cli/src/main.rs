@@ -9,6 +9,7 @@ mod bench;
 mod characterize;
 mod emu;
 mod ezns;
+mod fit;
 mod ftl;
 mod ftl_serve;
 mod identify;

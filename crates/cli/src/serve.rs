@@ -23,7 +23,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use zns_device::uri::Timing;
 use zns_device::DeviceUri;
-use zns_emulator::profile::Profile;
 use zns_ftl::{BlockDevice, Ftl};
 use zns_nvmf::{Backend, NvmfTarget, Subsystem, TargetConfig};
 
@@ -72,7 +71,7 @@ fn serving_uri(uri: &str) -> String {
     if e.clock.is_some() || e.timing == Some(Timing::Off) || e.file.is_some() {
         return uri.to_string();
     }
-    match Profile::by_name(e.profile_name()) {
+    match e.load_profile() {
         Ok(p) if p.timing.is_some() => format!("{uri},clock=real"),
         _ => uri.to_string(),
     }

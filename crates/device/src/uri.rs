@@ -170,7 +170,8 @@ impl Timing {
 /// Thread safety: plain data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EmulatorUri {
-    /// Built-in profile name; with `file`, the name the image must hold.
+    /// Built-in profile name or a profile TOML file (a path ending in
+    /// `.toml`); with `file`, the profile the image must hold.
     pub profile: Option<String>,
     /// Device image file.
     pub file: Option<PathBuf>,
@@ -197,9 +198,32 @@ pub struct EmulatorUri {
 }
 
 impl EmulatorUri {
-    /// The profile to build when no image is given.
+    /// The profile to build when no image is given: a built-in name or a
+    /// profile file.
     pub fn profile_name(&self) -> &str {
         self.profile.as_deref().unwrap_or(DEFAULT_PROFILE)
+    }
+
+    /// The profile to build when no image is given: the built-in one of
+    /// that name, or the profile file read and checked.
+    pub fn load_profile(&self) -> Result<Profile, zns_emulator::profile::ProfileError> {
+        load_profile(self.profile_name())
+    }
+}
+
+/// True when `value` of `profile=` names a profile file rather than a
+/// built-in profile: it ends in `.toml` (built-in names never do).
+pub fn is_profile_file(value: &str) -> bool {
+    value.ends_with(".toml") && value.len() > ".toml".len()
+}
+
+/// A built-in profile by name, or a profile TOML file by path (see
+/// [`is_profile_file`]).
+pub fn load_profile(spec: &str) -> Result<Profile, zns_emulator::profile::ProfileError> {
+    if is_profile_file(spec) {
+        Profile::load(std::path::Path::new(spec))
+    } else {
+        Profile::by_name(spec)
     }
 }
 
@@ -453,9 +477,10 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                 if u.profile.is_some() {
                     return Err(dup());
                 }
-                if !Profile::built_in_names().any(|n| n == value) {
+                if !Profile::built_in_names().any(|n| n == value) && !is_profile_file(value) {
                     return Err(format!(
-                        "unknown profile {value:?} (built-in profiles: {})",
+                        "unknown profile {value:?} (built-in profiles: {}; or a profile \
+                         file ending in .toml)",
                         known()
                     ));
                 }

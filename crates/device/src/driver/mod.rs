@@ -66,9 +66,15 @@ impl DriverDevice {
         let builder = match &uri.file {
             Some(path) => {
                 let b = Emulator::open_image(path.clone())?;
-                if let Some(want) = &uri.profile {
+                if let Some(spec) = &uri.profile {
+                    // A profile file names its profile inside.
+                    let want = if crate::uri::is_profile_file(spec) {
+                        uri.load_profile().map_err(EmulatorError::from)?.name
+                    } else {
+                        spec.clone()
+                    };
                     let have = &b.profile().name;
-                    if have != want {
+                    if *have != want {
                         return Err(DeviceError::uri(
                             text,
                             format!(
@@ -85,8 +91,7 @@ impl DriverDevice {
                     EmulatorMedia::Ram => MediaChoice::Ram,
                     EmulatorMedia::Null => MediaChoice::Null,
                 };
-                let mut profile =
-                    Profile::by_name(uri.profile_name()).map_err(EmulatorError::from)?;
+                let mut profile = uri.load_profile().map_err(EmulatorError::from)?;
                 if uri.zones.is_some()
                     || uri.metadata.is_some()
                     || uri.lba.is_some()
@@ -120,6 +125,18 @@ impl DriverDevice {
         }
         let host: Arc<dyn HostMemory> = memory.clone();
         let emu = builder.build(host)?;
+        Self::from_emulator(emu, memory, text)
+    }
+
+    /// Builds an emulated controller from `profile` itself (timing on when
+    /// the profile has a timing model, on the virtual clock) with `media`,
+    /// and brings it up; `text` names the device in [`DeviceInfo::uri`].
+    /// For programs that make profiles (a fit trying candidates) without
+    /// writing them to files.
+    pub fn open_profile(profile: Profile, media: MediaChoice, text: &str) -> Result<Self> {
+        let memory = ProcessMemory::new();
+        let host: Arc<dyn HostMemory> = memory.clone();
+        let emu = Emulator::with_profile(profile).media(media).build(host)?;
         Self::from_emulator(emu, memory, text)
     }
 

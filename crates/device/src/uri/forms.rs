@@ -33,6 +33,12 @@ pub const URI_FORMS: &[UriForm] = &[
         example: "emu:small-zone",
     },
     UriForm {
+        form: "emu:profile=FILE.toml",
+        device: "a profile read from a TOML file: one `zns emu fit` made from a \
+                 characterization, or a built-in one printed by `zns emu show-profile` and edited",
+        example: "emu:profile=my-drive.toml,media=null",
+    },
+    UriForm {
         form: "emu:PROFILE,op=PERCENT",
         device: "a conventional twin with `PERCENT` % over-provisioning (spare / exposed, 1 to \
                  1000; the profiles have 7, an enterprise drive's 28); refused on ZNS profiles",

@@ -1,0 +1,306 @@
+//! The timing parameters a fit adjusts, each tied to the figures of a
+//! characterization that identify it.
+//!
+//! QD 1 latencies are fitted by their means, as the built-in models
+//! were calibrated (a drive's firmware housekeeping puts a part of every
+//! mean in the tail, which the model's housekeeping reproduces; the
+//! medians then follow). Every parameter here moves one figure far more than any other
+//! parameter does (a QD 1 latency, a ceiling, a zone management cost), so
+//! the fit can move each toward its own figure and let the others follow
+//! (a Jacobi iteration: see [`super::fit`]). Parameters no figure of the
+//! suites identifies (the geometry of the flash, the write buffer, the
+//! number of processing units, the host interface's fixed delays) stay as
+//! the base profile has them; docs/fit.md lists both.
+
+use zns_emulator::timing::TimingProfile;
+
+/// How a figure moves when its parameter grows.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// The figure grows with the parameter (a cost adding to a latency).
+    Up,
+    /// The figure falls as the parameter grows (a cost limiting a
+    /// throughput, a rate shortening a latency).
+    Down,
+}
+
+/// One adjustable parameter of the `[timing]` table.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy)]
+pub struct Parameter {
+    /// Name as in the `[timing]` table (`read_us` is the mean of its
+    /// levels, scaled together).
+    pub name: &'static str,
+    /// Figures that identify it, best first: the fit uses the first one
+    /// the target has.
+    pub figures: &'static [&'static str],
+    /// How the figure moves with it.
+    pub direction: Direction,
+    /// Smallest value the fit may give it.
+    pub min: f64,
+    /// Largest value the fit may give it.
+    pub max: f64,
+    /// A start for a parameter whose base value is 0 (a ratio step cannot
+    /// leave 0).
+    pub seed: f64,
+    /// What the parameter is, for the report.
+    pub what: &'static str,
+    get: fn(&TimingProfile) -> f64,
+    set: fn(&mut TimingProfile, f64),
+}
+
+impl Parameter {
+    /// Its value in `t`.
+    pub fn get(&self, t: &TimingProfile) -> f64 {
+        (self.get)(t)
+    }
+
+    /// Sets it in `t` (clamped to its range, rounded as the table stores
+    /// it).
+    pub fn set(&self, t: &mut TimingProfile, v: f64) {
+        (self.set)(t, v.clamp(self.min, self.max))
+    }
+}
+
+/// Reads and writes one parameter of a timing table.
+type Access = (fn(&TimingProfile) -> f64, fn(&mut TimingProfile, f64));
+
+fn round(v: f64) -> u64 {
+    v.round().max(0.0) as u64
+}
+
+macro_rules! integer {
+    ($field:ident) => {
+        (|t: &TimingProfile| t.$field as f64, |t: &mut TimingProfile, v: f64| t.$field = round(v))
+    };
+}
+
+/// The mean array read time over the page levels.
+fn read_mean(t: &TimingProfile) -> f64 {
+    t.read_us.iter().sum::<f64>() / t.read_us.len().max(1) as f64
+}
+
+/// Scales every page level's read time so their mean is `v` (the levels
+/// keep their proportions: the spread of QD 1 read latencies).
+fn set_read_mean(t: &mut TimingProfile, v: f64) {
+    let mean = read_mean(t);
+    if mean > 0.0 {
+        let k = v / mean;
+        for r in &mut t.read_us {
+            *r = (*r * k * 100.0).round() / 100.0;
+        }
+    } else {
+        t.read_us.iter_mut().for_each(|r| *r = v);
+    }
+}
+
+/// Every parameter the fit adjusts, in the order it reports them.
+pub fn all() -> Vec<Parameter> {
+    let p = |name, figures, direction, (min, max, seed), what, (get, set): Access| Parameter {
+        name,
+        figures,
+        direction,
+        min,
+        max,
+        seed,
+        what,
+        get,
+        set,
+    };
+    use Direction::{Down, Up};
+    vec![
+        p(
+            "read_us",
+            &["qd1/read/4KiB:mean_us", "qd1/read/4KiB:p50_us", "read_qd/random/4KiB/qd=1:mean_us"],
+            Up,
+            (1.0, 2000.0, 50.0),
+            "array read time (mean over page levels)",
+            (read_mean, set_read_mean),
+        ),
+        p(
+            "channel_overhead_ns",
+            &["read_qd/random/4KiB:max_kiops", "read_zones/random/4KiB:max_kiops"],
+            Down,
+            (0.0, 200_000.0, 1000.0),
+            "per transfer cost on a flash channel",
+            integer!(channel_overhead_ns),
+        ),
+        p(
+            "channel_mbps",
+            &[
+                "read_qd/sequential/128KiB:max_mib_s",
+                "read_zones/sequential/128KiB:max_mib_s",
+                "read_qd/random/16KiB:max_mib_s",
+            ],
+            Up,
+            (10.0, 100_000.0, 400.0),
+            "flash channel transfer rate",
+            integer!(channel_mbps),
+        ),
+        p(
+            "write_ns",
+            &["qd1/write/4KiB:mean_us", "qd1/write/4KiB:p50_us"],
+            Up,
+            (0.0, 1_000_000.0, 1000.0),
+            "write processing before the data transfer",
+            integer!(write_ns),
+        ),
+        p(
+            "write_overlap_ns",
+            &["inter_zone/write/4KiB:max_kiops"],
+            Down,
+            (0.0, 1_000_000.0, 1000.0),
+            "write processing overlapping the transfer (sets the many-zone write ceiling)",
+            integer!(write_overlap_ns),
+        ),
+        p(
+            "append_ns",
+            &["qd1/append/4KiB:mean_us", "qd1/append/4KiB:p50_us"],
+            Up,
+            (0.0, 1_000_000.0, 1000.0),
+            "Zone Append processing before the data transfer",
+            integer!(append_ns),
+        ),
+        p(
+            "append_overlap_ns",
+            &["intra_zone/append/4KiB:max_kiops", "inter_zone/append/4KiB:max_kiops"],
+            Down,
+            (0.0, 1_000_000.0, 1000.0),
+            "Zone Append processing overlapping the transfer (sets the append ceiling)",
+            integer!(append_overlap_ns),
+        ),
+        p(
+            "link_from_host_mbps",
+            &["qd1/write/128KiB:p50_us", "qd1/append/128KiB:p50_us"],
+            Down,
+            (50.0, 100_000.0, 2000.0),
+            "host-to-device data rate",
+            integer!(link_from_host_mbps),
+        ),
+        p(
+            "program_us",
+            &["ceiling/write_mib_s"],
+            Down,
+            (10.0, 100_000.0, 1000.0),
+            "program time of one program unit (sets the write bandwidth)",
+            integer!(program_us),
+        ),
+        p(
+            "stripe_open_us",
+            &["qd1/write/128KiB:p99_us"],
+            Up,
+            (0.0, 100_000.0, 100.0),
+            "binding a zone's next stripe of erase blocks (the large-write tail)",
+            integer!(stripe_open_us),
+        ),
+        p(
+            "implicit_open_ns",
+            &["open/first_write/implicit:mean_us", "open/first_write/implicit:p50_us"],
+            Up,
+            (0.0, 10_000_000.0, 1000.0),
+            "first write to a zone it opens implicitly",
+            integer!(implicit_open_ns),
+        ),
+        p(
+            "open_ns",
+            &["zone_mgmt/open/empty:mean_us", "zone_mgmt/open/empty:p50_us"],
+            Up,
+            (0.0, 10_000_000.0, 1000.0),
+            "explicit Open Zone",
+            integer!(open_ns),
+        ),
+        p(
+            "close_ns",
+            &["zone_mgmt/close/after_open:mean_us", "zone_mgmt/close/after_open:p50_us"],
+            Up,
+            (0.0, 10_000_000.0, 1000.0),
+            "Close Zone",
+            integer!(close_ns),
+        ),
+        p(
+            "close_buffered_ns",
+            &["zone_mgmt/close/after_write:mean_us", "zone_mgmt/close/after_write:p50_us"],
+            Up,
+            (0.0, 10_000_000.0, 1000.0),
+            "Close Zone with data not yet programmed",
+            integer!(close_buffered_ns),
+        ),
+        p(
+            "finish_ns",
+            &["zone_mgmt/finish/empty:p50_us", "zone_mgmt/finish/empty:mean_us"],
+            Up,
+            (0.0, 100_000_000.0, 1000.0),
+            "Finish Zone processing",
+            integer!(finish_ns),
+        ),
+        p(
+            "reset_metadata_us",
+            &["zone_mgmt/reset/empty:p50_us", "zone_mgmt/reset_after_finish/empty:p50_us"],
+            Up,
+            (0.0, 1_000_000.0, 100.0),
+            "Reset Zone's metadata update (the reset of an empty zone)",
+            integer!(reset_metadata_us),
+        ),
+        p(
+            "erase_us",
+            &["zone_mgmt/reset_after_finish/full:p50_us", "zone_mgmt/reset/full:p50_us"],
+            Up,
+            (1.0, 1_000_000.0, 1000.0),
+            "erase time of one erase block",
+            integer!(erase_us),
+        ),
+        p(
+            "close_block_us",
+            &["zone_mgmt/reset/6.25%:p50_us", "zone_mgmt/reset/12.5%:p50_us"],
+            Up,
+            (0.0, 1_000_000.0, 100.0),
+            "closing a partly programmed erase block before its erase",
+            integer!(close_block_us),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zns_emulator::profile::Profile;
+
+    #[test]
+    fn every_parameter_reads_back_what_it_set() {
+        let mut t = Profile::by_name("zn540").unwrap().timing.unwrap();
+        for p in all() {
+            let v = (p.get(&t) * 1.5).max(p.seed).clamp(p.min, p.max);
+            p.set(&mut t, v);
+            let back = p.get(&t);
+            assert!((back - v).abs() <= 0.01 * v.max(1.0), "{}: set {v}, got {back}", p.name);
+        }
+        // Out of range values are clamped.
+        let prog = all().into_iter().find(|p| p.name == "program_us").unwrap();
+        prog.set(&mut t, -5.0);
+        assert_eq!(t.program_us, 10);
+    }
+
+    #[test]
+    fn read_levels_keep_their_proportions() {
+        let mut t = Profile::by_name("zn540").unwrap().timing.unwrap();
+        let before = t.read_us.clone();
+        let doubled = read_mean(&t) * 2.0;
+        set_read_mean(&mut t, doubled);
+        for (a, b) in before.iter().zip(&t.read_us) {
+            assert!((b / a - 2.0).abs() < 0.01);
+        }
+    }
+
+    #[test]
+    fn names_are_timing_fields_and_figures_are_unique_per_parameter() {
+        let text = toml::to_string(&Profile::by_name("zn540").unwrap().timing.unwrap()).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for p in all() {
+            assert!(text.contains(&format!("{} =", p.name)), "{}", p.name);
+            assert!(seen.insert(p.figures[0]), "{} shares its figure", p.name);
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `zns emu fit` round trip: characterize an emulated drive whose timing
+//! differs from the base profile's, fit the base to that run, and recover
+//! the parameters the drive was made with.
+
+use zns_bench::characterize::{self, Grid, NoProgress, Options, Suite};
+use zns_bench::fit::{self, FitOptions, Quiet, Target};
+use zns_device::DriverDevice;
+use zns_emulator::profile::Profile;
+use zns_emulator::MediaChoice;
+
+/// The experiments the round trip measures (the others identify no
+/// parameter, and cost debug-build time).
+const ONLY: &[&str] = &["qd1", "inter_zone", "intra_zone", "open", "zone_mgmt", "reads"];
+
+fn characterize(profile: &Profile) -> characterize::Results {
+    let dev = DriverDevice::open_profile(profile.clone(), MediaChoice::Null, "emu:drive").unwrap();
+    let opts = Options {
+        suite: Suite::Quick,
+        seed: 7,
+        only: ONLY.iter().map(|s| s.to_string()).collect(),
+        // Quick's experiments (smoke's reads stay in the write buffer),
+        // with fewer points and commands: large writes for the
+        // program-bound write ceiling, deep reads for the channel-bound
+        // read ceilings.
+        grid: Some(Grid {
+            qd1_sizes_kib: Some(vec![4, 128]),
+            qd1_ops: Some(300),
+            read_qds: Some(vec![1, 64]),
+            read_ops: Some(2000),
+            seq_read_kib: Some(128),
+            seq_read_qds: Some(vec![1, 32]),
+            intra_qds: Some(vec![1, 4]),
+            intra_ops: Some(2000),
+            inter_ops: Some(2000),
+            samples: Some(2),
+            ..Grid::default()
+        }),
+        ..Options::default()
+    };
+    characterize::run(&dev, &opts, &NoProgress).unwrap()
+}
+
+/// The zn540 model with other costs, on a smaller namespace.
+fn drive() -> Profile {
+    let mut p = Profile::by_name("zn540").unwrap();
+    p.name = "drive".into();
+    p.namespaces[0].zones = 64;
+    let t = p.timing.as_mut().unwrap();
+    t.read_us = t.read_us.iter().map(|r| r * 1.3).collect();
+    t.channel_overhead_ns = 8000;
+    t.program_us = 3000;
+    t.erase_us = 200;
+    t.open_ns = 6000;
+    t.close_ns = 8000;
+    t.finish_ns = 10_000;
+    t.reset_metadata_us = 1000;
+    t.close_block_us = 3000;
+    t.write_ns = 2500;
+    t.write_overlap_ns = 4500;
+    p
+}
+
+#[test]
+fn a_fit_recovers_the_parameters_a_drive_was_made_with() {
+    let drive = drive();
+    let results = characterize(&drive);
+    let target = Target::from_results(&results, "drive").unwrap();
+    let base = Profile::by_name("zn540").unwrap();
+    let (profile, report) = fit::fit(&target, &FitOptions::new(base, "fitted"), &Quiet).unwrap();
+    let off: Vec<(&str, f64)> =
+        report.fitted.iter().map(|r| (r.figure.as_str(), r.ratio)).collect();
+    assert!(report.converged, "rounds: {:?}\nfigures: {off:?}", report.rounds);
+    // The geometry is the drive's, not the base's.
+    assert_eq!(profile.namespaces[0].zones, 64);
+    let truth = drive.timing.as_ref().unwrap();
+    let got = profile.timing.as_ref().unwrap();
+    let close = |name: &str, want: f64, have: f64, tol: f64| {
+        assert!((have / want - 1.0).abs() <= tol, "{name}: drive {want}, fitted {have}");
+    };
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    close("read_us", mean(&truth.read_us), mean(&got.read_us), 0.03);
+    close(
+        "channel_overhead_ns",
+        truth.channel_overhead_ns as f64,
+        got.channel_overhead_ns as f64,
+        0.05,
+    );
+    close("program_us", truth.program_us as f64, got.program_us as f64, 0.02);
+    close("erase_us", truth.erase_us as f64, got.erase_us as f64, 0.03);
+    close("open_ns", truth.open_ns as f64, got.open_ns as f64, 0.02);
+    close("close_ns", truth.close_ns as f64, got.close_ns as f64, 0.02);
+    close("finish_ns", truth.finish_ns as f64, got.finish_ns as f64, 0.02);
+    close("reset_metadata_us", truth.reset_metadata_us as f64, got.reset_metadata_us as f64, 0.02);
+    close("close_block_us", truth.close_block_us as f64, got.close_block_us as f64, 0.05);
+    // A write's processing before and overlapping its transfer are
+    // identified together (docs/fit.md): their sum.
+    close(
+        "write_ns + write_overlap_ns",
+        (truth.write_ns + truth.write_overlap_ns) as f64,
+        (got.write_ns + got.write_overlap_ns) as f64,
+        0.03,
+    );
+    // What the fit did not aim at, the fitted profile predicts.
+    for e in &report.experiments {
+        assert!(e.median_error < 0.05, "{}: median error {}", e.experiment, e.median_error);
+    }
+}
+
+#[test]
+fn held_out_experiments_keep_their_parameters_and_are_predicted() {
+    let results = characterize(&drive());
+    let target = Target::from_results(&results, "drive").unwrap();
+    let base = Profile::by_name("zn540").unwrap();
+    let mut opts = FitOptions::new(base.clone(), "fitted");
+    opts.holdout = vec!["zone_mgmt".into()];
+    opts.rounds = 3;
+    let (profile, report) = fit::fit(&target, &opts, &Quiet).unwrap();
+    // Zone management's parameters had no figure: the base's values.
+    let (b, f) = (base.timing.as_ref().unwrap(), profile.timing.as_ref().unwrap());
+    assert_eq!((f.erase_us, f.open_ns, f.finish_ns), (b.erase_us, b.open_ns, b.finish_ns));
+    let kept: Vec<&str> =
+        report.parameters.iter().filter(|p| p.figure.is_none()).map(|p| p.name.as_str()).collect();
+    assert!(kept.contains(&"erase_us") && kept.contains(&"open_ns"), "{kept:?}");
+    // ...so the held-out experiment is predicted, and badly: the drive's
+    // zone management costs differ from the base's.
+    let z = report.experiment("zone_mgmt").expect("predicted");
+    assert!(z.held_out);
+    assert!(z.median_error > 0.05, "{z:?}");
+    assert!(report.fitted.iter().all(|r| r.experiment != "zone_mgmt"));
+}
+
+#[test]
+fn targets_without_identifying_figures_or_of_conventional_drives_are_refused() {
+    let mut results = characterize(&drive());
+    results.points.retain(|p| p.experiment == "open");
+    results.points.iter_mut().for_each(|p| p.id = format!("x{}", p.id));
+    results.summary.clear();
+    let target = Target::from_results(&results, "drive").unwrap();
+    let base = Profile::by_name("zn540").unwrap();
+    let e = fit::fit(&target, &FitOptions::new(base, "f"), &Quiet).unwrap_err();
+    assert!(e.to_string().contains("none of the figures"), "{e}");
+    results.device.info["zoned"] = false.into();
+    let e = Target::from_results(&results, "drive").unwrap_err();
+    assert!(e.to_string().contains("conventional"), "{e}");
+}
