@@ -91,7 +91,7 @@ pub enum Role {
     /// of a chart with the same name shares one legend entry, so the
     /// legend says where the diamonds come from once, not per curve.
     Reference,
-    /// A reference ceiling: a thin dotted horizontal line across the whole
+    /// A reference ceiling: a dotted horizontal line across the whole
     /// plot at the series' first `y` (its `x` is ignored); one legend
     /// entry per name, as for [`Role::Reference`].
     Ceiling,
@@ -368,20 +368,23 @@ fn draw_lines(chart: &Chart, out: &mut String) -> Result<(), Box<dyn std::error:
                 }
                 Role::Ceiling => {
                     let y = pts[0].1;
-                    let thin = ShapeStyle::from(&col).stroke_width(1);
+                    let dotted = ShapeStyle::from(&col).stroke_width(2);
                     let drawn = c.draw_series(DashedLineSeries::new(
                         vec![(xr.0, y), (xr.1, y)],
-                        2,
-                        4,
-                        thin,
+                        3,
+                        5,
+                        dotted,
                     ))?;
                     if !labelled.contains(&s.name.as_str()) {
                         labelled.push(&s.name);
                         drawn.label(escape(&s.name)).legend(|(x, y)| {
-                            PathElement::new(
-                                vec![(x, y), (x + 18, y)],
-                                ShapeStyle::from(&REFERENCE_LEGEND).stroke_width(1),
-                            )
+                            let dot = |from: i32| {
+                                PathElement::new(
+                                    vec![(from, 0), (from + 3, 0)],
+                                    ShapeStyle::from(&REFERENCE_LEGEND).stroke_width(2),
+                                )
+                            };
+                            EmptyElement::at((x, y)) + dot(0) + dot(8) + dot(16)
                         });
                     }
                     continue;
@@ -546,6 +549,22 @@ fn draw_bars(
     Ok(())
 }
 
+/// Reference diamonds in `svg`: closed five-point polylines (legend
+/// entries included).
+#[cfg(test)]
+pub(crate) fn diamonds(svg: &str) -> usize {
+    svg.split("<polyline")
+        .skip(1)
+        .filter(|el| {
+            let Some(pts) = el.split("points=\"").nth(1).and_then(|p| p.split('"').next()) else {
+                return false;
+            };
+            let v: Vec<&str> = pts.split_whitespace().collect();
+            v.len() == 5 && v[0] == v[4]
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,21 +597,6 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.contains("under read"));
         let empty = Chart { series: vec![], ..chart };
         assert!(line_chart(&empty).contains("no data"));
-    }
-
-    /// Reference diamonds in `svg`: closed five-point polylines.
-    fn diamonds(svg: &str) -> usize {
-        svg.split("<polyline")
-            .skip(1)
-            .filter(|el| {
-                let Some(pts) = el.split("points=\"").nth(1).and_then(|p| p.split('"').next())
-                else {
-                    return false;
-                };
-                let v: Vec<&str> = pts.split_whitespace().collect();
-                v.len() == 5 && v[0] == v[4]
-            })
-            .count()
     }
 
     fn latency_chart(series: Vec<Series>) -> Chart {
