@@ -12,7 +12,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use zns_bench::characterize::{
-    self, compare, reference, versus, Grid, Options, Results, Suite, TerminalProgress, EXPERIMENTS,
+    self, compare, reference, versus, Grid, Options, Results, RunReference, Suite,
+    TerminalProgress, EXPERIMENTS,
 };
 
 /// Suites.
@@ -72,10 +73,15 @@ pub struct CharacterizeArgs {
     /// in docs/characterize.md ("Custom grids").
     #[arg(long, value_name = "FILE|TOML")]
     pub grid: Option<String>,
+    /// Measure against another run (its results.json, e.g. a real drive's)
+    /// instead of the profile's reference figures: the ratio table is made
+    /// against it and the plots draw its values over the measured curves.
+    #[arg(long, value_name = "RESULTS.json")]
+    pub reference: Option<PathBuf>,
     /// Compare two results.json files instead of measuring: prints figure,
     /// A, B and B/A.
     #[arg(long, num_args = 2, value_names = ["A.json", "B.json"],
-          conflicts_with_all = ["suite", "out", "seed", "only", "force", "grid"])]
+          conflicts_with_all = ["suite", "out", "seed", "only", "force", "grid", "reference"])]
     pub compare: Option<Vec<PathBuf>>,
     /// With --compare: also write an HTML comparison (both runs' plots on
     /// the same axes and every figure) to this file.
@@ -179,8 +185,27 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
         }
     }
     let grid = args.grid.as_deref().map(read_grid).transpose()?;
+    let reference = match &args.reference {
+        Some(path) => Some((
+            path,
+            RunReference::load(path).with_context(|| format!("--reference {}", path.display()))?,
+        )),
+        None => None,
+    };
     let dev = zns_device::open(uri)?;
-    let opts = Options { suite, seed: args.seed, only: args.only.clone(), force: args.force, grid };
+    if let Some((path, r)) = &reference {
+        // The run checks it as well; here the message names the option.
+        r.check_block_size(u64::from(dev.info().block_size))
+            .with_context(|| format!("--reference {}", path.display()))?;
+    }
+    let opts = Options {
+        suite,
+        seed: args.seed,
+        only: args.only.clone(),
+        force: args.force,
+        grid,
+        reference: reference.map(|(_, r)| r),
+    };
     let progress = TerminalProgress::stderr();
     let results = characterize::run(dev.as_ref(), &opts, &progress).context("characterize")?;
     drop(dev);
@@ -251,11 +276,14 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(t) = &r.reference {
         let measured: Vec<f64> = t.rows.iter().filter_map(|row| row.ratio).collect();
+        let whose = if t.kind == characterize::results::REFERENCE_RUN {
+            format!("the reference run {}", t.source)
+        } else {
+            format!("the {} reference ({})", t.profile, t.device)
+        };
         writeln!(
             out,
-            "measured against the {} reference ({}, {} B LBA format): {} of {} figures measured",
-            t.profile,
-            t.device,
+            "measured against {whose}, {} B LBA format: {} of {} figures measured",
             t.lba_bytes,
             measured.len(),
             t.rows.len()
@@ -328,6 +356,9 @@ pub fn run_compare(
     }
     if args.grid.is_some() {
         bail!("--grid sets points of the other suites; --suite compare takes its own options");
+    }
+    if args.reference.is_some() {
+        bail!("--reference is for the other suites; --suite compare has no reference figures");
     }
     let uris: Vec<String> = if device_given {
         devices.to_vec()

@@ -1,7 +1,8 @@
 //! `zns characterize` as a user runs it: the smoke suite on `emu:tiny`,
 //! `results.json` checked against every field docs/results-json.md
 //! documents (and nothing undocumented), the HTML report, the reference
-//! table on `emu:zn540`, comparisons, and devices that hold data.
+//! table on `emu:zn540` and against another run (`--reference`),
+//! comparisons, and devices that hold data.
 
 mod common;
 
@@ -316,8 +317,11 @@ fn zn540_runs_get_the_reference_table() {
     let (o, v, html) = characterize(dir.path(), &["--device", "emu:zn540", "--only", "qd1"]);
     let o = ok(o);
     assert!(o.stdout.contains("reference"), "{}", o.stdout);
+    check_against_docs(&v);
     let r = &v["reference"];
     assert_eq!(r["profile"], "zn540");
+    assert_eq!(r["kind"], "profile");
+    assert!(r["file"].is_null() && r["curves"] == serde_json::json!([]), "{r}");
     let rows = r["rows"].as_array().unwrap();
     let row = rows.iter().find(|x| x["figure"] == "qd1/write/4KiB:mean_us").expect("row");
     assert_eq!(row["reference"], 11.36);
@@ -327,6 +331,109 @@ fn zn540_runs_get_the_reference_table() {
     let reset = rows.iter().find(|x| x["figure"] == "zone_mgmt/reset/full:p50_us").unwrap();
     assert!(reset["measured"].is_null() && reset["ratio"].is_null());
     assert!(html.contains("Measured against the reference"));
+    // The plots draw its figures over the measured curves.
+    assert!(html.contains("reference: zn540"), "no reference legend in the plots");
+}
+
+#[test]
+fn a_run_given_itself_as_the_reference_matches_it_everywhere() {
+    // A virtual clock repeats a run exactly: the second run's figures are
+    // the first's.
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--device", "emu:zn540,zones=32", "--only", "qd1,intra_zone", "--seed", "3"];
+    let (o, first, _) = characterize(&dir.path().join("first"), &args);
+    ok(o);
+    let file = dir.path().join("first/results.json");
+    let mut with_ref = args.to_vec();
+    with_ref.extend_from_slice(&["--reference", file.to_str().unwrap()]);
+    let (o, v, html) = characterize(&dir.path().join("second"), &with_ref);
+    let o = ok(o);
+    check_against_docs(&v);
+    assert_eq!(first["reference"]["kind"], "profile", "without --reference: the profile's");
+
+    let r = &v["reference"];
+    assert_eq!(r["kind"], "run");
+    assert_eq!(r["file"], "results.json");
+    assert_eq!(r["device"], "emu:zn540,zones=32");
+    let source = r["source"].as_str().unwrap();
+    assert!(source.starts_with("results.json: a smoke run on emu:zn540,zones=32"), "{source}");
+    let dir_name = dir.path().to_str().unwrap();
+    assert!(!r.to_string().contains(dir_name), "no path in results.json: {r}");
+    let rows = r["rows"].as_array().unwrap();
+    assert!(rows.len() > 10, "{r}");
+    for row in rows {
+        // Equal values, up to the last bit JSON's decimal form keeps.
+        let q = row["ratio"].as_f64().unwrap();
+        assert!((q - 1.0).abs() < 1e-12, "{row}");
+    }
+    // The summary's ceilings are rows too; every other figure of the
+    // shared points is a curve.
+    assert!(rows.iter().any(|x| x["figure"] == "intra_zone/append/4KiB:max_kiops"), "{r}");
+    let curves = r["curves"].as_array().unwrap();
+    assert!(curves.iter().any(|c| c["figure"] == "intra_zone/append/4KiB/qd=4:p99_us"));
+
+    // stdout: one line per measured figure, each at 1.000.
+    let table: Vec<&str> = o
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("measured against the reference run results.json"))
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(table.len(), rows.len(), "{}", o.stdout);
+    for line in table {
+        assert!(line.ends_with(" 1.000"), "{line}");
+    }
+    // The plots draw it, named by file and device.
+    assert!(html.contains("reference: results.json (emu:zn540,zones=32)"), "no reference legend");
+    assert!(html.contains("reference run results.json") || html.contains("Measured against"));
+}
+
+#[test]
+fn bad_reference_files_are_refused_before_the_device_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, uri) = image(dir.path());
+    // Data that --force would reset if the run started.
+    let data = dir.path().join("data");
+    std::fs::write(&data, b"precious").unwrap();
+    ok(zns(&["--device", &uri, "write", "--lba", "0", "--input", data.to_str().unwrap()]));
+    let read_back = || ok(zns(&["--device", &uri, "read", "--lba", "0", "--blocks", "1"])).stdout;
+    let before = read_back();
+    assert!(before.contains("precious"), "{before}");
+    let good = dir.path().join("good");
+    ok(characterize(&good, &["--device", "emu:tiny", "--only", "qd1"]).0);
+    let text = std::fs::read_to_string(good.join("results.json")).unwrap();
+    let mut other_lba: Value = serde_json::from_str(&text).unwrap();
+    other_lba["device"]["info"]["block_size"] = 512.into();
+    let mut future: Value = serde_json::from_str(&text).unwrap();
+    future["schema_version"] = 3.into();
+    let cases = [
+        ("notes.txt", "zone notes".to_string(), "not a results.json"),
+        ("other.json", "{\"hello\": 1}".to_string(), "no schema_version"),
+        ("future.json", future.to_string(), "schema_version 3"),
+        ("lba512.json", other_lba.to_string(), "512 B blocks, this one 4096 B"),
+    ];
+    for (name, body, want) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, body).unwrap();
+        let out = dir.path().join("out");
+        let args =
+            ["--device", &uri, "--only", "qd1", "--force", "--reference", file.to_str().unwrap()];
+        let (o, _, _) = characterize(&out, &args);
+        assert_eq!(o.code, 1, "{name}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("--reference") && o.stderr.contains(want),
+            "{name}: {}",
+            o.stderr
+        );
+        assert!(!out.exists(), "{name}: nothing is written");
+        assert_eq!(read_back(), before, "{name}: the data is still there");
+    }
+    let o = zns(&["characterize", "--suite", "compare", "--reference", "x.json"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--reference"), "{}", o.stderr);
+    let o = zns(&["characterize", "--compare", "a.json", "b.json", "--reference", "c.json"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
 }
 
 fn image(dir: &Path) -> (PathBuf, String) {

@@ -64,8 +64,9 @@ pub fn to_text(rows: &[Row]) -> String {
     s
 }
 
-/// A page with both runs drawn on the same axes (A solid, B dashed) and
-/// the table of every figure.
+/// A page with both runs drawn on the same axes (A solid, B dashed), A's
+/// reference (if it has one) as hollow diamonds over them, and the table
+/// of every figure.
 pub fn html(a: &Results, a_name: &str, b: &Results, b_name: &str) -> String {
     let rows = compare(a, b);
     let mut h = String::new();
@@ -85,8 +86,16 @@ pub fn html(a: &Results, a_name: &str, b: &Results, b_name: &str) -> String {
             esc(&r.suite)
         );
     }
-    h.push_str("</table>\n<p class=\"note\">Charts: A solid, B dashed.</p>\n");
-    for s in report::sections(&[("A", a), ("B", b)]) {
+    let overlay = a.reference.as_ref().map(report::Overlay::of);
+    let _ = writeln!(
+        h,
+        "</table>\n<p class=\"note\">Charts: A solid, B dashed{}.</p>",
+        overlay.as_ref().map_or_else(String::new, |o| format!(
+            "; hollow diamonds and dotted ceilings: A's reference ({})",
+            esc(&o.label)
+        ))
+    );
+    for s in report::sections_with(&[("A", a), ("B", b)], overlay.as_ref()) {
         report::push_section(&mut h, &s);
     }
     h.push_str(
@@ -112,64 +121,8 @@ pub fn html(a: &Results, a_name: &str, b: &Results, b_name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use super::super::results::{DeviceDescription, Duration, HistogramData, Point, Tool};
-    use super::super::stats::LatencyHistogram;
+    use super::super::results::test_runs::{point, run};
     use super::*;
-
-    fn point(id: &str, op: &str, mean_ns: u64, iops: f64) -> Point {
-        let mut h = LatencyHistogram::new();
-        for _ in 0..10 {
-            h.record(mean_ns);
-        }
-        Point {
-            id: id.into(),
-            experiment: "qd1".into(),
-            op: op.into(),
-            pattern: None,
-            condition: None,
-            block_bytes: Some(4096),
-            queue_depth: Some(1),
-            zones: Some(1),
-            occupancy: None,
-            occupancy_label: None,
-            rate_fraction: None,
-            target_mib_s: None,
-            ops: 10,
-            bytes: 40960,
-            elapsed_ns: 10 * mean_ns,
-            iops,
-            mib_s: iops * 4096.0 / 1048576.0,
-            latency: h.stats(),
-            histogram: HistogramData::of(&h),
-        }
-    }
-
-    fn run(points: Vec<Point>) -> Results {
-        let summary: BTreeMap<String, f64> =
-            [("ceiling/write_mib_s".to_string(), 100.0)].into_iter().collect();
-        Results {
-            schema_version: super::super::SCHEMA_VERSION,
-            tool: Tool { name: "zns-bench".into(), version: "0".into() },
-            suite: "smoke".into(),
-            seed: 1,
-            only: vec![],
-            grid: None,
-            device: DeviceDescription {
-                uri: "emu:tiny".into(),
-                clock: "virtual".into(),
-                profile: Some("tiny".into()),
-                info: serde_json::Value::Null,
-            },
-            duration: Duration::default(),
-            experiments: vec![],
-            points,
-            summary,
-            reference: None,
-            host: Default::default(),
-        }
-    }
 
     #[test]
     fn figures_pair_up_with_ratios() {

@@ -94,6 +94,11 @@ pub(crate) fn run(
     let wall0 = Instant::now();
     let started_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let info = dev.info().clone();
+    // Before the device is touched: a reference of another block size
+    // would give a table of figures that do not compare.
+    if let Some(r) = &opts.reference {
+        r.check_block_size(u64::from(info.block_size))?;
+    }
     let mut q = dev.queue(1024)?;
     let mut pool = ZonePool::scan(q.as_mut(), &info)?;
     if pool.occupied > 0 {
@@ -206,7 +211,10 @@ pub(crate) fn run(
             overhead,
         },
     };
-    results.reference = reference::table_for(&results);
+    results.reference = match &opts.reference {
+        Some(r) => Some(reference::table_from_run(r, &results)),
+        None => reference::table_for(&results),
+    };
     Ok(results)
 }
 

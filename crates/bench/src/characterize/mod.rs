@@ -21,7 +21,8 @@
 //! The outcome is a [`Results`] (`results.json`, schema in
 //! docs/results-json.md), an HTML report with SVG plots ([`report`]), and,
 //! for emulated devices whose profile has reference figures, a table of
-//! measured against reference ([`reference`]). [`compare`] sets two runs
+//! measured against reference ([`reference`]), or against another run
+//! ([`RunReference`]), drawn over the plots too. [`compare`] sets two runs
 //! side by side. [`versus`] is a suite of its own: the same random-write
 //! workloads on a ZNS device (through `zns-ftl`) and on a conventional
 //! one, side by side (`--suite compare`).
@@ -49,6 +50,7 @@ use zns_device::{DeviceError, ZonedDevice};
 pub use overhead::{describe_overhead, OVERHEAD_URI};
 pub use plan::{Grid, EXPERIMENTS, GRID_MAX_QD};
 pub use progress::{NoProgress, Observer, TerminalProgress};
+pub use reference::RunReference;
 pub use results::{Overhead, Point, Results, SCHEMA_VERSION};
 
 /// Which suite to run: how many points and samples.
@@ -112,6 +114,9 @@ pub struct Options {
     pub force: bool,
     /// Points set instead of the suite's own.
     pub grid: Option<Grid>,
+    /// Another run to measure against instead of the profile's built-in
+    /// reference figures; its block size must be the device's.
+    pub reference: Option<RunReference>,
 }
 
 /// Why a run failed.
@@ -143,6 +148,14 @@ pub enum CharacterizeError {
     /// A bad option.
     #[error("{0}")]
     Invalid(String),
+    /// A reference run that cannot serve as one.
+    #[error("reference {file}: {reason}")]
+    Reference {
+        /// The reference file's name.
+        file: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Files could not be written or read.
     #[error("{what}: {source}")]
     Io {

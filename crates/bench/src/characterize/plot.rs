@@ -80,6 +80,23 @@ impl Axis {
     }
 }
 
+/// What a series is, and so how it is drawn.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Measured values: a line through dots.
+    Measured,
+    /// Reference values: hollow diamonds, no line. Every reference series
+    /// of a chart with the same name shares one legend entry, so the
+    /// legend says where the diamonds come from once, not per curve.
+    Reference,
+    /// A reference ceiling: a dotted horizontal line across the whole
+    /// plot at the series' first `y` (its `x` is ignored); one legend
+    /// entry per name, as for [`Role::Reference`].
+    Ceiling,
+}
+
 /// One line of a chart.
 #[derive(Debug, Clone)]
 pub struct Series {
@@ -91,12 +108,14 @@ pub struct Series {
     pub color: usize,
     /// Dashed line (a second run in comparisons, or a tail percentile).
     pub dashed: bool,
+    /// Measured, or reference points or ceiling.
+    pub role: Role,
 }
 
 impl Series {
     /// A solid line.
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>, color: usize) -> Series {
-        Series { name: name.into(), points, color, dashed: false }
+        Series { name: name.into(), points, color, dashed: false, role: Role::Measured }
     }
 
     /// The same, dashed.
@@ -104,6 +123,56 @@ impl Series {
         self.dashed = true;
         self
     }
+
+    /// Reference points drawn as hollow diamonds in the colour of the
+    /// measured series they belong to; `name` is the legend entry shared by
+    /// all reference series of the chart with that name.
+    pub fn reference(name: impl Into<String>, points: Vec<(f64, f64)>, color: usize) -> Series {
+        Series { role: Role::Reference, ..Series::new(name, points, color) }
+    }
+
+    /// A reference ceiling at `y`: a dotted horizontal line across the
+    /// plot.
+    pub fn ceiling(name: impl Into<String>, y: f64, color: usize) -> Series {
+        Series { role: Role::Ceiling, ..Series::new(name, vec![(0.0, y)], color) }
+    }
+}
+
+/// Reference values for the bars of a [`Bars`] chart, drawn as hollow
+/// diamonds at the top of the value they stand for.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone)]
+pub struct BarMarks {
+    /// Legend entry for the diamonds (`reference: ...`).
+    pub name: String,
+    /// One list per series of the chart, in its order, with one value per
+    /// category (`None`: no reference value for that bar); missing lists
+    /// mark nothing.
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+impl BarMarks {
+    /// True when no bar has a reference value.
+    pub fn is_empty(&self) -> bool {
+        self.values.iter().all(|v| v.iter().all(Option::is_none))
+    }
+}
+
+/// Colour of the legend entry of reference diamonds and ceilings, which
+/// stand for series of every colour.
+const REFERENCE_LEGEND: RGBColor = RGBColor(80, 80, 80);
+
+/// Half the width of a reference diamond, pixels.
+const DIAMOND: i32 = 6;
+
+/// A hollow diamond around `(0, 0)` in pixels, to be placed at a point.
+fn diamond(col: RGBColor) -> PathElement<(i32, i32)> {
+    let d = DIAMOND;
+    PathElement::new(
+        vec![(0, -d), (d, 0), (0, d), (-d, 0), (0, -d)],
+        ShapeStyle::from(&col).stroke_width(2),
+    )
 }
 
 /// A line chart.
@@ -221,17 +290,34 @@ fn draw_lines(chart: &Chart, out: &mut String) -> Result<(), Box<dyn std::error:
             let pts = s
                 .points
                 .iter()
-                .filter_map(|&(x, y)| Some((xs.to(x)?, ys.to(y)?)))
+                .filter_map(|&(x, y)| match s.role {
+                    // A ceiling spans the plot: only its height counts.
+                    Role::Ceiling => Some((0.0, ys.to(y)?)),
+                    _ => Some((xs.to(x)?, ys.to(y)?)),
+                })
                 .collect::<Vec<_>>();
             (s, pts)
         })
         .filter(|(_, p)| !p.is_empty())
         .collect();
-    let all_x: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).collect();
+    let all_x: Vec<f64> = series
+        .iter()
+        .filter(|(s, _)| s.role != Role::Ceiling)
+        .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .collect();
     let all_y: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).collect();
     let xr = range(&all_x, xs, false, 0.05);
-    // Room above the curves for the legend, one line per series.
-    let headroom = (0.08 + 0.055 * series.len() as f64).min(0.6);
+    // Reference series share one legend entry per name.
+    let mut shared_labels: Vec<&str> = Vec::new();
+    for (s, _) in &series {
+        if s.role != Role::Measured && !shared_labels.contains(&s.name.as_str()) {
+            shared_labels.push(&s.name);
+        }
+    }
+    let legend_lines =
+        series.iter().filter(|(s, _)| s.role == Role::Measured).count() + shared_labels.len();
+    // Room above the curves for the legend, one line per entry.
+    let headroom = (0.08 + 0.055 * legend_lines as f64).min(0.6);
     let yr = range(&all_y, ys, chart.y_from_zero, headroom);
     {
         let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
@@ -263,9 +349,47 @@ fn draw_lines(chart: &Chart, out: &mut String) -> Result<(), Box<dyn std::error:
                 ("sans-serif", 16),
             ))?;
         }
+        let mut labelled: Vec<&str> = Vec::new();
         for (s, pts) in &series {
             let col = color(s.color);
             let style = ShapeStyle::from(&col).stroke_width(2);
+            match s.role {
+                Role::Measured => {}
+                Role::Reference => {
+                    let drawn =
+                        c.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + diamond(col)))?;
+                    if !labelled.contains(&s.name.as_str()) {
+                        labelled.push(&s.name);
+                        drawn.label(escape(&s.name)).legend(|(x, y)| {
+                            EmptyElement::at((x + 9, y)) + diamond(REFERENCE_LEGEND)
+                        });
+                    }
+                    continue;
+                }
+                Role::Ceiling => {
+                    let y = pts[0].1;
+                    let dotted = ShapeStyle::from(&col).stroke_width(2);
+                    let drawn = c.draw_series(DashedLineSeries::new(
+                        vec![(xr.0, y), (xr.1, y)],
+                        3,
+                        5,
+                        dotted,
+                    ))?;
+                    if !labelled.contains(&s.name.as_str()) {
+                        labelled.push(&s.name);
+                        drawn.label(escape(&s.name)).legend(|(x, y)| {
+                            let dot = |from: i32| {
+                                PathElement::new(
+                                    vec![(from, 0), (from + 3, 0)],
+                                    ShapeStyle::from(&REFERENCE_LEGEND).stroke_width(2),
+                                )
+                            };
+                            EmptyElement::at((x, y)) + dot(0) + dot(8) + dot(16)
+                        });
+                    }
+                    continue;
+                }
+            }
             if s.dashed {
                 c.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))?
                     .label(escape(&s.name))
@@ -328,20 +452,33 @@ fn bars_width(bars: &Bars) -> u32 {
 
 /// Draws `bars` and returns the SVG text.
 pub fn bar_chart(bars: &Bars) -> String {
+    bar_chart_marked(bars, None)
+}
+
+/// Draws `bars` with reference values marked on them, and returns the SVG
+/// text; without marks (or with none set) the same as [`bar_chart`].
+pub fn bar_chart_marked(bars: &Bars, marks: Option<&BarMarks>) -> String {
+    let marks = marks.filter(|m| !m.is_empty());
     let mut svg = String::new();
-    if let Err(e) = draw_bars(bars, &mut svg) {
+    if let Err(e) = draw_bars(bars, marks, &mut svg) {
         tracing::warn!(title = %bars.title, error = %e, "chart not drawn");
         return String::new();
     }
     svg
 }
 
-fn draw_bars(bars: &Bars, out: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+fn draw_bars(
+    bars: &Bars,
+    marks: Option<&BarMarks>,
+    out: &mut String,
+) -> Result<(), Box<dyn std::error::Error>> {
     let n = bars.categories.len().max(1);
+    let marked = marks.iter().flat_map(|m| m.values.iter().flatten().flatten().copied());
     let hi = bars
         .series
         .iter()
         .flat_map(|(_, v)| v.iter().flatten().copied())
+        .chain(marked)
         .fold(0.0f64, f64::max)
         .max(1e-9);
     {
@@ -386,6 +523,21 @@ fn draw_bars(bars: &Bars, out: &mut String) -> Result<(), Box<dyn std::error::Er
                 .label(escape(name))
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], col.filled()));
         }
+        if let Some(m) = marks {
+            // Each diamond sits on the centre of the bar it belongs to, in a
+            // darker shade so that it shows on the bar as well as above it.
+            let mut diamonds = Vec::new();
+            for (j, values) in m.values.iter().enumerate().take(bars.series.len()) {
+                for (i, v) in values.iter().enumerate().take(n) {
+                    let Some(v) = *v else { continue };
+                    let x = i as f64 - 0.4 + j as f64 * width + width * 0.46;
+                    diamonds.push(EmptyElement::at((x, v)) + diamond(REFERENCE_LEGEND));
+                }
+            }
+            c.draw_series(diamonds)?
+                .label(escape(&m.name))
+                .legend(|(x, y)| EmptyElement::at((x + 6, y)) + diamond(REFERENCE_LEGEND));
+        }
         c.configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
@@ -395,6 +547,22 @@ fn draw_bars(bars: &Bars, out: &mut String) -> Result<(), Box<dyn std::error::Er
         root.present()?;
     }
     Ok(())
+}
+
+/// Reference diamonds in `svg`: closed five-point polylines (legend
+/// entries included).
+#[cfg(test)]
+pub(crate) fn diamonds(svg: &str) -> usize {
+    svg.split("<polyline")
+        .skip(1)
+        .filter(|el| {
+            let Some(pts) = el.split("points=\"").nth(1).and_then(|p| p.split('"').next()) else {
+                return false;
+            };
+            let v: Vec<&str> = pts.split_whitespace().collect();
+            v.len() == 5 && v[0] == v[4]
+        })
+        .count()
 }
 
 #[cfg(test)]
@@ -429,6 +597,77 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.contains("under read"));
         let empty = Chart { series: vec![], ..chart };
         assert!(line_chart(&empty).contains("no data"));
+    }
+
+    fn latency_chart(series: Vec<Series>) -> Chart {
+        Chart {
+            title: "QD 1 latency".into(),
+            x: Axis::new("request size", Scale::Log2).with_format(bytes),
+            y: Axis::new("latency (µs)", Scale::Linear),
+            series,
+            y_from_zero: true,
+            legend_lower: false,
+        }
+    }
+
+    #[test]
+    fn reference_points_are_diamonds_with_one_legend_entry() {
+        let measured = || {
+            vec![
+                Series::new("write", vec![(4096.0, 11.0), (8192.0, 12.0), (16384.0, 16.0)], 0),
+                Series::new("append", vec![(4096.0, 15.0), (8192.0, 16.0)], 1),
+            ]
+        };
+        let plain = line_chart(&latency_chart(measured()));
+        assert_eq!(diamonds(&plain), 0, "{plain}");
+        assert!(!plain.contains("reference"));
+
+        let mut with = measured();
+        with.push(Series::reference("reference: zn540", vec![(4096.0, 11.36), (16384.0, 15.0)], 0));
+        with.push(Series::reference("reference: zn540", vec![(4096.0, 14.83)], 1));
+        // A point on a logarithmic axis at 0 cannot be drawn: left out.
+        with.push(Series::reference("reference: zn540", vec![(0.0, 1.0)], 1));
+        let svg = line_chart(&latency_chart(with));
+        // Three points and the legend's diamond.
+        assert_eq!(diamonds(&svg), 4, "{svg}");
+        assert_eq!(svg.matches("reference: zn540").count(), 1, "one legend entry");
+        // In the colour of their series: the second series' red.
+        assert!(svg.contains("stroke=\"#D62728\""), "{svg}");
+        assert!(!svg.contains("reference ceiling"));
+
+        let mut ceiling = measured();
+        ceiling.push(Series::ceiling("reference ceiling: zn540", 20.0, 0));
+        let svg = line_chart(&latency_chart(ceiling));
+        assert_eq!(svg.matches("reference ceiling: zn540").count(), 1);
+        assert_eq!(diamonds(&svg), 0);
+        // The ceiling is above every measured point: the axis reaches it.
+        assert!(svg.contains("\n20\n</text>") || svg.contains("\n25\n</text>"), "{svg}");
+    }
+
+    #[test]
+    fn bar_marks_are_diamonds_on_the_bars_they_belong_to() {
+        let bars = Bars {
+            title: "reset latency".into(),
+            y_label: "ms".into(),
+            categories: vec!["idle".into(), "under read".into(), "under write".into()],
+            series: vec![
+                ("p50".into(), vec![Some(1.0), Some(2.0), Some(3.0)]),
+                ("p99".into(), vec![Some(2.0), Some(4.0), None]),
+            ],
+        };
+        let plain = bar_chart(&bars);
+        assert_eq!(diamonds(&plain), 0);
+        let none = BarMarks { name: "reference: zn540".into(), values: vec![vec![None; 3]] };
+        assert_eq!(bar_chart_marked(&bars, Some(&none)), plain, "no values, no marks");
+        let marks = BarMarks {
+            name: "reference: zn540".into(),
+            values: vec![vec![Some(1.2), None, Some(2.5)], vec![None, Some(9.0)]],
+        };
+        let svg = bar_chart_marked(&bars, Some(&marks));
+        assert_eq!(diamonds(&svg), 3 + 1, "three marks and the legend's");
+        assert_eq!(svg.matches("reference: zn540").count(), 1);
+        // The axis reaches the highest mark (9), above every bar (4).
+        assert!(svg.contains("\n9\n</text>") || svg.contains("\n10\n</text>"), "{svg}");
     }
 
     #[test]

@@ -6,10 +6,22 @@
 //! gets a table of measured against reference, with ratios. A figure
 //! belongs to one LBA format of the device (`lba_bytes`, 4096 unless
 //! given); a run is compared with the figures of its device's block size.
+//!
+//! Another run can be the reference instead ([`RunReference`], `zns
+//! characterize --reference`): the table then holds that run's values of
+//! the figures the built-in references name and of its summary, and
+//! [`ReferenceTable::curves`] its value of every figure of the points both
+//! runs measured, which the report draws over the measured curves.
+
+use std::collections::HashSet;
+use std::path::Path;
 
 use serde::Deserialize;
 
-use super::results::{ReferenceRow, ReferenceTable, Results};
+use super::results::{
+    ReferenceRow, ReferenceTable, ReferenceValue, Results, REFERENCE_PROFILE, REFERENCE_RUN,
+};
+use super::CharacterizeError;
 
 const BUILT_IN: &[(&str, &str)] = &[("zn540", include_str!("../../reference/zn540.toml"))];
 
@@ -119,11 +131,161 @@ pub fn table(r: &Reference, results: &Results) -> ReferenceTable {
         })
         .collect();
     ReferenceTable {
+        kind: REFERENCE_PROFILE.to_string(),
         profile: r.profile.clone(),
         device: r.device.clone(),
         source: r.source.clone(),
+        file: None,
         lba_bytes: lba,
         rows,
+        curves: Vec::new(),
+    }
+}
+
+/// Another run (its `results.json`) as the reference of a run.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone)]
+pub struct RunReference {
+    /// The file's name without its directory (what `results.json`
+    /// records: a path says where a file was on one machine, not what it
+    /// is).
+    pub file: String,
+    /// The run.
+    pub results: Results,
+}
+
+impl RunReference {
+    /// Reads the `results.json` at `path`; refuses a file that is not one
+    /// (or of a schema version this build does not read) and a run that
+    /// measured nothing.
+    pub fn load(path: &Path) -> Result<RunReference, CharacterizeError> {
+        let file = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned());
+        let bad = |reason: String| CharacterizeError::Reference { file: file.clone(), reason };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+        let results = Results::from_json(&text)
+            .map_err(|e| bad(format!("not a results.json of zns characterize: {e}")))?;
+        if results.points.iter().all(|p| p.ops == 0) {
+            return Err(bad("the run measured nothing: no point has a command".into()));
+        }
+        Ok(RunReference { file, results })
+    }
+
+    /// Refuses a reference measured with another block size than
+    /// `block_size`: figures of another LBA format do not compare (the
+    /// same request is a different number of blocks).
+    pub fn check_block_size(&self, block_size: u64) -> Result<(), CharacterizeError> {
+        let theirs = lba_bytes(&self.results);
+        if theirs != block_size {
+            return Err(CharacterizeError::Reference {
+                file: self.file.clone(),
+                reason: format!(
+                    "its device ({}) has {theirs} B blocks, this one {block_size} B: figures of \
+                     another LBA format do not compare",
+                    self.results.device.uri
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Names of the figures a run reference's table lists: those the built-in
+/// references name (once each, in their order), then `extra`'s.
+fn key_figures(extra: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    let built_in = profiles()
+        .into_iter()
+        .filter_map(for_profile)
+        .flat_map(|r| r.figures.into_iter().map(|f| f.name));
+    for name in built_in.chain(extra) {
+        if seen.insert(name.clone()) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// What a figure is, from its name, for figures no built-in reference
+/// describes.
+fn describe(figure: &str) -> String {
+    if figure == "ceiling/write_mib_s" {
+        return "the highest write or append MiB/s of any point that ran alone".into();
+    }
+    let Some((id, stat)) = figure.rsplit_once(':') else { return figure.to_string() };
+    let what = match stat {
+        "mean_us" => "mean latency",
+        "p50_us" => "median latency",
+        "p95_us" => "p95 latency",
+        "p99_us" => "p99 latency",
+        "p99_9_us" => "p99.9 latency",
+        "p99_99_us" => "p99.99 latency",
+        "kiops" => "KIOPS",
+        "mib_s" => "MiB/s",
+        "max_kiops" => return format!("{id}: the highest KIOPS along the series"),
+        "max_mib_s" => return format!("{id}: the highest MiB/s along the series"),
+        other => other,
+    };
+    format!("{id}: {what}")
+}
+
+/// Measured against another run: its values of the key figures (those the
+/// built-in references name, then its summary) as rows, and its value of
+/// every other figure of the points both runs measured as curves.
+pub fn table_from_run(reference: &RunReference, results: &Results) -> ReferenceTable {
+    let them = &reference.results;
+    let lba = lba_bytes(results);
+    let described: Vec<ReferenceFigure> = profiles()
+        .into_iter()
+        .filter_map(for_profile)
+        .flat_map(|r| r.figures)
+        .filter(|f| f.lba_bytes == lba)
+        .collect();
+    let rows: Vec<ReferenceRow> = key_figures(them.summary.keys().cloned())
+        .into_iter()
+        .filter_map(|name| {
+            let value = them.figure(&name)?;
+            let measured = results.figure(&name);
+            let what = described
+                .iter()
+                .find(|f| f.name == name)
+                .map_or_else(|| describe(&name), |f| f.what.clone());
+            Some(ReferenceRow {
+                ratio: measured.filter(|_| value != 0.0).map(|m| m / value),
+                figure: name,
+                what,
+                reference: value,
+                measured,
+            })
+        })
+        .collect();
+    let in_rows: HashSet<&str> = rows.iter().map(|r| r.figure.as_str()).collect();
+    let mut curves = Vec::new();
+    for p in results.points.iter().filter(|p| p.ops > 0) {
+        let Some(q) = them.point(&p.id).filter(|q| q.ops > 0) else { continue };
+        for (stat, value) in q.figures() {
+            let figure = format!("{}:{stat}", q.id);
+            if value.is_finite() && !in_rows.contains(figure.as_str()) {
+                curves.push(ReferenceValue { figure, value });
+            }
+        }
+    }
+    ReferenceTable {
+        kind: REFERENCE_RUN.to_string(),
+        profile: them.device.profile.clone().unwrap_or_default(),
+        device: them.device.uri.clone(),
+        source: format!(
+            "{}: a {} run on {} (seed {}, {} clock)",
+            reference.file, them.suite, them.device.uri, them.seed, them.device.clock
+        ),
+        file: Some(reference.file.clone()),
+        lba_bytes: lba,
+        rows,
+        curves,
     }
 }
 
@@ -205,5 +367,75 @@ mod tests {
         assert_eq!((old.lba_bytes, old.rows.len()), (4096, t4k.rows.len()));
         assert!(table_for(&results_with_block_size(Some(8192))).is_none());
         assert!(table_for(&results_with_block_size(Some(512))).is_some());
+    }
+
+    #[test]
+    fn a_run_as_its_own_reference_gives_ratios_of_one() {
+        use super::super::results::test_runs::{point, run};
+        let mut them = run(vec![
+            point("qd1/write/4KiB", "write", 11_000, 88_000.0),
+            point("qd1/append/4KiB", "append", 15_000, 66_000.0),
+            point("qd1/write/64KiB", "write", 60_000, 16_000.0),
+        ]);
+        them.summary.insert("intra_zone/append/4KiB:max_kiops".into(), 130.0);
+        let me = RunReference { file: "results.json".into(), results: them.clone() };
+        let t = table_from_run(&me, &them);
+        assert_eq!((t.kind.as_str(), t.file.as_deref()), (REFERENCE_RUN, Some("results.json")));
+        assert!(t.source.starts_with("results.json: a smoke run on emu:tiny"), "{}", t.source);
+        assert_eq!(t.short_name(), "results.json (emu:tiny)");
+        // Figures the built-in references name, then the summary's.
+        let names: Vec<&str> = t.rows.iter().map(|r| r.figure.as_str()).collect();
+        assert_eq!(names[0], "qd1/write/4KiB:mean_us");
+        assert!(names.contains(&"qd1/write/64KiB:kiops"), "{names:?}");
+        assert!(names.contains(&"intra_zone/append/4KiB:max_kiops"), "{names:?}");
+        assert!(!names.contains(&"qd1/write/8KiB:kiops"), "the run has no such figure");
+        for row in &t.rows {
+            assert_eq!(row.ratio, Some(1.0), "{row:?}");
+        }
+        let w = t.rows.iter().find(|r| r.figure == "qd1/write/4KiB:mean_us").unwrap();
+        assert_eq!(w.what, "write, QD 1, 4 KiB: mean latency");
+        // Every other figure of the shared points is a curve value.
+        assert!(t.curves.iter().any(|c| c.figure == "qd1/write/64KiB:p99_us"));
+        assert!(!t.curves.iter().any(|c| names.contains(&c.figure.as_str())));
+
+        // Against a run with fewer points: rows it lacks are unmeasured,
+        // curves only where both have the point.
+        let fewer = run(vec![point("qd1/write/4KiB", "write", 22_000, 44_000.0)]);
+        let t = table_from_run(&me, &fewer);
+        let w = t.rows.iter().find(|r| r.figure == "qd1/write/4KiB:mean_us").unwrap();
+        assert!((w.ratio.unwrap() - 2.0).abs() < 0.01, "{w:?}");
+        let a = t.rows.iter().find(|r| r.figure == "qd1/append/4KiB:mean_us").unwrap();
+        assert!(a.measured.is_none() && a.ratio.is_none());
+        assert!(t.curves.iter().all(|c| c.figure.starts_with("qd1/write/4KiB:")), "{t:?}");
+    }
+
+    #[test]
+    fn files_that_cannot_be_a_reference_are_refused_by_name() {
+        use super::super::results::test_runs::{point, run};
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let refused = |path: &Path| RunReference::load(path).unwrap_err().to_string();
+        let e = refused(&write("notes.txt", "not json"));
+        assert!(e.starts_with("reference notes.txt: not a results.json"), "{e}");
+        let e = refused(&write("other.json", "{\"hello\": 1}"));
+        assert!(e.contains("no schema_version"), "{e}");
+        let e = refused(&write("future.json", "{\"schema_version\": 3}"));
+        assert!(e.contains("schema_version 3"), "{e}");
+        let e = refused(&dir.path().join("absent.json"));
+        assert!(e.contains("cannot read"), "{e}");
+        let empty = serde_json::to_string(&run(vec![])).unwrap();
+        let e = refused(&write("empty.json", &empty));
+        assert!(e.contains("measured nothing"), "{e}");
+
+        let good = serde_json::to_string(&run(vec![point("qd1/write/4KiB", "write", 1, 1.0)]));
+        let r = RunReference::load(&write("results.json", &good.unwrap())).unwrap();
+        assert_eq!(r.file, "results.json");
+        assert!(r.check_block_size(4096).is_ok());
+        let e = r.check_block_size(512).unwrap_err().to_string();
+        assert!(e.contains("4096 B blocks, this one 512 B"), "{e}");
     }
 }

@@ -2,12 +2,73 @@
 //!
 //! [`html`] draws one run; [`sections`] draws any number of runs on the
 //! same axes (the first solid, the others dashed), which the comparison
-//! page uses.
+//! page uses. Where the first run has a reference ([`Overlay`]), its
+//! values are drawn over the measured curves as hollow diamonds, and
+//! ceilings of scaling series as dotted lines.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::plot::{self, Axis, Bars, Chart, Scale, Series};
-use super::results::{Point, Results};
+use super::plot::{self, Axis, BarMarks, Bars, Chart, Scale, Series};
+use super::results::{Point, ReferenceTable, Results};
+
+/// Reference values to draw over the plots of a run: every figure of its
+/// reference table, by name, and the legend entries that say where they
+/// come from.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    /// Legend entry of the reference points (`reference: zn540`).
+    pub label: String,
+    /// Legend entry of reference ceilings.
+    pub ceiling_label: String,
+    figures: HashMap<String, f64>,
+}
+
+impl Overlay {
+    /// The reference of `t`: its rows' reference values and, for another
+    /// run as the reference, that run's curves.
+    pub fn of(t: &ReferenceTable) -> Overlay {
+        let figures = t
+            .rows
+            .iter()
+            .map(|r| (r.figure.clone(), r.reference))
+            .chain(t.curves.iter().map(|c| (c.figure.clone(), c.value)))
+            .filter(|(_, v)| v.is_finite())
+            .collect();
+        let short = t.short_name();
+        Overlay {
+            label: format!("reference: {short}"),
+            ceiling_label: format!("reference ceiling: {short}"),
+            figures,
+        }
+    }
+
+    /// A reference value by figure name.
+    pub fn get(&self, figure: &str) -> Option<f64> {
+        self.figures.get(figure).copied()
+    }
+
+    /// Reference values of the points of `r` in the series `prefix`, at
+    /// those points' `x`, sorted by `x`.
+    fn points(
+        &self,
+        r: &Results,
+        prefix: &str,
+        x: fn(&Point) -> Option<f64>,
+        stat: Stat,
+    ) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = r
+            .points
+            .iter()
+            .filter(|p| p.id.starts_with(prefix) && p.ops > 0)
+            .filter_map(|p| Some((x(p)?, self.get(&format!("{}:{}", p.id, stat.figure()))?)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    }
+}
 
 /// One part of the page: a heading, a sentence and charts.
 #[derive(Debug, Clone)]
@@ -59,7 +120,17 @@ pub fn html(r: &Results) -> String {
             ""
         }
     );
-    for s in sections(&[("", r)]) {
+    let overlay = r.reference.as_ref().map(Overlay::of);
+    if let Some(o) = &overlay {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">Hollow diamonds: the reference's value of the plotted figure \
+             ({}), in the colour of the measured series it belongs to; dotted lines: the \
+             reference's ceiling of a scaling series.</p>",
+            esc(&o.label)
+        );
+    }
+    for s in sections_with(&[("", r)], overlay.as_ref()) {
         push_section(&mut h, &s);
     }
     if let Some(t) = &r.reference {
@@ -254,6 +325,17 @@ impl Stat {
         }
     }
 
+    /// The statistic's part of a figure name (`<point id>:<stat>`).
+    fn figure(self) -> &'static str {
+        match self {
+            Stat::Kiops => "kiops",
+            Stat::MibS => "mib_s",
+            Stat::Mean => "mean_us",
+            Stat::P50 => "p50_us",
+            Stat::P99 => "p99_us",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Stat::Kiops => "KIOPS",
@@ -310,9 +392,14 @@ fn run_name(label: &str, name: &str) -> String {
 }
 
 /// One line per (series, stat, run): runs after the first are dashed, and
-/// with one run, tail statistics are dashed.
+/// with one run, tail statistics are dashed. With an overlay, the
+/// reference values of the first run's points follow, in the colour of
+/// their series; a throughput series without any gets the reference's
+/// ceiling of that series (`<series>:max_kiops`, `:max_mib_s`) if it has
+/// one.
 fn lines(
     runs: &Runs<'_>,
+    ov: Option<&Overlay>,
     series: &[(String, String)],
     x: fn(&Point) -> Option<f64>,
     stats: &[Stat],
@@ -340,6 +427,28 @@ fn lines(
                     s = s.dashed();
                 }
                 out.push(s);
+            }
+        }
+    }
+    if let (Some(ov), Some((_, r))) = (ov, runs.first()) {
+        for (si, (prefix, _)) in series.iter().enumerate() {
+            for &stat in stats.iter().take(if multi { 1 } else { stats.len() }) {
+                let pts = ov.points(r, prefix, x, stat);
+                if !pts.is_empty() {
+                    out.push(Series::reference(ov.label.clone(), pts, si));
+                    continue;
+                }
+                let max = match stat {
+                    Stat::Kiops => "max_kiops",
+                    Stat::MibS => "max_mib_s",
+                    _ => continue,
+                };
+                let drawn = r.points.iter().any(|p| p.id.starts_with(prefix.as_str()));
+                if let Some(v) = ov.get(&format!("{}:{max}", prefix.trim_end_matches('/'))) {
+                    if drawn {
+                        out.push(Series::ceiling(ov.ceiling_label.clone(), v, si));
+                    }
+                }
             }
         }
     }
@@ -379,9 +488,48 @@ fn ms(v: f64) -> String {
     plot::number(v)
 }
 
+/// Reference marks for a bar chart whose first series (those of the
+/// first run) plot `figures[j][i]` (series `j`, category `i`), times
+/// `scale`; a bar the first run did not measure gets none.
+fn bar_marks(
+    ov: Option<(&Overlay, &Results)>,
+    figures: &[Vec<String>],
+    scale: f64,
+) -> Option<BarMarks> {
+    let (ov, r) = ov?;
+    let values = figures
+        .iter()
+        .map(|series| {
+            series
+                .iter()
+                .map(|f| {
+                    let (id, _) = f.rsplit_once(':')?;
+                    r.point(id)?;
+                    Some(ov.get(f)? * scale)
+                })
+                .collect()
+        })
+        .collect();
+    Some(BarMarks { name: ov.label.clone(), values })
+}
+
+/// Percentile figures and the fraction of commands slower than each.
+const CCDF_PERCENTILES: [(&str, f64); 5] =
+    [("p50_us", 0.5), ("p95_us", 0.05), ("p99_us", 0.01), ("p99_9_us", 1e-3), ("p99_99_us", 1e-4)];
+
 /// The charts of every experiment, for one run or several.
 pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
+    sections_with(runs, None)
+}
+
+/// The charts of every experiment, for one run or several, with the
+/// reference values of `ov` drawn over the first run's curves wherever a
+/// reference figure is of the quantity a chart plots for a series.
+pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
     let mut out = Vec::new();
+    let first = runs.first().map(|(_, r)| *r);
+    // The overlay belongs to the first run; without one, nothing to draw.
+    let ov_first = ov.zip(first);
     let has =
         |prefix: &str| runs.iter().any(|(_, r)| r.points.iter().any(|p| p.id.starts_with(prefix)));
     let size_axis = || Axis::new("request size", Scale::Log2).with_format(plot::bytes);
@@ -402,19 +550,19 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                     "QD 1 latency by request size",
                     size_axis(),
                     us_axis(""),
-                    lines(runs, &ops, x_bytes, &[Stat::Mean, Stat::P99]),
+                    lines(runs, ov, &ops, x_bytes, &[Stat::Mean, Stat::P99]),
                 ),
                 chart(
                     "QD 1 throughput by request size",
                     size_axis(),
                     Axis::new("MiB/s", Scale::Linear),
-                    lines(runs, &ops, x_bytes, &[Stat::MibS]),
+                    lines(runs, ov, &ops, x_bytes, &[Stat::MibS]),
                 ),
                 chart(
                     "QD 1 IOPS by request size",
                     size_axis(),
                     Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, &ops, x_bytes, &[Stat::Kiops]),
+                    lines(runs, ov, &ops, x_bytes, &[Stat::Kiops]),
                 ),
             ],
         });
@@ -435,13 +583,13 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                     "Appends to one zone: IOPS by queue depth",
                     Axis::new("queue depth", Scale::Log2),
                     Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, &s, x_qd, &[Stat::Kiops]),
+                    lines(runs, ov, &s, x_qd, &[Stat::Kiops]),
                 ),
                 chart(
                     "Appends to one zone: latency by queue depth",
                     Axis::new("queue depth", Scale::Log2),
                     us_axis(""),
-                    lines(runs, &s, x_qd, &[Stat::Mean, Stat::P99]),
+                    lines(runs, ov, &s, x_qd, &[Stat::Mean, Stat::P99]),
                 ),
             ],
         });
@@ -462,13 +610,13 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                     "Writes and appends over zones: IOPS",
                     Axis::new("zones", Scale::Log2),
                     Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, &s, x_zones, &[Stat::Kiops]),
+                    lines(runs, ov, &s, x_zones, &[Stat::Kiops]),
                 ),
                 chart(
                     "Writes and appends over zones: latency",
                     Axis::new("zones", Scale::Log2),
                     us_axis(""),
-                    lines(runs, &s, x_zones, &[Stat::Mean, Stat::P99]),
+                    lines(runs, ov, &s, x_zones, &[Stat::Mean, Stat::P99]),
                 ),
             ],
         });
@@ -507,31 +655,31 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                     "Random reads: IOPS by queue depth",
                     Axis::new("queue depth", Scale::Log2),
                     Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, &random, x_qd, &[Stat::Kiops]),
+                    lines(runs, ov, &random, x_qd, &[Stat::Kiops]),
                 ),
                 chart(
                     "Random reads: latency by queue depth",
                     Axis::new("queue depth", Scale::Log2),
                     us_axis(""),
-                    lines(runs, &random, x_qd, &[Stat::P50, Stat::P99]),
+                    lines(runs, ov, &random, x_qd, &[Stat::P50, Stat::P99]),
                 ),
                 chart(
                     "Sequential reads: throughput by queue depth",
                     Axis::new("queue depth", Scale::Log2),
                     Axis::new("MiB/s", Scale::Linear),
-                    lines(runs, &sequential, x_qd, &[Stat::MibS]),
+                    lines(runs, ov, &sequential, x_qd, &[Stat::MibS]),
                 ),
                 chart(
                     "Random reads by zone count",
                     Axis::new("zones", Scale::Log2),
                     Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, &zr, x_zones, &[Stat::Kiops]),
+                    lines(runs, ov, &zr, x_zones, &[Stat::Kiops]),
                 ),
                 chart(
                     "Sequential reads by zone count",
                     Axis::new("zones", Scale::Log2),
                     Axis::new("MiB/s", Scale::Linear),
-                    lines(runs, &zs, x_zones, &[Stat::MibS]),
+                    lines(runs, ov, &zs, x_zones, &[Stat::MibS]),
                 ),
             ],
         });
@@ -582,6 +730,22 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                 series.push(s);
             }
         }
+        // A reference percentile is a point of the CCDF: at the p-th
+        // percentile's latency, 1 - p of the commands are slower.
+        if let Some((ov, r)) = ov_first {
+            for (i, id) in ids.iter().enumerate() {
+                if r.point(id).is_none() {
+                    continue;
+                }
+                let pts: Vec<(f64, f64)> = CCDF_PERCENTILES
+                    .iter()
+                    .filter_map(|(stat, slower)| Some((ov.get(&format!("{id}:{stat}"))?, *slower)))
+                    .collect();
+                if !pts.is_empty() {
+                    series.push(Series::reference(ov.label.clone(), pts, i));
+                }
+            }
+        }
         if !series.is_empty() {
             ccdfs.push(chart(
                 &format!("Latency CCDF: {title}"),
@@ -605,15 +769,14 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
             |what: &str| Axis::new(&format!("{what} latency (ms)"), Scale::Log10).with_format(ms);
         let mut reset_lines = Vec::new();
         let mut oc_lines = Vec::new();
+        let reset_kinds = [
+            ("zone_mgmt/reset/", "reset"),
+            ("zone_mgmt/reset_after_finish/", "reset after finish"),
+            ("zone_mgmt/finish/", "finish"),
+        ];
+        let oc_kinds = [("zone_mgmt/open/", "open"), ("zone_mgmt/close/", "close")];
         for (ri, (label, r)) in runs.iter().enumerate() {
-            for (i, (prefix, name)) in [
-                ("zone_mgmt/reset/", "reset"),
-                ("zone_mgmt/reset_after_finish/", "reset after finish"),
-                ("zone_mgmt/finish/", "finish"),
-            ]
-            .iter()
-            .enumerate()
-            {
+            for (i, (prefix, name)) in reset_kinds.iter().enumerate() {
                 let pts: Vec<(f64, f64)> = series_points(r, prefix, x_occupancy, Stat::P50)
                     .into_iter()
                     .map(|(x, y)| (x, y / 1000.0))
@@ -627,9 +790,7 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                 }
                 reset_lines.push(s);
             }
-            for (i, (prefix, name)) in
-                [("zone_mgmt/open/", "open"), ("zone_mgmt/close/", "close")].iter().enumerate()
-            {
+            for (i, (prefix, name)) in oc_kinds.iter().enumerate() {
                 let pts = series_points(r, prefix, x_occupancy, Stat::Mean);
                 if pts.is_empty() {
                     continue;
@@ -639,6 +800,24 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                     s = s.dashed();
                 }
                 oc_lines.push(s);
+            }
+        }
+        if let Some((ov, r)) = ov_first {
+            for (i, (prefix, _)) in reset_kinds.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = ov
+                    .points(r, prefix, x_occupancy, Stat::P50)
+                    .into_iter()
+                    .map(|(x, y)| (x, y / 1000.0))
+                    .collect();
+                if !pts.is_empty() {
+                    reset_lines.push(Series::reference(ov.label.clone(), pts, i));
+                }
+            }
+            for (i, (prefix, _)) in oc_kinds.iter().enumerate() {
+                let pts = ov.points(r, prefix, x_occupancy, Stat::Mean);
+                if !pts.is_empty() {
+                    oc_lines.push(Series::reference(ov.label.clone(), pts, i));
+                }
             }
         }
         out.push(Section {
@@ -687,38 +866,65 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
             text: "Latency of an explicit open, and of the first and second I/O to a zone that \
                    was opened explicitly or implicitly (by the I/O itself)."
                 .into(),
-            charts: vec![plot::bar_chart(&Bars {
-                title: "Open and first I/O (mean)".into(),
-                y_label: "latency (µs)".into(),
-                categories: cats,
-                series,
-            })],
+            charts: vec![plot::bar_chart_marked(
+                &Bars {
+                    title: "Open and first I/O (mean)".into(),
+                    y_label: "latency (µs)".into(),
+                    categories: cats,
+                    series,
+                },
+                bar_marks(
+                    ov_first,
+                    &[ids.iter().map(|(id, _)| format!("{id}:mean_us")).collect()],
+                    1.0,
+                )
+                .as_ref(),
+            )],
         });
     }
     if has("read_under_write/") {
         let mut lat = Vec::new();
         let mut thr = Vec::new();
+        let (mut ref_lat, mut ref_thr) = (Vec::new(), Vec::new());
         for (ri, (label, r)) in runs.iter().enumerate() {
             // x: the write rate achieved at each point.
-            let pts: Vec<(f64, &Point)> = r
+            let pts: Vec<(f64, Option<&Point>, &Point)> = r
                 .points
                 .iter()
                 .filter(|p| p.id.starts_with("read_under_write/read/"))
                 .map(|p| {
                     let rate = p.id.rsplit_once("rate=").map(|x| x.1).unwrap_or("");
-                    let w = r
-                        .points
-                        .iter()
-                        .find(|w| {
-                            w.id.starts_with("read_under_write/write/")
-                                && w.id.ends_with(&format!("rate={rate}"))
-                        })
-                        .map_or(0.0, |w| w.mib_s);
-                    (w, p)
+                    let w = r.points.iter().find(|w| {
+                        w.id.starts_with("read_under_write/write/")
+                            && w.id.ends_with(&format!("rate={rate}"))
+                    });
+                    (w.map_or(0.0, |w| w.mib_s), w, p)
                 })
                 .collect();
+            if let Some(ov) = ov.filter(|_| ri == 0) {
+                // A reference point sits at the reference's own write rate
+                // where it has one (another run's), else at this run's.
+                let mk_ref = |stat: Stat, color: usize| {
+                    let mut v: Vec<(f64, f64)> = pts
+                        .iter()
+                        .filter_map(|(w, wp, p)| {
+                            let y = ov.get(&format!("{}:{}", p.id, stat.figure()))?;
+                            let x =
+                                wp.and_then(|wp| ov.get(&format!("{}:mib_s", wp.id))).unwrap_or(*w);
+                            Some((x, y))
+                        })
+                        .collect();
+                    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (!v.is_empty()).then(|| Series::reference(ov.label.clone(), v, color))
+                };
+                ref_lat.extend(mk_ref(Stat::P50, 0));
+                if runs.len() == 1 {
+                    ref_lat.extend(mk_ref(Stat::P99, 1));
+                }
+                ref_thr.extend(mk_ref(Stat::Kiops, 0));
+            }
             let mk = |stat: Stat, color: usize, dashed: bool| {
-                let mut v: Vec<(f64, f64)> = pts.iter().map(|(w, p)| (*w, stat.of(p))).collect();
+                let mut v: Vec<(f64, f64)> = pts.iter().map(|(w, _, p)| (*w, stat.of(p))).collect();
                 v.sort_by(|a, b| a.0.total_cmp(&b.0));
                 let mut s =
                     Series::new(run_name(label, &format!("read {}", stat.name())), v, color);
@@ -733,6 +939,8 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
             }
             thr.push(mk(Stat::Kiops, 0, ri > 0));
         }
+        lat.extend(ref_lat);
+        thr.extend(ref_thr);
         out.push(Section {
             title: "Reads under rate-limited writes".into(),
             text: "Random reads at a fixed queue depth while writes run at 0 .. 100% of the \
@@ -796,32 +1004,128 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
                 ));
             }
         }
+        let reset_marks = bar_marks(
+            ov_first,
+            &["p50_us", "p99_us"].map(|stat| {
+                conds.iter().map(|c| format!("reset_interference/reset/{c}:{stat}")).collect()
+            }),
+            1e-3,
+        );
+        let io_figures = |stat: &str| {
+            ["baseline", "under_resets"].map(|cond| {
+                kinds
+                    .iter()
+                    .map(|k| format!("reset_interference/{k}/{cond}:{stat}"))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let io_marks = bar_marks(ov_first, &io_figures("p99_us"), 1.0);
+        let thr_marks = bar_marks(ov_first, &io_figures("kiops"), 1.0);
         out.push(Section {
             title: "Resets and I/O".into(),
             text: "Zones reset one after another while reads, writes or appends run, against \
                    each alone."
                 .into(),
             charts: vec![
-                plot::bar_chart(&Bars {
-                    title: "Reset latency, alone and under I/O".into(),
-                    y_label: "latency (ms)".into(),
-                    categories: conds.iter().map(|c| c.replace('_', " ")).collect(),
-                    series: reset_series,
-                }),
-                plot::bar_chart(&Bars {
-                    title: "I/O tail latency with and without resets".into(),
-                    y_label: "p99 latency (µs)".into(),
-                    categories: kinds.iter().map(|k| k.to_string()).collect(),
-                    series: io_series,
-                }),
-                plot::bar_chart(&Bars {
-                    title: "I/O throughput with and without resets".into(),
-                    y_label: "KIOPS".into(),
-                    categories: kinds.iter().map(|k| k.to_string()).collect(),
-                    series: io_thr,
-                }),
+                plot::bar_chart_marked(
+                    &Bars {
+                        title: "Reset latency, alone and under I/O".into(),
+                        y_label: "latency (ms)".into(),
+                        categories: conds.iter().map(|c| c.replace('_', " ")).collect(),
+                        series: reset_series,
+                    },
+                    reset_marks.as_ref(),
+                ),
+                plot::bar_chart_marked(
+                    &Bars {
+                        title: "I/O tail latency with and without resets".into(),
+                        y_label: "p99 latency (µs)".into(),
+                        categories: kinds.iter().map(|k| k.to_string()).collect(),
+                        series: io_series,
+                    },
+                    io_marks.as_ref(),
+                ),
+                plot::bar_chart_marked(
+                    &Bars {
+                        title: "I/O throughput with and without resets".into(),
+                        y_label: "KIOPS".into(),
+                        categories: kinds.iter().map(|k| k.to_string()).collect(),
+                        series: io_thr,
+                    },
+                    thr_marks.as_ref(),
+                ),
             ],
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reference;
+    use super::super::results::test_runs::{point, run};
+    use super::*;
+
+    /// The charts of a page, by title.
+    fn chart<'a>(page: &'a str, title: &str) -> &'a str {
+        page.split("<svg")
+            .find(|svg| svg.contains(&format!(">\n{title}\n</text>")))
+            .unwrap_or_else(|| panic!("no chart {title:?}"))
+    }
+
+    #[test]
+    fn plots_draw_the_reference_over_the_measured_curves() {
+        let mut r = run(vec![
+            point("qd1/write/4KiB", "write", 11_000, 88_000.0),
+            point("qd1/write/8KiB", "write", 12_000, 80_000.0),
+            point("qd1/append/4KiB", "append", 15_000, 66_000.0),
+            point("qd1/read/4KiB", "read", 70_000, 14_000.0),
+        ]);
+        let plain = html(&r);
+        for title in ["QD 1 latency by request size", "QD 1 IOPS by request size"] {
+            assert_eq!(plot::diamonds(chart(&plain, title)), 0, "{title}");
+        }
+        assert!(!plain.contains("reference: zn540"));
+
+        let zn540 = reference::for_profile("zn540").unwrap();
+        r.reference = Some(reference::table(&zn540, &r));
+        let page = html(&r);
+        // Means and p99 of 4 KiB writes and appends, the read mean, and
+        // the legend's diamond; no p95 (not plotted).
+        let lat = chart(&page, "QD 1 latency by request size");
+        assert_eq!(plot::diamonds(lat), 5 + 1, "{lat}");
+        assert_eq!(lat.matches("reference: zn540").count(), 1);
+        // KIOPS of 4 and 8 KiB writes and of 4 KiB appends.
+        assert_eq!(plot::diamonds(chart(&page, "QD 1 IOPS by request size")), 3 + 1);
+        // p50, p95, p99 of writes and appends, p50 and p95 of reads.
+        assert_eq!(plot::diamonds(chart(&page, "Latency CCDF: QD 1, 4 KiB")), 8 + 1);
+        assert!(page.contains("Hollow diamonds"));
+
+        // The comparison page draws A's reference over A and B.
+        let b = run(vec![point("qd1/write/4KiB", "write", 12_000, 80_000.0)]);
+        let cmp = super::super::compare::html(&r, "a", &b, "b");
+        assert_eq!(plot::diamonds(chart(&cmp, "QD 1 IOPS by request size")), 3 + 1);
+        let cmp = super::super::compare::html(&b, "b", &r, "a");
+        assert_eq!(plot::diamonds(chart(&cmp, "QD 1 IOPS by request size")), 0);
+    }
+
+    #[test]
+    fn a_reference_ceiling_is_drawn_where_a_series_has_no_reference_points() {
+        let mut points = Vec::new();
+        for (qd, iops) in [(1, 66_000.0), (4, 130_000.0)] {
+            let mut p = point(&format!("intra_zone/append/4KiB/qd={qd}"), "append", 15_000, iops);
+            p.queue_depth = Some(qd);
+            points.push(p);
+        }
+        let mut r = run(points);
+        let zn540 = reference::for_profile("zn540").unwrap();
+        r.reference = Some(reference::table(&zn540, &r));
+        let page = html(&r);
+        let kiops = chart(&page, "Appends to one zone: IOPS by queue depth");
+        assert!(kiops.contains("reference ceiling: zn540"), "{kiops}");
+        assert_eq!(plot::diamonds(kiops), 0);
+        // Latency has no reference figure of this series: nothing.
+        let lat = chart(&page, "Appends to one zone: latency by queue depth");
+        assert!(!lat.contains("reference"), "{lat}");
+    }
 }

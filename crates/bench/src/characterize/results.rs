@@ -266,21 +266,66 @@ impl HistogramData {
     }
 }
 
-/// Measured against reference figures of a real device.
+/// Measured against reference figures: a real device's built into an
+/// emulator profile, or another run's (`zns characterize --reference`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReferenceTable {
-    /// Profile the reference belongs to.
+    /// Where the figures come from: [`REFERENCE_PROFILE`] or
+    /// [`REFERENCE_RUN`] (`profile` in files written before it was
+    /// recorded).
+    #[serde(default = "reference_profile_kind")]
+    pub kind: String,
+    /// Profile the reference belongs to; for another run, that run's
+    /// emulator profile (empty when its device was not emulated).
     pub profile: String,
     /// The device the reference figures were measured on.
     pub device: String,
-    /// Where they come from.
+    /// Where they come from; for another run, its file name and what ran.
     pub source: String,
+    /// For another run, the name of its file without the directory.
+    #[serde(default)]
+    pub file: Option<String>,
     /// The LBA format (block size in bytes) of the figures: the measured
     /// device's block size (4096 in files written before it was recorded).
     #[serde(default = "super::reference::default_lba_bytes")]
     pub lba_bytes: u64,
     /// One row per reference figure of that LBA format.
     pub rows: Vec<ReferenceRow>,
+    /// For another run: its value of every figure of the points both runs
+    /// measured, which the report draws over the measured curves; empty
+    /// for a profile's figures (the rows are all there is).
+    #[serde(default)]
+    pub curves: Vec<ReferenceValue>,
+}
+
+/// [`ReferenceTable::kind`] of a profile's built-in figures.
+pub const REFERENCE_PROFILE: &str = "profile";
+
+/// [`ReferenceTable::kind`] of another run given as the reference.
+pub const REFERENCE_RUN: &str = "run";
+
+fn reference_profile_kind() -> String {
+    REFERENCE_PROFILE.to_string()
+}
+
+impl ReferenceTable {
+    /// A short name for legends and summaries: the profile, or the other
+    /// run's file and device.
+    pub fn short_name(&self) -> String {
+        match &self.file {
+            Some(file) if self.kind == REFERENCE_RUN => format!("{file} ({})", self.device),
+            _ => self.profile.clone(),
+        }
+    }
+}
+
+/// One reference value of a curve.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReferenceValue {
+    /// Figure name (`<point id>:<stat>`).
+    pub figure: String,
+    /// The reference's value.
+    pub value: f64,
 }
 
 /// One reference figure and what this run measured for it.
@@ -371,6 +416,71 @@ fn upgrade_v1(v: &mut serde_json::Value) -> Result<(), String> {
     top.insert("host".into(), host);
     top.insert("schema_version".into(), json!(SCHEMA_VERSION));
     Ok(())
+}
+
+/// Small runs for the tests of the modules that read results.
+#[cfg(test)]
+pub(crate) mod test_runs {
+    use std::collections::BTreeMap;
+
+    use super::super::stats::LatencyHistogram;
+    use super::*;
+
+    /// A point of ten commands that each took `mean_ns`, 4 KiB each, at
+    /// `iops`.
+    pub(crate) fn point(id: &str, op: &str, mean_ns: u64, iops: f64) -> Point {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..10 {
+            h.record(mean_ns);
+        }
+        Point {
+            id: id.into(),
+            experiment: "qd1".into(),
+            op: op.into(),
+            pattern: None,
+            condition: None,
+            block_bytes: Some(4096),
+            queue_depth: Some(1),
+            zones: Some(1),
+            occupancy: None,
+            occupancy_label: None,
+            rate_fraction: None,
+            target_mib_s: None,
+            ops: 10,
+            bytes: 40960,
+            elapsed_ns: 10 * mean_ns,
+            iops,
+            mib_s: iops * 4096.0 / 1048576.0,
+            latency: h.stats(),
+            histogram: HistogramData::of(&h),
+        }
+    }
+
+    /// A smoke run on `emu:tiny` of `points`, with a write ceiling.
+    pub(crate) fn run(points: Vec<Point>) -> Results {
+        let summary: BTreeMap<String, f64> =
+            [("ceiling/write_mib_s".to_string(), 100.0)].into_iter().collect();
+        Results {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool { name: "zns-bench".into(), version: "0".into() },
+            suite: "smoke".into(),
+            seed: 1,
+            only: vec![],
+            grid: None,
+            device: DeviceDescription {
+                uri: "emu:tiny".into(),
+                clock: "virtual".into(),
+                profile: Some("tiny".into()),
+                info: serde_json::json!({ "block_size": 4096 }),
+            },
+            duration: Duration::default(),
+            experiments: vec![],
+            points,
+            summary,
+            reference: None,
+            host: Default::default(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -219,6 +219,7 @@ fn measure(profile: &Profile, target: &Target) -> Result<Results, FitError> {
         only: target.only.clone(),
         force: false,
         grid: target.grid.clone(),
+        reference: None,
     };
     Ok(characterize::run(&dev, &opts, &NoProgress)?)
 }
