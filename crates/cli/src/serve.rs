@@ -3,7 +3,10 @@
 //! `nvme-tcp` host (`nvme connect`), nvme-cli, fio, and filesystems.
 //!
 //! Each device gives its zoned namespace and, where it has one (the
-//! emulator's `tiny`), its conventional namespace, in that order.
+//! emulator's `tiny`), its conventional namespace, in that order. A device
+//! that is not zoned (the emulator's conventional twins, `emu:small-conv`)
+//! gives one conventional namespace: the NVM command set, with the
+//! device's own statuses, beside zoned ones in the same subsystem.
 //! `--ftl URI` adds the FTL on that device as a conventional (NVM command
 //! set) namespace after the device ones: the kernel sees an ordinary NVMe
 //! disk (ext4, XFS, or f2fs's metadata device). On SIGINT or SIGTERM each
@@ -19,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use zns_device::uri::Timing;
 use zns_device::DeviceUri;
@@ -98,13 +101,8 @@ pub fn run(
     for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
-        if !dev.info().zoned {
-            bail!(
-                "{served} is a conventional namespace; zns serve exports zoned devices (and, \
-                 with --ftl, the FTL on one as a conventional namespace)"
-            );
-        }
-        // Its zoned namespace, and its conventional one where it has one.
+        // Its zoned namespace and its conventional one where it has one; a
+        // device that is not zoned is one conventional namespace.
         backends.extend(Backend::of_device(dev));
     }
     let mut ftls: Vec<Arc<Ftl>> = Vec::new();

@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 
 use zns_spec::tcp::{Digests, IcReq, IcResp, IC_PDU_SIZE};
 
+mod common;
+
 #[test]
 fn serve_exports_every_device_and_stops_on_sigterm() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zns"))
@@ -108,4 +110,38 @@ fn serve_exports_an_ftl_as_a_conventional_namespace_and_checkpoints_it() {
     assert!(status.success(), "{status}: {rest}");
     assert!(rest.contains("1 FTL checkpoint(s) written"), "{rest}");
     ok(&["--device", &uri, "ftl", "check"]);
+}
+
+/// A conventional twin beside its zoned twin in one subsystem: the twin
+/// is a conventional namespace, and znskit's `tcp:` initiator reaches both:
+/// the zoned one, and the twin as a device without zones.
+#[test]
+fn serve_exports_a_conventional_twin_beside_a_zoned_device() {
+    let nqn = "nqn.2026-11.io.znskit:twins";
+    let server = common::Server::start(&[
+        "--device",
+        "emu:small",
+        "--device",
+        "emu:small-conv",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--nqn",
+        nqn,
+    ]);
+    let zoned = zns_device::open(&format!("tcp:{}/{nqn}/1", server.addr)).unwrap();
+    assert!(zoned.info().zoned && zoned.info().zone_count == 256);
+    let remote = zns_device::open(&format!("tcp:{}/{nqn}/2", server.addr)).unwrap();
+    let twin = zns_device::open("emu:small-conv").unwrap();
+    assert!(!remote.info().zoned);
+    assert_eq!(remote.info().namespace_blocks, twin.info().namespace_blocks);
+    drop((zoned, remote));
+    let text = server.stop();
+    let mib = (twin.info().namespace_blocks * 4096) as f64 / (1 << 20) as f64;
+    assert!(text.contains("namespace 1: emu:small (256 zones"), "{text}");
+    let line =
+        format!("namespace 2: emu:small-conv (conventional, {mib:.1} MiB, 4096-byte blocks)");
+    assert!(text.contains(&line), "{line} not in {text}");
+    assert!(!text.contains("namespace 3"), "{text}");
+    assert!(text.contains(" 0 ended by transport errors"), "{text}");
 }

@@ -71,6 +71,10 @@ impl IoContext {
         if self.queues[i].is_none() {
             let (dev, q) = match &ns.backend {
                 Backend::Zoned(d) => (d, d.queue(DEPTH)?),
+                // A device that is not zoned is its conventional namespace.
+                Backend::Conventional { device, .. } if !device.info().zoned => {
+                    (device, device.queue(DEPTH)?)
+                }
                 Backend::Conventional { device, .. } => (device, device.conventional_queue(DEPTH)?),
                 Backend::Block { .. } => {
                     return Err(DeviceError::Unsupported(format!(

@@ -45,15 +45,18 @@ pub const BLOCK_MDTS: usize = 1 << 20;
 pub enum Backend {
     /// A zoned device: a Zoned Namespace (CSI 02h).
     Zoned(Arc<dyn ZonedDevice>),
-    /// The conventional namespace of a zoned device
-    /// ([`ZonedDevice::conventional`]): an NVM namespace (CSI 00h) whose
+    /// A device's conventional namespace: an NVM namespace (CSI 00h) whose
     /// Read, Write, Write Zeroes, Flush and Copy run on the device's own
-    /// queues to it ([`ZonedDevice::conventional_queue`]), with the
-    /// device's statuses.
+    /// queues to it, with the device's statuses. For a zoned device that
+    /// is its second namespace ([`ZonedDevice::conventional`], reached by
+    /// [`ZonedDevice::conventional_queue`]); a device that is not zoned
+    /// ([`DeviceInfo::zoned`] false, such as the emulator's conventional
+    /// twins) is that namespace itself, reached by its ordinary queues.
     Conventional {
         /// The device.
         device: Arc<dyn ZonedDevice>,
-        /// What it is, for logs (e.g. "emu:tiny, namespace 2").
+        /// What it is, for logs (e.g. "emu:tiny, namespace 2", or the URI
+        /// of a device that is not zoned).
         name: String,
     },
     /// A random-write block device (the FTL): an NVM namespace (CSI 00h)
@@ -68,13 +71,28 @@ pub enum Backend {
 
 impl Backend {
     /// The namespaces of a device: its zoned namespace, then its
-    /// conventional one where it has one the backend reaches.
+    /// conventional one where it has one the backend reaches; a device
+    /// that is not zoned is one conventional namespace.
     pub fn of_device(device: Arc<dyn ZonedDevice>) -> Vec<Backend> {
+        if !device.info().zoned {
+            return vec![Backend::Conventional { name: device.info().uri.clone(), device }];
+        }
         let conventional = device.conventional().map(|c| Backend::Conventional {
             name: format!("{}, namespace {}", device.info().uri, c.nsid),
             device: Arc::clone(&device),
         });
         std::iter::once(Backend::Zoned(device)).chain(conventional).collect()
+    }
+}
+
+/// The NVM namespace a [`Backend::Conventional`] serves: the device itself
+/// when it is not zoned, else its conventional namespace, if any.
+pub(crate) fn nvm_namespace(device: &Arc<dyn ZonedDevice>) -> Option<&DeviceInfo> {
+    let info = device.info();
+    if info.zoned {
+        device.conventional()
+    } else {
+        Some(info)
     }
 }
 
@@ -128,7 +146,7 @@ impl Namespace {
     pub fn device_info(&self) -> Option<&DeviceInfo> {
         match &self.backend {
             Backend::Zoned(d) => Some(d.info()),
-            Backend::Conventional { device, .. } => device.conventional(),
+            Backend::Conventional { device, .. } => nvm_namespace(device),
             Backend::Block { .. } => None,
         }
     }
@@ -161,6 +179,7 @@ impl Namespace {
     pub fn blocks(&self) -> u64 {
         match &self.backend {
             Backend::Zoned(d) => d.info().blocks(),
+            Backend::Conventional { device, .. } if !device.info().zoned => device.info().blocks(),
             Backend::Conventional { device, .. } => {
                 device.conventional().and_then(|i| i.conventional).map_or(0, |c| c.blocks)
             }
@@ -228,7 +247,7 @@ impl Subsystem {
             .collect();
         for ns in &namespaces {
             if let Backend::Conventional { device, .. } = &ns.backend {
-                if device.conventional().is_none() {
+                if nvm_namespace(device).is_none() {
                     return Err(NvmfError::Subsystem(format!(
                         "{}: the device has no conventional namespace this backend reaches",
                         ns.name()

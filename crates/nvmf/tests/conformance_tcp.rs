@@ -63,3 +63,53 @@ fn deep_queues_are_cut_to_what_the_target_takes() {
     drop(remote);
     target.stop();
 }
+
+/// A conventional twin served beside its ZNS twin, reached by NSID through
+/// the `tcp:` initiator: a device without zones, I/O anywhere below its
+/// size, the twin's statuses, zone commands refused by the target.
+#[test]
+fn a_conventional_twin_over_tcp_is_a_device_without_zones() {
+    use zns_device::{DeviceError, Target, ZoneAction};
+    use zns_spec::{ReportFilter, StatusCode};
+    let twin = zns_device::open("emu:small-conv").unwrap();
+    let local = twin.info().clone();
+    let devices = vec![zns_device::open("emu:small").unwrap(), twin];
+    let target =
+        NvmfTarget::bind("127.0.0.1:0", Subsystem::new(NQN, devices).unwrap(), Default::default())
+            .unwrap();
+    let base = format!("tcp:{}/{NQN}", target.local_addr());
+    // Without an NSID the first zoned namespace is opened.
+    let zoned = zns_device::open(&base).unwrap();
+    assert!(zoned.info().zoned && zoned.info().nsid == 1);
+    drop(zoned);
+    let dev = zns_device::open(&format!("{base}/2")).unwrap();
+    let i = dev.info().clone();
+    assert!(!i.zoned && i.nsid == 2 && !i.capabilities.append);
+    assert_eq!((i.zone_count, i.zone_size, i.zone_capacity), (0, 0, 0));
+    assert_eq!((i.namespace_blocks, i.block_size), (local.namespace_blocks, local.block_size));
+    let mut q = dev.queue(8).unwrap();
+    let mut buf = dev.alloc(4 * 4096).unwrap();
+    buf.iter_mut().enumerate().for_each(|(j, b)| *b = j as u8 ^ 0xA5);
+    let last = i.blocks() - 4;
+    q.write(last, &buf).unwrap();
+    q.write(7, &buf).unwrap();
+    q.flush().unwrap();
+    let mut back = dev.alloc(4 * 4096).unwrap();
+    q.read(last, &mut back).unwrap();
+    assert_eq!(back[..], buf[..]);
+    q.write_zeroes(8, 2).unwrap();
+    q.read(7, &mut back).unwrap();
+    assert_eq!(back[..4096], buf[..4096]);
+    assert!(back[4096..3 * 4096].iter().all(|&b| b == 0));
+    assert_eq!(back[3 * 4096..], buf[3 * 4096..]);
+    let e = q.write(last + 1, &buf).unwrap_err();
+    assert_eq!(e.status().and_then(|s| s.code()), Some(StatusCode::LbaOutOfRange), "{e}");
+    let e = q.read(i.blocks(), &mut back).unwrap_err();
+    assert_eq!(e.status().and_then(|s| s.code()), Some(StatusCode::LbaOutOfRange), "{e}");
+    let e = q.zone_action(ZoneAction::Reset, Target::Zone(0)).unwrap_err();
+    assert_eq!(e.status().and_then(|s| s.code()), Some(StatusCode::InvalidOpcode), "{e}");
+    let e = q.report_zones(0, ReportFilter::All, 10).unwrap_err();
+    assert!(matches!(e, DeviceError::Unsupported(_)), "{e}");
+    drop((q, dev));
+    assert_eq!(target.stop().transport_errors, 0);
+}

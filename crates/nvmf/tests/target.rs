@@ -828,6 +828,105 @@ fn a_devices_conventional_namespace_is_a_namespace_of_the_subsystem() {
     assert_eq!(t.stop().transport_errors, 0);
 }
 
+/// A device that is not zoned (a conventional twin) beside a zoned one in
+/// one subsystem: an NVM namespace whose commands reach the device itself,
+/// with its statuses.
+#[test]
+fn a_device_that_is_not_zoned_is_an_nvm_namespace_beside_a_zoned_one() {
+    use zns_spec::command::{DatasetManagement, DsmRange, WriteZeroes};
+    let zoned = zns_device::open("emu:small").unwrap();
+    let twin = zns_device::open("emu:small-conv").unwrap();
+    let info = twin.info().clone();
+    assert!(!info.zoned);
+    let backends: Vec<_> =
+        [zoned, twin].into_iter().flat_map(zns_nvmf::Backend::of_device).collect();
+    assert_eq!(backends.len(), 2);
+    let sub = Subsystem::with_backends(NQN, backends).unwrap();
+    assert_eq!(sub.namespaces()[1].name(), "emu:small-conv");
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let addr = t.local_addr();
+    let (mut h, cntlid) = admin(addr, Digests::default());
+    let c = IdentifyController::from_bytes(&h.identify(Cns::Controller, 0, CommandSetId::Nvm));
+    assert_eq!(c.nn, 2);
+    assert!(c.oncs.has(zns_spec::identify::Oncs::DATASET_MANAGEMENT));
+    let descs = |h: &mut Host, nsid| {
+        NamespaceIdDescriptorList::from_bytes(&h.identify(
+            Cns::NamespaceIdDescriptors,
+            nsid,
+            CommandSetId::Nvm,
+        ))
+        .unwrap()
+        .command_set()
+    };
+    assert_eq!(descs(&mut h, 1), Some(CommandSetId::Zoned));
+    assert_eq!(descs(&mut h, 2), Some(CommandSetId::Nvm));
+    let ns = IdentifyNamespace::from_bytes(&h.identify(Cns::Namespace, 2, CommandSetId::Nvm));
+    assert_eq!(ns.nsze, info.namespace_blocks);
+    assert_eq!(1u32 << ns.lbaf[0].lba_data_size_log2, info.block_size);
+    let mut zc = IdentifyCmd::new(Cns::CsiNamespace, 2);
+    zc.csi = CommandSetId::Zoned as u8;
+    let (c, _) = h.cmd(zc.to_entry(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidIoCommandSet), "{:?}", c.status());
+
+    let mut q = io_queue(addr, cntlid, 1, Digests::default());
+    let bs = info.block_size as usize;
+    let blocks = ns.nsze;
+    // Writes anywhere, the last blocks too, in the capsule and by R2T.
+    let a = pattern(2 * bs, 21);
+    q.ok(ReadWrite::new(2, blocks - 2, 2).write().unwrap(), Dir::Out(&a));
+    let big = pattern(16 * bs, 22);
+    q.ok(ReadWrite::new(2, 5000, 16).write().unwrap(), Dir::Out(&big));
+    let (_, back) = q.ok(ReadWrite::new(2, blocks - 2, 2).read().unwrap(), Dir::In(2 * bs));
+    assert_eq!(back, a);
+    let (_, back) = q.ok(ReadWrite::new(2, 5000, 16).read().unwrap(), Dir::In(16 * bs));
+    assert_eq!(back, big);
+    // The zoned namespace beside it is untouched.
+    let rep = ZoneReceive::report(1, 0, 4096, ReportFilter::All);
+    let (_, r) = q.ok(rep.to_entry().unwrap(), Dir::In(4096));
+    let report = zns_device::parse_report(&r, 1024, None).unwrap();
+    assert_eq!(report.descriptors[0].write_pointer, Some(0));
+    // Deallocation and Write Zeroes: the blocks read back as zeroes, the
+    // ones around them as written.
+    let ranges = DsmRange { attributes: 0, blocks: 4, slba: 5002 }.to_bytes();
+    q.ok(DatasetManagement::deallocate(2, 1).to_entry().unwrap(), Dir::Out(&ranges));
+    q.ok(WriteZeroes::new(2, 5010, 2).to_entry().unwrap(), Dir::None);
+    let (_, back) = q.ok(ReadWrite::new(2, 5000, 16).read().unwrap(), Dir::In(16 * bs));
+    let zero = |r: std::ops::Range<usize>| back[r.start * bs..r.end * bs].iter().all(|&b| b == 0);
+    assert!(zero(2..6) && zero(10..12));
+    assert_eq!(&back[..2 * bs], &big[..2 * bs]);
+    assert_eq!(&back[6 * bs..10 * bs], &big[6 * bs..10 * bs]);
+    assert_eq!(&back[12 * bs..], &big[12 * bs..]);
+    q.ok(zns_spec::command::Flush { nsid: 2 }.to_entry(), Dir::None);
+    q.ok(zns_spec::command::Flush { nsid: 0xFFFF_FFFF }.to_entry(), Dir::None);
+    // The device's statuses past the end; a deallocation with one range
+    // out of range is refused whole.
+    let (c, _) = q.cmd(ReadWrite::new(2, blocks, 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (c, _) = q.cmd(ReadWrite::new(2, blocks - 1, 2).write().unwrap(), Dir::Out(&a));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (c, _) = q.cmd(WriteZeroes::new(2, blocks - 1, 2).to_entry().unwrap(), Dir::None);
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let two: Vec<u8> = [
+        DsmRange { attributes: 0, blocks: 1, slba: 5000 }.to_bytes(),
+        DsmRange { attributes: 0, blocks: 2, slba: blocks - 1 }.to_bytes(),
+    ]
+    .concat();
+    let (c, _) = q.cmd(DatasetManagement::deallocate(2, 2).to_entry().unwrap(), Dir::Out(&two));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    let (_, back) = q.ok(ReadWrite::new(2, 5000, 1).read().unwrap(), Dir::In(bs));
+    assert_eq!(back, big[..bs]);
+    // No zone commands on it.
+    let (c, _) = q.cmd(ZoneAppend::new(2, 0, 1).to_entry().unwrap(), Dir::Out(&a[..bs]));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q.cmd(ZoneSend::new(2, 0, ZoneSendAction::Reset).to_entry(), Dir::None);
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    let (c, _) = q
+        .cmd(ZoneReceive::report(2, 0, 4096, ReportFilter::All).to_entry().unwrap(), Dir::In(4096));
+    assert!(c.status().is(StatusCode::InvalidOpcode), "{:?}", c.status());
+    drop((h, q));
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
 #[test]
 fn a_conventional_backend_needs_a_device_that_reaches_one() {
     let dev = zns_device::open("emu:small").unwrap();

@@ -35,11 +35,13 @@
 //!   (mkfs, fio with crc32c verification, `xfs_repair -n`).
 //!
 //! Then a second guest boots Debian's generic kernel (the cloud kernel
-//! has no f2fs) for f2fs on another `zns serve`: see [`crate::f2fs`].
+//! has no f2fs) for f2fs on another `zns serve`: see [`crate::f2fs`]. A
+//! third, on the same kernel, compares ext4 on a conventional twin with
+//! f2fs on its ZNS twin under one fio job: see [`crate::twins`].
 //!
 //! Parts run alone with `--parts` (`base`: the first guest but fio's zbd
 //! tests and zonefs; `fio-zbd`, `zonefs`: those only, after the connect;
-//! `f2fs`: the second guest).
+//! `f2fs`: the second guest; `twins`: the third).
 //!
 //! The task fails on any failed step, a missing result marker, a fio zbd
 //! test result its expectations do not list, or a server that saw a
@@ -55,7 +57,7 @@ use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
 use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{f2fs, fio_zbd, kernel, zonefs, Error, Result};
+use crate::{f2fs, fio_zbd, kernel, twins, zonefs, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
 
@@ -65,7 +67,9 @@ serve` (the FTL over NBD), both running on the host, and runs nvme-cli,
 blkzone, fio, btrfs, mkfs.ext4, SQLite, XFS and fsck against them, then
 fio's own zoned block device tests (t/zbd/test-zbd-support from Debian's fio
 source package); then boots Debian's generic kernel for f2fs on the target's
-zoned namespace with the FTL namespace as its metadata device.
+zoned namespace with the FTL namespace as its metadata device; then, on that
+kernel, ext4 on a conventional twin (emu:small-conv) and f2fs on its ZNS twin
+(emu:small), one fio job on both, figures side by side.
 
 options:
   --parts LIST       the parts to run, comma separated (default: all):
@@ -74,6 +78,8 @@ options:
                        fio-zbd  fio's t/zbd/test-zbd-support (same guest)
                        zonefs   zonefs, formatted by the task (same guest)
                        f2fs     f2fs (a second guest: the generic kernel)
+                       twins    ext4 on emu:small-conv, f2fs on emu:small, one
+                                fio job on both (a third guest, generic kernel)
   --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
                      (1-29,33-58)
   --timeout SECS     give each guest this long (default 1800)
@@ -148,7 +154,7 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
 ];
 
 /// The parts of the task that can run alone.
-pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "f2fs"];
+pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "f2fs", "twins"];
 
 /// The parts run when `--parts` is not given.
 pub const DEFAULT_PARTS: &[&str] = PARTS;
@@ -298,6 +304,9 @@ pub fn run(opts: &Options) -> Result<()> {
     }
     if opts.part("f2fs") {
         reports.push(("f2fs guest", run_f2fs(opts, &cache, &zns)?));
+    }
+    if opts.part("twins") {
+        reports.push(("twins guest", run_twins(opts, &cache, &zns)?));
     }
     println!();
     let mut pass = true;
@@ -582,6 +591,75 @@ fn run_f2fs(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
         passed: outcome.result == Some(true),
         guest_secs,
     })
+}
+
+/// The generic kernel's guest for the twins: ext4 on the conventional
+/// twin, f2fs on the ZNS twin, one fio job on both, the figures side by
+/// side.
+fn run_twins(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm;
+    let dir = cache.join("clients-twins");
+    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let files = guest_files(twins::TOOLS, o.install)?;
+    let kernel = kernel::prepare(
+        &cache.join("kernel"),
+        Flavour::Generic,
+        opts.f2fs_kernel.as_deref(),
+        o.install,
+    )?;
+    let modules = kernel::modules_for(&kernel, twins::MODULES, twins::OPTIONAL_MODULES)?;
+    let server = Server::start(
+        "zns serve (twins)",
+        zns,
+        &[
+            "--device",
+            twins::ZONED_DEVICE,
+            "--device",
+            twins::CONVENTIONAL_DEVICE,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--nqn",
+            twins::NQN,
+            "--ftl",
+            f2fs::FTL_DEVICE,
+        ],
+    )?;
+    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
+    let script = twins::init_script(&names, server.port, &mke2fs.display().to_string());
+    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let devices = qemu_args(None);
+    let log = dir.join("guest.log");
+    let mut json = twins::JsonLines::default();
+    let guest_start = Instant::now();
+    let outcome =
+        vmtest::boot_watched(&kernel, &initramfs, &devices, o, &log, &mut |l| json.watch(l));
+    let guest_secs = guest_start.elapsed().as_secs_f64();
+    let end = server.stop();
+    let outcome = outcome?;
+    let mut failures = outcome.failures.clone();
+    server_end("zns serve (twins)", end, &[" 0 ended by transport errors"], &mut failures);
+    let mut summaries = outcome.summaries.clone();
+    match json.figures() {
+        [Ok(ext4), Ok(f2fs)] if ext4.len() == f2fs.len() => {
+            summaries.push(
+                "twins: the same fio job on each (software-emulated guest: only the ratios \
+                 mean anything)"
+                    .to_string(),
+            );
+            summaries.extend(twins::table(&ext4, &f2fs).into_iter().map(|r| format!("twins: {r}")));
+        }
+        [Ok(_), Ok(_)] => failures.push("twins: the two fio runs have different jobs".into()),
+        [a, b] => failures.extend(
+            [a.err(), b.err()]
+                .into_iter()
+                .flatten()
+                .map(|e| format!("twins: no figures from fio: {e}")),
+        ),
+    }
+    println!("clients: log {}", log.display());
+    Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
 }
 
 /// QEMU arguments: user-mode networking (the host's loopback is 10.0.2.2
@@ -907,6 +985,8 @@ mod tests {
         assert_eq!(o.zbd_tests, [3, 5]);
         assert!(DEFAULT_PARTS.iter().all(|p| parse(&[]).part(p)));
         assert!(parse(&["--parts", "zonefs"]).part("zonefs"));
+        let t = parse(&["--parts", "twins"]);
+        assert!(t.part("twins") && !t.part("f2fs") && parse(&[]).part("twins"));
         assert!(super::parse(["--parts", "xfs"].map(String::from).into_iter()).is_err());
         let z = script(&GuestPlan {
             base: false,

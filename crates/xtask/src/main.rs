@@ -11,7 +11,8 @@
 //!   the kernel's nvme-tcp, nvme-cli, blkzone, fio, fio's own zoned block
 //!   device tests, btrfs and zonefs on `zns serve`; ext4, fio, SQLite and
 //!   fsck on `zns ftl serve` as the guest's disk; then f2fs on `zns serve`
-//!   in a second guest on Debian's generic kernel.
+//!   in a second guest on Debian's generic kernel, and in a third ext4 on
+//!   a conventional twin beside f2fs on its ZNS twin, one fio job on both.
 //! - `cargo xtask nvmet`: znskit's `tcp:` initiator and the conformance
 //!   suite against the guest kernel's own NVMe/TCP target (nvmet-tcp on a
 //!   zoned null_blk).
@@ -32,6 +33,7 @@ mod guest;
 mod kernel;
 mod nvmet;
 mod server;
+mod twins;
 mod vmtest;
 mod zonefs;
 
@@ -82,7 +84,9 @@ commands:
   clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone,
            fio, fio's t/zbd tests, btrfs and zonefs on `zns serve`; ext4, fio,
            SQLite and fsck on `zns ftl serve` attached as the guest's disk; f2fs
-           in a second guest (Debian's generic kernel); `cargo xtask clients --help`
+           in a second guest (Debian's generic kernel); ext4 on a conventional twin
+           and f2fs on its ZNS twin, one fio job on both, in a third;
+           `cargo xtask clients --help`
   crash    crash consistency through ext4: the guest's kernel on `zns ftl serve` (NBD)
            over an image, the server killed with SIGKILL in each cycle, fsck and
            every fsynced file checked after recovery; `cargo xtask crash --help`

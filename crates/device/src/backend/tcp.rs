@@ -1,6 +1,8 @@
 //! The NVMe/TCP backend (`tcp:HOST:PORT/NQN[/NSID]` URIs): a zoned
 //! namespace of a remote NVMe/TCP target (znskit's `zns serve`, the Linux
-//! kernel's nvmet, SPDK) through the driver's TCP transport.
+//! kernel's nvmet, SPDK) through the driver's TCP transport; or, named by
+//! its NSID, a conventional (NVM command set) one, which opens as a device
+//! without zones ([`DeviceInfo::zoned`] false).
 //!
 //! Opening the device connects an admin queue (a new controller), enables
 //! the controller with the I/O command sets, asks for I/O queues and reads
@@ -60,7 +62,7 @@ struct Shared {
     free_qids: Mutex<VecDeque<u16>>,
 }
 
-/// A zoned namespace of an NVMe/TCP target.
+/// A zoned (or, by NSID, conventional) namespace of an NVMe/TCP target.
 ///
 /// Thread safety: `Send + Sync`; queues are created from any thread.
 #[derive(Debug)]
@@ -132,33 +134,42 @@ impl TcpDevice {
         .ok()
         .and_then(|b| NamespaceIdDescriptorList::from_bytes(&b).ok())
         .and_then(|l| l.command_set());
-        if csi.is_some_and(|c| c != CommandSetId::Zoned) {
+        if csi.is_some_and(|c| c != CommandSetId::Zoned && c != CommandSetId::Nvm) {
             return Err(DeviceError::Unsupported(format!(
-                "namespace {nsid} of {} is not a zoned namespace (command set {csi:?})",
+                "namespace {nsid} of {} is neither a zoned nor an NVM namespace (command set \
+                 {csi:?})",
                 uri.nqn
             )));
         }
+        // Only a namespace that says it is NVM's is taken as conventional:
+        // a target without command set descriptors serves zoned ones.
+        let zoned = csi != Some(CommandSetId::Nvm);
         let id = IdentifyNamespace::from_bytes(&identify(
             &mut admin,
             text,
             "Identify Namespace",
             IdentifyCmd::namespace(nsid).to_entry(),
         )?);
-        let zns = ZnsNamespace::from_bytes(&identify(
-            &mut admin,
-            text,
-            "ZNS Identify Namespace",
-            IdentifyCmd::csi_namespace(nsid, CommandSetId::Zoned).to_entry(),
-        )?);
-        let zctrl = identify(
-            &mut admin,
-            text,
-            "ZNS Identify Controller",
-            IdentifyCmd::csi_controller(CommandSetId::Zoned).to_entry(),
-        )
-        .map(|b| ZnsController::from_bytes(&b))
-        .unwrap_or_default();
-        let info = describe(text, uri, &ic, &id, &zns, zctrl, nsid)?;
+        let (zns, zctrl) = if zoned {
+            let zns = ZnsNamespace::from_bytes(&identify(
+                &mut admin,
+                text,
+                "ZNS Identify Namespace",
+                IdentifyCmd::csi_namespace(nsid, CommandSetId::Zoned).to_entry(),
+            )?);
+            let zctrl = identify(
+                &mut admin,
+                text,
+                "ZNS Identify Controller",
+                IdentifyCmd::csi_controller(CommandSetId::Zoned).to_entry(),
+            )
+            .map(|b| ZnsController::from_bytes(&b))
+            .unwrap_or_default();
+            (Some(zns), zctrl)
+        } else {
+            (None, ZnsController::default())
+        };
+        let info = describe(text, uri, &ic, &id, zns.as_ref(), zctrl, nsid)?;
         let shared = Arc::new(Shared {
             uri: uri.clone(),
             info,
@@ -168,14 +179,17 @@ impl TcpDevice {
             free_qids: Mutex::new((1..=granted.min(IO_QUEUES)).collect()),
         });
         let mut dev = TcpDevice { shared };
-        let capacity = first_zone_capacity(&dev)?;
-        Arc::get_mut(&mut dev.shared).expect("not shared yet").info.zone_capacity = capacity;
+        if zoned {
+            let capacity = first_zone_capacity(&dev)?;
+            Arc::get_mut(&mut dev.shared).expect("not shared yet").info.zone_capacity = capacity;
+        }
         tracing::info!(
             uri = text,
             cntlid,
             nsid,
+            zoned,
             zones = dev.shared.info.zone_count,
-            "NVMe/TCP zoned namespace open"
+            "NVMe/TCP namespace open"
         );
         Ok(dev)
     }
@@ -231,13 +245,14 @@ fn first_zoned(q: &mut TcpQueuePair, uri: &str) -> Result<u32> {
 }
 
 /// The device description from Identify data (zone capacity filled in
-/// later from a report).
+/// later from a report). Without ZNS data (`zns` `None`) the namespace is
+/// a conventional one: no zones, reads and writes anywhere below NSZE.
 fn describe(
     text: &str,
     uri: &TcpUri,
     ic: &IdentifyController,
     id: &IdentifyNamespace,
-    zns: &ZnsNamespace,
+    zns: Option<&ZnsNamespace>,
     zctrl: ZnsController,
     nsid: u32,
 ) -> Result<DeviceInfo> {
@@ -247,15 +262,14 @@ fn describe(
             id.format_index()
         ))
     })?;
+    let Some(zns) = zns else {
+        return Ok(describe_conventional(text, uri, ic, id, zctrl, nsid, block_size as u32));
+    };
     let fmt = zns.current_zone_format(id);
     if fmt.zone_size == 0 {
         return Err(DeviceError::Unsupported(format!("namespace {nsid} reports no zone size")));
     }
-    // MDTS is in units of CAP.MPSMIN: 4 KiB on every target in use.
-    let mdts = ic
-        .max_transfer_bytes(4096)
-        .map_or(1 << 20, |m| m.min(1 << 20) as usize)
-        .max(block_size as usize);
+    let mdts = mdts_bytes(ic, block_size as usize);
     let zasl =
         zctrl.zasl_bytes(4096, Some(mdts as u64)).map_or(mdts, |z| (z.min(mdts as u64)) as usize);
     let ext = fmt.extension_bytes() as usize;
@@ -307,6 +321,72 @@ fn describe(
             zns_namespace: zns.clone(),
         }),
     })
+}
+
+/// Largest transfer of one command: MDTS (in units of CAP.MPSMIN, 4 KiB on
+/// every target in use), at most 1 MiB, at least a block.
+fn mdts_bytes(ic: &IdentifyController, block_size: usize) -> usize {
+    ic.max_transfer_bytes(4096).map_or(1 << 20, |m| m.min(1 << 20) as usize).max(block_size)
+}
+
+/// The description of a conventional (NVM command set) namespace.
+fn describe_conventional(
+    text: &str,
+    uri: &TcpUri,
+    ic: &IdentifyController,
+    id: &IdentifyNamespace,
+    zctrl: ZnsController,
+    nsid: u32,
+    block_size: u32,
+) -> DeviceInfo {
+    DeviceInfo {
+        backend: "tcp",
+        transport: format!("NVMe/TCP {} {}", uri.addr, uri.nqn),
+        uri: text.to_string(),
+        model: ic.model_number.trim().to_string(),
+        serial: ic.serial_number.trim().to_string(),
+        firmware: ic.firmware_revision.trim().to_string(),
+        nsid,
+        block_size,
+        metadata_size: id.current_lba_format().metadata_size,
+        zoned: false,
+        namespace_blocks: id.nsze,
+        zone_count: 0,
+        zone_size: 0,
+        zone_capacity: 0,
+        max_open: None,
+        max_active: None,
+        zasl_bytes: 0,
+        mdts_bytes: mdts_bytes(ic, block_size as usize),
+        capabilities: Capabilities {
+            append: false,
+            copy: ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
+                max_range_blocks: id.mssrl as u32,
+                max_blocks: id.mcl,
+                max_ranges: id.msrc as u32 + 1,
+            }),
+            write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
+            extended_report: false,
+            extension_bytes: 0,
+            read_across_zone_boundaries: true,
+            variable_zone_capacity: false,
+            volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
+            select_all: false,
+            offline: false,
+            // Metadata does not travel over the fabric here.
+            metadata: false,
+            stores_data: true,
+            zrwa: None,
+        },
+        conventional: None,
+        identify: Some(IdentifyData {
+            version: ic.ver,
+            controller: ic.clone(),
+            zns_controller: zctrl,
+            namespace: id.clone(),
+            zns_namespace: ZnsNamespace::default(),
+        }),
+    }
 }
 
 fn first_zone_capacity(dev: &TcpDevice) -> Result<u64> {

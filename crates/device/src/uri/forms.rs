@@ -118,8 +118,8 @@ pub const URI_FORMS: &[UriForm] = &[
     },
     UriForm {
         form: "tcp:HOST:PORT/NQN[/NSID]",
-        device: "a zoned namespace (the first, or `NSID`) of an NVMe/TCP target: `zns serve`, \
-                 Linux nvmet, SPDK",
+        device: "a zoned namespace (the first, or `NSID`; an NVM namespace `NSID` names opens \
+                 without zones) of an NVMe/TCP target: `zns serve`, Linux nvmet, SPDK",
         example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target",
     },
     UriForm {
