@@ -9,11 +9,15 @@
 //! zones every tenant holds there.
 //!
 //! * [`Mode::Elastic`](crate::config::Mode::Elastic): each column goes to
-//!   a slot the group does not use yet, then one no other tenant has an
-//!   active zone on, then the one with the fewest active zones, then the
-//!   next one round robin. So two tenants' active stripes share a die only
+//!   a slot the group does not use yet, then one no other *writing* tenant
+//!   has an active zone on, then the one with the fewest active zones of
+//!   writing tenants, then the fewest active zones, then the next one
+//!   round robin. So two writing tenants' active stripes share a die only
 //!   when every die with free zones that the group does not use already
-//!   has another tenant's active zone.
+//!   has another writing tenant's active zone. A tenant the arbiter marked
+//!   inactive ([`Allocator::set_idle`]) keeps its active zones but writes
+//!   nothing to them: its dies count as free, so the spares it lends land
+//!   on dies the writers do not use yet instead of on the writers' own.
 //! * [`Mode::Static`](crate::config::Mode::Static): the lowest-numbered
 //!   free zones, wherever they live, as an allocator unaware of dies does.
 
@@ -50,6 +54,11 @@ impl DieMap {
     }
 }
 
+/// How good a slot is for the next column (lower is better): in the group
+/// already, another writing tenant active there, active zones of writing
+/// tenants, all active zones, distance from the cursor.
+type SlotRank = (bool, bool, u32, u32, usize);
+
 /// The allocator's state.
 ///
 /// Thread safety: plain data; the arbiter serializes access.
@@ -63,6 +72,8 @@ pub struct Allocator {
     held: Vec<Vec<u32>>,
     /// Active zones per slot, all tenants.
     active: Vec<u32>,
+    /// Tenants marked inactive: their active zones do not make a die busy.
+    idle: Vec<bool>,
     /// Where the next round-robin search starts.
     cursor: u32,
     free_count: u64,
@@ -78,6 +89,7 @@ impl Allocator {
             free: vec![BTreeSet::new(); slots],
             held: vec![vec![0; tenants]; slots],
             active: vec![0; slots],
+            idle: vec![false; tenants],
             cursor: 0,
             free_count: 0,
         }
@@ -123,9 +135,16 @@ impl Allocator {
         self.held[self.map.slot(zone) as usize][tenant]
     }
 
-    /// Active zones of every tenant but `tenant` on `slot`.
-    fn others(&self, slot: usize, tenant: usize) -> u32 {
-        self.active[slot] - self.held[slot][tenant]
+    /// Marks `tenant` idle (inactive: writing nothing) or writing again.
+    pub fn set_idle(&mut self, tenant: usize, idle: bool) {
+        self.idle[tenant] = idle;
+    }
+
+    /// Active zones on `slot` of writing tenants: every tenant but the
+    /// idle ones, and `tenant` itself, which is writing now.
+    fn writing(&self, slot: usize, tenant: usize) -> u32 {
+        let held = &self.held[slot];
+        (0..held.len()).filter(|&u| u == tenant || !self.idle[u]).map(|u| held[u]).sum()
     }
 
     /// Takes `n` free zones for a stripe group of `tenant` whose other
@@ -155,17 +174,20 @@ impl Allocator {
     }
 
     /// The best slot for the next column, among slots with free zones: not
-    /// in the group yet, then no other tenant active there, then fewest
-    /// active zones, then nearest after the cursor.
+    /// in the group yet, then no other writing tenant active there, then
+    /// fewest active zones of writing tenants, then fewest active zones,
+    /// then nearest after the cursor.
     fn pick_slot(&self, tenant: usize, used: &[bool]) -> Option<usize> {
         let slots = self.free.len();
-        let mut best: Option<((bool, bool, u32, usize), usize)> = None;
+        let mut best: Option<(SlotRank, usize)> = None;
         for i in 0..slots {
             let s = (self.cursor as usize + i) % slots;
             if self.free[s].is_empty() {
                 continue;
             }
-            let key = (used[s], self.others(s, tenant) > 0, self.active[s], i);
+            let writing = self.writing(s, tenant);
+            let others = writing - self.held[s][tenant];
+            let key = (used[s], others > 0, writing, self.active[s], i);
             if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, s));
             }
@@ -237,6 +259,35 @@ mod tests {
         assert!(more.iter().all(|z| z % 4 != s[0] % 4 && z % 4 != s[1] % 4), "{more:?}");
         assert_eq!(a.take(0, 5, &[]).len(), 2);
         assert_eq!(a.free_count(), 0);
+    }
+
+    #[test]
+    fn an_idle_tenants_dies_go_to_the_writer() {
+        // 8 dies: tenant 0 writes on 2, tenants 1 and 2 hold the other 6.
+        let mut a = alloc(Mode::Elastic, 8, 64, 3);
+        let dies = |s: &[u32]| s.iter().map(|z| z % 8).collect::<BTreeSet<_>>();
+        let own = a.take(0, 2, &[]);
+        let b = a.take(1, 3, &[]);
+        let c = a.take(2, 3, &[]);
+        assert_eq!(dies(&own).len() + dies(&b).len() + dies(&c).len(), 8);
+        // All writing: a new stripe of tenant 0 stays on its own dies.
+        let s = a.take(0, 2, &[]);
+        assert_eq!(dies(&s), dies(&own), "{s:?}");
+        for &z in &s {
+            a.release(z, 0);
+            a.free(z);
+        }
+        // 1 and 2 fall idle: their dies are free for tenant 0's spares,
+        // which take every one of them before doubling up its own.
+        a.set_idle(1, true);
+        a.set_idle(2, true);
+        let spares = a.take(0, 6, &own);
+        let want: BTreeSet<u32> = dies(&b).union(&dies(&c)).copied().collect();
+        assert_eq!(dies(&spares), want, "{spares:?}");
+        // Tenant 1 writes again: its dies are another writer's once more.
+        a.set_idle(1, false);
+        let d = a.take(0, 1, &[]);
+        assert!(!dies(&b).contains(&(d[0] % 8)), "{d:?}");
     }
 
     proptest! {

@@ -260,6 +260,9 @@ impl Arbiter {
                 marked.push(t);
             }
         }
+        for &t in &marked {
+            self.alloc.set_idle(t, true);
+        }
         marked
     }
 
@@ -271,6 +274,7 @@ impl Arbiter {
             return false;
         }
         b.inactive = false;
+        self.alloc.set_idle(t, false);
         if b.lent > 0 {
             b.reclaims += 1;
         }
