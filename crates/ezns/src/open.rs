@@ -34,7 +34,7 @@ use crate::layout::{Column, Layout};
 use crate::runtime::{
     committed, Ezns, Geometry, Group, LZone, PhysZone, Tenant, TenantStats, ZoneMap,
 };
-use crate::sched::WriteAdmission;
+use crate::sched::{WriteAdmission, WriteTarget};
 
 /// What the last bring-up found and did.
 ///
@@ -393,7 +393,12 @@ pub(crate) fn open(
     let size = geo.phys_size;
     ctl.sync(|z| z as u64 * size)?;
     let s = &config.scheduler;
-    let wadm = WriteAdmission::new(s.write_window_min_kib * 1024, s.write_window_max_kib * 1024);
+    let target = match s.write_target_us {
+        Some(us) => WriteTarget::Fixed(us * 1000),
+        None => WriteTarget::Baseline(s.write_target_factor),
+    };
+    let wadm =
+        WriteAdmission::new(s.write_window_min_kib * 1024, s.write_window_max_kib * 1024, target);
     let work = ctl.work();
     let ez = Ezns {
         base,

@@ -726,14 +726,8 @@ impl TenantQueue {
             Kind::Write { .. } => {
                 let token = &ez.phys[p.pz as usize].token;
                 let left = lz.wbytes.fetch_sub(bytes, AcqRel) - bytes;
-                ez.wadm.complete(
-                    bytes,
-                    left,
-                    latency,
-                    now,
-                    sched.write_target_us * 1000,
-                    ez.write_admission(),
-                );
+                let full_unit = p.blocks >= ez.geo.unit;
+                ez.wadm.complete(bytes, left, latency, now, full_unit, ez.write_admission());
                 match &c.result {
                     Ok(_) => {
                         let end = p.off + p.blocks;

@@ -112,6 +112,12 @@ pub struct Status {
     pub write_inflight_kib: u64,
     /// Average write latency (µs).
     pub write_latency_us: f64,
+    /// The write latency target now (µs): fixed, or the measured
+    /// uncongested latency times the configured factor (0 before any
+    /// write).
+    pub write_target_us: f64,
+    /// The measured uncongested write latency (µs; 0 before any write).
+    pub write_baseline_us: f64,
     /// Journal zone, generation and blocks written in it.
     pub journal: (u32, u64, u64),
     /// Internal commands that failed.
@@ -203,6 +209,8 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
         write_window_kib: ez.wadm.window() / 1024,
         write_inflight_kib: ez.wadm.inflight() / 1024,
         write_latency_us: ez.wadm.avg_latency_ns() as f64 / 1000.0,
+        write_target_us: ez.wadm.target_ns() as f64 / 1000.0,
+        write_baseline_us: ez.wadm.baseline_ns() as f64 / 1000.0,
         journal,
         internal_failures: failures,
         internal_pending: pending,
@@ -227,10 +235,12 @@ impl fmt::Display for Status {
         )?;
         writeln!(
             f,
-            "write admission: window {} KiB, {} KiB in flight, average write latency {:.1} us; journal zone {} generation {} ({} blocks)",
+            "write admission: window {} KiB, {} KiB in flight, average write latency {:.1} us (target {:.1} us, baseline {:.1} us); journal zone {} generation {} ({} blocks)",
             self.write_window_kib,
             self.write_inflight_kib,
             self.write_latency_us,
+            self.write_target_us,
+            self.write_baseline_us,
             self.journal.0,
             self.journal.1,
             self.journal.2
