@@ -11,7 +11,8 @@
 //! device write pointer, so no later write meets them. Open zones come
 //! back Closed, a zone with nothing written comes back Empty, physical
 //! zones nobody references are reset, and groups' columns that should
-//! have been finished are.
+//! have been finished are (a parked column, which no journal entry names
+//! as such, among them: it is finished at recovery).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -66,6 +67,7 @@ pub(crate) struct Plan {
     pub geo: Geometry,
     pub dies: DieMap,
     pub device_limit: u32,
+    pub headroom: u32,
     pub budgets: Vec<(u32, u32)>,
     pub layout: String,
 }
@@ -156,7 +158,7 @@ pub(crate) fn plan(config: &Config, base: &dyn ZonedDevice) -> Result<Plan, Ezns
         lsize: scale * info.zone_size,
         journal: [0, 1],
     };
-    Ok(Plan { geo, dies, device_limit, budgets, layout })
+    Ok(Plan { geo, dies, device_limit, headroom, budgets, layout })
 }
 
 fn tenant_info(
@@ -355,6 +357,8 @@ pub(crate) fn open(
         max_width: config.max_width,
         alloc: Allocator::new(config.mode, plan.dies, config.tenants.len()),
         loans: 0,
+        headroom: plan.headroom,
+        parked: Vec::new(),
     };
     let phys: Box<[PhysZone]> = zones
         .iter()
@@ -504,7 +508,13 @@ impl Recovery<'_> {
         for (i, g) in map.iter().enumerate() {
             for c in &g.layout.cols {
                 self.refs.insert(c.zone, (t, lz.index));
-                if i + 1 < map.len() && !map[i + 1].layout.cols.iter().any(|n| n.zone == c.zone) {
+                // A column no later group goes on should have been
+                // finished. (A returned spare is parked, unfinished, and
+                // may come back in any later group of its zone; after a
+                // restart it is finished here.)
+                let later =
+                    map[i + 1..].iter().any(|n| n.layout.cols.iter().any(|x| x.zone == c.zone));
+                if i + 1 < map.len() && !later {
                     self.settle(c.zone, false)?;
                 }
             }

@@ -316,6 +316,7 @@ impl Ezns {
             if let Some(h) = self.phys[z as usize].take_holder() {
                 arb.release(h);
                 arb.alloc.release(z, h.tenant as usize);
+                arb.unparked(z);
             }
             if free {
                 arb.alloc.free(z);
