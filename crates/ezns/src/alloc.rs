@@ -9,15 +9,20 @@
 //! zones every tenant holds there.
 //!
 //! * [`Mode::Elastic`](crate::config::Mode::Elastic): each column goes to
-//!   a slot the group does not use yet, then one no other *writing* tenant
-//!   has an active zone on, then the one with the fewest active zones of
-//!   writing tenants, then the fewest active zones, then the next one
-//!   round robin. So two writing tenants' active stripes share a die only
-//!   when every die with free zones that the group does not use already
-//!   has another writing tenant's active zone. A tenant the arbiter marked
-//!   inactive ([`Allocator::set_idle`]) keeps its active zones but writes
-//!   nothing to them: its dies count as free, so the spares it lends land
-//!   on dies the writers do not use yet instead of on the writers' own.
+//!   a slot the group does not use yet, then the one of least *load*: the
+//!   tenant's own active zones there plus [`SHARED_COST`] for each of
+//!   another *writing* tenant's, then one with no other writing tenant,
+//!   then the fewest active zones, then the next one round robin. So a
+//!   tenant's columns go to dies no other writer uses while those carry
+//!   fewer than [`SHARED_COST`] more of its own columns than a shared die
+//!   would: tenants stay apart, but one tenant's columns never pile up on
+//!   the few dies it has alone (each such die would hold a share of every
+//!   stripe's data in the shared write buffer and hold up everyone's
+//!   writes behind its programs). A tenant that neither
+//!   writes (the arbiter marked it inactive) nor reads keeps its active
+//!   zones but does no I/O to them ([`Allocator::set_idle`]): its dies
+//!   count as free, so the spares it lends land on dies the writers do not
+//!   use yet instead of on the writers' own.
 //! * [`Mode::Static`](crate::config::Mode::Static): the lowest-numbered
 //!   free zones, wherever they live, as an allocator unaware of dies does.
 
@@ -54,10 +59,17 @@ impl DieMap {
     }
 }
 
+/// What another writing tenant's active zone on a die costs a tenant
+/// choosing it, in its own columns there: sharing a die with a neighbour is
+/// worse than a second column of one's own (reads and programs of two
+/// tenants meet), but not worse than piling three or more on one die.
+pub const SHARED_COST: u32 = 2;
+
 /// How good a slot is for the next column (lower is better): in the group
-/// already, another writing tenant active there, active zones of writing
-/// tenants, all active zones, distance from the cursor.
-type SlotRank = (bool, bool, u32, u32, usize);
+/// already, load (own active zones plus [`SHARED_COST`] per other writing
+/// tenant's), another writing tenant active there, all active zones,
+/// distance from the cursor.
+type SlotRank = (bool, u32, bool, u32, usize);
 
 /// The allocator's state.
 ///
@@ -72,7 +84,7 @@ pub struct Allocator {
     held: Vec<Vec<u32>>,
     /// Active zones per slot, all tenants.
     active: Vec<u32>,
-    /// Tenants marked inactive: their active zones do not make a die busy.
+    /// Tenants doing no I/O: their active zones do not make a die busy.
     idle: Vec<bool>,
     /// Where the next round-robin search starts.
     cursor: u32,
@@ -135,7 +147,8 @@ impl Allocator {
         self.held[self.map.slot(zone) as usize][tenant]
     }
 
-    /// Marks `tenant` idle (inactive: writing nothing) or writing again.
+    /// Marks `tenant` idle (no I/O to its zones: its dies are free for
+    /// others) or not.
     pub fn set_idle(&mut self, tenant: usize, idle: bool) {
         self.idle[tenant] = idle;
     }
@@ -174,9 +187,9 @@ impl Allocator {
     }
 
     /// The best slot for the next column, among slots with free zones: not
-    /// in the group yet, then no other writing tenant active there, then
-    /// fewest active zones of writing tenants, then fewest active zones,
-    /// then nearest after the cursor.
+    /// in the group yet, then least load, then no other writing tenant
+    /// active there, then fewest active zones, then nearest after the
+    /// cursor.
     fn pick_slot(&self, tenant: usize, used: &[bool]) -> Option<usize> {
         let slots = self.free.len();
         let mut best: Option<(SlotRank, usize)> = None;
@@ -185,9 +198,9 @@ impl Allocator {
             if self.free[s].is_empty() {
                 continue;
             }
-            let writing = self.writing(s, tenant);
-            let others = writing - self.held[s][tenant];
-            let key = (used[s], others > 0, writing, self.active[s], i);
+            let own = self.held[s][tenant];
+            let others = self.writing(s, tenant) - own;
+            let key = (used[s], own + SHARED_COST * others, others > 0, self.active[s], i);
             if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, s));
             }
@@ -262,6 +275,18 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_does_not_pile_up_on_the_only_die_it_has_alone() {
+        // 4 dies: tenant 1 on three, die 3 free. Tenant 0's single-column
+        // stripes take die 3 until it carries SHARED_COST of them more
+        // than a shared die would, then spread.
+        let mut a = alloc(Mode::Elastic, 4, 64, 2);
+        a.take(1, 3, &[]);
+        let dies: Vec<u32> = (0..6).map(|_| a.take(0, 1, &[])[0] % 4).collect();
+        assert_eq!(&dies[..3], [3, 3, 3], "{dies:?}");
+        assert!(dies[3..].iter().all(|&d| d != 3), "{dies:?}");
+    }
+
+    #[test]
     fn an_idle_tenants_dies_go_to_the_writer() {
         // 8 dies: tenant 0 writes on 2, tenants 1 and 2 hold the other 6.
         let mut a = alloc(Mode::Elastic, 8, 64, 3);
@@ -291,10 +316,13 @@ mod tests {
     }
 
     proptest! {
-        /// Two tenants' active stripes never share a die while a die with
-        /// free zones and no other tenant's active zone exists.
+        /// Every column goes to a die of least load (own columns plus
+        /// SHARED_COST per other tenant's) among those with free zones the
+        /// group does not use: so never to a die shared with another tenant
+        /// while a die of its own carries fewer than SHARED_COST more of
+        /// its columns, and never deeper than that on its own dies.
         #[test]
-        fn never_collides_while_a_free_die_exists(
+        fn each_column_takes_a_least_loaded_die(
             ops in proptest::collection::vec((0usize..4, 1usize..6, any::<bool>()), 1..60),
         ) {
             let dies = 16u32;
@@ -310,17 +338,22 @@ mod tests {
                 }
                 let mut got = Vec::new();
                 for _ in 0..width {
-                    // What a column could have had: a die free of others.
-                    let clean = (0..dies).any(|d| {
-                        !a.free[d as usize].is_empty()
-                            && got.iter().all(|z| z % dies != d)
-                            && live.iter().all(|(t, zs)| *t == tenant || zs.iter().all(|z| z % dies != d))
-                    });
+                    let load = |d: u32| -> u32 {
+                        live.iter()
+                            .map(|(t, zs)| {
+                                let n = zs.iter().filter(|z| *z % dies == d).count() as u32;
+                                if *t == tenant { n } else { SHARED_COST * n }
+                            })
+                            .sum()
+                    };
+                    let best = (0..dies)
+                        .filter(|&d| !a.free[d as usize].is_empty() && got.iter().all(|z| z % dies != d))
+                        .map(load)
+                        .min();
                     let z = a.take(tenant, 1, &got);
                     prop_assert_eq!(z.len(), 1);
                     let d = z[0] % dies;
-                    let shared = live.iter().any(|(t, zs)| *t != tenant && zs.iter().any(|x| x % dies == d));
-                    prop_assert!(!(clean && shared), "tenant {} got die {} shared with another tenant", tenant, d);
+                    prop_assert_eq!(Some(load(d)), best, "tenant {} got die {}", tenant, d);
                     got.push(z[0]);
                 }
                 live.push((tenant, got));

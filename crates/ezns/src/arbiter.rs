@@ -369,9 +369,6 @@ impl Arbiter {
                 marked.push(t);
             }
         }
-        for &t in &marked {
-            self.alloc.set_idle(t, true);
-        }
         marked
     }
 

@@ -328,6 +328,7 @@ pub(crate) fn open(
                 .map(|z| LZone::new(z, config.scheduler.read_window_max.min(16)))
                 .collect(),
             last_write: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
             inactive: AtomicBool::new(false),
             stats: TenantStats::default(),
         })

@@ -384,6 +384,16 @@ impl Ezns {
             self.tenants[t].inactive.store(true, Release);
             tracing::debug!(tenant = %self.tenants[t].name, "inactive: spares lent");
         }
+        // The allocator may place other tenants' columns on the dies of a
+        // tenant that neither writes (it is inactive) nor reads: nothing of
+        // its own runs there. A reading tenant's dies stay its own, or the
+        // writes put there would stall its reads.
+        for (t, tenant) in self.tenants.iter().enumerate() {
+            let read = tenant.last_read.load(Relaxed);
+            let reading = read > 0 && now.saturating_sub(read) <= idle_ns;
+            let free = arb.tenants[t].inactive && !reading;
+            arb.alloc.set_idle(t, free);
+        }
         for (t, tenant) in self.tenants.iter().enumerate() {
             if arb.tenants[t].inactive {
                 continue;

@@ -331,6 +331,7 @@ impl TenantQueue {
         let ez = Arc::clone(&self.ez);
         let lz = &ez.tenants[self.t].zones[z];
         let st = &ez.tenants[self.t].stats;
+        ez.tenants[self.t].last_read.store(ez.now(), Relaxed);
         st.reads.fetch_add(1, Relaxed);
         st.read_blocks.fetch_add(n, Relaxed);
         if lz.state() == ZoneState::Offline {

@@ -233,6 +233,8 @@ pub(crate) struct Tenant {
     pub zones: Box<[LZone]>,
     /// Device time of its last write.
     pub last_write: AtomicU64,
+    /// Device time of its last read (0: none yet).
+    pub last_read: AtomicU64,
     /// The arbiter marked it inactive (a copy for the fast path).
     pub inactive: AtomicBool,
     pub stats: TenantStats,
