@@ -192,23 +192,25 @@ impl WriteAdmission {
     /// Takes room for a write of `bytes` to a zone that has `zone_bytes`
     /// in flight already; false when the device window or the zone's
     /// share of it is full. A write to a zone with nothing in flight is
-    /// always let in when the device has nothing in flight either, so
-    /// nothing starves.
+    /// always let in: whichever queue completes writes first would
+    /// otherwise take the room they free again at once, and zones of
+    /// queues polled later would never get any (a starved zone holds its
+    /// whole tenant's writes behind it). So the window bounds what is in
+    /// flight beyond one write per writing zone.
     pub fn admit(&self, bytes: u64, zone_bytes: u64) -> bool {
+        if zone_bytes == 0 {
+            self.enter(bytes, 0);
+            return true;
+        }
         let window = self.window.load(Relaxed);
-        let zones = self.zones.load(Relaxed) as u64 + u64::from(zone_bytes == 0);
+        let zones = self.zones.load(Relaxed) as u64;
         let share = (window / zones.max(1)).max(bytes);
-        if zone_bytes > 0 && zone_bytes + bytes > share {
+        if zone_bytes + bytes > share {
             return false;
         }
-        let ok = self
-            .inflight
-            .fetch_update(AcqRel, Relaxed, |n| (n == 0 || n + bytes <= window).then_some(n + bytes))
-            .is_ok();
-        if ok && zone_bytes == 0 {
-            self.zones.fetch_add(1, AcqRel);
-        }
-        ok
+        self.inflight
+            .fetch_update(AcqRel, Relaxed, |n| (n + bytes <= window).then_some(n + bytes))
+            .is_ok()
     }
 
     /// A write admitted without the window (admission control off).
@@ -329,6 +331,17 @@ mod tests {
         // An idle device always admits.
         let idle = WriteAdmission::new(1, 2, WriteTarget::Fixed(1));
         assert!(idle.admit(1 << 30, 0));
+        // So does any zone with nothing in flight, window full or not; a
+        // zone with writes in flight waits for room.
+        let full = WriteAdmission::new(1 << 20, 1 << 20, WriteTarget::Fixed(1));
+        assert!(full.admit(1 << 20, 0));
+        assert!(!full.admit(1 << 10, 1 << 20));
+        assert!(full.admit(1 << 20, 0));
+        assert_eq!(full.inflight(), 2 << 20);
+        full.complete(1 << 20, 0, 1, 1, false, false);
+        assert!(!full.admit(1 << 10, 1 << 20), "still over the window");
+        full.complete(1 << 20, 0, 1, 1, false, false);
+        assert!(full.admit(1 << 10, 1 << 10));
     }
 
     #[test]
