@@ -9,11 +9,20 @@
 //! zones every tenant holds there.
 //!
 //! * [`Mode::Elastic`](crate::config::Mode::Elastic): each column goes to
-//!   a slot the group does not use yet, then one no other tenant has an
-//!   active zone on, then the one with the fewest active zones, then the
-//!   next one round robin. So two tenants' active stripes share a die only
-//!   when every die with free zones that the group does not use already
-//!   has another tenant's active zone.
+//!   a slot the group does not use yet, then the one of least *load*: the
+//!   tenant's own active zones there plus [`SHARED_COST`] for each of
+//!   another *writing* tenant's, then one with no other writing tenant,
+//!   then the fewest active zones, then the next one round robin. So a
+//!   tenant's columns go to dies no other writer uses while those carry
+//!   fewer than [`SHARED_COST`] more of its own columns than a shared die
+//!   would: tenants stay apart, but one tenant's columns never pile up on
+//!   the few dies it has alone (each such die would hold a share of every
+//!   stripe's data in the shared write buffer and hold up everyone's
+//!   writes behind its programs). A tenant that neither
+//!   writes (the arbiter marked it inactive) nor reads keeps its active
+//!   zones but does no I/O to them ([`Allocator::set_idle`]): its dies
+//!   count as free, so the spares it lends land on dies the writers do not
+//!   use yet instead of on the writers' own.
 //! * [`Mode::Static`](crate::config::Mode::Static): the lowest-numbered
 //!   free zones, wherever they live, as an allocator unaware of dies does.
 
@@ -50,6 +59,18 @@ impl DieMap {
     }
 }
 
+/// What another writing tenant's active zone on a die costs a tenant
+/// choosing it, in its own columns there: sharing a die with a neighbour is
+/// worse than a second column of one's own (reads and programs of two
+/// tenants meet), but not worse than piling three or more on one die.
+pub const SHARED_COST: u32 = 2;
+
+/// How good a slot is for the next column (lower is better): in the group
+/// already, load (own active zones plus [`SHARED_COST`] per other writing
+/// tenant's), another writing tenant active there, all active zones,
+/// distance from the cursor.
+type SlotRank = (bool, u32, bool, u32, usize);
+
 /// The allocator's state.
 ///
 /// Thread safety: plain data; the arbiter serializes access.
@@ -63,6 +84,8 @@ pub struct Allocator {
     held: Vec<Vec<u32>>,
     /// Active zones per slot, all tenants.
     active: Vec<u32>,
+    /// Tenants doing no I/O: their active zones do not make a die busy.
+    idle: Vec<bool>,
     /// Where the next round-robin search starts.
     cursor: u32,
     free_count: u64,
@@ -78,6 +101,7 @@ impl Allocator {
             free: vec![BTreeSet::new(); slots],
             held: vec![vec![0; tenants]; slots],
             active: vec![0; slots],
+            idle: vec![false; tenants],
             cursor: 0,
             free_count: 0,
         }
@@ -123,9 +147,17 @@ impl Allocator {
         self.held[self.map.slot(zone) as usize][tenant]
     }
 
-    /// Active zones of every tenant but `tenant` on `slot`.
-    fn others(&self, slot: usize, tenant: usize) -> u32 {
-        self.active[slot] - self.held[slot][tenant]
+    /// Marks `tenant` idle (no I/O to its zones: its dies are free for
+    /// others) or not.
+    pub fn set_idle(&mut self, tenant: usize, idle: bool) {
+        self.idle[tenant] = idle;
+    }
+
+    /// Active zones on `slot` of writing tenants: every tenant but the
+    /// idle ones, and `tenant` itself, which is writing now.
+    fn writing(&self, slot: usize, tenant: usize) -> u32 {
+        let held = &self.held[slot];
+        (0..held.len()).filter(|&u| u == tenant || !self.idle[u]).map(|u| held[u]).sum()
     }
 
     /// Takes `n` free zones for a stripe group of `tenant` whose other
@@ -155,17 +187,20 @@ impl Allocator {
     }
 
     /// The best slot for the next column, among slots with free zones: not
-    /// in the group yet, then no other tenant active there, then fewest
-    /// active zones, then nearest after the cursor.
+    /// in the group yet, then least load, then no other writing tenant
+    /// active there, then fewest active zones, then nearest after the
+    /// cursor.
     fn pick_slot(&self, tenant: usize, used: &[bool]) -> Option<usize> {
         let slots = self.free.len();
-        let mut best: Option<((bool, bool, u32, usize), usize)> = None;
+        let mut best: Option<(SlotRank, usize)> = None;
         for i in 0..slots {
             let s = (self.cursor as usize + i) % slots;
             if self.free[s].is_empty() {
                 continue;
             }
-            let key = (used[s], self.others(s, tenant) > 0, self.active[s], i);
+            let own = self.held[s][tenant];
+            let others = self.writing(s, tenant) - own;
+            let key = (used[s], own + SHARED_COST * others, others > 0, self.active[s], i);
             if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, s));
             }
@@ -239,11 +274,55 @@ mod tests {
         assert_eq!(a.free_count(), 0);
     }
 
+    #[test]
+    fn a_tenant_does_not_pile_up_on_the_only_die_it_has_alone() {
+        // 4 dies: tenant 1 on three, die 3 free. Tenant 0's single-column
+        // stripes take die 3 until it carries SHARED_COST of them more
+        // than a shared die would, then spread.
+        let mut a = alloc(Mode::Elastic, 4, 64, 2);
+        a.take(1, 3, &[]);
+        let dies: Vec<u32> = (0..6).map(|_| a.take(0, 1, &[])[0] % 4).collect();
+        assert_eq!(&dies[..3], [3, 3, 3], "{dies:?}");
+        assert!(dies[3..].iter().all(|&d| d != 3), "{dies:?}");
+    }
+
+    #[test]
+    fn an_idle_tenants_dies_go_to_the_writer() {
+        // 8 dies: tenant 0 writes on 2, tenants 1 and 2 hold the other 6.
+        let mut a = alloc(Mode::Elastic, 8, 64, 3);
+        let dies = |s: &[u32]| s.iter().map(|z| z % 8).collect::<BTreeSet<_>>();
+        let own = a.take(0, 2, &[]);
+        let b = a.take(1, 3, &[]);
+        let c = a.take(2, 3, &[]);
+        assert_eq!(dies(&own).len() + dies(&b).len() + dies(&c).len(), 8);
+        // All writing: a new stripe of tenant 0 stays on its own dies.
+        let s = a.take(0, 2, &[]);
+        assert_eq!(dies(&s), dies(&own), "{s:?}");
+        for &z in &s {
+            a.release(z, 0);
+            a.free(z);
+        }
+        // 1 and 2 fall idle: their dies are free for tenant 0's spares,
+        // which take every one of them before doubling up its own.
+        a.set_idle(1, true);
+        a.set_idle(2, true);
+        let spares = a.take(0, 6, &own);
+        let want: BTreeSet<u32> = dies(&b).union(&dies(&c)).copied().collect();
+        assert_eq!(dies(&spares), want, "{spares:?}");
+        // Tenant 1 writes again: its dies are another writer's once more.
+        a.set_idle(1, false);
+        let d = a.take(0, 1, &[]);
+        assert!(!dies(&b).contains(&(d[0] % 8)), "{d:?}");
+    }
+
     proptest! {
-        /// Two tenants' active stripes never share a die while a die with
-        /// free zones and no other tenant's active zone exists.
+        /// Every column goes to a die of least load (own columns plus
+        /// SHARED_COST per other tenant's) among those with free zones the
+        /// group does not use: so never to a die shared with another tenant
+        /// while a die of its own carries fewer than SHARED_COST more of
+        /// its columns, and never deeper than that on its own dies.
         #[test]
-        fn never_collides_while_a_free_die_exists(
+        fn each_column_takes_a_least_loaded_die(
             ops in proptest::collection::vec((0usize..4, 1usize..6, any::<bool>()), 1..60),
         ) {
             let dies = 16u32;
@@ -259,17 +338,22 @@ mod tests {
                 }
                 let mut got = Vec::new();
                 for _ in 0..width {
-                    // What a column could have had: a die free of others.
-                    let clean = (0..dies).any(|d| {
-                        !a.free[d as usize].is_empty()
-                            && got.iter().all(|z| z % dies != d)
-                            && live.iter().all(|(t, zs)| *t == tenant || zs.iter().all(|z| z % dies != d))
-                    });
+                    let load = |d: u32| -> u32 {
+                        live.iter()
+                            .map(|(t, zs)| {
+                                let n = zs.iter().filter(|z| *z % dies == d).count() as u32;
+                                if *t == tenant { n } else { SHARED_COST * n }
+                            })
+                            .sum()
+                    };
+                    let best = (0..dies)
+                        .filter(|&d| !a.free[d as usize].is_empty() && got.iter().all(|z| z % dies != d))
+                        .map(load)
+                        .min();
                     let z = a.take(tenant, 1, &got);
                     prop_assert_eq!(z.len(), 1);
                     let d = z[0] % dies;
-                    let shared = live.iter().any(|(t, zs)| *t != tenant && zs.iter().any(|x| x % dies == d));
-                    prop_assert!(!(clean && shared), "tenant {} got die {} shared with another tenant", tenant, d);
+                    prop_assert_eq!(Some(load(d)), best, "tenant {} got die {}", tenant, d);
                     got.push(z[0]);
                 }
                 live.push((tenant, got));

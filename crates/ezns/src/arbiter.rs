@@ -14,6 +14,18 @@
 //! moment it writes again: every group holding one of them is restriped
 //! without it.
 //!
+//! A returned column is *parked*, not finished: on a device whose erase
+//! blocks are large, a finish pads the rest of the block at one die's
+//! program bandwidth through the shared write buffer, which stalls every
+//! tenant. The parked column keeps the borrower's data, takes no new
+//! stripes, and moves from the lender's budget to the borrower's at once
+//! (the lender has its budget back; the borrower is overdrawn, so it gets
+//! no new columns of its own until it is not). The borrower's logical zone
+//! takes it back as a column of its next stripe group (so it fills with
+//! data, not padding); it is finished with the logical zone, reset with it,
+//! or, only when the device's free active zones fall below the headroom,
+//! finished to make room.
+//!
 //! In static mode every group has the tenant's static width (its share
 //! divided by its active logical zones), nothing is lent.
 //!
@@ -22,6 +34,7 @@
 
 use crate::alloc::Allocator;
 use crate::config::Mode;
+use crate::layout::Column;
 
 /// One tenant's resources.
 ///
@@ -82,6 +95,22 @@ pub struct Holding {
     pub budget: u16,
 }
 
+/// A column a stripe group gave back to its lender, still active on the
+/// device and charged to the borrower.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parked {
+    /// The tenant whose logical zone holds its data.
+    pub tenant: u16,
+    /// That logical zone.
+    pub lzone: u32,
+    /// The column, `base` where a later group of the zone goes on.
+    pub col: Column,
+    /// A finish is queued for it (to make room on the device).
+    pub finishing: bool,
+}
+
 /// A logical-zone resource problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -111,6 +140,11 @@ pub struct Arbiter {
     pub alloc: Allocator,
     /// Spare columns lent so far (a column each time).
     pub loans: u64,
+    /// Active zones kept out of every tenant's share (restripes in flight,
+    /// parked columns).
+    pub headroom: u32,
+    /// Parked columns, oldest first.
+    pub parked: Vec<Parked>,
 }
 
 impl Arbiter {
@@ -248,6 +282,81 @@ impl Arbiter {
         }
     }
 
+    /// Parks column `col` of logical zone `lzone` of `t`, borrowed from
+    /// `col.budget`: the lender gets it back on its budget now, the
+    /// borrower is charged instead. Returns the column as charged now.
+    pub fn park(&mut self, t: usize, lzone: u32, col: Column) -> Column {
+        let mine = Column { budget: t as u16, ..col };
+        if col.budget as usize != t {
+            self.release(Holding { tenant: t as u16, budget: col.budget });
+            self.device_active += 1;
+            self.tenants[t].held += 1;
+        }
+        self.parked.push(Parked { tenant: t as u16, lzone, col: mine, finishing: false });
+        mine
+    }
+
+    /// Takes up to `n` parked columns of logical zone `lzone` of `t` back
+    /// for a new group (their charge does not change).
+    pub fn unpark(&mut self, t: usize, lzone: u32, n: usize) -> Vec<Column> {
+        let mut out = Vec::new();
+        self.parked.retain(|p| {
+            let take = out.len() < n && !p.finishing && p.tenant as usize == t && p.lzone == lzone;
+            if take {
+                out.push(p.col);
+            }
+            !take
+        });
+        out
+    }
+
+    /// Forgets every parked column of logical zone `lzone` of `t` (it is
+    /// reset or finished); returns those with no finish queued yet.
+    pub fn drop_parked(&mut self, t: usize, lzone: u32) -> Vec<Column> {
+        let mut out = Vec::new();
+        self.parked.retain(|p| {
+            let mine = p.tenant as usize == t && p.lzone == lzone;
+            if mine && !p.finishing {
+                out.push(p.col);
+            }
+            !mine
+        });
+        out
+    }
+
+    /// Physical zone `zone` is no longer active: not parked any more.
+    pub fn unparked(&mut self, zone: u32) {
+        if !self.parked.is_empty() {
+            self.parked.retain(|p| p.col.zone != zone);
+        }
+    }
+
+    /// Parked columns to finish now so the device keeps `headroom` free
+    /// active zones (counting finishes already queued); they are marked
+    /// finishing, oldest first.
+    pub fn relieve(&mut self) -> Vec<Parked> {
+        let room = self.device_limit.saturating_sub(self.device_active);
+        let queued = self.parked.iter().filter(|p| p.finishing).count() as u32;
+        let mut need = self.headroom.saturating_sub(room + queued);
+        let mut out = Vec::new();
+        for p in self.parked.iter_mut() {
+            if need == 0 {
+                break;
+            }
+            if !p.finishing {
+                p.finishing = true;
+                out.push(*p);
+                need -= 1;
+            }
+        }
+        out
+    }
+
+    /// Parked columns of `t`.
+    pub fn parked_of(&self, t: usize) -> u32 {
+        self.parked.iter().filter(|p| p.tenant as usize == t).count() as u32
+    }
+
     /// One tick: averages the open logical zones and marks tenants that
     /// wrote nothing for the idle time inactive (`idle[t]`). Returns the
     /// tenants newly marked inactive.
@@ -271,6 +380,7 @@ impl Arbiter {
             return false;
         }
         b.inactive = false;
+        self.alloc.set_idle(t, false);
         if b.lent > 0 {
             b.reclaims += 1;
         }
@@ -305,6 +415,8 @@ mod tests {
             max_width: 16,
             alloc: Allocator::new(mode, DieMap { dies: 128, zone_dies: 1 }, tenants),
             loans: 0,
+            headroom: 16,
+            parked: Vec::new(),
         }
     }
 
@@ -383,6 +495,61 @@ mod tests {
             a.release(h);
         }
         assert_eq!((a.tenants[0].borrowed, a.tenants[1].lent), (0, 0));
+    }
+
+    #[test]
+    fn parking_returns_the_lenders_budget_at_once_and_charges_the_borrower() {
+        let mut a = arbiter(Mode::Elastic, 2);
+        a.tenants[0].active = 1;
+        a.tenants[0].avg_open = 1.0;
+        a.tenants[0].open = 1;
+        a.tick(&[false, true]);
+        a.tenants[0].held = 64;
+        // A group that has its essential width already borrows the rest.
+        let got = a.budgets(0, 2, 4);
+        assert_eq!(got, [1, 1, 1, 1]);
+        for budget in got {
+            a.grant(Holding { tenant: 0, budget });
+        }
+        let active = a.device_active;
+        assert!(a.wake(1));
+        let col = Column { zone: 7, base: 40, budget: 1 };
+        let mine = a.park(0, 3, col);
+        assert_eq!(mine, Column { budget: 0, ..col });
+        // The lender has one column back, the device holds as many.
+        assert_eq!((a.tenants[1].lent, a.tenants[0].borrowed), (3, 3));
+        assert_eq!((a.device_active, a.tenants[0].held), (active, 65));
+        // The borrower is overdrawn: nothing new of its own but the
+        // essential width.
+        assert_eq!(a.budgets(0, 0, 8).len(), 2);
+        // Its zone takes the column back; another zone does not.
+        assert!(a.unpark(0, 2, 4).is_empty());
+        assert_eq!(a.unpark(0, 3, 4), [mine]);
+        assert!(a.unpark(0, 3, 4).is_empty());
+        a.park(0, 3, mine);
+        assert_eq!(a.drop_parked(0, 3), [mine]);
+        assert_eq!(a.parked_of(0), 0);
+    }
+
+    #[test]
+    fn parked_columns_are_finished_only_to_keep_the_headroom() {
+        let mut a = arbiter(Mode::Elastic, 2);
+        for z in 0..5 {
+            a.grant(Holding { tenant: 0, budget: 0 });
+            a.park(0, z, Column { zone: z, base: 8, budget: 0 });
+        }
+        a.device_active = a.device_limit - 20;
+        assert!(a.relieve().is_empty(), "room above the headroom");
+        a.device_active = a.device_limit - 13;
+        let first = a.relieve();
+        assert_eq!(first.iter().map(|p| p.lzone).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(a.relieve().is_empty(), "finishes queued count as room");
+        // A queued finish is not taken back for a group.
+        assert!(a.unpark(0, 0, 1).is_empty());
+        a.unparked(0);
+        a.device_active -= 1;
+        assert!(a.relieve().is_empty());
+        assert_eq!(a.parked_of(0), 4);
     }
 
     #[test]

@@ -72,8 +72,15 @@ pub struct SchedulerConfig {
     pub read_window_max: u32,
     /// Per-device write admission control.
     pub write_admission: bool,
-    /// Average write latency above which the device's write window shrinks.
-    pub write_target_us: u64,
+    /// A fixed average write latency above which the device's write window
+    /// shrinks. Unset (the default): the target is the device's measured
+    /// uncongested write latency times `write_target_factor`.
+    pub write_target_us: Option<u64>,
+    /// With no fixed target: how many times the uncongested write latency
+    /// (the fastest full stripe-unit write seen lately) the average write
+    /// latency may reach before the window shrinks. Writes that slow have
+    /// waited for write-buffer room or for busy dies, not for the link.
+    pub write_target_factor: f64,
     /// Smallest and largest device write window in KiB.
     pub write_window_min_kib: u64,
     /// Largest device write window in KiB.
@@ -87,7 +94,8 @@ impl Default for SchedulerConfig {
             read_target_us: 400,
             read_window_max: 64,
             write_admission: true,
-            write_target_us: 2000,
+            write_target_us: None,
+            write_target_factor: 8.0,
             write_window_min_kib: 1024,
             write_window_max_kib: 64 * 1024,
         }
@@ -234,6 +242,12 @@ impl Config {
         let s = &self.scheduler;
         if s.read_window_max == 0 || s.write_window_min_kib == 0 {
             return bad("scheduler windows must be at least 1".into());
+        }
+        if !(s.write_target_factor >= 1.0 && s.write_target_factor.is_finite()) {
+            return bad("scheduler.write_target_factor must be at least 1".into());
+        }
+        if s.write_target_us == Some(0) {
+            return bad("scheduler.write_target_us must be at least 1".into());
         }
         if s.write_window_min_kib > s.write_window_max_kib {
             return bad("scheduler.write_window_min_kib above write_window_max_kib".into());

@@ -69,6 +69,9 @@ pub(crate) struct Control {
     done: Vec<Completion>,
     /// Internal commands that failed, for status.
     pub failures: u64,
+    /// Finish commands sent to the base device (each may pad the rest of
+    /// a physical zone), for status.
+    pub finishes: u64,
 }
 
 impl std::fmt::Debug for Control {
@@ -102,6 +105,7 @@ impl Control {
             bufs: Vec::new(),
             done: Vec::new(),
             failures: 0,
+            finishes: 0,
         }
     }
 
@@ -305,6 +309,9 @@ impl Control {
         let cmd = ZoneOp::Zone { action, target: Target::Zone(ez.zone_lba(zone)) };
         match self.q.submit(cmd, None, tag) {
             Ok(()) => {
+                if action == ZoneAction::Finish {
+                    self.finishes += 1;
+                }
                 self.ops.insert(tag, op);
                 true
             }

@@ -15,13 +15,17 @@
 //!   zones (never lent) and spares. A new group's width is the essential
 //!   width plus the spares spread over the zones the tenant writes at once
 //!   (local overdrive); an idle tenant's spares go to busy tenants (global
-//!   overdrive) and come back the moment it writes again.
+//!   overdrive) and come back the moment it writes again (a returned
+//!   column is parked in the borrower's logical zone, not finished, so
+//!   no padding stalls the device).
 //! - **A die-aware serial allocator** ([`alloc`]): groups are allocated one
-//!   at a time, each column on a die no other tenant's active stripe uses
-//!   while one exists.
+//!   at a time, each column on a die no other writing tenant's active
+//!   stripe uses while one exists (an inactive tenant's dies count as
+//!   free).
 //! - **A zoned I/O scheduler** ([`sched`]): per-zone read congestion
-//!   control (delay-based) and per-device write admission control (from
-//!   the average write latency).
+//!   control (delay-based) and per-device write admission control (the
+//!   average write latency against a multiple of the measured uncongested
+//!   latency).
 //! - **Durability** ([`journal`]): the groups of every logical zone are
 //!   journaled on the device; after a restart or a power cut every logical
 //!   zone comes back with a write pointer at the end of what all its

@@ -11,7 +11,8 @@
 //! device write pointer, so no later write meets them. Open zones come
 //! back Closed, a zone with nothing written comes back Empty, physical
 //! zones nobody references are reset, and groups' columns that should
-//! have been finished are.
+//! have been finished are (a parked column, which no journal entry names
+//! as such, among them: it is finished at recovery).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,7 +35,7 @@ use crate::layout::{Column, Layout};
 use crate::runtime::{
     committed, Ezns, Geometry, Group, LZone, PhysZone, Tenant, TenantStats, ZoneMap,
 };
-use crate::sched::WriteAdmission;
+use crate::sched::{WriteAdmission, WriteTarget};
 
 /// What the last bring-up found and did.
 ///
@@ -66,6 +67,7 @@ pub(crate) struct Plan {
     pub geo: Geometry,
     pub dies: DieMap,
     pub device_limit: u32,
+    pub headroom: u32,
     pub budgets: Vec<(u32, u32)>,
     pub layout: String,
 }
@@ -156,7 +158,7 @@ pub(crate) fn plan(config: &Config, base: &dyn ZonedDevice) -> Result<Plan, Ezns
         lsize: scale * info.zone_size,
         journal: [0, 1],
     };
-    Ok(Plan { geo, dies, device_limit, budgets, layout })
+    Ok(Plan { geo, dies, device_limit, headroom, budgets, layout })
 }
 
 fn tenant_info(
@@ -326,6 +328,7 @@ pub(crate) fn open(
                 .map(|z| LZone::new(z, config.scheduler.read_window_max.min(16)))
                 .collect(),
             last_write: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
             inactive: AtomicBool::new(false),
             stats: TenantStats::default(),
         })
@@ -355,6 +358,8 @@ pub(crate) fn open(
         max_width: config.max_width,
         alloc: Allocator::new(config.mode, plan.dies, config.tenants.len()),
         loans: 0,
+        headroom: plan.headroom,
+        parked: Vec::new(),
     };
     let phys: Box<[PhysZone]> = zones
         .iter()
@@ -393,7 +398,12 @@ pub(crate) fn open(
     let size = geo.phys_size;
     ctl.sync(|z| z as u64 * size)?;
     let s = &config.scheduler;
-    let wadm = WriteAdmission::new(s.write_window_min_kib * 1024, s.write_window_max_kib * 1024);
+    let target = match s.write_target_us {
+        Some(us) => WriteTarget::Fixed(us * 1000),
+        None => WriteTarget::Baseline(s.write_target_factor),
+    };
+    let wadm =
+        WriteAdmission::new(s.write_window_min_kib * 1024, s.write_window_max_kib * 1024, target);
     let work = ctl.work();
     let ez = Ezns {
         base,
@@ -499,7 +509,13 @@ impl Recovery<'_> {
         for (i, g) in map.iter().enumerate() {
             for c in &g.layout.cols {
                 self.refs.insert(c.zone, (t, lz.index));
-                if i + 1 < map.len() && !map[i + 1].layout.cols.iter().any(|n| n.zone == c.zone) {
+                // A column no later group goes on should have been
+                // finished. (A returned spare is parked, unfinished, and
+                // may come back in any later group of its zone; after a
+                // restart it is finished here.)
+                let later =
+                    map[i + 1..].iter().any(|n| n.layout.cols.iter().any(|x| x.zone == c.zone));
+                if i + 1 < map.len() && !later {
                     self.settle(c.zone, false)?;
                 }
             }

@@ -124,29 +124,57 @@ impl Ezns {
     }
 
     /// The zone reached its capacity: Full; the last group's columns that
-    /// are not full are finished once their writes are done.
+    /// are not full, and its parked ones, are finished once their writes
+    /// are done.
     fn fill(&self, t: usize, lz: &LZone, inner: &mut ZoneInner, arb: &mut Arbiter) {
         arb.unopen(t);
         arb.deactivate(t);
         lz.set_state(inner, ZoneState::Full);
-        self.drop_columns(lz, self.geo.lcap, no_gate());
+        let parked = arb.drop_parked(t, lz.index);
+        self.drop_columns(lz, self.geo.lcap, no_gate(), &parked);
     }
 
     /// Finishes every column of the zone's last group at logical offset
-    /// `e` once `gate` is durable.
-    fn drop_columns(&self, lz: &LZone, e: u64, gate: Gate) {
+    /// `e`, and its `parked` columns where they stopped, once `gate` is
+    /// durable.
+    fn drop_columns(&self, lz: &LZone, e: u64, gate: Gate, parked: &[Column]) {
         let map = lz.map.load();
         let Some(g) = map.last() else { return };
         let rel = e.saturating_sub(g.layout.start).min(g.layout.len);
         let mut ctl = self.ctl.lock();
-        for (c, col) in g.layout.cols.iter().enumerate() {
-            let at = col.base + g.layout.ext(c, rel);
-            ctl.defer(Deferred::Finish {
-                zone: col.zone,
-                at,
-                gate: gate.clone(),
-                group: g.clone(),
-            });
+        let ends = g
+            .layout
+            .cols
+            .iter()
+            .enumerate()
+            .map(|(c, col)| (col.zone, col.base + g.layout.ext(c, rel)));
+        for (zone, at) in ends.chain(parked.iter().map(|c| (c.zone, c.base))) {
+            ctl.defer(Deferred::Finish { zone, at, gate: gate.clone(), group: g.clone() });
+        }
+        self.ctl_work.store(ctl.work(), Release);
+    }
+
+    /// Queues finishes of parked columns where the device's free active
+    /// zones fell below the headroom (the only time a returned spare is
+    /// finished before its logical zone is).
+    fn relieve(&self, arb: &mut Arbiter) {
+        let out = arb.relieve();
+        if out.is_empty() {
+            return;
+        }
+        let mut ctl = self.ctl.lock();
+        for p in out {
+            let lz = &self.tenants[p.tenant as usize].zones[p.lzone as usize];
+            // An empty map: the zone is being reset, which resets the column.
+            if let Some(g) = lz.map.load().last() {
+                tracing::debug!(zone = p.col.zone, "finishing a parked column to make room");
+                ctl.defer(Deferred::Finish {
+                    zone: p.col.zone,
+                    at: p.col.base,
+                    gate: no_gate(),
+                    group: g.clone(),
+                });
+            }
         }
         self.ctl_work.store(ctl.work(), Release);
     }
@@ -156,17 +184,19 @@ impl Ezns {
     /// finished, new ones make up the width.
     fn next_group(&self, t: usize, lz: &LZone, arb: &mut Arbiter, start: u64) -> Result<(), Slow> {
         let map = lz.map.load_full();
-        let (keep, drop) = match map.last() {
+        let split = match map.last() {
             Some(g) => self.split_columns(t, g, start - g.layout.start, arb, false),
-            None => (Vec::new(), Vec::new()),
+            None => Split::default(),
         };
         let target = arb.target_width(t) as usize;
-        self.new_group(t, lz, &map, arb, start, keep, drop, target.max(1))
+        self.new_group(t, lz, &map, arb, start, split, target.max(1))
     }
 
-    /// The columns of `g` that go on after its first `rel` blocks (with
-    /// their new bases), and those that end there (with the block they end
-    /// at). `revoke`: borrowed columns whose lender is active end too.
+    /// How the columns of `g` fare after its first `rel` blocks: those
+    /// that go on (with their new bases), those that end there (with the
+    /// block they end at) and, when `revoke`, borrowed columns whose
+    /// lender is active again: parked where they stop if they hold data
+    /// and have room, else ended.
     fn split_columns(
         &self,
         t: usize,
@@ -174,25 +204,30 @@ impl Ezns {
         rel: u64,
         arb: &Arbiter,
         revoke: bool,
-    ) -> (Vec<Column>, Vec<(Column, u64)>) {
-        let (mut keep, mut drop) = (Vec::new(), Vec::new());
+    ) -> Split {
+        let mut out = Split::default();
         for (c, col) in g.layout.cols.iter().enumerate() {
             let at = col.base + g.layout.ext(c, rel);
             let lent_back = revoke
                 && col.budget as usize != t
                 && !arb.tenants.get(col.budget as usize).is_some_and(|b| b.inactive);
-            if lent_back || self.geo.phys_cap - at < self.geo.unit {
-                drop.push((*col, at));
+            let room = self.geo.phys_cap - at >= self.geo.unit;
+            if lent_back && room && at > 0 {
+                out.park.push(Column { base: at, ..*col });
+            } else if lent_back || !room {
+                // Full, or never written (no command is needed to end it).
+                out.drop.push((*col, at));
             } else {
-                keep.push(Column { base: at, ..*col });
+                out.keep.push(Column { base: at, ..*col });
             }
         }
-        (keep, drop)
+        out
     }
 
-    /// Makes a group at `start` of `keep` plus new columns up to `width`,
-    /// journals it and publishes it; the `drop` columns are finished once
-    /// the group's record is durable.
+    /// Makes a group at `start` of the kept columns, then the zone's
+    /// parked ones, then new ones up to `width`, journals it and publishes
+    /// it; the dropped columns are finished once the group's record is
+    /// durable, the columns to park are parked (charged to `t`, no finish).
     #[allow(clippy::too_many_arguments)]
     fn new_group(
         &self,
@@ -201,10 +236,15 @@ impl Ezns {
         map: &Arc<ZoneMap>,
         arb: &mut Arbiter,
         start: u64,
-        mut keep: Vec<Column>,
-        drop: Vec<(Column, u64)>,
+        split: Split,
         width: usize,
     ) -> Result<(), Slow> {
+        let Split { mut keep, drop, park } = split;
+        // A parked column of this zone costs no new active zone and fills
+        // with data instead of padding. (Those this group parks come after:
+        // they are on a lender's die.)
+        keep.extend(arb.unpark(t, lz.index, width.saturating_sub(keep.len())));
+        self.relieve(arb);
         let add = width.saturating_sub(keep.len()) as u32;
         let budgets = arb.budgets(t, keep.len() as u32, add);
         let keep_zones: Vec<u32> = keep.iter().map(|c| c.zone).collect();
@@ -240,6 +280,13 @@ impl Ezns {
         }
         self.ctl_work.store(ctl.work(), Release);
         drop_guard(ctl);
+        // Parked only now that the new group, without them, is made: the
+        // zone's writes place nothing more on them.
+        for col in park {
+            let mine = arb.park(t, lz.index, col);
+            let h = Holding { tenant: t as u16, budget: mine.budget };
+            self.phys[col.zone as usize].set_holder(h);
+        }
         let group = Group::new(layout, gate);
         // A group replaced at its start stays, empty (it ends where the
         // new one starts), so a reset still finds its columns.
@@ -258,18 +305,21 @@ impl Ezns {
         if e >= g.layout.end() {
             return;
         }
-        let (keep, drop) = self.split_columns(t, g, e - g.layout.start, arb, true);
+        let split = self.split_columns(t, g, e - g.layout.start, arb, true);
         let target = arb.target_width(t) as usize;
-        if drop.is_empty() && keep.len() >= target {
+        let ends = !split.drop.is_empty() || !split.park.is_empty();
+        if !ends && split.keep.len() >= target {
             return;
         }
-        let width = target.max(keep.len());
-        if drop.is_empty()
-            && arb.budgets(t, keep.len() as u32, (width - keep.len()) as u32).is_empty()
+        let width = target.max(split.keep.len());
+        let more = arb.parked.iter().any(|p| p.tenant as usize == t && p.lzone == lz.index);
+        if !ends
+            && !more
+            && arb.budgets(t, split.keep.len() as u32, (width - split.keep.len()) as u32).is_empty()
         {
             return;
         }
-        if let Err(e) = self.new_group(t, lz, &map, arb, e, keep, drop, width) {
+        if let Err(e) = self.new_group(t, lz, &map, arb, e, split, width) {
             tracing::debug!(?e, "restripe deferred");
             lz.restripe.store(true, Release);
         }
@@ -333,6 +383,16 @@ impl Ezns {
         for t in arb.tick(&idle) {
             self.tenants[t].inactive.store(true, Release);
             tracing::debug!(tenant = %self.tenants[t].name, "inactive: spares lent");
+        }
+        // The allocator may place other tenants' columns on the dies of a
+        // tenant that neither writes (it is inactive) nor reads: nothing of
+        // its own runs there. A reading tenant's dies stay its own, or the
+        // writes put there would stall its reads.
+        for (t, tenant) in self.tenants.iter().enumerate() {
+            let read = tenant.last_read.load(Relaxed);
+            let reading = read > 0 && now.saturating_sub(read) <= idle_ns;
+            let free = arb.tenants[t].inactive && !reading;
+            arb.alloc.set_idle(t, free);
         }
         for (t, tenant) in self.tenants.iter().enumerate() {
             if arb.tenants[t].inactive {
@@ -420,7 +480,7 @@ impl Ezns {
                         self.ctl_work.store(ctl.work(), Release);
                         g
                     };
-                    {
+                    let parked = {
                         let mut arb = self.arb.lock();
                         if state.is_open() {
                             arb.unopen(t);
@@ -428,8 +488,9 @@ impl Ezns {
                         if state != Empty {
                             arb.deactivate(t);
                         }
-                    }
-                    self.drop_columns(lz, wp, gate.clone());
+                        arb.drop_parked(t, lz.index)
+                    };
+                    self.drop_columns(lz, wp, gate.clone(), &parked);
                     lz.set_state(inner, Full);
                     Ok(vec![gate])
                 }
@@ -446,6 +507,8 @@ impl Ezns {
                         if state.is_active() {
                             arb.deactivate(t);
                         }
+                        // The reset resets them with the zone's others.
+                        arb.drop_parked(t, lz.index);
                     }
                     Ok(vec![self.reset_locked(t, lz, inner)])
                 }
@@ -525,6 +588,17 @@ impl Ezns {
             inner.broken = Some(status);
         }
     }
+}
+
+/// What becomes of a stripe group's columns at a new group.
+#[derive(Debug, Default)]
+pub(crate) struct Split {
+    /// Columns that go on, with their new bases.
+    keep: Vec<Column>,
+    /// Columns that end, with the block they end at: finished.
+    drop: Vec<(Column, u64)>,
+    /// Returned spares, with the block they stop at: parked.
+    park: Vec<Column>,
 }
 
 fn drop_guard<T>(g: T) {

@@ -331,6 +331,7 @@ impl TenantQueue {
         let ez = Arc::clone(&self.ez);
         let lz = &ez.tenants[self.t].zones[z];
         let st = &ez.tenants[self.t].stats;
+        ez.tenants[self.t].last_read.store(ez.now(), Relaxed);
         st.reads.fetch_add(1, Relaxed);
         st.read_blocks.fetch_add(n, Relaxed);
         if lz.state() == ZoneState::Offline {
@@ -726,14 +727,8 @@ impl TenantQueue {
             Kind::Write { .. } => {
                 let token = &ez.phys[p.pz as usize].token;
                 let left = lz.wbytes.fetch_sub(bytes, AcqRel) - bytes;
-                ez.wadm.complete(
-                    bytes,
-                    left,
-                    latency,
-                    now,
-                    sched.write_target_us * 1000,
-                    ez.write_admission(),
-                );
+                let full_unit = p.blocks >= ez.geo.unit;
+                ez.wadm.complete(bytes, left, latency, now, full_unit, ez.write_admission());
                 match &c.result {
                     Ok(_) => {
                         let end = p.off + p.blocks;

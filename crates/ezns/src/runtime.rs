@@ -233,6 +233,8 @@ pub(crate) struct Tenant {
     pub zones: Box<[LZone]>,
     /// Device time of its last write.
     pub last_write: AtomicU64,
+    /// Device time of its last read (0: none yet).
+    pub last_read: AtomicU64,
     /// The arbiter marked it inactive (a copy for the fast path).
     pub inactive: AtomicBool,
     pub stats: TenantStats,
@@ -316,6 +318,7 @@ impl Ezns {
             if let Some(h) = self.phys[z as usize].take_holder() {
                 arb.release(h);
                 arb.alloc.release(z, h.tenant as usize);
+                arb.unparked(z);
             }
             if free {
                 arb.alloc.free(z);

@@ -17,7 +17,10 @@
 //!   (once per target interval either way); each logical zone with writes
 //!   in flight may have an equal share of it. Writes past their share wait
 //!   in their queue: a busy writer cannot fill the shared write buffer
-//!   alone.
+//!   alone. The target is the device's own uncongested write latency (the
+//!   *baseline*: the fastest full stripe-unit write of the last two
+//!   baseline epochs) times a factor, so it fits whatever device is below
+//!   (a fixed target can also be configured).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
@@ -94,6 +97,24 @@ impl ReadCc {
     }
 }
 
+/// Device time over which the fastest write is remembered as the
+/// baseline: long enough that a congested phase of a few seconds does not
+/// teach congestion as the norm, short enough to follow a device that
+/// really got slower (the baseline is the minimum over this epoch and the
+/// one before).
+pub const BASELINE_EPOCH_NS: u64 = 10_000_000_000;
+
+/// What the average write latency is held to.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WriteTarget {
+    /// A fixed latency in ns.
+    Fixed(u64),
+    /// The measured baseline (uncongested write latency) times this.
+    Baseline(f64),
+}
+
 /// The device's write window.
 ///
 /// Thread safety: `Sync` (atomics).
@@ -106,21 +127,50 @@ pub struct WriteAdmission {
     /// Average write latency (exponentially weighted), ns.
     avg_ns: AtomicU64,
     last_adjust: AtomicU64,
+    /// Fastest sampled write of the current and of the previous epoch
+    /// (`u64::MAX`: none yet), and when the current one began.
+    base_cur: AtomicU64,
+    base_prev: AtomicU64,
+    epoch_start: AtomicU64,
+    target: WriteTarget,
     min: u64,
     max: u64,
 }
 
 impl WriteAdmission {
-    /// A window between `min` and `max` bytes, starting at `max`.
-    pub fn new(min: u64, max: u64) -> WriteAdmission {
+    /// A window between `min` and `max` bytes, starting at `max`, held to
+    /// `target`.
+    pub fn new(min: u64, max: u64, target: WriteTarget) -> WriteAdmission {
         WriteAdmission {
             window: AtomicU64::new(max),
             inflight: AtomicU64::new(0),
             zones: AtomicU32::new(0),
             avg_ns: AtomicU64::new(0),
             last_adjust: AtomicU64::new(0),
+            base_cur: AtomicU64::new(u64::MAX),
+            base_prev: AtomicU64::new(u64::MAX),
+            epoch_start: AtomicU64::new(0),
+            target,
             min,
             max,
+        }
+    }
+
+    /// The uncongested write latency learned so far (ns), 0 before any
+    /// sampled write.
+    pub fn baseline_ns(&self) -> u64 {
+        match self.base_cur.load(Relaxed).min(self.base_prev.load(Relaxed)) {
+            u64::MAX => 0,
+            b => b,
+        }
+    }
+
+    /// The latency target now (ns); 0 while a baseline target has no
+    /// baseline yet (nothing to hold the window to).
+    pub fn target_ns(&self) -> u64 {
+        match self.target {
+            WriteTarget::Fixed(ns) => ns,
+            WriteTarget::Baseline(factor) => (self.baseline_ns() as f64 * factor) as u64,
         }
     }
 
@@ -142,23 +192,25 @@ impl WriteAdmission {
     /// Takes room for a write of `bytes` to a zone that has `zone_bytes`
     /// in flight already; false when the device window or the zone's
     /// share of it is full. A write to a zone with nothing in flight is
-    /// always let in when the device has nothing in flight either, so
-    /// nothing starves.
+    /// always let in: whichever queue completes writes first would
+    /// otherwise take the room they free again at once, and zones of
+    /// queues polled later would never get any (a starved zone holds its
+    /// whole tenant's writes behind it). So the window bounds what is in
+    /// flight beyond one write per writing zone.
     pub fn admit(&self, bytes: u64, zone_bytes: u64) -> bool {
+        if zone_bytes == 0 {
+            self.enter(bytes, 0);
+            return true;
+        }
         let window = self.window.load(Relaxed);
-        let zones = self.zones.load(Relaxed) as u64 + u64::from(zone_bytes == 0);
+        let zones = self.zones.load(Relaxed) as u64;
         let share = (window / zones.max(1)).max(bytes);
-        if zone_bytes > 0 && zone_bytes + bytes > share {
+        if zone_bytes + bytes > share {
             return false;
         }
-        let ok = self
-            .inflight
-            .fetch_update(AcqRel, Relaxed, |n| (n == 0 || n + bytes <= window).then_some(n + bytes))
-            .is_ok();
-        if ok && zone_bytes == 0 {
-            self.zones.fetch_add(1, AcqRel);
-        }
-        ok
+        self.inflight
+            .fetch_update(AcqRel, Relaxed, |n| (n + bytes <= window).then_some(n + bytes))
+            .is_ok()
     }
 
     /// A write admitted without the window (admission control off).
@@ -179,15 +231,17 @@ impl WriteAdmission {
     }
 
     /// A write of `bytes` completed after `latency_ns` at device time
-    /// `now`, leaving `zone_left` bytes of its zone in flight; adjusts the
-    /// window towards `target_ns` when `adjust`.
+    /// `now`, leaving `zone_left` bytes of its zone in flight. `sample`:
+    /// it may teach the baseline (a full stripe unit: smaller writes are
+    /// faster and would set the target too low for full ones). Adjusts the
+    /// window towards the target when `adjust`.
     pub fn complete(
         &self,
         bytes: u64,
         zone_left: u64,
         latency_ns: u64,
         now: u64,
-        target_ns: u64,
+        sample: bool,
         adjust: bool,
     ) {
         self.inflight.fetch_sub(bytes, AcqRel);
@@ -197,7 +251,14 @@ impl WriteAdmission {
         let _ = self.avg_ns.fetch_update(AcqRel, Relaxed, |a| {
             Some(if a == 0 { latency_ns } else { (a * 7 + latency_ns) / 8 })
         });
+        if sample && latency_ns > 0 {
+            self.base_cur.fetch_min(latency_ns, AcqRel);
+        }
         if !adjust {
+            return;
+        }
+        let target_ns = self.target_ns();
+        if target_ns == 0 {
             return;
         }
         let last = self.last_adjust.load(Relaxed);
@@ -205,6 +266,13 @@ impl WriteAdmission {
             || self.last_adjust.compare_exchange(last, now, AcqRel, Relaxed).is_err()
         {
             return;
+        }
+        // Only the adjusting thread gets here (once per interval), so the
+        // epoch turns over without a race worth a lock.
+        let epoch = self.epoch_start.load(Relaxed);
+        if now.saturating_sub(epoch) >= BASELINE_EPOCH_NS {
+            self.epoch_start.store(now, Relaxed);
+            self.base_prev.store(self.base_cur.swap(u64::MAX, AcqRel), Relaxed);
         }
         let avg = self.avg_ns.load(Relaxed);
         let (min, max) = (self.min, self.max);
@@ -244,7 +312,7 @@ mod tests {
 
     #[test]
     fn write_window_shares_and_adapts() {
-        let wa = WriteAdmission::new(1 << 20, 8 << 20);
+        let wa = WriteAdmission::new(1 << 20, 8 << 20, WriteTarget::Fixed(1_000_000));
         // Two zones: each may have half the window.
         assert!(wa.admit(1 << 20, 0));
         assert!(wa.admit(1 << 20, 0));
@@ -252,16 +320,83 @@ mod tests {
         assert!(!wa.admit(2 << 20, 3 << 20), "over the zone's share");
         assert_eq!(wa.inflight(), 4 << 20);
         // Slow writes shrink the window, fast ones grow it back.
-        wa.complete(1 << 20, 2 << 20, 5_000_000, 10_000_000, 1_000_000, true);
+        wa.complete(1 << 20, 2 << 20, 5_000_000, 10_000_000, true, true);
         assert_eq!(wa.window(), 6 << 20);
-        wa.complete(2 << 20, 0, 100, 10_100_000, 1_000_000, true);
+        wa.complete(2 << 20, 0, 100, 10_100_000, true, true);
         assert_eq!(wa.window(), 6 << 20, "once per interval");
         for i in 0..100u64 {
-            wa.complete(0, 1, 100, 20_000_000 + i * 1_000_000, 1_000_000, true);
+            wa.complete(0, 1, 100, 20_000_000 + i * 1_000_000, true, true);
         }
         assert_eq!(wa.window(), 8 << 20);
         // An idle device always admits.
-        let idle = WriteAdmission::new(1, 2);
+        let idle = WriteAdmission::new(1, 2, WriteTarget::Fixed(1));
         assert!(idle.admit(1 << 30, 0));
+        // So does any zone with nothing in flight, window full or not; a
+        // zone with writes in flight waits for room.
+        let full = WriteAdmission::new(1 << 20, 1 << 20, WriteTarget::Fixed(1));
+        assert!(full.admit(1 << 20, 0));
+        assert!(!full.admit(1 << 10, 1 << 20));
+        assert!(full.admit(1 << 20, 0));
+        assert_eq!(full.inflight(), 2 << 20);
+        full.complete(1 << 20, 0, 1, 1, false, false);
+        assert!(!full.admit(1 << 10, 1 << 20), "still over the window");
+        full.complete(1 << 20, 0, 1, 1, false, false);
+        assert!(full.admit(1 << 10, 1 << 10));
+    }
+
+    #[test]
+    fn the_target_follows_the_measured_baseline() {
+        let mb = 1 << 20;
+        let run = |base: u64| {
+            // A device whose uncongested writes take `base`, then writes 3x
+            // as slow: under a 4x target they are not congestion, 5x are.
+            let wa = WriteAdmission::new(mb, 8 * mb, WriteTarget::Baseline(4.0));
+            let mut now = 1_000_000;
+            let mut step = |wa: &WriteAdmission, lat: u64, sample: bool| {
+                assert!(wa.admit(mb, 0));
+                now += 10 * base;
+                wa.complete(mb, 0, lat, now, sample, true);
+            };
+            for _ in 0..4 {
+                step(&wa, base, true);
+            }
+            assert_eq!(wa.baseline_ns(), base);
+            assert_eq!(wa.target_ns(), 4 * base);
+            // A smaller, faster write that may not teach the baseline.
+            step(&wa, base / 10, false);
+            assert_eq!(wa.baseline_ns(), base);
+            for _ in 0..50 {
+                step(&wa, 3 * base, true);
+            }
+            let steady = wa.window();
+            for _ in 0..50 {
+                step(&wa, 5 * base, true);
+            }
+            (steady, wa.window(), wa.target_ns())
+        };
+        // The same rule on a fast and on a slow device: the window stays
+        // open at 3x either device's baseline and closes at 5x, although
+        // the slow device's 3x is above the fast one's 5x.
+        for base in [40_000, 400_000] {
+            let (steady, congested, target) = run(base);
+            assert_eq!((steady, congested, target), (8 * mb, mb, 4 * base), "base {base}");
+        }
+        // Without a sample there is no target: the window stays open.
+        let wa = WriteAdmission::new(mb, 8 * mb, WriteTarget::Baseline(4.0));
+        wa.complete(0, 1, 10_000_000, 50_000_000, false, true);
+        assert_eq!((wa.target_ns(), wa.window()), (0, 8 * mb));
+    }
+
+    #[test]
+    fn the_baseline_forgets_after_two_epochs() {
+        let wa = WriteAdmission::new(1, 2, WriteTarget::Baseline(2.0));
+        wa.complete(0, 1, 1_000, 1, true, true);
+        let mut now = 1;
+        for epoch in 0..3 {
+            now += BASELINE_EPOCH_NS;
+            wa.complete(0, 1, 5_000, now, true, true);
+            let want = if epoch < 1 { 1_000 } else { 5_000 };
+            assert_eq!(wa.baseline_ns(), want, "epoch {epoch}");
+        }
     }
 }

@@ -67,6 +67,8 @@ pub struct TenantStatus {
     pub lent: u32,
     /// Other tenants' spares it holds.
     pub borrowed: u32,
+    /// Returned spares it still holds unfinished (parked), on its budget.
+    pub parked: u32,
     /// Marked inactive (its spares are lendable).
     pub inactive: bool,
     /// Times its lent spares were taken back.
@@ -112,10 +114,19 @@ pub struct Status {
     pub write_inflight_kib: u64,
     /// Average write latency (µs).
     pub write_latency_us: f64,
+    /// The write latency target now (µs): fixed, or the measured
+    /// uncongested latency times the configured factor (0 before any
+    /// write).
+    pub write_target_us: f64,
+    /// The measured uncongested write latency (µs; 0 before any write).
+    pub write_baseline_us: f64,
     /// Journal zone, generation and blocks written in it.
     pub journal: (u32, u64, u64),
     /// Internal commands that failed.
     pub internal_failures: u64,
+    /// Finish commands sent to the base device so far (each may pad the
+    /// rest of a physical zone).
+    pub internal_finishes: u64,
     /// Internal work queued or in flight (journal entries, finishes and
     /// resets of physical zones).
     pub internal_pending: u64,
@@ -125,11 +136,12 @@ pub struct Status {
 
 pub(crate) fn snapshot(ez: &Ezns) -> Status {
     let mib = |blocks: u64| blocks as f64 * ez.geo.bs as f64 / (1 << 20) as f64;
-    let (journal, failures, pending) = {
+    let (journal, failures, finishes, pending) = {
         let c = ez.ctl.lock();
         (
             (c.journal.zones[c.journal.cur], c.journal.generation, c.journal.seq),
             c.failures,
+            c.finishes,
             c.work(),
         )
     };
@@ -180,6 +192,7 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
                 held: b.held,
                 lent: b.lent,
                 borrowed: b.borrowed,
+                parked: arb.parked_of(t),
                 inactive: b.inactive,
                 reclaims: b.reclaims,
                 writes: ten.stats.writes.load(Relaxed),
@@ -203,8 +216,11 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
         write_window_kib: ez.wadm.window() / 1024,
         write_inflight_kib: ez.wadm.inflight() / 1024,
         write_latency_us: ez.wadm.avg_latency_ns() as f64 / 1000.0,
+        write_target_us: ez.wadm.target_ns() as f64 / 1000.0,
+        write_baseline_us: ez.wadm.baseline_ns() as f64 / 1000.0,
         journal,
         internal_failures: failures,
+        internal_finishes: finishes,
         internal_pending: pending,
         tenants,
     }
@@ -215,7 +231,7 @@ impl fmt::Display for Status {
         writeln!(f, "eZNS ({}) on {}", self.mode, self.device)?;
         writeln!(
             f,
-            "active physical zones {}/{} held, {} free zones, {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending, {} failed",
+            "active physical zones {}/{} held, {} free zones, {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending, {} failed, {} finishes sent, {} returned spares parked",
             self.device_active,
             self.device_limit,
             self.free_zones,
@@ -223,14 +239,18 @@ impl fmt::Display for Status {
             self.zone_dies,
             self.loans,
             self.internal_pending,
-            self.internal_failures
+            self.internal_failures,
+            self.internal_finishes,
+            self.tenants.iter().map(|t| t.parked).sum::<u32>()
         )?;
         writeln!(
             f,
-            "write admission: window {} KiB, {} KiB in flight, average write latency {:.1} us; journal zone {} generation {} ({} blocks)",
+            "write admission: window {} KiB, {} KiB in flight, average write latency {:.1} us (target {:.1} us, baseline {:.1} us); journal zone {} generation {} ({} blocks)",
             self.write_window_kib,
             self.write_inflight_kib,
             self.write_latency_us,
+            self.write_target_us,
+            self.write_baseline_us,
             self.journal.0,
             self.journal.1,
             self.journal.2

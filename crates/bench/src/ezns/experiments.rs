@@ -510,6 +510,7 @@ fn isolation_run(
     meter.finish();
     let elapsed = lab.now() - start;
     let end = inst.status();
+    tracing::debug!(writers, "isolation: end of the window\n{end}");
     let written: u64 = ts.iter().map(|t| t.load.bytes().0).sum();
     let Either::Reader(r) = &ts[0].load else {
         return Err(EznsBenchError::Internal("the reader is not the first tenant".into()));

@@ -129,12 +129,18 @@ zone_stripe_dies = 1
     PROFILE.replace("timing = \"none\"\n", "").replace("zones = 96", "zones = 256") + timing
 }
 
-/// A fresh instance of `config` on a new timed emulated device.
-pub fn timed_instance(config: &str) -> Instance {
+/// An emulated controller of [`timed_profile`] and its host memory.
+pub fn timed_emulator() -> (Arc<zns_emulator::Controller>, Arc<ProcessMemory>) {
     let profile = Profile::from_toml(&timed_profile()).expect("timed profile");
     let memory = ProcessMemory::new();
     let host: Arc<dyn HostMemory> = memory.clone();
     let emu = Emulator::with_profile(profile).build(host).expect("emulator");
+    (emu, memory)
+}
+
+/// A fresh instance of `config` on a new timed emulated device.
+pub fn timed_instance(config: &str) -> Instance {
+    let (emu, memory) = timed_emulator();
     Instance::open(base(&emu, &memory), Config::from_toml(config).expect("config"))
         .expect("instance")
 }
