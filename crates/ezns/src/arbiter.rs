@@ -594,6 +594,33 @@ mod tests {
     }
 
     #[test]
+    fn borrowed_spares_go_only_to_quiet_dies() {
+        let mut a = arbiter(Mode::Elastic, 3);
+        for z in 0..512 {
+            a.alloc.free(z);
+        }
+        // Tenant 0 writes on dies 0 to 119; idle tenant 2 holds zones on
+        // 120 to 123 (quiet: it does no I/O there); 124 to 127 are empty.
+        a.alloc.set_activity(1, Activity::Idle);
+        a.alloc.set_activity(2, Activity::Idle);
+        a.alloc.take(0, 120, &[]);
+        let idle: Vec<u32> = a.alloc.take(2, 4, &[]).iter().map(|z| z % 128).collect();
+        assert_eq!(idle, [120, 121, 122, 123]);
+        // 2 columns of its own, 10 borrowed: its own go to empty dies,
+        // the borrowed ones only to the 6 quiet dies left, not on top of
+        // its own columns.
+        let budgets = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+        assert_eq!(a.placeable(0, &budgets, &[]), 8);
+        let got = a.place(0, &budgets, &[]);
+        assert_eq!(got.len(), 8, "{got:?}");
+        assert!(got.iter().all(|&(z, _)| z % 128 >= 120), "{got:?}");
+        assert_eq!(got.iter().filter(|&&(_, b)| b == 1).count(), 6, "{got:?}");
+        // No quiet die left: only own columns can be placed.
+        assert_eq!(a.placeable(0, &budgets, &[]), 2);
+        assert_eq!(a.placeable(0, &budgets[2..], &[]), 0);
+    }
+
+    #[test]
     fn essentials_are_always_available_within_the_device_limit() {
         let mut a = arbiter(Mode::Elastic, 2);
         a.tenants[0].held = 64;
