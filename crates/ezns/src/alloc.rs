@@ -10,19 +10,22 @@
 //!
 //! * [`Mode::Elastic`](crate::config::Mode::Elastic): each column goes to
 //!   a slot the group does not use yet, then the one of least *load*: the
-//!   tenant's own active zones there plus [`SHARED_COST`] for each of
-//!   another *writing* tenant's, then one with no other writing tenant,
-//!   then the fewest active zones, then the next one round robin. So a
-//!   tenant's columns go to dies no other writer uses while those carry
-//!   fewer than [`SHARED_COST`] more of its own columns than a shared die
-//!   would: tenants stay apart, but one tenant's columns never pile up on
-//!   the few dies it has alone (each such die would hold a share of every
-//!   stripe's data in the shared write buffer and hold up everyone's
-//!   writes behind its programs). A tenant that neither
-//!   writes (the arbiter marked it inactive) nor reads keeps its active
-//!   zones but does no I/O to them ([`Allocator::set_idle`]): its dies
-//!   count as free, so the spares it lends land on dies the writers do not
-//!   use yet instead of on the writers' own.
+//!   tenant's own active zones there plus, for each of another tenant's,
+//!   [`SHARED_COST`] if that tenant only writes or [`READ_COST`] if it
+//!   reads, then one with no other busy tenant, then the fewest active
+//!   zones, then the next one round robin. So a tenant's columns go to
+//!   dies no other tenant uses while those carry fewer than
+//!   [`SHARED_COST`] more of its own columns than a writer's die would
+//!   ([`READ_COST`] more than a reader's): tenants stay apart, a reader's
+//!   dies most of all (a program there stalls its reads), but one
+//!   tenant's columns never pile up on the few dies it has alone (each
+//!   such die would hold a share of every stripe's data in the shared
+//!   write buffer and hold up everyone's writes behind its programs). A
+//!   tenant that neither writes (the arbiter marked it inactive) nor
+//!   reads keeps its active zones but does no I/O to them
+//!   ([`Activity::Idle`]): its dies count as free, so the spares it lends
+//!   land on dies the writers do not use yet instead of on the writers'
+//!   own.
 //! * [`Mode::Static`](crate::config::Mode::Static): the lowest-numbered
 //!   free zones, wherever they live, as an allocator unaware of dies does.
 
@@ -61,14 +64,45 @@ impl DieMap {
 
 /// What another writing tenant's active zone on a die costs a tenant
 /// choosing it, in its own columns there: sharing a die with a neighbour is
-/// worse than a second column of one's own (reads and programs of two
-/// tenants meet), but not worse than piling three or more on one die.
+/// worse than a second column of one's own (two tenants' programs meet),
+/// but not worse than piling three or more on one die.
 pub const SHARED_COST: u32 = 2;
 
+/// What a reading tenant's active zone on a die costs a tenant choosing
+/// it: a program there holds up that tenant's reads for a program's time,
+/// which is worse than sharing a die with a writer (twice
+/// [`SHARED_COST`]), so writers fill the other dies up to that load first;
+/// bounded, so a reader holding most dies does not make writers stack
+/// without limit on the rest.
+pub const READ_COST: u32 = 2 * SHARED_COST;
+
+/// What a tenant does with its zones, as far as the allocator cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// No I/O: its active zones do not make a die busy.
+    Idle,
+    /// Writes and does not read: its dies cost [`SHARED_COST`] a zone.
+    Writing,
+    /// Reads (and may write): its dies cost [`READ_COST`] a zone.
+    Reading,
+}
+
+impl Activity {
+    /// What one of this tenant's active zones on a die costs another
+    /// tenant choosing the die.
+    pub fn cost(self) -> u32 {
+        match self {
+            Activity::Idle => 0,
+            Activity::Writing => SHARED_COST,
+            Activity::Reading => READ_COST,
+        }
+    }
+}
+
 /// How good a slot is for the next column (lower is better): in the group
-/// already, load (own active zones plus [`SHARED_COST`] per other writing
-/// tenant's), another writing tenant active there, all active zones,
-/// distance from the cursor.
+/// already, load (own active zones plus each other tenant's at its
+/// [`Activity::cost`]), another busy tenant active there, all active
+/// zones, distance from the cursor.
 type SlotRank = (bool, u32, bool, u32, usize);
 
 /// The allocator's state.
@@ -84,8 +118,8 @@ pub struct Allocator {
     held: Vec<Vec<u32>>,
     /// Active zones per slot, all tenants.
     active: Vec<u32>,
-    /// Tenants doing no I/O: their active zones do not make a die busy.
-    idle: Vec<bool>,
+    /// What each tenant does (what its active zones cost others).
+    activity: Vec<Activity>,
     /// Where the next round-robin search starts.
     cursor: u32,
     free_count: u64,
@@ -101,7 +135,7 @@ impl Allocator {
             free: vec![BTreeSet::new(); slots],
             held: vec![vec![0; tenants]; slots],
             active: vec![0; slots],
-            idle: vec![false; tenants],
+            activity: vec![Activity::Writing; tenants],
             cursor: 0,
             free_count: 0,
         }
@@ -147,31 +181,67 @@ impl Allocator {
         self.held[self.map.slot(zone) as usize][tenant]
     }
 
-    /// Marks `tenant` idle (no I/O to its zones: its dies are free for
-    /// others) or not.
-    pub fn set_idle(&mut self, tenant: usize, idle: bool) {
-        self.idle[tenant] = idle;
+    /// Sets what `tenant` does: what its active zones cost others.
+    pub fn set_activity(&mut self, tenant: usize, activity: Activity) {
+        self.activity[tenant] = activity;
     }
 
-    /// Active zones on `slot` of writing tenants: every tenant but the
-    /// idle ones, and `tenant` itself, which is writing now.
-    fn writing(&self, slot: usize, tenant: usize) -> u32 {
+    /// What `tenant` does, as last set.
+    pub fn activity(&self, tenant: usize) -> Activity {
+        self.activity[tenant]
+    }
+
+    /// Other tenants' active zones on `slot`: their load for `tenant`
+    /// (each at its tenant's cost) and how many belong to busy tenants.
+    fn others(&self, slot: usize, tenant: usize) -> (u32, u32) {
         let held = &self.held[slot];
-        (0..held.len()).filter(|&u| u == tenant || !self.idle[u]).map(|u| held[u]).sum()
+        let busy = (0..held.len())
+            .filter(|&u| u != tenant && self.activity[u] != Activity::Idle)
+            .map(|u| (self.activity[u].cost() * held[u], held[u]));
+        busy.fold((0, 0), |(l, n), (dl, dn)| (l + dl, n + dn))
     }
 
     /// Takes `n` free zones for a stripe group of `tenant` whose other
     /// columns are `keep` (zones it already has); they become active for
     /// `tenant`. Fewer when the pool runs dry.
     pub fn take(&mut self, tenant: usize, n: usize, keep: &[u32]) -> Vec<u32> {
-        let mut used: Vec<bool> = vec![false; self.free.len()];
+        self.take_where(tenant, n, keep, false)
+    }
+
+    /// Like [`Allocator::take`], but only on *quiet* slots: where no
+    /// tenant doing I/O, `tenant` included, has an active zone. For
+    /// borrowed spares: a spare adds bandwidth only on a die nobody busy
+    /// uses; on a busy one it only stacks another column there, and the
+    /// borrower's extra columns then push other tenants onto dies they
+    /// would rather avoid (a reader's). Fewer when fewer are quiet.
+    pub fn take_quiet(&mut self, tenant: usize, n: usize, keep: &[u32]) -> Vec<u32> {
+        self.take_where(tenant, n, keep, true)
+    }
+
+    /// Quiet slots with free zones a group of `tenant` with columns
+    /// `keep` does not use: how many columns [`Allocator::take_quiet`]
+    /// could take now.
+    pub fn quiet_slots(&self, tenant: usize, keep: &[u32]) -> usize {
+        let used = self.used(keep);
+        (0..self.free.len())
+            .filter(|&s| !used[s] && !self.free[s].is_empty() && self.load(s, tenant).0 == 0)
+            .count()
+    }
+
+    fn used(&self, keep: &[u32]) -> Vec<bool> {
+        let mut used = vec![false; self.free.len()];
         for &z in keep {
             used[self.map.slot(z) as usize] = true;
         }
+        used
+    }
+
+    fn take_where(&mut self, tenant: usize, n: usize, keep: &[u32], quiet: bool) -> Vec<u32> {
+        let mut used = self.used(keep);
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let pick = match self.mode {
-                Mode::Elastic => self.pick_slot(tenant, &used),
+                Mode::Elastic => self.pick_slot(tenant, &used, quiet),
                 Mode::Static => self.lowest_slot(),
             };
             let Some(s) = pick else { break };
@@ -186,11 +256,19 @@ impl Allocator {
         out
     }
 
-    /// The best slot for the next column, among slots with free zones: not
-    /// in the group yet, then least load, then no other writing tenant
-    /// active there, then fewest active zones, then nearest after the
-    /// cursor.
-    fn pick_slot(&self, tenant: usize, used: &[bool]) -> Option<usize> {
+    /// The load of `slot` for `tenant` (its own active zones there plus
+    /// the others' at their cost) and the active zones of other busy
+    /// tenants there.
+    fn load(&self, slot: usize, tenant: usize) -> (u32, u32) {
+        let (load, others) = self.others(slot, tenant);
+        (self.held[slot][tenant] + load, others)
+    }
+
+    /// The best slot for the next column, among slots with free zones
+    /// (quiet ones only when `quiet`): not in the group yet, then least
+    /// load, then no other busy tenant active there, then fewest active
+    /// zones, then nearest after the cursor.
+    fn pick_slot(&self, tenant: usize, used: &[bool], quiet: bool) -> Option<usize> {
         let slots = self.free.len();
         let mut best: Option<(SlotRank, usize)> = None;
         for i in 0..slots {
@@ -198,9 +276,11 @@ impl Allocator {
             if self.free[s].is_empty() {
                 continue;
             }
-            let own = self.held[s][tenant];
-            let others = self.writing(s, tenant) - own;
-            let key = (used[s], own + SHARED_COST * others, others > 0, self.active[s], i);
+            let (load, others) = self.load(s, tenant);
+            if quiet && (used[s] || load > 0) {
+                continue;
+            }
+            let key = (used[s], load, others > 0, self.active[s], i);
             if best.is_none_or(|(k, _)| key < k) {
                 best = Some((key, s));
             }
@@ -304,56 +384,119 @@ mod tests {
         }
         // 1 and 2 fall idle: their dies are free for tenant 0's spares,
         // which take every one of them before doubling up its own.
-        a.set_idle(1, true);
-        a.set_idle(2, true);
+        a.set_activity(1, Activity::Idle);
+        a.set_activity(2, Activity::Idle);
         let spares = a.take(0, 6, &own);
         let want: BTreeSet<u32> = dies(&b).union(&dies(&c)).copied().collect();
         assert_eq!(dies(&spares), want, "{spares:?}");
         // Tenant 1 writes again: its dies are another writer's once more.
-        a.set_idle(1, false);
+        a.set_activity(1, Activity::Writing);
         let d = a.take(0, 1, &[]);
         assert!(!dies(&b).contains(&(d[0] % 8)), "{d:?}");
     }
 
+    #[test]
+    fn writers_keep_off_a_readers_dies_while_others_have_room() {
+        // 16 dies: tenant 0 reads from stripes on 4, tenant 1 writes on 8,
+        // 4 are free. Tenant 2's columns take the free dies, then the
+        // writer's (up to READ_COST - SHARED_COST of its own more), and
+        // only then the reader's.
+        let mut a = alloc(Mode::Elastic, 16, 512, 3);
+        let dies = |s: &[u32]| s.iter().map(|z| z % 16).collect::<BTreeSet<_>>();
+        let reader = dies(&a.take(0, 4, &[]));
+        let writer = dies(&a.take(1, 8, &[]));
+        a.set_activity(0, Activity::Reading);
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            got.extend(a.take(2, 4, &[]));
+        }
+        let on = |g: &[u32], d: &BTreeSet<u32>| g.iter().filter(|z| d.contains(&(*z % 16))).count();
+        assert_eq!(on(&got, &reader), 0, "{got:?} on the reader's dies {reader:?}");
+        // Free dies first (three rounds: a free die at load 2 ties with
+        // a writer's and has no other tenant), then the writer's.
+        assert_eq!(on(&got, &writer), 8, "{got:?}");
+        // All others now carry load 3: the next column still goes there
+        // before a reader's die (4)...
+        let z = a.take(2, 1, &[])[0];
+        assert!(!reader.contains(&(z % 16)), "{z}");
+        // ...but once they are loaded to READ_COST, the reader's dies are
+        // used rather than stacking deeper.
+        for _ in 0..8 {
+            got.extend(a.take(2, 4, &[]));
+        }
+        assert!(on(&got, &reader) > 0, "{got:?}");
+        // The same stripes of a tenant that only writes would have shared
+        // its dies as soon as the free ones carried two columns.
+        let mut b = alloc(Mode::Elastic, 16, 512, 3);
+        b.take(0, 4, &[]);
+        b.take(1, 8, &[]);
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            got.extend(b.take(2, 4, &[]));
+        }
+        assert!(got.iter().any(|z| reader.contains(&(z % 16))), "{got:?}");
+    }
+
     proptest! {
-        /// Every column goes to a die of least load (own columns plus
-        /// SHARED_COST per other tenant's) among those with free zones the
-        /// group does not use: so never to a die shared with another tenant
-        /// while a die of its own carries fewer than SHARED_COST more of
-        /// its columns, and never deeper than that on its own dies.
+        /// Every column goes to a die of least load (own columns plus each
+        /// other tenant's at its activity's cost) among those with free
+        /// zones the group does not use: so never to a die shared with a
+        /// busy tenant while a die of its own carries fewer than that
+        /// cost more of its columns, and never deeper than that on its own
+        /// dies; and never to a die where another tenant has an active
+        /// zone while a die with no active zone at all is there to take.
         #[test]
         fn each_column_takes_a_least_loaded_die(
-            ops in proptest::collection::vec((0usize..4, 1usize..6, any::<bool>()), 1..60),
+            ops in proptest::collection::vec((0usize..4, 1usize..6, 0u8..4), 1..60),
+            acts in proptest::collection::vec(0u8..3, 4),
         ) {
             let dies = 16u32;
             let mut a = alloc(Mode::Elastic, dies, 256, 4);
+            let act = |x: u8| match x {
+                0 => Activity::Idle,
+                1 => Activity::Writing,
+                _ => Activity::Reading,
+            };
+            let mut activity: Vec<Activity> = acts.iter().map(|&x| act(x)).collect();
+            for (t, &x) in activity.iter().enumerate() {
+                a.set_activity(t, x);
+            }
             let mut live: Vec<(usize, Vec<u32>)> = Vec::new();
-            for (tenant, width, release) in ops {
-                if release && !live.is_empty() {
+            for (tenant, width, op) in ops {
+                if op == 0 && !live.is_empty() {
                     let (t, zones) = live.remove(0);
                     for z in zones {
                         a.release(z, t);
                     }
                     continue;
                 }
+                if op == 1 {
+                    // The tenant's activity changes (a tenant allocating
+                    // is busy itself, so this only changes others' view).
+                    activity[tenant] = act((acts[tenant] + width as u8) % 3);
+                    a.set_activity(tenant, activity[tenant]);
+                    continue;
+                }
                 let mut got = Vec::new();
                 for _ in 0..width {
+                    let on = |zs: &[u32], d: u32| zs.iter().filter(|z| *z % dies == d).count() as u32;
                     let load = |d: u32| -> u32 {
                         live.iter()
                             .map(|(t, zs)| {
-                                let n = zs.iter().filter(|z| *z % dies == d).count() as u32;
-                                if *t == tenant { n } else { SHARED_COST * n }
+                                let n = on(zs, d);
+                                if *t == tenant { n } else { activity[*t].cost() * n }
                             })
                             .sum()
                     };
-                    let best = (0..dies)
-                        .filter(|&d| !a.free[d as usize].is_empty() && got.iter().all(|z| z % dies != d))
-                        .map(load)
-                        .min();
+                    let open = |d: u32| !a.free[d as usize].is_empty() && got.iter().all(|z| z % dies != d);
+                    let best = (0..dies).filter(|&d| open(d)).map(load).min();
+                    let empty = (0..dies).any(|d| open(d) && live.iter().all(|(_, zs)| on(zs, d) == 0));
                     let z = a.take(tenant, 1, &got);
                     prop_assert_eq!(z.len(), 1);
                     let d = z[0] % dies;
                     prop_assert_eq!(Some(load(d)), best, "tenant {} got die {}", tenant, d);
+                    let shared = live.iter().any(|(t, zs)| *t != tenant && on(zs, d) > 0);
+                    prop_assert!(!(shared && empty), "tenant {} shares die {} while one is free", tenant, d);
                     got.push(z[0]);
                 }
                 live.push((tenant, got));

@@ -8,11 +8,11 @@
 //! *spares*. A new stripe group's width is the essential width plus the
 //! spares the tenant can spread over the logical zones it writes at once
 //! (the average number of open logical zones, measured every tick): *local
-//! overdrive*. The arbiter marks a tenant that has not written for
-//! `idle_ms` inactive; the spares an inactive tenant does not use go to
+//! overdrive*. The arbiter marks a tenant that has neither written nor read
+//! for `idle_ms` inactive; the spares an inactive tenant does not use go to
 //! the active ones, split evenly (*global overdrive*), and come back the
-//! moment it writes again: every group holding one of them is restriped
-//! without it.
+//! moment it writes or reads again: every group holding one of them is
+//! restriped without it.
 //!
 //! A returned column is *parked*, not finished: on a device whose erase
 //! blocks are large, a finish pads the rest of the block at one die's
@@ -32,7 +32,7 @@
 //! Everything here runs under one lock (the cold path: opens, closes,
 //! group allocation, ticks); the I/O path never takes it.
 
-use crate::alloc::Allocator;
+use crate::alloc::{Activity, Allocator};
 use crate::config::Mode;
 use crate::layout::Column;
 
@@ -256,6 +256,34 @@ impl Arbiter {
         out
     }
 
+    /// Physical zones for new columns of a group of `t` whose other
+    /// columns are `keep`, on `budgets` (from [`Arbiter::budgets`]: its
+    /// own first, then borrowed): its own wherever the allocator ranks
+    /// best, borrowed ones only on dies no busy tenant uses (see
+    /// [`Allocator::take_quiet`]). Each zone with the budget it counts
+    /// against; fewer than asked when the dies are not there.
+    pub fn place(&mut self, t: usize, budgets: &[u16], keep: &[u32]) -> Vec<(u32, u16)> {
+        let own = budgets.iter().take_while(|&&b| b as usize == t).count();
+        let mut zones = self.alloc.take(t, own, keep);
+        if zones.len() == own && own < budgets.len() {
+            let mut all = keep.to_vec();
+            all.extend(&zones);
+            zones.extend(self.alloc.take_quiet(t, budgets.len() - own, &all));
+        }
+        zones.into_iter().zip(budgets.iter().copied()).collect()
+    }
+
+    /// How many of `budgets` [`Arbiter::place`] could place now for a
+    /// group of `t` with columns `keep`.
+    pub fn placeable(&self, t: usize, budgets: &[u16], keep: &[u32]) -> usize {
+        let own = budgets.iter().take_while(|&&b| b as usize == t).count();
+        let borrowed = budgets.len() - own;
+        if borrowed == 0 {
+            return own;
+        }
+        own + borrowed.min(self.alloc.quiet_slots(t, keep).saturating_sub(own))
+    }
+
     /// Counts a column taken by `tenant` on `budget`.
     pub fn grant(&mut self, h: Holding) {
         self.device_active += 1;
@@ -288,11 +316,22 @@ impl Arbiter {
     pub fn park(&mut self, t: usize, lzone: u32, col: Column) -> Column {
         let mine = Column { budget: t as u16, ..col };
         if col.budget as usize != t {
-            self.release(Holding { tenant: t as u16, budget: col.budget });
-            self.device_active += 1;
-            self.tenants[t].held += 1;
+            self.recharge(Holding { tenant: t as u16, budget: col.budget });
         }
         self.parked.push(Parked { tenant: t as u16, lzone, col: mine, finishing: false });
+        mine
+    }
+
+    /// Moves a borrowed column's charge from its lender's budget to its
+    /// holder's (the device holds as many active zones); returns the new
+    /// holding.
+    pub fn recharge(&mut self, h: Holding) -> Holding {
+        let mine = Holding { tenant: h.tenant, budget: h.tenant };
+        if h.budget != h.tenant {
+            self.release(h);
+            self.device_active += 1;
+            self.tenants[h.tenant as usize].held += 1;
+        }
         mine
     }
 
@@ -358,8 +397,8 @@ impl Arbiter {
     }
 
     /// One tick: averages the open logical zones and marks tenants that
-    /// wrote nothing for the idle time inactive (`idle[t]`). Returns the
-    /// tenants newly marked inactive.
+    /// did no I/O (neither wrote nor read) for the idle time inactive
+    /// (`idle[t]`). Returns the tenants newly marked inactive.
     pub fn tick(&mut self, idle: &[bool]) -> Vec<usize> {
         let mut marked = Vec::new();
         for (t, b) in self.tenants.iter_mut().enumerate() {
@@ -372,7 +411,7 @@ impl Arbiter {
         marked
     }
 
-    /// `t` writes again. True when it had been inactive: its lent spares
+    /// `t` does I/O again. True when it had been inactive: its lent spares
     /// must come back now.
     pub fn wake(&mut self, t: usize) -> bool {
         let b = &mut self.tenants[t];
@@ -380,7 +419,9 @@ impl Arbiter {
             return false;
         }
         b.inactive = false;
-        self.alloc.set_idle(t, false);
+        if self.alloc.activity(t) == Activity::Idle {
+            self.alloc.set_activity(t, Activity::Writing);
+        }
         if b.lent > 0 {
             b.reclaims += 1;
         }
@@ -550,6 +591,33 @@ mod tests {
         a.device_active -= 1;
         assert!(a.relieve().is_empty());
         assert_eq!(a.parked_of(0), 4);
+    }
+
+    #[test]
+    fn borrowed_spares_go_only_to_quiet_dies() {
+        let mut a = arbiter(Mode::Elastic, 3);
+        for z in 0..512 {
+            a.alloc.free(z);
+        }
+        // Tenant 0 writes on dies 0 to 119; idle tenant 2 holds zones on
+        // 120 to 123 (quiet: it does no I/O there); 124 to 127 are empty.
+        a.alloc.set_activity(1, Activity::Idle);
+        a.alloc.set_activity(2, Activity::Idle);
+        a.alloc.take(0, 120, &[]);
+        let idle: Vec<u32> = a.alloc.take(2, 4, &[]).iter().map(|z| z % 128).collect();
+        assert_eq!(idle, [120, 121, 122, 123]);
+        // 2 columns of its own, 10 borrowed: its own go to empty dies,
+        // the borrowed ones only to the 6 quiet dies left, not on top of
+        // its own columns.
+        let budgets = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+        assert_eq!(a.placeable(0, &budgets, &[]), 8);
+        let got = a.place(0, &budgets, &[]);
+        assert_eq!(got.len(), 8, "{got:?}");
+        assert!(got.iter().all(|&(z, _)| z % 128 >= 120), "{got:?}");
+        assert_eq!(got.iter().filter(|&&(_, b)| b == 1).count(), 6, "{got:?}");
+        // No quiet die left: only own columns can be placed.
+        assert_eq!(a.placeable(0, &budgets, &[]), 2);
+        assert_eq!(a.placeable(0, &budgets[2..], &[]), 0);
     }
 
     #[test]

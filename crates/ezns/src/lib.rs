@@ -14,14 +14,16 @@
 //! - **Zone ballooning** ([`arbiter`]): every tenant owns essential active
 //!   zones (never lent) and spares. A new group's width is the essential
 //!   width plus the spares spread over the zones the tenant writes at once
-//!   (local overdrive); an idle tenant's spares go to busy tenants (global
-//!   overdrive) and come back the moment it writes again (a returned
-//!   column is parked in the borrower's logical zone, not finished, so
-//!   no padding stalls the device).
+//!   (local overdrive); the spares of a tenant doing no I/O (neither
+//!   writes nor reads) go to busy tenants (global overdrive) and come
+//!   back the moment it writes again (a returned column is parked in the
+//!   borrower's logical zone, not finished, so no padding stalls the
+//!   device).
 //! - **A die-aware serial allocator** ([`alloc`]): groups are allocated one
-//!   at a time, each column on a die no other writing tenant's active
-//!   stripe uses while one exists (an inactive tenant's dies count as
-//!   free).
+//!   at a time, each column on the least loaded die, another tenant's
+//!   active zone there costing more if it writes and more still if it
+//!   reads (an idle tenant's dies count as free); borrowed spares go only
+//!   to dies no busy tenant uses.
 //! - **A zoned I/O scheduler** ([`sched`]): per-zone read congestion
 //!   control (delay-based) and per-device write admission control (the
 //!   average write latency against a multiple of the measured uncongested

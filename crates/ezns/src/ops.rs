@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::MutexGuard;
 use zns_device::{StatusCode, ZoneAction, ZoneState};
 
+use crate::alloc::Activity;
 use crate::arbiter::{Arbiter, Holding, Refusal};
 use crate::config::Mode;
 use crate::control::{no_gate, Deferred};
@@ -248,8 +249,10 @@ impl Ezns {
         let add = width.saturating_sub(keep.len()) as u32;
         let budgets = arb.budgets(t, keep.len() as u32, add);
         let keep_zones: Vec<u32> = keep.iter().map(|c| c.zone).collect();
-        let zones = arb.alloc.take(t, budgets.len(), &keep_zones);
-        for (&zone, &budget) in zones.iter().zip(&budgets) {
+        if !budgets.is_empty() {
+            self.refresh_activity(arb, self.now());
+        }
+        for (zone, budget) in arb.place(t, &budgets, &keep_zones) {
             let h = Holding { tenant: t as u16, budget };
             arb.grant(h);
             self.phys[zone as usize].set_holder(h);
@@ -313,11 +316,16 @@ impl Ezns {
         }
         let width = target.max(split.keep.len());
         let more = arb.parked.iter().any(|p| p.tenant as usize == t && p.lzone == lz.index);
-        if !ends
-            && !more
-            && arb.budgets(t, split.keep.len() as u32, (width - split.keep.len()) as u32).is_empty()
-        {
-            return;
+        if !ends && !more {
+            // A widening that would place no new column (borrowed spares
+            // with no quiet die for them) would only cut the group.
+            let budgets =
+                arb.budgets(t, split.keep.len() as u32, (width - split.keep.len()) as u32);
+            let keep: Vec<u32> = split.keep.iter().map(|c| c.zone).collect();
+            self.refresh_activity(arb, self.now());
+            if arb.placeable(t, &budgets, &keep) == 0 {
+                return;
+            }
         }
         if let Err(e) = self.new_group(t, lz, &map, arb, e, split, width) {
             tracing::debug!(?e, "restripe deferred");
@@ -329,20 +337,33 @@ impl Ezns {
     /// restriped without it, now where the zone's lock is free, else at
     /// the zone's next write or the next tick.
     pub(crate) fn reclaim(&self, arb: &mut Arbiter, lender: usize) {
+        let mut striping = std::collections::HashSet::new();
         for (t, tenant) in self.tenants.iter().enumerate() {
             if t == lender {
                 continue;
             }
             for lz in tenant.zones.iter() {
-                let holds = lz
-                    .map
-                    .load()
-                    .last()
-                    .is_some_and(|g| g.layout.cols.iter().any(|c| c.budget as usize == lender));
-                if holds {
+                let map = lz.map.load();
+                let Some(g) = map.last().filter(|_| lz.state().is_active()) else { continue };
+                striping.extend(g.layout.cols.iter().map(|c| c.zone));
+                if g.layout.cols.iter().any(|c| c.budget as usize == lender) {
                     lz.restripe.store(true, Release);
                     self.try_restripe(t, lz, arb);
                 }
+            }
+        }
+        // The lender's other columns take no more writes: their logical
+        // zone is full or they were dropped, a finish pending. They are
+        // charged to their holder now, as a parked column is, so the
+        // lender has its budget back at once rather than when a finish
+        // that pads the rest of the zone ends.
+        for (z, p) in self.phys.iter().enumerate() {
+            let Some(h) = p.holder() else { continue };
+            if h.budget as usize == lender
+                && h.tenant != h.budget
+                && !striping.contains(&(z as u32))
+            {
+                p.set_holder(arb.recharge(h));
             }
         }
     }
@@ -360,6 +381,36 @@ impl Ezns {
         self.refast(lz, &inner, wp);
     }
 
+    /// Whether tenant `t` wrote within `idle_ns` before `now`.
+    fn wrote(&self, t: usize, now: u64, idle_ns: u64) -> bool {
+        now.saturating_sub(self.tenants[t].last_write.load(Relaxed)) <= idle_ns
+    }
+
+    /// Whether tenant `t` read within `idle_ns` before `now`.
+    fn reads(&self, t: usize, now: u64, idle_ns: u64) -> bool {
+        let read = self.tenants[t].last_read.load(Relaxed);
+        read > 0 && now.saturating_sub(read) <= idle_ns
+    }
+
+    /// Tells the allocator what every tenant does now. Reads are checked
+    /// at every allocation, not only at ticks: a tenant that starts
+    /// reading must keep writers off its dies from the first stripe they
+    /// place beside it. A tenant the arbiter marked inactive that does not
+    /// read leaves its dies to others (nothing of its own runs there).
+    fn refresh_activity(&self, arb: &mut Arbiter, now: u64) {
+        let idle_ns = self.config.idle_ms * 1_000_000;
+        for t in 0..self.tenants.len() {
+            let activity = if self.reads(t, now, idle_ns) {
+                Activity::Reading
+            } else if arb.tenants[t].inactive {
+                Activity::Idle
+            } else {
+                Activity::Writing
+            };
+            arb.alloc.set_activity(t, activity);
+        }
+    }
+
     /// Runs the arbiter's tick when it is due: idle tenants become
     /// inactive (their spares go to the others), open zones that could be
     /// wider are widened, zones flagged for a restripe are restriped.
@@ -374,26 +425,26 @@ impl Ezns {
             return;
         }
         let idle_ns = self.config.idle_ms * 1_000_000;
-        let idle: Vec<bool> = self
-            .tenants
-            .iter()
-            .map(|t| now.saturating_sub(t.last_write.load(Relaxed)) > idle_ns)
+        let quiet: Vec<bool> = (0..self.tenants.len())
+            .map(|t| !self.wrote(t, now, idle_ns) && !self.reads(t, now, idle_ns))
             .collect();
         let Some(mut arb) = self.arb.try_lock() else { return };
-        for t in arb.tick(&idle) {
+        for t in arb.tick(&quiet) {
             self.tenants[t].inactive.store(true, Release);
             tracing::debug!(tenant = %self.tenants[t].name, "inactive: spares lent");
         }
-        // The allocator may place other tenants' columns on the dies of a
-        // tenant that neither writes (it is inactive) nor reads: nothing of
-        // its own runs there. A reading tenant's dies stay its own, or the
-        // writes put there would stall its reads.
-        for (t, tenant) in self.tenants.iter().enumerate() {
-            let read = tenant.last_read.load(Relaxed);
-            let reading = read > 0 && now.saturating_sub(read) <= idle_ns;
-            let free = arb.tenants[t].inactive && !reading;
-            arb.alloc.set_idle(t, free);
+        // A tenant that reads is not idle: its spares are not lent (the
+        // writers would need more dies, and take the reader's), and those
+        // lent before it read come back. Spares are only lent by tenants
+        // doing no I/O at all.
+        for (t, &q) in quiet.iter().enumerate() {
+            if !q && self.tenants[t].inactive.load(Relaxed) && arb.wake(t) {
+                self.tenants[t].inactive.store(false, Release);
+                tracing::debug!(tenant = %self.tenants[t].name, "reads: spares back");
+                self.reclaim(&mut arb, t);
+            }
         }
+        self.refresh_activity(&mut arb, now);
         for (t, tenant) in self.tenants.iter().enumerate() {
             if arb.tenants[t].inactive {
                 continue;

@@ -152,6 +152,33 @@ fn spares_move_to_a_busy_tenant_and_come_back_when_the_lender_writes() {
     assert!(s.tenants.iter().all(|t| t.lent == 0 && t.borrowed == 0 && t.held == 0), "{s}");
 }
 
+#[test]
+fn a_reading_tenant_lends_no_spare() {
+    // b wrote once and then only reads, a block a millisecond of a's
+    // writes (a few ms when finishes pad zones: idle after 20 ms); c does
+    // nothing: a borrows c's spares, never b's, and b is never marked
+    // inactive.
+    let inst = common::timed_instance(&CONFIG.replace("idle_ms = 5", "idle_ms = 20"));
+    let a = inst.tenant("a").unwrap();
+    let b = inst.tenant("b").unwrap();
+    let mut qa = a.tenant_queue(8).unwrap();
+    let mut qb = b.tenant_queue(2).unwrap();
+    let mut buf = b.alloc(4096).unwrap();
+    qb.write(0, &buf).unwrap();
+    let mut b_lent = 0;
+    let mut b_inactive = false;
+    for _ in 0..80 {
+        qb.read(0, &mut buf).unwrap();
+        write_for(a.as_ref(), &mut qa, 0, 1_000_000, &inst, &mut |s| {
+            b_lent = b_lent.max(tenant(s, "b").lent);
+            b_inactive |= tenant(s, "b").inactive;
+        });
+    }
+    let s = inst.status();
+    assert!(tenant(&s, "c").inactive && tenant(&s, "c").lent > 0, "c lent nothing: {s}");
+    assert_eq!((b_lent, b_inactive), (0, false), "{s}");
+}
+
 /// Polls until the control queue has nothing left to do.
 fn settle(inst: &Instance, queues: &mut [Box<dyn ZoneQueue>]) {
     for _ in 0..10_000 {
