@@ -175,6 +175,17 @@ pub struct TimingProfile {
     /// Dies a zone is striped over: its consecutive program units rotate
     /// over this many dies (all dies when equal to their number).
     pub zone_stripe_dies: u32,
+    /// Unit in KiB that a zone's consecutive data rotates over its dies in
+    /// (a page, or a page on every plane), a divisor of the program unit.
+    /// Each die's program unit then gathers its pages from several stripe
+    /// rows (program unit / this): a zone stages a stripe of program units
+    /// (one per die) before its dies program, in a stripe area of its own
+    /// beside the write buffer (the buffer holds one program unit of it),
+    /// and a large read of consecutive data is spread over dies and their
+    /// channels. Absent: the program unit (each program unit
+    /// holds consecutive data of the zone, on one die).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_stripe_kib: Option<u32>,
 }
 
 impl TimingProfile {
@@ -187,6 +198,12 @@ impl TimingProfile {
     /// unit a zone's data is striped in).
     pub fn program_unit_bytes(&self) -> u64 {
         self.page_kib as u64 * 1024 * self.planes as u64 * self.bits_per_cell as u64
+    }
+
+    /// Bytes of the unit a zone's data rotates over its dies in
+    /// (`zone_stripe_kib`, or the program unit).
+    pub fn stripe_unit_bytes(&self) -> u64 {
+        self.zone_stripe_kib.map_or(self.program_unit_bytes(), |k| k as u64 * 1024)
     }
 
     /// Checks the values; `max_transfer` is the largest data transfer
@@ -244,6 +261,13 @@ impl TimingProfile {
         if !(self.block_kib as u64 * 1024).is_multiple_of(unit) {
             return Err(format!(
                 "timing.block_kib must be a multiple of the program unit ({} KiB)",
+                unit / 1024
+            ));
+        }
+        let stripe = self.stripe_unit_bytes();
+        if stripe < 4096 || !unit.is_multiple_of(stripe) {
+            return Err(format!(
+                "timing.zone_stripe_kib must be at least 4 and divide the program unit ({} KiB)",
                 unit / 1024
             ));
         }

@@ -124,6 +124,11 @@ struct Params {
     unit: u64,
     /// Program units per erase block.
     units_per_block: u64,
+    /// Bytes of the unit a zone's data rotates over its dies in.
+    chunk: u64,
+    /// Stripe rows each program unit of a zone gathers its data from
+    /// (program unit / `chunk`; 1: a program unit holds consecutive data).
+    rows: u64,
     buffer: u64,
 }
 
@@ -178,8 +183,73 @@ impl Params {
             close_block: us(p.close_block_us),
             unit: p.program_unit_bytes(),
             units_per_block: (p.block_kib as u64 * 1024 / p.program_unit_bytes()).max(1),
+            chunk: p.stripe_unit_bytes(),
+            rows: (p.program_unit_bytes() / p.stripe_unit_bytes()).max(1),
             buffer: p.write_buffer_kib as u64 * 1024,
         }
+    }
+}
+
+/// Where a striped zone's data sits. Its data rotates over the zone's
+/// `stripe` dies in chunks of `chunk` bytes (chunk `j` on die position
+/// `j % stripe`, stripe row `j / stripe`); program unit `u` (die position
+/// `u % stripe`, its `u / stripe`-th unit there) gathers the chunks of that
+/// die position from `rows` consecutive stripe rows. Program units are
+/// numbered, and their bytes laid out ("physical" offsets, `u` × unit +
+/// offset in the unit), in the order they complete as the zone fills.
+/// With `rows` = 1 the physical offset is the zone offset.
+impl Params {
+    /// Zone chunk index of row `r` (of `rows`) of program unit `u`.
+    #[inline]
+    fn chunk_of(&self, u: u64, r: u64) -> u64 {
+        let s = self.stripe as u64;
+        (u / s * self.rows + r) * s + u % s
+    }
+
+    /// Zone offset where program unit `u`'s first chunk starts.
+    #[inline]
+    fn unit_first(&self, u: u64) -> u64 {
+        self.chunk_of(u, 0) * self.chunk
+    }
+
+    /// Zone offset where program unit `u`'s last chunk ends: the unit is
+    /// complete once the zone is filled this far.
+    #[inline]
+    fn unit_end(&self, u: u64) -> u64 {
+        (self.chunk_of(u, self.rows - 1) + 1) * self.chunk
+    }
+
+    /// Bytes of program unit `u` below zone offset `x`: they come first
+    /// in the unit's physical layout.
+    fn unit_below(&self, u: u64, x: u64) -> u64 {
+        (0..self.rows)
+            .map(|r| x.saturating_sub(self.chunk_of(u, r) * self.chunk).min(self.chunk))
+            .sum()
+    }
+
+    /// Program unit holding zone offset `off`, and the offset in the unit.
+    #[inline]
+    fn physical(&self, off: u64) -> (u64, u64) {
+        let s = self.stripe as u64;
+        let j = off / self.chunk;
+        let (row, i) = (j / s, j % s);
+        let (m, r) = (row / self.rows, row % self.rows);
+        (m * s + i, r * self.chunk + off % self.chunk)
+    }
+
+    /// Program units holding some of the zone's first `x` bytes (they are
+    /// the first ones in number).
+    fn units_touched(&self, x: u64) -> u64 {
+        let (s, q) = (self.stripe as u64, x.div_ceil(self.chunk));
+        let group = self.rows * s;
+        q / group * s + (q % group).min(s)
+    }
+
+    /// Program units complete in the zone's first `x` bytes.
+    fn units_complete(&self, x: u64) -> u64 {
+        let (s, q) = (self.stripe as u64, x / self.chunk);
+        let group = self.rows * s;
+        q / group * s + (q % group).saturating_sub((self.rows - 1) * s)
     }
 }
 
@@ -332,8 +402,20 @@ struct ZoneSim {
     gen: u32,
     /// Bytes that reached the buffer, from the zone start.
     fill: u64,
-    /// Bytes handed to programs.
+    /// Bytes handed to programs (in a striped zone a count: its
+    /// dispatched data is `[0, flushed)` and its first `next_unit` program
+    /// units; otherwise also where the next program starts).
     dispatched: u64,
+    /// Striped zone: program units handed to programs whole (the first
+    /// ones; each is programmed once complete).
+    next_unit: u64,
+    /// Striped zone: the zone offset below which all data was handed to
+    /// programs (partial program units flushed, or on flash from before).
+    flushed: u64,
+    /// Striped zone: bytes of its incomplete stripe staged outside the
+    /// write buffer (all it has not handed to programs beyond one program
+    /// unit).
+    staged: u64,
     /// Bytes programmed, contiguous from the zone start.
     programmed: u64,
     /// Programmed ranges past `programmed` (start → end).
@@ -357,6 +439,9 @@ impl ZoneSim {
             gen,
             fill: on_flash,
             dispatched: on_flash,
+            next_unit: 0,
+            flushed: on_flash,
+            staged: 0,
             programmed: on_flash,
             done: BTreeMap::new(),
             inflight: 0,
@@ -367,6 +452,23 @@ impl ZoneSim {
         }
     }
 
+    /// A striped zone whose first `on_flash` bytes are on flash: its
+    /// complete program units count as programmed, and the parts of the
+    /// others below `on_flash`.
+    fn striped(gen: u32, on_flash: u64, p: &Params) -> Self {
+        let mut z = ZoneSim::new(gen, on_flash);
+        z.next_unit = p.units_complete(on_flash);
+        z.programmed = z.next_unit * p.unit;
+        for u in z.next_unit..p.units_touched(on_flash) {
+            let below = p.unit_below(u, on_flash);
+            if below > 0 {
+                z.done.insert(u * p.unit, u * p.unit + below);
+            }
+        }
+        z
+    }
+
+    /// Whether the byte at `off` (physical in a striped zone) is programmed.
     fn is_programmed(&self, off: u64) -> bool {
         off < self.programmed
             || self.done.range(..=off).next_back().is_some_and(|(_, &end)| off < end)
@@ -646,6 +748,12 @@ impl Sim {
         zone.1 != CONVENTIONAL && self.geometry(zone.0).segment_blocks > 0
     }
 
+    /// True for a zone whose data rotates over its dies in chunks smaller
+    /// than the program unit (conventional namespaces and segments do not).
+    fn is_striped(&self, zone: ZoneKey) -> bool {
+        self.p.rows > 1 && zone.1 != CONVENTIONAL && !self.is_segment(zone)
+    }
+
     /// The zone holding `lba` and the byte offset of `lba` in it.
     fn locate(&self, nsid: u32, lba: u64) -> (ZoneKey, u64) {
         let g = self.geometry(nsid);
@@ -719,7 +827,8 @@ impl Sim {
     }
 
     /// Die reads for the written runs of a read: pieces split at program
-    /// unit boundaries; data still in the buffer needs none.
+    /// unit boundaries (in a striped zone at its chunks); data still in the
+    /// buffer needs none.
     fn pieces(&self, nsid: u32, runs: &[(u64, u64)], out: &mut Vec<Piece>) {
         if self.geometry(nsid).segment_blocks > 0 {
             return self.segment_pieces(nsid, runs, out);
@@ -730,19 +839,22 @@ impl Sim {
             let (zone, mut off) = self.locate(nsid, lba);
             let end = off + blocks * bs;
             let sim = self.zones.get(&zone);
+            let striped = self.is_striped(zone);
+            let span = if striped { self.p.chunk } else { unit };
             while off < end {
-                let k = off / unit;
-                let piece_end = end.min((k + 1) * unit);
+                let (k, in_unit) =
+                    if striped { self.p.physical(off) } else { (off / unit, off % unit) };
+                let piece_end = end.min((off / span + 1) * span);
                 let bytes = piece_end - off;
                 let on_flash = match (zone.1, sim) {
                     (CONVENTIONAL, _) | (_, None) => true,
-                    (_, Some(z)) => z.is_programmed(off),
+                    (_, Some(z)) => z.is_programmed(k * unit + in_unit),
                 };
                 if on_flash {
                     out.push(Piece {
                         die: self.die_of(zone, k),
                         bytes,
-                        sense: self.sense(off - k * unit, bytes),
+                        sense: self.sense(in_unit, bytes),
                     });
                 }
                 off = piece_end;
@@ -910,7 +1022,12 @@ impl Sim {
         let key = (nsid, z.index);
         let written = z.written * g.block_bytes;
         let gen = self.next_gen;
-        let sim = self.zones.entry(key).or_insert_with(|| ZoneSim::new(gen, written));
+        let striped = self.is_striped(key);
+        let p = &self.p;
+        let sim = self.zones.entry(key).or_insert_with(|| match striped {
+            true => ZoneSim::striped(gen, written, p),
+            false => ZoneSim::new(gen, written),
+        });
         if sim.gen == gen {
             self.next_gen += 1;
         }
@@ -936,7 +1053,8 @@ impl Sim {
         let written = z.written * g.block_bytes;
         let (flash, host) = match self.zones.remove(&key) {
             Some(old) => {
-                let mut freed = old.fill - old.dispatched;
+                // Staged data holds no buffer room.
+                let mut freed = old.fill - old.dispatched - old.staged;
                 for die in self.dies.iter_mut() {
                     let q = &mut die.queues[CLASS_PROGRAM];
                     q.retain(|op| match op {
@@ -955,7 +1073,7 @@ impl Sim {
                         _ => true,
                     });
                 }
-                let cancelled = freed - (old.fill - old.dispatched);
+                let cancelled = freed - (old.fill - old.dispatched - old.staged);
                 let flash = old.dispatched - cancelled;
                 for w in old.waiters {
                     self.schedule(self.now, Ev::Job(w));
@@ -970,7 +1088,10 @@ impl Sim {
             }
         };
         // Program units on flash per die: (host data, all).
-        let (units, host_units) = (flash.div_ceil(unit), host.div_ceil(unit));
+        let (units, host_units) = match self.is_striped(key) {
+            true => (self.p.units_touched(flash), self.p.units_touched(host)),
+            false => (flash.div_ceil(unit), host.div_ceil(unit)),
+        };
         let mut per_die: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         for k in 0..units {
             let die = self.die_of(key, k);
@@ -1429,6 +1550,10 @@ impl Sim {
     /// [`Sim::dispatch`] for incarnation `gen` of the zone (a reclaimed
     /// segment's, among the retired ones, or the current one).
     fn dispatch_gen(&mut self, zone: ZoneKey, gen: u32, all: bool) {
+        if self.is_striped(zone) {
+            self.dispatch_striped(zone, gen, all);
+            return self.restage(zone);
+        }
         let unit = self.p.unit;
         loop {
             let current = self.zones.get(&zone).is_some_and(|z| z.gen == gen);
@@ -1451,25 +1576,94 @@ impl Sim {
                 Prog { zone, gen: z.gen, start: z.dispatched, bytes: len, buffered: z.buffered };
             z.dispatched += len;
             z.inflight += 1;
-            let k = prog.start / unit;
-            let id = match self.free_progs.pop() {
-                Some(id) => {
-                    self.progs[id as usize] = Some(prog);
-                    id
-                }
-                None => {
-                    self.progs.push(Some(prog));
-                    (self.progs.len() - 1) as u32
-                }
-            };
-            self.progs_live += 1;
-            if self.must_wait_erase(zone, gen) {
-                self.parked.entry(zone).or_default().push(id);
-                continue;
-            }
-            let die = self.die_of(zone, k);
-            self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
+            self.start_program(prog);
         }
+    }
+
+    /// [`Sim::dispatch_gen`] for a striped zone (its current incarnation):
+    /// program units are programmed once complete, in the order the zone
+    /// fills them; with `all`, what the incomplete ones hold too.
+    fn dispatch_striped(&mut self, zone: ZoneKey, gen: u32, all: bool) {
+        let unit = self.p.unit;
+        loop {
+            let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
+            let u = z.next_unit;
+            if z.fill < self.p.unit_end(u) {
+                break;
+            }
+            z.next_unit += 1;
+            // Its data below `flushed` went to an earlier program.
+            let from = self.p.unit_below(u, z.flushed);
+            if from < unit {
+                let bytes = unit - from;
+                let prog = Prog { zone, gen, start: u * unit + from, bytes, buffered: z.buffered };
+                z.dispatched += bytes;
+                z.inflight += 1;
+                self.start_program(prog);
+            }
+        }
+        let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
+        if !all || z.fill <= z.flushed {
+            return;
+        }
+        let (mut u, flushed, fill) = (z.next_unit, z.flushed, z.fill);
+        z.flushed = fill;
+        while self.p.unit_first(u) < fill {
+            let (a, b) = (self.p.unit_below(u, flushed), self.p.unit_below(u, fill));
+            if b > a {
+                let z = self.zones.get_mut(&zone).expect("zone just seen");
+                let prog =
+                    Prog { zone, gen, start: u * unit + a, bytes: b - a, buffered: z.buffered };
+                z.dispatched += b - a;
+                z.inflight += 1;
+                self.start_program(prog);
+            }
+            u += 1;
+        }
+    }
+
+    /// A striped zone gathers a stripe of program units (one on each of
+    /// its dies) before they are complete: what it has not handed to
+    /// programs beyond one program unit is staged in the zone's own stripe
+    /// area (as the drive keeps a write context per open zone), not in the
+    /// write buffer, whose room bounds how far writes run ahead of the
+    /// dies as it does for a zone without striping. Moves the difference
+    /// between the two: room comes back as data is staged, and is taken
+    /// again (even past the buffer's size: writes then wait) as complete
+    /// program units leave the stripe area for the dies.
+    fn restage(&mut self, zone: ZoneKey) {
+        let unit = self.p.unit;
+        let Some(z) = self.zones.get_mut(&zone) else { return };
+        let target = (z.fill - z.dispatched).saturating_sub(unit);
+        let before = std::mem::replace(&mut z.staged, target);
+        if target > before {
+            self.free_buffer(target - before);
+        } else {
+            self.buffer_used += before - target;
+        }
+    }
+
+    /// Queues program `prog` on its die (or parks it until an erase).
+    fn start_program(&mut self, prog: Prog) {
+        let (zone, gen) = (prog.zone, prog.gen);
+        let k = prog.start / self.p.unit;
+        let id = match self.free_progs.pop() {
+            Some(id) => {
+                self.progs[id as usize] = Some(prog);
+                id
+            }
+            None => {
+                self.progs.push(Some(prog));
+                (self.progs.len() - 1) as u32
+            }
+        };
+        self.progs_live += 1;
+        if self.must_wait_erase(zone, gen) {
+            self.parked.entry(zone).or_default().push(id);
+            return;
+        }
+        let die = self.die_of(zone, k);
+        self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
     }
 
     fn program_done(&mut self, id: u32) {
