@@ -181,8 +181,9 @@ pub struct TimingProfile {
     /// rows (program unit / this): a zone stages a stripe of program units
     /// (one per die) before its dies program, in a stripe area of its own
     /// beside the write buffer (the buffer holds one program unit of it),
-    /// and a large read of consecutive data is spread over dies and their
-    /// channels. Absent: the program unit (each program unit
+    /// the dies' units staggered by a chunk from one die to the next so
+    /// that some complete in every stripe row, and a large read of
+    /// consecutive data is spread over dies and their channels. Absent: the program unit (each program unit
     /// holds consecutive data of the zone, on one die).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_stripe_kib: Option<u32>,

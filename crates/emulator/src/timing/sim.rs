@@ -19,8 +19,9 @@
 //!
 //! Data written sits in the buffer and is counted per zone; whenever a
 //! zone has a whole program unit, the unit is programmed on the die its
-//! place in the zone maps to (the zone's program units rotate over its
-//! dies), and the buffer room comes back when the program ends. Reads of
+//! place in the zone maps to (the zone's program units, or smaller chunks
+//! of its data, rotate over its dies), and the buffer room comes back when
+//! the program ends. Reads of
 //! data still in the buffer, or of unwritten blocks, touch no die.
 //!
 //! Events are processed in time order, ties in the order they were
@@ -192,39 +193,56 @@ impl Params {
 
 /// Where a striped zone's data sits. Its data rotates over the zone's
 /// `stripe` dies in chunks of `chunk` bytes (chunk `j` on die position
-/// `j % stripe`, stripe row `j / stripe`); program unit `u` (die position
-/// `u % stripe`, its `u / stripe`-th unit there) gathers the chunks of that
-/// die position from `rows` consecutive stripe rows. Program units are
-/// numbered, and their bytes laid out ("physical" offsets, `u` × unit +
-/// offset in the unit), in the order they complete as the zone fills.
-/// With `rows` = 1 the physical offset is the zone offset.
+/// `i = j % stripe`, stripe row `j / stripe`), and each die gathers
+/// `rows` chunks, from consecutive rows, into a program unit. The dies'
+/// units are staggered: die position `i` starts its first unit `i % rows`
+/// chunks in (those pages hold no zone data), so in every stripe row a
+/// share of the dies complete a unit and the buffer drains evenly, rather
+/// than every die at once in the last row of a stripe of units. Program
+/// unit `u` is die position `u % stripe`'s `u / stripe`-th; its bytes
+/// have "physical" offsets `u` × unit + offset in the unit (chunk by
+/// chunk in row order, after the unit's leading pad).
 impl Params {
-    /// Zone chunk index of row `r` (of `rows`) of program unit `u`.
+    /// Chunks the first unit of die position `i` leaves out.
     #[inline]
-    fn chunk_of(&self, u: u64, r: u64) -> u64 {
+    fn phase(&self, i: u64) -> u64 {
+        i % self.rows
+    }
+
+    /// Bytes at the start of program unit `u` without zone data.
+    #[inline]
+    fn pad(&self, u: u64) -> u64 {
         let s = self.stripe as u64;
-        (u / s * self.rows + r) * s + u % s
+        if u < s {
+            self.phase(u) * self.chunk
+        } else {
+            0
+        }
     }
 
-    /// Zone offset where program unit `u`'s first chunk starts.
+    /// Zone chunk index in slot `r` (of `rows`) of program unit `u`, or
+    /// `None` for a slot of the leading pad.
     #[inline]
-    fn unit_first(&self, u: u64) -> u64 {
-        self.chunk_of(u, 0) * self.chunk
-    }
-
-    /// Zone offset where program unit `u`'s last chunk ends: the unit is
-    /// complete once the zone is filled this far.
-    #[inline]
-    fn unit_end(&self, u: u64) -> u64 {
-        (self.chunk_of(u, self.rows - 1) + 1) * self.chunk
+    fn chunk_of(&self, u: u64, r: u64) -> Option<u64> {
+        let s = self.stripe as u64;
+        let (m, i) = (u / s, u % s);
+        (m * self.rows + r).checked_sub(self.phase(i)).map(|row| row * s + i)
     }
 
     /// Bytes of program unit `u` below zone offset `x`: they come first
-    /// in the unit's physical layout.
+    /// in the unit's physical layout, after its pad.
     fn unit_below(&self, u: u64, x: u64) -> u64 {
         (0..self.rows)
-            .map(|r| x.saturating_sub(self.chunk_of(u, r) * self.chunk).min(self.chunk))
+            .filter_map(|r| self.chunk_of(u, r))
+            .map(|j| x.saturating_sub(j * self.chunk).min(self.chunk))
             .sum()
+    }
+
+    /// Whether chunk `j` of the zone is the last of its program unit.
+    #[inline]
+    fn ends_unit(&self, j: u64) -> bool {
+        let s = self.stripe as u64;
+        (j / s + self.phase(j % s)) % self.rows == self.rows - 1
     }
 
     /// Program unit holding zone offset `off`, and the offset in the unit.
@@ -233,23 +251,23 @@ impl Params {
         let s = self.stripe as u64;
         let j = off / self.chunk;
         let (row, i) = (j / s, j % s);
-        let (m, r) = (row / self.rows, row % self.rows);
+        let slot = row + self.phase(i);
+        let (m, r) = (slot / self.rows, slot % self.rows);
         (m * s + i, r * self.chunk + off % self.chunk)
     }
 
-    /// Program units holding some of the zone's first `x` bytes (they are
-    /// the first ones in number).
-    fn units_touched(&self, x: u64) -> u64 {
+    /// The last chunk of die position `i` that starts below zone offset
+    /// `x`, if any.
+    fn last_chunk(&self, i: u64, x: u64) -> Option<u64> {
         let (s, q) = (self.stripe as u64, x.div_ceil(self.chunk));
-        let group = self.rows * s;
-        q / group * s + (q % group).min(s)
+        (q > i).then(|| i + (q - 1 - i) / s * s)
     }
 
-    /// Program units complete in the zone's first `x` bytes.
-    fn units_complete(&self, x: u64) -> u64 {
-        let (s, q) = (self.stripe as u64, x / self.chunk);
-        let group = self.rows * s;
-        q / group * s + (q % group).saturating_sub((self.rows - 1) * s)
+    /// Program units of die position `i` holding some of the zone's first
+    /// `x` bytes.
+    fn die_units(&self, i: u64, x: u64) -> u64 {
+        self.last_chunk(i, x)
+            .map_or(0, |j| self.physical(j * self.chunk).0 / self.stripe as u64 + 1)
     }
 }
 
@@ -403,12 +421,13 @@ struct ZoneSim {
     /// Bytes that reached the buffer, from the zone start.
     fill: u64,
     /// Bytes handed to programs (in a striped zone a count: its
-    /// dispatched data is `[0, flushed)` and its first `next_unit` program
-    /// units; otherwise also where the next program starts).
+    /// dispatched data is `[0, flushed)` and its program units complete in
+    /// its first `scanned` chunks; otherwise also where the next program
+    /// starts).
     dispatched: u64,
-    /// Striped zone: program units handed to programs whole (the first
-    /// ones; each is programmed once complete).
-    next_unit: u64,
+    /// Striped zone: chunks whose filling was checked for completing a
+    /// program unit.
+    scanned: u64,
     /// Striped zone: the zone offset below which all data was handed to
     /// programs (partial program units flushed, or on flash from before).
     flushed: u64,
@@ -439,7 +458,7 @@ impl ZoneSim {
             gen,
             fill: on_flash,
             dispatched: on_flash,
-            next_unit: 0,
+            scanned: 0,
             flushed: on_flash,
             staged: 0,
             programmed: on_flash,
@@ -452,18 +471,25 @@ impl ZoneSim {
         }
     }
 
-    /// A striped zone whose first `on_flash` bytes are on flash: its
-    /// complete program units count as programmed, and the parts of the
-    /// others below `on_flash`.
+    /// A striped zone whose first `on_flash` bytes are on flash: they
+    /// and the units' pads count as programmed.
     fn striped(gen: u32, on_flash: u64, p: &Params) -> Self {
         let mut z = ZoneSim::new(gen, on_flash);
-        z.next_unit = p.units_complete(on_flash);
-        z.programmed = z.next_unit * p.unit;
-        for u in z.next_unit..p.units_touched(on_flash) {
-            let below = p.unit_below(u, on_flash);
-            if below > 0 {
-                z.done.insert(u * p.unit, u * p.unit + below);
+        (z.programmed, z.scanned) = (0, on_flash / p.chunk);
+        let s = p.stripe as u64;
+        let units = (0..s).map(|i| p.die_units(i, on_flash)).max().unwrap_or(0) * s;
+        for u in 0..units.max(s) {
+            let end = u * p.unit + p.pad(u) + p.unit_below(u, on_flash);
+            if end > u * p.unit {
+                z.done.insert(u * p.unit, end);
             }
+        }
+        while let Some((&a, &e)) = z.done.first_key_value() {
+            if a > z.programmed {
+                break;
+            }
+            z.programmed = z.programmed.max(e);
+            z.done.pop_first();
         }
         z
     }
@@ -1088,16 +1114,21 @@ impl Sim {
             }
         };
         // Program units on flash per die: (host data, all).
-        let (units, host_units) = match self.is_striped(key) {
-            true => (self.p.units_touched(flash), self.p.units_touched(host)),
-            false => (flash.div_ceil(unit), host.div_ceil(unit)),
-        };
         let mut per_die: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-        for k in 0..units {
-            let die = self.die_of(key, k);
-            let e = per_die.entry(die).or_default();
-            e.0 += u64::from(k < host_units);
-            e.1 += 1;
+        if self.is_striped(key) {
+            for i in 0..self.p.stripe as u64 {
+                let all = self.p.die_units(i, flash);
+                if all > 0 {
+                    per_die.insert(self.die_of(key, i), (self.p.die_units(i, host), all));
+                }
+            }
+        } else {
+            for k in 0..flash.div_ceil(unit) {
+                let die = self.die_of(key, k);
+                let e = per_die.entry(die).or_default();
+                e.0 += u64::from(k < host.div_ceil(unit));
+                e.1 += 1;
+            }
         }
         let upb = self.p.units_per_block;
         let unfinished = z.state != ZoneState::Full;
@@ -1219,7 +1250,11 @@ impl Sim {
                 Step::Serial(zone) => {
                     let ns = self.p.append_serial;
                     let gen = self.next_gen;
-                    let z = self.zones.entry(zone).or_insert_with(|| ZoneSim::new(gen, 0));
+                    if !self.zones.contains_key(&zone) {
+                        let fresh = self.fresh_zone(zone, gen);
+                        self.zones.insert(zone, fresh);
+                    }
+                    let z = self.zones.get_mut(&zone).expect("zone just made");
                     if z.gen == gen {
                         self.next_gen += 1;
                     }
@@ -1362,7 +1397,8 @@ impl Sim {
             _ if self.is_segment(prog.zone) => k / self.p.dies as u64,
             _ => k / self.p.stripe as u64,
         };
-        let opens = prog.start.is_multiple_of(self.p.unit) && per_die % self.p.units_per_block == 0;
+        let pad = if self.is_striped(prog.zone) { self.p.pad(k) } else { 0 };
+        let opens = prog.start % self.p.unit == pad && per_die % self.p.units_per_block == 0;
         let open = if opens { self.p.block_open } else { 0 };
         let v = self.p.program_variation;
         if v == 0.0 {
@@ -1529,9 +1565,21 @@ impl Sim {
         }
     }
 
+    /// A zone the model has no data of yet, incarnation `gen`.
+    fn fresh_zone(&self, zone: ZoneKey, gen: u32) -> ZoneSim {
+        match self.is_striped(zone) {
+            true => ZoneSim::striped(gen, 0, &self.p),
+            false => ZoneSim::new(gen, 0),
+        }
+    }
+
     fn zone_add(&mut self, zone: ZoneKey, bytes: u64) {
         let gen = self.next_gen;
-        let z = self.zones.entry(zone).or_insert_with(|| ZoneSim::new(gen, 0));
+        if !self.zones.contains_key(&zone) {
+            let fresh = self.fresh_zone(zone, gen);
+            self.zones.insert(zone, fresh);
+        }
+        let z = self.zones.get_mut(&zone).expect("zone just made");
         if z.gen == gen {
             self.next_gen += 1;
         }
@@ -1584,19 +1632,32 @@ impl Sim {
     /// program units are programmed once complete, in the order the zone
     /// fills them; with `all`, what the incomplete ones hold too.
     fn dispatch_striped(&mut self, zone: ZoneKey, gen: u32, all: bool) {
-        let unit = self.p.unit;
+        let (unit, chunk) = (self.p.unit, self.p.chunk);
+        let g = self.geometry(zone.0);
+        let cap = g.cap_blocks * g.block_bytes;
+        // A chunk completes its unit when it is the unit's last, or its
+        // die's last in the zone (nothing more comes for the unit).
+        let s = self.p.stripe as u64;
+        let last = |p: &Params, j: u64| p.ends_unit(j) || (j + s) * chunk >= cap;
         loop {
             let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
-            let u = z.next_unit;
-            if z.fill < self.p.unit_end(u) {
+            let j = z.scanned;
+            if (j + 1) * chunk > z.fill {
                 break;
             }
-            z.next_unit += 1;
-            // Its data below `flushed` went to an earlier program.
+            z.scanned += 1;
+            if !last(&self.p, j) {
+                continue;
+            }
+            // Its data below `flushed` went to an earlier program; a die's
+            // last unit in the zone may hold fewer chunks.
+            let u = self.p.physical(j * chunk).0;
             let from = self.p.unit_below(u, z.flushed);
-            if from < unit {
-                let bytes = unit - from;
-                let prog = Prog { zone, gen, start: u * unit + from, bytes, buffered: z.buffered };
+            // (Data past the capacity: a write that was late for a Finish.)
+            let bytes = self.p.unit_below(u, cap.max(z.fill)) - from;
+            if bytes > 0 {
+                let start = u * unit + self.p.pad(u) + from;
+                let prog = Prog { zone, gen, start, bytes, buffered: z.buffered };
                 z.dispatched += bytes;
                 z.inflight += 1;
                 self.start_program(prog);
@@ -1606,19 +1667,24 @@ impl Sim {
         if !all || z.fill <= z.flushed {
             return;
         }
-        let (mut u, flushed, fill) = (z.next_unit, z.flushed, z.fill);
+        let (flushed, fill) = (z.flushed, z.fill);
         z.flushed = fill;
-        while self.p.unit_first(u) < fill {
+        // Each die's last unit, if incomplete (complete ones went above).
+        for i in 0..self.p.stripe as u64 {
+            let Some(j) = self.p.last_chunk(i, fill) else { continue };
+            if last(&self.p, j) && (j + 1) * chunk <= fill {
+                continue;
+            }
+            let u = self.p.physical(j * chunk).0;
             let (a, b) = (self.p.unit_below(u, flushed), self.p.unit_below(u, fill));
             if b > a {
                 let z = self.zones.get_mut(&zone).expect("zone just seen");
-                let prog =
-                    Prog { zone, gen, start: u * unit + a, bytes: b - a, buffered: z.buffered };
+                let start = u * unit + self.p.pad(u) + a;
+                let prog = Prog { zone, gen, start, bytes: b - a, buffered: z.buffered };
                 z.dispatched += b - a;
                 z.inflight += 1;
                 self.start_program(prog);
             }
-            u += 1;
         }
     }
 

@@ -135,7 +135,7 @@ fn reads_suspend_reset_erases_and_slow_them_down() {
     assert!(under < 1.10 * calm, "reads: {calm} ns alone, {under} ns under a reset");
     // ... and the reset takes longer for every read that suspended it.
     assert!(
-        busy_reset > 1.05 * idle_reset,
+        busy_reset > 1.03 * idle_reset,
         "reset: {idle_reset} ns alone, {busy_reset} ns under reads"
     );
 }
@@ -547,14 +547,14 @@ fn seq_reads_128k(p: &Profile) -> (f64, f64) {
 fn a_zone_striped_in_plane_pages_reads_large_requests_from_several_dies() {
     // Whole program units: a 128 KiB read senses all three page levels
     // of one die and moves 96 KiB over one channel (about 450 µs).
-    let (unit_p50, unit_qd4) = seq_reads_128k(&zn540_striped(None, 47104));
+    let (unit_p50, unit_qd4) = seq_reads_128k(&zn540_striped(None, 4096));
     assert!(unit_p50 > 400.0, "{unit_p50} us");
     // 32 KiB chunks: four dies on four channels, one sense each.
-    let (plane_p50, plane_qd4) = seq_reads_128k(&zn540_striped(Some(32), 47104));
+    let (plane_p50, plane_qd4) = seq_reads_128k(&zn540_striped(Some(32), 4096));
     assert!(plane_p50 < 220.0, "{plane_p50} us");
     assert!(plane_qd4 > 1.8 * unit_qd4, "{plane_qd4} vs {unit_qd4} MiB/s at QD 4");
     // A page: eight dies, half the data each.
-    let (page_p50, _) = seq_reads_128k(&zn540_striped(Some(16), 47104));
+    let (page_p50, _) = seq_reads_128k(&zn540_striped(Some(16), 4096));
     assert!(page_p50 < plane_p50, "{page_p50} vs {plane_p50} us");
 }
 
@@ -570,15 +570,15 @@ fn a_striped_zone_programs_once_its_stripe_is_complete() {
         b.idle(1_000_000_000);
         b.latency_us(Bench::read(z, n))
     };
-    let striped = read_back(&zn540_striped(Some(32), 47104));
-    let unstriped = read_back(&zn540_striped(None, 47104));
+    let striped = read_back(&zn540_striped(Some(32), 4096));
+    let unstriped = read_back(&zn540_striped(None, 4096));
     assert!(striped < 45.0, "{striped} us");
     assert!(unstriped > 60.0, "{unstriped} us");
 }
 
 #[test]
 fn striped_zones_write_at_the_dies_rate_and_reset_cleanly() {
-    let p = zn540_striped(Some(32), 47104);
+    let p = zn540_striped(Some(32), 4096);
     let mut b = Bench::new(&p).unwrap();
     let n = b.blocks(128 << 10);
     // One zone at QD 1, past the buffer's start-up: the dies' rate.
@@ -607,7 +607,7 @@ fn striped_zones_write_at_the_dies_rate_and_reset_cleanly() {
 
 #[test]
 fn a_finished_striped_zone_reads_its_stripes_back_from_the_dies() {
-    let p = zn540_striped(Some(32), 47104);
+    let p = zn540_striped(Some(32), 4096);
     let mut b = Bench::new(&p).unwrap();
     let n = b.blocks(128 << 10);
     let z = b.zone(2);
