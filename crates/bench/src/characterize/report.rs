@@ -985,6 +985,7 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
         let conds = ["idle", "under_read", "under_write", "under_append"];
         let mut reset_series = Vec::new();
         let mut io_series = Vec::new();
+        let mut io_worst = Vec::new();
         let mut io_thr = Vec::new();
         let kinds = ["read", "write", "append"];
         for (label, r) in runs {
@@ -1001,6 +1002,20 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
                 ));
             }
             for cond in ["baseline", "under_resets"] {
+                // The rarest waits (an I/O behind an erase that may not be
+                // suspended yet) show in the highest percentiles only.
+                for (stat, of) in [
+                    ("p99.9", (|p: &Point| p.latency.p99_9_us) as fn(&Point) -> f64),
+                    ("max", |p: &Point| p.latency.max_us),
+                ] {
+                    io_worst.push((
+                        run_name(label, &format!("{stat} {cond}")),
+                        kinds
+                            .iter()
+                            .map(|k| r.point(&format!("reset_interference/{k}/{cond}")).map(of))
+                            .collect::<Vec<_>>(),
+                    ));
+                }
                 io_series.push((
                     run_name(label, &format!("p99 {cond}")),
                     kinds
@@ -1063,6 +1078,15 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
                         series: io_series,
                     },
                     io_marks.as_ref(),
+                ),
+                plot::bar_chart_marked(
+                    &Bars {
+                        title: "I/O worst latency with and without resets".into(),
+                        y_label: "p99.9 and max latency (µs)".into(),
+                        categories: kinds.iter().map(|k| k.to_string()).collect(),
+                        series: io_worst,
+                    },
+                    None,
                 ),
                 plot::bar_chart_marked(
                     &Bars {

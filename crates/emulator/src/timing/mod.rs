@@ -56,9 +56,12 @@
 //!    `suspend_limit` times per program, then it waits): reads under
 //!    writes wait, and that is where interference comes from. A reset's
 //!    die work (erases, block closes) is suspended the same way at its own
-//!    cost (`erase_suspend_us`, `erase_suspend_limit`): on the `zn540`
-//!    profile cheaply and without practical limit, so reads barely notice
-//!    resets while resets take longer under reads, as on the drive.
+//!    cost (`erase_suspend_us`, `erase_suspend_limit`), once the erase
+//!    has run `erase_resume_min_us` since it started or resumed (a read
+//!    arriving earlier waits for that): on the `zn540` profile cheaply,
+//!    without practical limit and after 50 µs, so reads notice resets
+//!    little, in their tail, while resets take longer under reads, as on
+//!    the drive.
 //! 5. **Zone management.** Finish pads the rest of a written zone through
 //!    the buffer and the dies (the drive's write bandwidth) and completes
 //!    when all of it is programmed; Finish of an empty zone only costs

@@ -150,6 +150,14 @@ pub struct TimingProfile {
     /// end. 0: reads always wait. Absent: `suspend_limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erase_suspend_limit: Option<u32>,
+    /// Erase progress between suspends: an erase (or a reset's block
+    /// close) started or resumed is not suspended again before it has run
+    /// this long; a read arriving earlier waits for that moment, and the
+    /// reads waiting then are served in one suspension. Without it an
+    /// erase under a steady stream of reads gives way to each of them and
+    /// reads never wait for one. Absent or 0: no minimum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_resume_min_us: Option<f64>,
     /// Erase time of one erase block (tBERS).
     pub erase_us: u64,
     /// Spread of erase times between resets: the erases of one reset take
@@ -248,6 +256,9 @@ impl TimingProfile {
         }
         if self.erase_suspend_us.is_some_and(|t| !t.is_finite() || t < 0.0) {
             return Err("timing.erase_suspend_us must be a non-negative time".into());
+        }
+        if self.erase_resume_min_us.is_some_and(|t| !t.is_finite() || t < 0.0) {
+            return Err("timing.erase_resume_min_us must be a non-negative time".into());
         }
         if !(0.0..=1.0).contains(&self.housekeeping_fraction) {
             return Err("timing.housekeeping_fraction must be in 0..=1".into());

@@ -118,6 +118,8 @@ struct Params {
     suspend_limit: u32,
     erase_suspend: u64,
     erase_suspend_limit: u32,
+    /// Erase progress between suspends (ns).
+    erase_resume_min: u64,
     erase: u64,
     erase_variation: f64,
     close_block: u64,
@@ -179,6 +181,7 @@ impl Params {
                 .erase_suspend_us
                 .map_or(us(p.suspend_us), |t| (t * 1000.0).round() as u64),
             erase_suspend_limit: p.erase_suspend_limit.unwrap_or(p.suspend_limit),
+            erase_resume_min: p.erase_resume_min_us.map_or(0, |t| (t * 1000.0).round() as u64),
             erase: us(p.erase_us),
             erase_variation: p.erase_variation,
             close_block: us(p.close_block_us),
@@ -401,6 +404,9 @@ struct Die {
     suspended: Option<(DieOp, u64, u32)>,
     /// Suspensions of the current program or erase so far.
     suspends: u32,
+    /// A suspend of the current erase is due once it has progressed
+    /// enough ([`Ev::Suspend`] scheduled).
+    suspend_armed: bool,
 }
 
 /// A program of `[start, start + bytes)` of a zone.
@@ -511,6 +517,8 @@ enum Ev {
     Job(u32),
     SenseDone(u32, u32),
     DieFree(u32, u32),
+    /// An erase on the die may be suspended now, for reads waiting.
+    Suspend(u32),
 }
 
 /// The simulation state. Not thread safe by itself: the controller keeps
@@ -1172,6 +1180,18 @@ impl Sim {
                     self.die_free(die);
                 }
             }
+            Ev::Suspend(die) => {
+                self.dies[die as usize].suspend_armed = false;
+                let d = &self.dies[die as usize];
+                let erasing = matches!(d.current, Some(DieOp::Timed { .. }));
+                if erasing && d.suspended.is_none() && !d.queues[CLASS_READ].is_empty() {
+                    let read = self.dies[die as usize].queues[CLASS_READ].pop_front();
+                    if let Some(read) = read {
+                        // Not yet (another erase started since): re-armed.
+                        self.die_request_front(die, read);
+                    }
+                }
+            }
         }
     }
 
@@ -1463,19 +1483,56 @@ impl Sim {
         if d.current.is_none() {
             self.die_start(die, op, 0);
         } else if class == CLASS_READ && array_op && d.suspended.is_none() && d.suspends < limit {
-            // Suspend the program or erase under way (once its data is
-            // on the die) and read first.
-            let d = &mut self.dies[die as usize];
-            let at = self.now.max(d.array_from);
-            let left = d.until.saturating_sub(at);
-            let current = d.current.take().expect("busy die");
-            d.suspended = Some((current, left, d.suspends + 1));
-            d.epoch += 1;
-            let delay = at - self.now + suspend;
-            self.die_start(die, op, delay);
+            let erasing = matches!(d.current, Some(DieOp::Timed { .. }));
+            let due = d.array_from + self.p.erase_resume_min;
+            if erasing && self.p.erase_resume_min > 0 && self.now < due {
+                // The erase has not progressed enough since it started or
+                // resumed: the read waits for the moment it may suspend.
+                self.dies[die as usize].queues[class].push_back(op);
+                self.arm_suspend(die, due);
+                return;
+            }
+            self.suspend_for(die, op, suspend);
         } else {
             self.dies[die as usize].queues[class].push_back(op);
         }
+    }
+
+    /// [`Sim::die_request`] for a read that waited for an erase to progress
+    /// (it goes first among the waiting reads).
+    fn die_request_front(&mut self, die: u32, read: DieOp) {
+        let d = &self.dies[die as usize];
+        let (suspend, limit) = d.current.as_ref().map_or((0, 0), |c| self.suspension(c));
+        let due = d.array_from + self.p.erase_resume_min;
+        if d.suspends >= limit {
+            // The erase used up its suspensions: the read waits for its end.
+            self.dies[die as usize].queues[CLASS_READ].push_front(read);
+        } else if self.now < due {
+            self.dies[die as usize].queues[CLASS_READ].push_front(read);
+            self.arm_suspend(die, due);
+        } else {
+            self.suspend_for(die, read, suspend);
+        }
+    }
+
+    /// Schedules a suspend of the die's erase at `due`, once.
+    fn arm_suspend(&mut self, die: u32, due: u64) {
+        if !std::mem::replace(&mut self.dies[die as usize].suspend_armed, true) {
+            self.schedule(due, Ev::Suspend(die));
+        }
+    }
+
+    /// Suspends the program or erase under way on `die` (once its data is
+    /// on the die) and starts `read` first.
+    fn suspend_for(&mut self, die: u32, read: DieOp, suspend: u64) {
+        let d = &mut self.dies[die as usize];
+        let at = self.now.max(d.array_from);
+        let left = d.until.saturating_sub(at);
+        let current = d.current.take().expect("busy die");
+        d.suspended = Some((current, left, d.suspends + 1));
+        d.epoch += 1;
+        let delay = at - self.now + suspend;
+        self.die_start(die, read, delay);
     }
 
     /// Starts `op` on an idle die, `delay` ns from now.

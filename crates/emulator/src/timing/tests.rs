@@ -618,3 +618,41 @@ fn a_finished_striped_zone_reads_its_stripes_back_from_the_dies() {
     let last = b.latency_us(Bench::read(z + b.blocks(4 << 20), n));
     assert!(last > 100.0, "{last} us");
 }
+
+/// Latencies (ns) of reads at QD 8 while a zone at 6.25 % is reset, with
+/// erases resumed after at least `min_us` of progress, and the reset's.
+fn reads_beside_a_reset(min_us: Option<f64>) -> (Vec<u64>, u64) {
+    let mut p = zn540();
+    p.timing.as_mut().unwrap().erase_resume_min_us = min_us;
+    let mut b = Bench::new(&p).unwrap();
+    let data = b.zone(2);
+    b.fill(data, b.blocks(64 << 20), b.blocks(128 << 10));
+    let r = b.zone(6);
+    b.fill(r, b.zone_cap / 16, b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let s = b.stream(2, 8, 400, 0, |q, i| {
+        if q == 1 && i == 0 {
+            Bench::send(r, ZoneSendAction::Reset)
+        } else {
+            Bench::read(data + ((q as u64 * 100_000 + i) * 7919) % 16384, 1)
+        }
+    });
+    let mut lat = s.latencies;
+    lat.sort_unstable();
+    let reset = lat.pop().unwrap();
+    (lat, reset)
+}
+
+#[test]
+fn erases_resume_for_a_while_before_reads_suspend_them_again() {
+    let (free, free_reset) = reads_beside_a_reset(None);
+    let (bounded, bounded_reset) = reads_beside_a_reset(Some(120.0));
+    let worst = |v: &[u64]| *v.last().unwrap();
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+    // Suspended at will, an erase never holds a read up for long ...
+    assert!(worst(&free) < 200_000, "{} ns", worst(&free));
+    // ... resumed for 120 µs at least, some reads wait for it.
+    assert!(worst(&bounded) > worst(&free) + 50_000, "{} vs {} ns", worst(&bounded), worst(&free));
+    assert!(mean(&bounded) > 1.03 * mean(&free), "{} vs {} ns", mean(&bounded), mean(&free));
+    assert!(bounded_reset > 1_000_000 && free_reset > 1_000_000);
+}
