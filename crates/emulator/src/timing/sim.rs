@@ -1187,7 +1187,8 @@ impl Sim {
                 if erasing && d.suspended.is_none() && !d.queues[CLASS_READ].is_empty() {
                     let read = self.dies[die as usize].queues[CLASS_READ].pop_front();
                     if let Some(read) = read {
-                        // Not yet (another erase started since): re-armed.
+                        // Suspends now, or re-arms when the erase under way
+                        // started or resumed since the event was set.
                         self.die_request_front(die, read);
                     }
                 }
