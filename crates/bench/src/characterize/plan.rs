@@ -81,8 +81,10 @@ pub(crate) struct Plan {
     pub rw_fractions: Vec<f64>,
     /// Device time each rate runs (ns).
     pub rw_window_ns: u64,
-    /// Reads in flight.
-    pub rw_read_qd: usize,
+    /// Reads in flight: each depth is a series of its own (QD 1 shows
+    /// what one read waits for behind the writes, higher depths how much
+    /// of the dies and channels the writes leave to reads).
+    pub rw_read_qds: Vec<usize>,
     /// Read size.
     pub rw_read_size: usize,
     /// Background write size.
@@ -140,7 +142,7 @@ impl Plan {
                 mgmt_settle_ns: MS,
                 rw_fractions: vec![0.0, 1.0],
                 rw_window_ns: 2 * MS,
-                rw_read_qd: 4,
+                rw_read_qds: vec![4],
                 rw_read_size: 4 * KIB,
                 rw_write_size: 16 * KIB,
                 ri_rounds: 1,
@@ -179,7 +181,7 @@ impl Plan {
                 mgmt_settle_ns: 50 * MS,
                 rw_fractions: vec![0.0, 0.25, 0.5, 0.75, 1.0],
                 rw_window_ns: 100 * MS,
-                rw_read_qd: 16,
+                rw_read_qds: vec![1, 32, 256],
                 rw_read_size: 4 * KIB,
                 rw_write_size: 128 * KIB,
                 ri_rounds: 1,
@@ -218,7 +220,7 @@ impl Plan {
                 mgmt_settle_ns: 50 * MS,
                 rw_fractions: vec![0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
                 rw_window_ns: 500 * MS,
-                rw_read_qd: 16,
+                rw_read_qds: vec![1, 32, 256],
                 rw_read_size: 4 * KIB,
                 rw_write_size: 128 * KIB,
                 ri_rounds: 4,
@@ -288,9 +290,12 @@ pub struct Grid {
     /// `read_under_write`: device time each rate runs (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_rate_ms: Option<u64>,
-    /// `read_under_write`: reads in flight.
+    /// `read_under_write`: reads in flight (one depth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_under_write_qd: Option<usize>,
+    /// `read_under_write`: reads in flight, a series per depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_under_write_qds: Option<Vec<usize>>,
     /// `open` and `zone_mgmt`: samples of each variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u32>,
@@ -330,6 +335,7 @@ impl Grid {
             ("intra_qds", &self.intra_qds),
             ("read_qds", &self.read_qds),
             ("seq_read_qds", &self.seq_read_qds),
+            ("read_under_write_qds", &self.read_under_write_qds),
         ];
         for (name, v) in qds {
             if let Some(v) = v {
@@ -425,7 +431,10 @@ impl Plan {
             p.rw_window_ns = ms * MS;
         }
         if let Some(d) = g.read_under_write_qd {
-            p.rw_read_qd = d;
+            p.rw_read_qds = vec![d];
+        }
+        if let Some(v) = &g.read_under_write_qds {
+            p.rw_read_qds = v.clone();
         }
         if let Some(n) = g.samples {
             (p.open_samples, p.mgmt_samples, p.mgmt_samples_cheap) = (n, n, n);

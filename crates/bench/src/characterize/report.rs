@@ -887,63 +887,82 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
         let mut thr = Vec::new();
         let (mut ref_lat, mut ref_thr) = (Vec::new(), Vec::new());
         for (ri, (label, r)) in runs.iter().enumerate() {
-            // x: the write rate achieved at each point.
-            let pts: Vec<(f64, Option<&Point>, &Point)> = r
+            // A series per read queue depth; x: the write rate achieved at
+            // each point (the write point with the same depth and rate).
+            let mut qds: Vec<u32> = r
                 .points
                 .iter()
                 .filter(|p| p.id.starts_with("read_under_write/read/"))
-                .map(|p| {
-                    let rate = p.id.rsplit_once("rate=").map(|x| x.1).unwrap_or("");
-                    let w = r.points.iter().find(|w| {
-                        w.id.starts_with("read_under_write/write/")
-                            && w.id.ends_with(&format!("rate={rate}"))
-                    });
-                    (w.map_or(0.0, |w| w.mib_s), w, p)
-                })
+                .filter_map(|p| p.queue_depth)
                 .collect();
-            if let Some(ov) = ov.filter(|_| ri == 0) {
-                // A reference point sits at the reference's own write rate
-                // where it has one (another run's), else at this run's.
-                let mk_ref = |stat: Stat, color: usize| {
-                    let mut v: Vec<(f64, f64)> = pts
-                        .iter()
-                        .filter_map(|(w, wp, p)| {
-                            let y = ov.get(&format!("{}:{}", p.id, stat.figure()))?;
-                            let x =
-                                wp.and_then(|wp| ov.get(&format!("{}:mib_s", wp.id))).unwrap_or(*w);
-                            Some((x, y))
+            qds.sort_unstable();
+            qds.dedup();
+            for (qi, &qd) in qds.iter().enumerate() {
+                let pts: Vec<(f64, Option<&Point>, &Point)> = r
+                    .points
+                    .iter()
+                    .filter(|p| {
+                        p.id.starts_with("read_under_write/read/") && p.queue_depth == Some(qd)
+                    })
+                    .map(|p| {
+                        let tail = p.id.splitn(4, '/').nth(3).unwrap_or("");
+                        let w = r.points.iter().find(|w| {
+                            w.id.starts_with("read_under_write/write/")
+                                && w.id.ends_with(&format!("/{tail}"))
+                        });
+                        (w.map_or(0.0, |w| w.mib_s), w, p)
+                    })
+                    .collect();
+                let name = |stat: &str| format!("read {stat} QD {qd}");
+                if let Some(ov) = ov.filter(|_| ri == 0) {
+                    // A reference point sits at the reference's own write
+                    // rate where it has one (another run's), else at this
+                    // run's.
+                    let mk_ref = |stat: Stat, color: usize| {
+                        let mut v: Vec<(f64, f64)> = pts
+                            .iter()
+                            .filter_map(|(w, wp, p)| {
+                                let y = ov.get(&format!("{}:{}", p.id, stat.figure()))?;
+                                let x = wp
+                                    .and_then(|wp| ov.get(&format!("{}:mib_s", wp.id)))
+                                    .unwrap_or(*w);
+                                Some((x, y))
+                            })
+                            .collect();
+                        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        (!v.is_empty()).then(|| {
+                            let label = format!("{} {}", ov.label, name(stat.name()));
+                            Series::reference(label, v, color)
                         })
-                        .collect();
+                    };
+                    ref_lat.extend(mk_ref(Stat::P50, 2 * qi));
+                    if runs.len() == 1 {
+                        ref_lat.extend(mk_ref(Stat::P99, 2 * qi + 1));
+                    }
+                    ref_thr.extend(mk_ref(Stat::Kiops, qi));
+                }
+                let mk = |stat: Stat, color: usize, dashed: bool| {
+                    let mut v: Vec<(f64, f64)> =
+                        pts.iter().map(|(w, _, p)| (*w, stat.of(p))).collect();
                     v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    (!v.is_empty()).then(|| Series::reference(ov.label.clone(), v, color))
+                    let mut s = Series::new(run_name(label, &name(stat.name())), v, color);
+                    if dashed {
+                        s = s.dashed();
+                    }
+                    s
                 };
-                ref_lat.extend(mk_ref(Stat::P50, 0));
+                lat.push(mk(Stat::P50, 2 * qi, ri > 0));
                 if runs.len() == 1 {
-                    ref_lat.extend(mk_ref(Stat::P99, 1));
+                    lat.push(mk(Stat::P99, 2 * qi + 1, true));
                 }
-                ref_thr.extend(mk_ref(Stat::Kiops, 0));
+                thr.push(mk(Stat::Kiops, qi, ri > 0));
             }
-            let mk = |stat: Stat, color: usize, dashed: bool| {
-                let mut v: Vec<(f64, f64)> = pts.iter().map(|(w, _, p)| (*w, stat.of(p))).collect();
-                v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let mut s =
-                    Series::new(run_name(label, &format!("read {}", stat.name())), v, color);
-                if dashed {
-                    s = s.dashed();
-                }
-                s
-            };
-            lat.push(mk(Stat::P50, 0, ri > 0));
-            if runs.len() == 1 {
-                lat.push(mk(Stat::P99, 1, true));
-            }
-            thr.push(mk(Stat::Kiops, 0, ri > 0));
         }
         lat.extend(ref_lat);
         thr.extend(ref_thr);
         out.push(Section {
             title: "Reads under rate-limited writes".into(),
-            text: "Random reads at a fixed queue depth while writes run at 0 .. 100% of the \
+            text: "Random reads at each queue depth while writes run at 0 .. 100% of the \
                    write bandwidth (x: the write rate achieved)."
                 .into(),
             charts: vec![
@@ -966,6 +985,7 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
         let conds = ["idle", "under_read", "under_write", "under_append"];
         let mut reset_series = Vec::new();
         let mut io_series = Vec::new();
+        let mut io_worst = Vec::new();
         let mut io_thr = Vec::new();
         let kinds = ["read", "write", "append"];
         for (label, r) in runs {
@@ -982,6 +1002,20 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
                 ));
             }
             for cond in ["baseline", "under_resets"] {
+                // The rarest waits (an I/O behind an erase that may not be
+                // suspended yet) show in the highest percentiles only.
+                for (stat, of) in [
+                    ("p99.9", (|p: &Point| p.latency.p99_9_us) as fn(&Point) -> f64),
+                    ("max", |p: &Point| p.latency.max_us),
+                ] {
+                    io_worst.push((
+                        run_name(label, &format!("{stat} {cond}")),
+                        kinds
+                            .iter()
+                            .map(|k| r.point(&format!("reset_interference/{k}/{cond}")).map(of))
+                            .collect::<Vec<_>>(),
+                    ));
+                }
                 io_series.push((
                     run_name(label, &format!("p99 {cond}")),
                     kinds
@@ -1044,6 +1078,15 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
                         series: io_series,
                     },
                     io_marks.as_ref(),
+                ),
+                plot::bar_chart_marked(
+                    &Bars {
+                        title: "I/O worst latency with and without resets".into(),
+                        y_label: "p99.9 and max latency (µs)".into(),
+                        categories: kinds.iter().map(|k| k.to_string()).collect(),
+                        series: io_worst,
+                    },
+                    None,
                 ),
                 plot::bar_chart_marked(
                     &Bars {

@@ -32,12 +32,19 @@
 //!    (`stripe_open_us`), while the dies go on programming.
 //! 4. **Flash.** `channels` × `dies_per_channel` dies of `planes` planes,
 //!    `page_kib` pages, `bits_per_cell` pages per word line programmed
-//!    together: the program unit. A zone's consecutive program units
-//!    rotate over its set of `zone_stripe_dies` dies in a fixed order,
-//!    starting at a die that depends on the zone (the radical inverse of
-//!    its index: zones numbered together start on dies spread over the
-//!    set), so a zone read alone uses all its dies and zones written
-//!    together in step do not queue on the same dies. A read senses its
+//!    together: the program unit. A zone's data rotates over its set of
+//!    `zone_stripe_dies` dies in a fixed order, starting at a die that
+//!    depends on the zone (the radical inverse of its index: zones
+//!    numbered together start on dies spread over the set), so a zone read
+//!    alone uses all its dies and zones written together in step do not
+//!    queue on the same dies. It rotates in program units, or in smaller
+//!    chunks (`zone_stripe_kib`: a page, a page on every plane): each die
+//!    then gathers its program unit from several stripe rows, the zone's
+//!    incomplete stripe waits beside the write buffer (which still holds
+//!    one unit of it), the dies' units are staggered (die `i` starts its
+//!    first unit `i` mod rows chunks in) so that some complete in every
+//!    row, and a large read of consecutive data goes to several dies and
+//!    channels at once. A read senses its
 //!    pages (`read_us` by page level) and moves them over its die's
 //!    channel (`channel_mbps` plus `channel_overhead_ns` per transfer); a
 //!    program moves a unit over the channel and programs it (`program_us`,
@@ -49,9 +56,12 @@
 //!    `suspend_limit` times per program, then it waits): reads under
 //!    writes wait, and that is where interference comes from. A reset's
 //!    die work (erases, block closes) is suspended the same way at its own
-//!    cost (`erase_suspend_us`, `erase_suspend_limit`): on the `zn540`
-//!    profile cheaply and without practical limit, so reads barely notice
-//!    resets while resets take longer under reads, as on the drive.
+//!    cost (`erase_suspend_us`, `erase_suspend_limit`), once the erase
+//!    has run `erase_resume_min_us` since it started or resumed (a read
+//!    arriving earlier waits for that): on the `zn540` profile cheaply,
+//!    without practical limit and after 50 µs, so reads notice resets
+//!    little, in their tail, while resets take longer under reads, as on
+//!    the drive.
 //! 5. **Zone management.** Finish pads the rest of a written zone through
 //!    the buffer and the dies (the drive's write bandwidth) and completes
 //!    when all of it is programmed; Finish of an empty zone only costs

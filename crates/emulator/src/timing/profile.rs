@@ -150,6 +150,14 @@ pub struct TimingProfile {
     /// end. 0: reads always wait. Absent: `suspend_limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erase_suspend_limit: Option<u32>,
+    /// Erase progress between suspends: an erase (or a reset's block
+    /// close) started or resumed is not suspended again before it has run
+    /// this long; a read arriving earlier waits for that moment, and the
+    /// reads waiting then are served in one suspension. Without it an
+    /// erase under a steady stream of reads gives way to each of them and
+    /// reads never wait for one. Absent or 0: no minimum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_resume_min_us: Option<f64>,
     /// Erase time of one erase block (tBERS).
     pub erase_us: u64,
     /// Spread of erase times between resets: the erases of one reset take
@@ -175,6 +183,18 @@ pub struct TimingProfile {
     /// Dies a zone is striped over: its consecutive program units rotate
     /// over this many dies (all dies when equal to their number).
     pub zone_stripe_dies: u32,
+    /// Unit in KiB that a zone's consecutive data rotates over its dies in
+    /// (a page, or a page on every plane), a divisor of the program unit.
+    /// Each die's program unit then gathers its pages from several stripe
+    /// rows (program unit / this): a zone stages a stripe of program units
+    /// (one per die) before its dies program, in a stripe area of its own
+    /// beside the write buffer (the buffer holds one program unit of it),
+    /// the dies' units staggered by a chunk from one die to the next so
+    /// that some complete in every stripe row, and a large read of
+    /// consecutive data is spread over dies and their channels. Absent: the program unit (each program unit
+    /// holds consecutive data of the zone, on one die).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_stripe_kib: Option<u32>,
 }
 
 impl TimingProfile {
@@ -187,6 +207,12 @@ impl TimingProfile {
     /// unit a zone's data is striped in).
     pub fn program_unit_bytes(&self) -> u64 {
         self.page_kib as u64 * 1024 * self.planes as u64 * self.bits_per_cell as u64
+    }
+
+    /// Bytes of the unit a zone's data rotates over its dies in
+    /// (`zone_stripe_kib`, or the program unit).
+    pub fn stripe_unit_bytes(&self) -> u64 {
+        self.zone_stripe_kib.map_or(self.program_unit_bytes(), |k| k as u64 * 1024)
     }
 
     /// Checks the values; `max_transfer` is the largest data transfer
@@ -231,6 +257,9 @@ impl TimingProfile {
         if self.erase_suspend_us.is_some_and(|t| !t.is_finite() || t < 0.0) {
             return Err("timing.erase_suspend_us must be a non-negative time".into());
         }
+        if self.erase_resume_min_us.is_some_and(|t| !t.is_finite() || t < 0.0) {
+            return Err("timing.erase_resume_min_us must be a non-negative time".into());
+        }
         if !(0.0..=1.0).contains(&self.housekeeping_fraction) {
             return Err("timing.housekeeping_fraction must be in 0..=1".into());
         }
@@ -244,6 +273,13 @@ impl TimingProfile {
         if !(self.block_kib as u64 * 1024).is_multiple_of(unit) {
             return Err(format!(
                 "timing.block_kib must be a multiple of the program unit ({} KiB)",
+                unit / 1024
+            ));
+        }
+        let stripe = self.stripe_unit_bytes();
+        if stripe < 4096 || !unit.is_multiple_of(stripe) {
+            return Err(format!(
+                "timing.zone_stripe_kib must be at least 4 and divide the program unit ({} KiB)",
                 unit / 1024
             ));
         }

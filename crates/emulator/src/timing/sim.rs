@@ -19,8 +19,9 @@
 //!
 //! Data written sits in the buffer and is counted per zone; whenever a
 //! zone has a whole program unit, the unit is programmed on the die its
-//! place in the zone maps to (the zone's program units rotate over its
-//! dies), and the buffer room comes back when the program ends. Reads of
+//! place in the zone maps to (the zone's program units, or smaller chunks
+//! of its data, rotate over its dies), and the buffer room comes back when
+//! the program ends. Reads of
 //! data still in the buffer, or of unwritten blocks, touch no die.
 //!
 //! Events are processed in time order, ties in the order they were
@@ -117,6 +118,8 @@ struct Params {
     suspend_limit: u32,
     erase_suspend: u64,
     erase_suspend_limit: u32,
+    /// Erase progress between suspends (ns).
+    erase_resume_min: u64,
     erase: u64,
     erase_variation: f64,
     close_block: u64,
@@ -124,6 +127,11 @@ struct Params {
     unit: u64,
     /// Program units per erase block.
     units_per_block: u64,
+    /// Bytes of the unit a zone's data rotates over its dies in.
+    chunk: u64,
+    /// Stripe rows each program unit of a zone gathers its data from
+    /// (program unit / `chunk`; 1: a program unit holds consecutive data).
+    rows: u64,
     buffer: u64,
 }
 
@@ -173,13 +181,96 @@ impl Params {
                 .erase_suspend_us
                 .map_or(us(p.suspend_us), |t| (t * 1000.0).round() as u64),
             erase_suspend_limit: p.erase_suspend_limit.unwrap_or(p.suspend_limit),
+            erase_resume_min: p.erase_resume_min_us.map_or(0, |t| (t * 1000.0).round() as u64),
             erase: us(p.erase_us),
             erase_variation: p.erase_variation,
             close_block: us(p.close_block_us),
             unit: p.program_unit_bytes(),
             units_per_block: (p.block_kib as u64 * 1024 / p.program_unit_bytes()).max(1),
+            chunk: p.stripe_unit_bytes(),
+            rows: (p.program_unit_bytes() / p.stripe_unit_bytes()).max(1),
             buffer: p.write_buffer_kib as u64 * 1024,
         }
+    }
+}
+
+/// Where a striped zone's data sits. Its data rotates over the zone's
+/// `stripe` dies in chunks of `chunk` bytes (chunk `j` on die position
+/// `i = j % stripe`, stripe row `j / stripe`), and each die gathers
+/// `rows` chunks, from consecutive rows, into a program unit. The dies'
+/// units are staggered: die position `i` starts its first unit `i % rows`
+/// chunks in (those pages hold no zone data), so in every stripe row a
+/// share of the dies complete a unit and the buffer drains evenly, rather
+/// than every die at once in the last row of a stripe of units. Program
+/// unit `u` is die position `u % stripe`'s `u / stripe`-th; its bytes
+/// have "physical" offsets `u` × unit + offset in the unit (chunk by
+/// chunk in row order, after the unit's leading pad).
+impl Params {
+    /// Chunks the first unit of die position `i` leaves out.
+    #[inline]
+    fn phase(&self, i: u64) -> u64 {
+        i % self.rows
+    }
+
+    /// Bytes at the start of program unit `u` without zone data.
+    #[inline]
+    fn pad(&self, u: u64) -> u64 {
+        let s = self.stripe as u64;
+        if u < s {
+            self.phase(u) * self.chunk
+        } else {
+            0
+        }
+    }
+
+    /// Zone chunk index in slot `r` (of `rows`) of program unit `u`, or
+    /// `None` for a slot of the leading pad.
+    #[inline]
+    fn chunk_of(&self, u: u64, r: u64) -> Option<u64> {
+        let s = self.stripe as u64;
+        let (m, i) = (u / s, u % s);
+        (m * self.rows + r).checked_sub(self.phase(i)).map(|row| row * s + i)
+    }
+
+    /// Bytes of program unit `u` below zone offset `x`: they come first
+    /// in the unit's physical layout, after its pad.
+    fn unit_below(&self, u: u64, x: u64) -> u64 {
+        (0..self.rows)
+            .filter_map(|r| self.chunk_of(u, r))
+            .map(|j| x.saturating_sub(j * self.chunk).min(self.chunk))
+            .sum()
+    }
+
+    /// Whether chunk `j` of the zone is the last of its program unit.
+    #[inline]
+    fn ends_unit(&self, j: u64) -> bool {
+        let s = self.stripe as u64;
+        (j / s + self.phase(j % s)) % self.rows == self.rows - 1
+    }
+
+    /// Program unit holding zone offset `off`, and the offset in the unit.
+    #[inline]
+    fn physical(&self, off: u64) -> (u64, u64) {
+        let s = self.stripe as u64;
+        let j = off / self.chunk;
+        let (row, i) = (j / s, j % s);
+        let slot = row + self.phase(i);
+        let (m, r) = (slot / self.rows, slot % self.rows);
+        (m * s + i, r * self.chunk + off % self.chunk)
+    }
+
+    /// The last chunk of die position `i` that starts below zone offset
+    /// `x`, if any.
+    fn last_chunk(&self, i: u64, x: u64) -> Option<u64> {
+        let (s, q) = (self.stripe as u64, x.div_ceil(self.chunk));
+        (q > i).then(|| i + (q - 1 - i) / s * s)
+    }
+
+    /// Program units of die position `i` holding some of the zone's first
+    /// `x` bytes.
+    fn die_units(&self, i: u64, x: u64) -> u64 {
+        self.last_chunk(i, x)
+            .map_or(0, |j| self.physical(j * self.chunk).0 / self.stripe as u64 + 1)
     }
 }
 
@@ -313,6 +404,9 @@ struct Die {
     suspended: Option<(DieOp, u64, u32)>,
     /// Suspensions of the current program or erase so far.
     suspends: u32,
+    /// A suspend of the current erase is due once it has progressed
+    /// enough ([`Ev::Suspend`] scheduled).
+    suspend_armed: bool,
 }
 
 /// A program of `[start, start + bytes)` of a zone.
@@ -332,8 +426,21 @@ struct ZoneSim {
     gen: u32,
     /// Bytes that reached the buffer, from the zone start.
     fill: u64,
-    /// Bytes handed to programs.
+    /// Bytes handed to programs (in a striped zone a count: its
+    /// dispatched data is `[0, flushed)` and its program units complete in
+    /// its first `scanned` chunks; otherwise also where the next program
+    /// starts).
     dispatched: u64,
+    /// Striped zone: chunks whose filling was checked for completing a
+    /// program unit.
+    scanned: u64,
+    /// Striped zone: the zone offset below which all data was handed to
+    /// programs (partial program units flushed, or on flash from before).
+    flushed: u64,
+    /// Striped zone: bytes of its incomplete stripe staged outside the
+    /// write buffer (all it has not handed to programs beyond one program
+    /// unit).
+    staged: u64,
     /// Bytes programmed, contiguous from the zone start.
     programmed: u64,
     /// Programmed ranges past `programmed` (start → end).
@@ -357,6 +464,9 @@ impl ZoneSim {
             gen,
             fill: on_flash,
             dispatched: on_flash,
+            scanned: 0,
+            flushed: on_flash,
+            staged: 0,
             programmed: on_flash,
             done: BTreeMap::new(),
             inflight: 0,
@@ -367,6 +477,30 @@ impl ZoneSim {
         }
     }
 
+    /// A striped zone whose first `on_flash` bytes are on flash: they
+    /// and the units' pads count as programmed.
+    fn striped(gen: u32, on_flash: u64, p: &Params) -> Self {
+        let mut z = ZoneSim::new(gen, on_flash);
+        (z.programmed, z.scanned) = (0, on_flash / p.chunk);
+        let s = p.stripe as u64;
+        let units = (0..s).map(|i| p.die_units(i, on_flash)).max().unwrap_or(0) * s;
+        for u in 0..units.max(s) {
+            let end = u * p.unit + p.pad(u) + p.unit_below(u, on_flash);
+            if end > u * p.unit {
+                z.done.insert(u * p.unit, end);
+            }
+        }
+        while let Some((&a, &e)) = z.done.first_key_value() {
+            if a > z.programmed {
+                break;
+            }
+            z.programmed = z.programmed.max(e);
+            z.done.pop_first();
+        }
+        z
+    }
+
+    /// Whether the byte at `off` (physical in a striped zone) is programmed.
     fn is_programmed(&self, off: u64) -> bool {
         off < self.programmed
             || self.done.range(..=off).next_back().is_some_and(|(_, &end)| off < end)
@@ -383,6 +517,8 @@ enum Ev {
     Job(u32),
     SenseDone(u32, u32),
     DieFree(u32, u32),
+    /// An erase on the die may be suspended now, for reads waiting.
+    Suspend(u32),
 }
 
 /// The simulation state. Not thread safe by itself: the controller keeps
@@ -646,6 +782,12 @@ impl Sim {
         zone.1 != CONVENTIONAL && self.geometry(zone.0).segment_blocks > 0
     }
 
+    /// True for a zone whose data rotates over its dies in chunks smaller
+    /// than the program unit (conventional namespaces and segments do not).
+    fn is_striped(&self, zone: ZoneKey) -> bool {
+        self.p.rows > 1 && zone.1 != CONVENTIONAL && !self.is_segment(zone)
+    }
+
     /// The zone holding `lba` and the byte offset of `lba` in it.
     fn locate(&self, nsid: u32, lba: u64) -> (ZoneKey, u64) {
         let g = self.geometry(nsid);
@@ -719,7 +861,8 @@ impl Sim {
     }
 
     /// Die reads for the written runs of a read: pieces split at program
-    /// unit boundaries; data still in the buffer needs none.
+    /// unit boundaries (in a striped zone at its chunks); data still in the
+    /// buffer needs none.
     fn pieces(&self, nsid: u32, runs: &[(u64, u64)], out: &mut Vec<Piece>) {
         if self.geometry(nsid).segment_blocks > 0 {
             return self.segment_pieces(nsid, runs, out);
@@ -730,19 +873,22 @@ impl Sim {
             let (zone, mut off) = self.locate(nsid, lba);
             let end = off + blocks * bs;
             let sim = self.zones.get(&zone);
+            let striped = self.is_striped(zone);
+            let span = if striped { self.p.chunk } else { unit };
             while off < end {
-                let k = off / unit;
-                let piece_end = end.min((k + 1) * unit);
+                let (k, in_unit) =
+                    if striped { self.p.physical(off) } else { (off / unit, off % unit) };
+                let piece_end = end.min((off / span + 1) * span);
                 let bytes = piece_end - off;
                 let on_flash = match (zone.1, sim) {
                     (CONVENTIONAL, _) | (_, None) => true,
-                    (_, Some(z)) => z.is_programmed(off),
+                    (_, Some(z)) => z.is_programmed(k * unit + in_unit),
                 };
                 if on_flash {
                     out.push(Piece {
                         die: self.die_of(zone, k),
                         bytes,
-                        sense: self.sense(off - k * unit, bytes),
+                        sense: self.sense(in_unit, bytes),
                     });
                 }
                 off = piece_end;
@@ -910,7 +1056,12 @@ impl Sim {
         let key = (nsid, z.index);
         let written = z.written * g.block_bytes;
         let gen = self.next_gen;
-        let sim = self.zones.entry(key).or_insert_with(|| ZoneSim::new(gen, written));
+        let striped = self.is_striped(key);
+        let p = &self.p;
+        let sim = self.zones.entry(key).or_insert_with(|| match striped {
+            true => ZoneSim::striped(gen, written, p),
+            false => ZoneSim::new(gen, written),
+        });
         if sim.gen == gen {
             self.next_gen += 1;
         }
@@ -936,7 +1087,8 @@ impl Sim {
         let written = z.written * g.block_bytes;
         let (flash, host) = match self.zones.remove(&key) {
             Some(old) => {
-                let mut freed = old.fill - old.dispatched;
+                // Staged data holds no buffer room.
+                let mut freed = old.fill - old.dispatched - old.staged;
                 for die in self.dies.iter_mut() {
                     let q = &mut die.queues[CLASS_PROGRAM];
                     q.retain(|op| match op {
@@ -955,7 +1107,7 @@ impl Sim {
                         _ => true,
                     });
                 }
-                let cancelled = freed - (old.fill - old.dispatched);
+                let cancelled = freed - (old.fill - old.dispatched - old.staged);
                 let flash = old.dispatched - cancelled;
                 for w in old.waiters {
                     self.schedule(self.now, Ev::Job(w));
@@ -970,13 +1122,21 @@ impl Sim {
             }
         };
         // Program units on flash per die: (host data, all).
-        let (units, host_units) = (flash.div_ceil(unit), host.div_ceil(unit));
         let mut per_die: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-        for k in 0..units {
-            let die = self.die_of(key, k);
-            let e = per_die.entry(die).or_default();
-            e.0 += u64::from(k < host_units);
-            e.1 += 1;
+        if self.is_striped(key) {
+            for i in 0..self.p.stripe as u64 {
+                let all = self.p.die_units(i, flash);
+                if all > 0 {
+                    per_die.insert(self.die_of(key, i), (self.p.die_units(i, host), all));
+                }
+            }
+        } else {
+            for k in 0..flash.div_ceil(unit) {
+                let die = self.die_of(key, k);
+                let e = per_die.entry(die).or_default();
+                e.0 += u64::from(k < host.div_ceil(unit));
+                e.1 += 1;
+            }
         }
         let upb = self.p.units_per_block;
         let unfinished = z.state != ZoneState::Full;
@@ -1018,6 +1178,19 @@ impl Sim {
             Ev::DieFree(die, epoch) => {
                 if self.dies[die as usize].epoch == epoch {
                     self.die_free(die);
+                }
+            }
+            Ev::Suspend(die) => {
+                self.dies[die as usize].suspend_armed = false;
+                let d = &self.dies[die as usize];
+                let erasing = matches!(d.current, Some(DieOp::Timed { .. }));
+                if erasing && d.suspended.is_none() && !d.queues[CLASS_READ].is_empty() {
+                    let read = self.dies[die as usize].queues[CLASS_READ].pop_front();
+                    if let Some(read) = read {
+                        // Suspends now, or re-arms when the erase under way
+                        // started or resumed since the event was set.
+                        self.die_request_front(die, read);
+                    }
                 }
             }
         }
@@ -1098,7 +1271,11 @@ impl Sim {
                 Step::Serial(zone) => {
                     let ns = self.p.append_serial;
                     let gen = self.next_gen;
-                    let z = self.zones.entry(zone).or_insert_with(|| ZoneSim::new(gen, 0));
+                    if !self.zones.contains_key(&zone) {
+                        let fresh = self.fresh_zone(zone, gen);
+                        self.zones.insert(zone, fresh);
+                    }
+                    let z = self.zones.get_mut(&zone).expect("zone just made");
                     if z.gen == gen {
                         self.next_gen += 1;
                     }
@@ -1241,7 +1418,8 @@ impl Sim {
             _ if self.is_segment(prog.zone) => k / self.p.dies as u64,
             _ => k / self.p.stripe as u64,
         };
-        let opens = prog.start.is_multiple_of(self.p.unit) && per_die % self.p.units_per_block == 0;
+        let pad = if self.is_striped(prog.zone) { self.p.pad(k) } else { 0 };
+        let opens = prog.start % self.p.unit == pad && per_die % self.p.units_per_block == 0;
         let open = if opens { self.p.block_open } else { 0 };
         let v = self.p.program_variation;
         if v == 0.0 {
@@ -1306,19 +1484,56 @@ impl Sim {
         if d.current.is_none() {
             self.die_start(die, op, 0);
         } else if class == CLASS_READ && array_op && d.suspended.is_none() && d.suspends < limit {
-            // Suspend the program or erase under way (once its data is
-            // on the die) and read first.
-            let d = &mut self.dies[die as usize];
-            let at = self.now.max(d.array_from);
-            let left = d.until.saturating_sub(at);
-            let current = d.current.take().expect("busy die");
-            d.suspended = Some((current, left, d.suspends + 1));
-            d.epoch += 1;
-            let delay = at - self.now + suspend;
-            self.die_start(die, op, delay);
+            let erasing = matches!(d.current, Some(DieOp::Timed { .. }));
+            let due = d.array_from + self.p.erase_resume_min;
+            if erasing && self.p.erase_resume_min > 0 && self.now < due {
+                // The erase has not progressed enough since it started or
+                // resumed: the read waits for the moment it may suspend.
+                self.dies[die as usize].queues[class].push_back(op);
+                self.arm_suspend(die, due);
+                return;
+            }
+            self.suspend_for(die, op, suspend);
         } else {
             self.dies[die as usize].queues[class].push_back(op);
         }
+    }
+
+    /// [`Sim::die_request`] for a read that waited for an erase to progress
+    /// (it goes first among the waiting reads).
+    fn die_request_front(&mut self, die: u32, read: DieOp) {
+        let d = &self.dies[die as usize];
+        let (suspend, limit) = d.current.as_ref().map_or((0, 0), |c| self.suspension(c));
+        let due = d.array_from + self.p.erase_resume_min;
+        if d.suspends >= limit {
+            // The erase used up its suspensions: the read waits for its end.
+            self.dies[die as usize].queues[CLASS_READ].push_front(read);
+        } else if self.now < due {
+            self.dies[die as usize].queues[CLASS_READ].push_front(read);
+            self.arm_suspend(die, due);
+        } else {
+            self.suspend_for(die, read, suspend);
+        }
+    }
+
+    /// Schedules a suspend of the die's erase at `due`, once.
+    fn arm_suspend(&mut self, die: u32, due: u64) {
+        if !std::mem::replace(&mut self.dies[die as usize].suspend_armed, true) {
+            self.schedule(due, Ev::Suspend(die));
+        }
+    }
+
+    /// Suspends the program or erase under way on `die` (once its data is
+    /// on the die) and starts `read` first.
+    fn suspend_for(&mut self, die: u32, read: DieOp, suspend: u64) {
+        let d = &mut self.dies[die as usize];
+        let at = self.now.max(d.array_from);
+        let left = d.until.saturating_sub(at);
+        let current = d.current.take().expect("busy die");
+        d.suspended = Some((current, left, d.suspends + 1));
+        d.epoch += 1;
+        let delay = at - self.now + suspend;
+        self.die_start(die, read, delay);
     }
 
     /// Starts `op` on an idle die, `delay` ns from now.
@@ -1408,9 +1623,21 @@ impl Sim {
         }
     }
 
+    /// A zone the model has no data of yet, incarnation `gen`.
+    fn fresh_zone(&self, zone: ZoneKey, gen: u32) -> ZoneSim {
+        match self.is_striped(zone) {
+            true => ZoneSim::striped(gen, 0, &self.p),
+            false => ZoneSim::new(gen, 0),
+        }
+    }
+
     fn zone_add(&mut self, zone: ZoneKey, bytes: u64) {
         let gen = self.next_gen;
-        let z = self.zones.entry(zone).or_insert_with(|| ZoneSim::new(gen, 0));
+        if !self.zones.contains_key(&zone) {
+            let fresh = self.fresh_zone(zone, gen);
+            self.zones.insert(zone, fresh);
+        }
+        let z = self.zones.get_mut(&zone).expect("zone just made");
         if z.gen == gen {
             self.next_gen += 1;
         }
@@ -1429,6 +1656,10 @@ impl Sim {
     /// [`Sim::dispatch`] for incarnation `gen` of the zone (a reclaimed
     /// segment's, among the retired ones, or the current one).
     fn dispatch_gen(&mut self, zone: ZoneKey, gen: u32, all: bool) {
+        if self.is_striped(zone) {
+            self.dispatch_striped(zone, gen, all);
+            return self.restage(zone);
+        }
         let unit = self.p.unit;
         loop {
             let current = self.zones.get(&zone).is_some_and(|z| z.gen == gen);
@@ -1451,25 +1682,112 @@ impl Sim {
                 Prog { zone, gen: z.gen, start: z.dispatched, bytes: len, buffered: z.buffered };
             z.dispatched += len;
             z.inflight += 1;
-            let k = prog.start / unit;
-            let id = match self.free_progs.pop() {
-                Some(id) => {
-                    self.progs[id as usize] = Some(prog);
-                    id
-                }
-                None => {
-                    self.progs.push(Some(prog));
-                    (self.progs.len() - 1) as u32
-                }
-            };
-            self.progs_live += 1;
-            if self.must_wait_erase(zone, gen) {
-                self.parked.entry(zone).or_default().push(id);
+            self.start_program(prog);
+        }
+    }
+
+    /// [`Sim::dispatch_gen`] for a striped zone (its current incarnation):
+    /// program units are programmed once complete, in the order the zone
+    /// fills them; with `all`, what the incomplete ones hold too.
+    fn dispatch_striped(&mut self, zone: ZoneKey, gen: u32, all: bool) {
+        let (unit, chunk) = (self.p.unit, self.p.chunk);
+        let g = self.geometry(zone.0);
+        let cap = g.cap_blocks * g.block_bytes;
+        // A chunk completes its unit when it is the unit's last, or its
+        // die's last in the zone (nothing more comes for the unit).
+        let s = self.p.stripe as u64;
+        let last = |p: &Params, j: u64| p.ends_unit(j) || (j + s) * chunk >= cap;
+        loop {
+            let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
+            let j = z.scanned;
+            if (j + 1) * chunk > z.fill {
+                break;
+            }
+            z.scanned += 1;
+            if !last(&self.p, j) {
                 continue;
             }
-            let die = self.die_of(zone, k);
-            self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
+            // Its data below `flushed` went to an earlier program; a die's
+            // last unit in the zone may hold fewer chunks.
+            let u = self.p.physical(j * chunk).0;
+            let from = self.p.unit_below(u, z.flushed);
+            // (Data past the capacity: a write that was late for a Finish.)
+            let bytes = self.p.unit_below(u, cap.max(z.fill)) - from;
+            if bytes > 0 {
+                let start = u * unit + self.p.pad(u) + from;
+                let prog = Prog { zone, gen, start, bytes, buffered: z.buffered };
+                z.dispatched += bytes;
+                z.inflight += 1;
+                self.start_program(prog);
+            }
         }
+        let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
+        if !all || z.fill <= z.flushed {
+            return;
+        }
+        let (flushed, fill) = (z.flushed, z.fill);
+        z.flushed = fill;
+        // Each die's last unit, if incomplete (complete ones went above).
+        for i in 0..self.p.stripe as u64 {
+            let Some(j) = self.p.last_chunk(i, fill) else { continue };
+            if last(&self.p, j) && (j + 1) * chunk <= fill {
+                continue;
+            }
+            let u = self.p.physical(j * chunk).0;
+            let (a, b) = (self.p.unit_below(u, flushed), self.p.unit_below(u, fill));
+            if b > a {
+                let z = self.zones.get_mut(&zone).expect("zone just seen");
+                let start = u * unit + self.p.pad(u) + a;
+                let prog = Prog { zone, gen, start, bytes: b - a, buffered: z.buffered };
+                z.dispatched += b - a;
+                z.inflight += 1;
+                self.start_program(prog);
+            }
+        }
+    }
+
+    /// A striped zone gathers a stripe of program units (one on each of
+    /// its dies) before they are complete: what it has not handed to
+    /// programs beyond one program unit is staged in the zone's own stripe
+    /// area (as the drive keeps a write context per open zone), not in the
+    /// write buffer, whose room bounds how far writes run ahead of the
+    /// dies as it does for a zone without striping. Moves the difference
+    /// between the two: room comes back as data is staged, and is taken
+    /// again (even past the buffer's size: writes then wait) as complete
+    /// program units leave the stripe area for the dies.
+    fn restage(&mut self, zone: ZoneKey) {
+        let unit = self.p.unit;
+        let Some(z) = self.zones.get_mut(&zone) else { return };
+        let target = (z.fill - z.dispatched).saturating_sub(unit);
+        let before = std::mem::replace(&mut z.staged, target);
+        if target > before {
+            self.free_buffer(target - before);
+        } else {
+            self.buffer_used += before - target;
+        }
+    }
+
+    /// Queues program `prog` on its die (or parks it until an erase).
+    fn start_program(&mut self, prog: Prog) {
+        let (zone, gen) = (prog.zone, prog.gen);
+        let k = prog.start / self.p.unit;
+        let id = match self.free_progs.pop() {
+            Some(id) => {
+                self.progs[id as usize] = Some(prog);
+                id
+            }
+            None => {
+                self.progs.push(Some(prog));
+                (self.progs.len() - 1) as u32
+            }
+        };
+        self.progs_live += 1;
+        if self.must_wait_erase(zone, gen) {
+            self.parked.entry(zone).or_default().push(id);
+            return;
+        }
+        let die = self.die_of(zone, k);
+        self.die_request(die, DieOp::Program(id), CLASS_PROGRAM);
     }
 
     fn program_done(&mut self, id: u32) {

@@ -135,7 +135,7 @@ fn reads_suspend_reset_erases_and_slow_them_down() {
     assert!(under < 1.10 * calm, "reads: {calm} ns alone, {under} ns under a reset");
     // ... and the reset takes longer for every read that suspended it.
     assert!(
-        busy_reset > 1.05 * idle_reset,
+        busy_reset > 1.03 * idle_reset,
         "reset: {idle_reset} ns alone, {busy_reset} ns under reads"
     );
 }
@@ -515,4 +515,144 @@ fn zrwa_overwrites_cost_the_buffer_and_commits_program() {
     assert_eq!(through.errors, 0);
     let ratio = through.iops() / plain.iops();
     assert!((0.8..1.25).contains(&ratio), "{} vs {}", through.iops(), plain.iops());
+}
+
+/// The `zn540` profile with its zone data rotating over the dies in
+/// `stripe_kib` chunks (`None`: whole program units) and a buffer of
+/// `buffer_kib`.
+fn zn540_striped(stripe_kib: Option<u32>, buffer_kib: u32) -> Profile {
+    let mut p = zn540();
+    let t = p.timing.as_mut().unwrap();
+    t.zone_stripe_kib = stripe_kib;
+    t.write_buffer_kib = buffer_kib;
+    p
+}
+
+/// Median QD 1 latency (µs) of 128 KiB sequential reads of data written
+/// and settled on `p`, and the 128 KiB sequential read rate at QD 4
+/// (MiB/s).
+fn seq_reads_128k(p: &Profile) -> (f64, f64) {
+    let mut b = Bench::new(p).unwrap();
+    let n = b.blocks(128 << 10);
+    let z = b.zone(3);
+    b.fill(z, b.blocks(48 << 20), n);
+    b.idle(1_000_000_000);
+    let count = b.blocks(24 << 20) / n;
+    let qd1 = b.stream(1, 1, count, 0, |_, i| Bench::read(z + i * n, n));
+    let qd4 = b.stream(1, 4, count, 0, |_, i| Bench::read(z + i * n, n));
+    (qd1.quantile_us(0.5), qd4.iops() / 8.0)
+}
+
+#[test]
+fn a_zone_striped_in_plane_pages_reads_large_requests_from_several_dies() {
+    // Whole program units: a 128 KiB read senses all three page levels
+    // of one die and moves 96 KiB over one channel (about 450 µs).
+    let (unit_p50, unit_qd4) = seq_reads_128k(&zn540_striped(None, 4096));
+    assert!(unit_p50 > 400.0, "{unit_p50} us");
+    // 32 KiB chunks: four dies on four channels, one sense each.
+    let (plane_p50, plane_qd4) = seq_reads_128k(&zn540_striped(Some(32), 4096));
+    assert!(plane_p50 < 220.0, "{plane_p50} us");
+    assert!(plane_qd4 > 1.8 * unit_qd4, "{plane_qd4} vs {unit_qd4} MiB/s at QD 4");
+    // A page: eight dies, half the data each.
+    let (page_p50, _) = seq_reads_128k(&zn540_striped(Some(16), 4096));
+    assert!(page_p50 < plane_p50, "{page_p50} vs {plane_p50} us");
+}
+
+#[test]
+fn a_striped_zone_programs_once_its_stripe_is_complete() {
+    // Data of a stripe not yet complete is still in the buffer: reads of
+    // it touch no die. Unstriped, the same data is on flash.
+    let read_back = |p: &Profile| {
+        let mut b = Bench::new(p).unwrap();
+        let n = b.blocks(32 << 10);
+        let z = b.zone(3);
+        b.fill(z, b.blocks(2 << 20), n);
+        b.idle(1_000_000_000);
+        b.latency_us(Bench::read(z, n))
+    };
+    let striped = read_back(&zn540_striped(Some(32), 4096));
+    let unstriped = read_back(&zn540_striped(None, 4096));
+    assert!(striped < 45.0, "{striped} us");
+    assert!(unstriped > 60.0, "{unstriped} us");
+}
+
+#[test]
+fn striped_zones_write_at_the_dies_rate_and_reset_cleanly() {
+    let p = zn540_striped(Some(32), 4096);
+    let mut b = Bench::new(&p).unwrap();
+    let n = b.blocks(128 << 10);
+    // One zone at QD 1, past the buffer's start-up: the dies' rate.
+    let z = b.zone(1);
+    let count = b.blocks(512 << 20) / n;
+    let s = b.stream(1, 1, count, count / 2, |_, i| Bench::write(z + i * n, n));
+    let mib_s = s.iops() / 8.0;
+    assert!((1050.0..1250.0).contains(&mib_s), "{mib_s} MiB/s");
+    // Eight zones of 4 KiB writes: the controller's rate, their partial
+    // stripes all held at once.
+    let zs: Vec<u64> = (0..8).map(|i| b.zone(20 + i)).collect();
+    let s = b.stream(8, 1, 16000, 4000, |q, i| Bench::write(zs[q] + i, 1));
+    assert!(s.iops() > 170_000.0, "{}", s.iops());
+    // Resetting them (partial stripes dropped) and a finish (the rest of
+    // a stripe flushed) leave the buffer as it was: the same writes again.
+    b.idle(1_000_000_000);
+    for &zs in &zs {
+        b.run(Bench::send(zs, ZoneSendAction::Reset));
+    }
+    b.run(Bench::send(z, ZoneSendAction::Finish));
+    b.run(Bench::send(z, ZoneSendAction::Reset));
+    b.idle(1_000_000_000);
+    let again = b.stream(8, 1, 16000, 4000, |q, i| Bench::write(zs[q] + i, 1));
+    assert!((again.iops() / s.iops() - 1.0).abs() < 0.02, "{} vs {}", again.iops(), s.iops());
+}
+
+#[test]
+fn a_finished_striped_zone_reads_its_stripes_back_from_the_dies() {
+    let p = zn540_striped(Some(32), 4096);
+    let mut b = Bench::new(&p).unwrap();
+    let n = b.blocks(128 << 10);
+    let z = b.zone(2);
+    b.fill(z, b.blocks(5 << 20), n);
+    b.run(Bench::send(z, ZoneSendAction::Finish));
+    b.idle(1_000_000_000);
+    // The last, partial stripe was flushed by the finish: on the dies.
+    let last = b.latency_us(Bench::read(z + b.blocks(4 << 20), n));
+    assert!(last > 100.0, "{last} us");
+}
+
+/// Latencies (ns) of reads at QD 8 while a zone at 6.25 % is reset, with
+/// erases resumed after at least `min_us` of progress, and the reset's.
+fn reads_beside_a_reset(min_us: Option<f64>) -> (Vec<u64>, u64) {
+    let mut p = zn540();
+    p.timing.as_mut().unwrap().erase_resume_min_us = min_us;
+    let mut b = Bench::new(&p).unwrap();
+    let data = b.zone(2);
+    b.fill(data, b.blocks(64 << 20), b.blocks(128 << 10));
+    let r = b.zone(6);
+    b.fill(r, b.zone_cap / 16, b.blocks(128 << 10));
+    b.idle(1_000_000_000);
+    let s = b.stream(2, 8, 400, 0, |q, i| {
+        if q == 1 && i == 0 {
+            Bench::send(r, ZoneSendAction::Reset)
+        } else {
+            Bench::read(data + ((q as u64 * 100_000 + i) * 7919) % 16384, 1)
+        }
+    });
+    let mut lat = s.latencies;
+    lat.sort_unstable();
+    let reset = lat.pop().unwrap();
+    (lat, reset)
+}
+
+#[test]
+fn erases_resume_for_a_while_before_reads_suspend_them_again() {
+    let (free, free_reset) = reads_beside_a_reset(None);
+    let (bounded, bounded_reset) = reads_beside_a_reset(Some(120.0));
+    let worst = |v: &[u64]| *v.last().unwrap();
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+    // Suspended at will, an erase never holds a read up for long ...
+    assert!(worst(&free) < 200_000, "{} ns", worst(&free));
+    // ... resumed for 120 µs at least, some reads wait for it.
+    assert!(worst(&bounded) > worst(&free) + 50_000, "{} vs {} ns", worst(&bounded), worst(&free));
+    assert!(mean(&bounded) > 1.03 * mean(&free), "{} vs {} ns", mean(&bounded), mean(&free));
+    assert!(bounded_reset > 1_000_000 && free_reset > 1_000_000);
 }
