@@ -9,8 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use zns_bench::characterize::{self, reference, Suite, EXPERIMENTS};
-use zns_bench::fit::{self, FitObserver, FitOptions, FitReport, Fold, Target};
-use zns_emulator::profile::Profile;
+use zns_bench::fit::{self, BaseTrial, FitObserver, FitOptions, FitReport, Fold, Target};
+use zns_emulator::profile::{NamespaceKind, Profile};
 
 /// Options of `zns emu fit`.
 #[derive(Debug, Args)]
@@ -29,8 +29,10 @@ pub struct FitArgs {
     #[arg(long, value_name = "PROFILE.toml")]
     pub out: PathBuf,
     /// The profile the fit starts from (flash geometry, write buffer, host
-    /// interface): a built-in name or a profile file.
-    #[arg(long, default_value = "zn540", value_name = "PROFILE")]
+    /// interface): a built-in name, a profile file, or `auto`: fit from
+    /// every built-in timed ZNS profile and keep the one that reproduces
+    /// the run best.
+    #[arg(long, default_value = "auto", value_name = "PROFILE")]
     pub base: String,
     /// Name of the fitted profile (default: the output file's stem).
     #[arg(long)]
@@ -80,8 +82,28 @@ impl FitObserver for Progress {
     }
 }
 
-fn load_base(spec: &str) -> Result<Profile> {
-    zns_device::uri::load_profile(spec).with_context(|| format!("--base {spec}"))
+/// `--base auto`.
+const AUTO: &str = "auto";
+
+/// The built-in profiles `--base auto` tries: those with a timing model
+/// and a zoned namespace, conventional twins left out.
+fn auto_bases() -> Result<Vec<Profile>> {
+    let mut out = Vec::new();
+    for name in Profile::built_in_names() {
+        let p = Profile::by_name(name)?;
+        let zoned = p.namespaces.iter().any(|n| n.kind == NamespaceKind::Zoned);
+        if p.timing.is_some() && zoned && zns_emulator::ftl_namespace(&p).is_none() {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+fn load_base(spec: &str) -> Result<Vec<Profile>> {
+    if spec == AUTO {
+        return auto_bases();
+    }
+    Ok(vec![zns_device::uri::load_profile(spec).with_context(|| format!("--base {spec}"))?])
 }
 
 fn target(args: &FitArgs, base: &Profile) -> Result<Target> {
@@ -117,31 +139,48 @@ pub fn run(args: &FitArgs, out: &mut dyn Write) -> Result<()> {
             bail!("--holdout: unknown experiment {e:?} (known: {})", known.join(", "));
         }
     }
-    let base = load_base(&args.base)?;
-    let target = target(args, &base)?;
+    let bases = load_base(&args.base)?;
+    // A reference's figures come without geometry: the first base's
+    // (zn540 for auto) gives the block size they are taken for.
+    let target = target(args, &bases[0])?;
     let name = args.name.clone().unwrap_or_else(|| {
         args.out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("fitted".into())
     });
-    let mut opts = FitOptions::new(base, name);
+    let mut opts = FitOptions::new(bases[0].clone(), name);
     opts.holdout = args.holdout.clone();
     opts.rounds = args.rounds;
     opts.tolerance = args.tolerance / 100.0;
     let progress = Progress::new();
-    let (profile, report, folds) = if args.cross_validate {
-        let (p, r, f) = fit::cross_validate(&target, &opts, &progress)?;
-        (p, r, Some(f))
-    } else {
-        let (p, r) = fit::fit(&target, &opts, &progress)?;
-        (p, r, None)
+    let mut trials = None;
+    let mut chosen = None;
+    if bases.len() > 1 {
+        let (p, r, tried) = fit::fit_best_base(&target, &bases, &opts, &progress)?;
+        opts.base = bases.iter().find(|b| b.name == r.base).expect("tried").clone();
+        trials = Some(tried);
+        chosen = Some((p, r));
+    }
+    let (profile, report, folds) = match (args.cross_validate, chosen) {
+        (true, _) => {
+            let (p, r, f) = fit::cross_validate(&target, &opts, &progress)?;
+            (p, r, Some(f))
+        }
+        (false, Some((p, r))) => (p, r, None),
+        (false, None) => {
+            let (p, r) = fit::fit(&target, &opts, &progress)?;
+            (p, r, None)
+        }
     };
     progress.0.finish_and_clear();
+    if let Some(tried) = &trials {
+        print_trials(tried, &report.base, out)?;
+    }
     print_report(&report, out)?;
     if let Some(folds) = &folds {
         print_folds(folds, out)?;
     }
     let report_path = args.report.clone().unwrap_or_else(|| args.out.with_extension("fit.json"));
     write_profile(&profile, &report, &args.out)?;
-    let json = serde_json::json!({ "fit": report, "cross_validation": folds });
+    let json = serde_json::json!({ "fit": report, "bases": trials, "cross_validation": folds });
     std::fs::write(&report_path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("write {}", report_path.display()))?;
     writeln!(
@@ -222,6 +261,19 @@ fn print_report(r: &FitReport, out: &mut dyn Write) -> Result<()> {
             e.tail_figures,
             pct(e.tail_median_error)
         )?;
+    }
+    Ok(())
+}
+
+fn print_trials(trials: &[BaseTrial], chosen: &str, out: &mut dyn Write) -> Result<()> {
+    writeln!(out, "base profiles tried (median |log ratio| over every central figure):")?;
+    for t in trials {
+        let how = match (t.score, &t.error) {
+            (Some(s), _) => format!("{s:.4}{}", if t.base == chosen { "  <- chosen" } else { "" }),
+            (None, Some(e)) => format!("not fitted: {e}"),
+            (None, None) => "not fitted".into(),
+        };
+        writeln!(out, "  {:<16} {how}", t.base)?;
     }
     Ok(())
 }

@@ -42,6 +42,14 @@ fn a_characterization_becomes_a_profile_the_emulator_runs() {
     );
     assert!(o.stdout.contains("(kept from the base)"), "reads were not measured:\n{}", o.stdout);
     assert!(o.stdout.contains("use --device emu:profile="), "{}", o.stdout);
+    // --base auto (the default): every built-in timed ZNS profile tried,
+    // the zn540 structure chosen for a zn540 run.
+    assert!(o.stdout.contains("base profiles tried"), "{}", o.stdout);
+    assert!(
+        o.stdout.lines().any(|l| l.contains("zn540") && l.contains("<- chosen")),
+        "{}",
+        o.stdout
+    );
     let text = std::fs::read_to_string(&profile).unwrap();
     assert!(text.starts_with("# Fitted by `zns emu fit`"), "{text}");
     assert!(text.contains("name = \"mine\""), "{text}");

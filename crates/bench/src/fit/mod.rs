@@ -454,6 +454,82 @@ fn by_experiment(predicted: &[Residual], holdout: &[String]) -> Vec<ExperimentFi
         .collect()
 }
 
+impl FitReport {
+    /// How well the fitted profile reproduces the whole target: the
+    /// median of |ln(fitted / target)| over every central figure, the
+    /// identifying ones and the predicted ones (tails left out, as in
+    /// [`ExperimentFit`]). Lower is better; 0.01 is about 1 %.
+    pub fn score(&self) -> f64 {
+        let logs = self
+            .fitted
+            .iter()
+            .chain(&self.predicted)
+            .filter(|r| !is_tail(&r.figure) && r.ratio > 0.0 && r.ratio.is_finite())
+            .map(|r| r.ratio.ln().abs())
+            .collect();
+        median(logs)
+    }
+}
+
+/// One base profile tried by [`fit_best_base`].
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaseTrial {
+    /// The base profile's name.
+    pub base: String,
+    /// Its fit's [`FitReport::score`]; `None` when it could not be fitted.
+    pub score: Option<f64>,
+    /// Why it could not be fitted.
+    pub error: Option<String>,
+}
+
+/// Fits from each of `bases` and keeps the fit that reproduces the whole
+/// target best ([`FitReport::score`]): the structure the suites' figures
+/// cannot identify parameter by parameter (dies, stripes, buffer) is
+/// chosen among whole profiles instead. Returns the best fit and every
+/// trial, in the order of `bases`.
+///
+/// Errors: no base could be fitted (the last base's error).
+pub fn fit_best_base(
+    target: &Target,
+    bases: &[Profile],
+    opts: &FitOptions,
+    obs: &dyn FitObserver,
+) -> Result<(Profile, FitReport, Vec<BaseTrial>), FitError> {
+    let mut best: Option<(Profile, FitReport)> = None;
+    let mut trials = Vec::new();
+    let mut last_error = None;
+    for base in bases {
+        let mut o = opts.clone();
+        o.base = base.clone();
+        match fit(target, &o, obs) {
+            Ok((p, r)) => {
+                let score = r.score();
+                trials.push(BaseTrial { base: base.name.clone(), score: Some(score), error: None });
+                if best.as_ref().is_none_or(|(_, b)| score < b.score()) {
+                    best = Some((p, r));
+                }
+            }
+            Err(e) => {
+                trials.push(BaseTrial {
+                    base: base.name.clone(),
+                    score: None,
+                    error: Some(e.to_string()),
+                });
+                last_error = Some(e);
+            }
+        }
+    }
+    match best {
+        Some((p, r)) => Ok((p, r, trials)),
+        None => {
+            Err(last_error
+                .unwrap_or_else(|| FitError::Invalid("no base profile to fit from".into())))
+        }
+    }
+}
+
 /// One fold of a cross-validation: the fit without one experiment's
 /// figures, and how well it predicts that experiment.
 ///
