@@ -60,10 +60,12 @@ struct Progress(ProgressBar);
 
 impl Progress {
     fn new() -> Progress {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        if !std::io::stderr().is_terminal() {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
+        let target = if std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(
             ProgressStyle::with_template("{spinner} {elapsed:>4} fit: {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
@@ -159,16 +161,14 @@ pub fn run(args: &FitArgs, out: &mut dyn Write) -> Result<()> {
         trials = Some(tried);
         chosen = Some((p, r));
     }
-    let (profile, report, folds) = match (args.cross_validate, chosen) {
-        (true, _) => {
-            let (p, r, f) = fit::cross_validate(&target, &opts, &progress)?;
-            (p, r, Some(f))
-        }
-        (false, Some((p, r))) => (p, r, None),
-        (false, None) => {
-            let (p, r) = fit::fit(&target, &opts, &progress)?;
-            (p, r, None)
-        }
+    let (profile, report) = match chosen {
+        Some(fitted) => fitted,
+        None => fit::fit(&target, &opts, &progress)?,
+    };
+    let folds = if args.cross_validate {
+        Some(fit::folds(&target, &opts, &report, &progress)?)
+    } else {
+        None
     };
     progress.0.finish_and_clear();
     if let Some(tried) = &trials {

@@ -17,6 +17,18 @@ pub struct CopyLimits {
     pub max_ranges: u32,
 }
 
+impl CopyLimits {
+    /// The Copy limits of namespace `id` on controller `ic`: `None` when
+    /// the controller does not support Copy (ONCS).
+    pub fn from_identify(ic: &IdentifyController, id: &IdentifyNamespace) -> Option<CopyLimits> {
+        ic.oncs.has(zns_spec::identify::Oncs::COPY).then(|| CopyLimits {
+            max_range_blocks: id.mssrl as u32,
+            max_blocks: id.mcl,
+            max_ranges: id.msrc as u32 + 1,
+        })
+    }
+}
+
 /// What the device supports beyond reads, writes and zone management.
 ///
 /// Thread safety: plain data.

@@ -557,6 +557,18 @@ pub fn cross_validate(
     obs: &dyn FitObserver,
 ) -> Result<(Profile, FitReport, Vec<Fold>), FitError> {
     let (profile, full) = fit(target, opts, obs)?;
+    let folds = folds(target, opts, &full, obs)?;
+    Ok((profile, full, folds))
+}
+
+/// The folds of [`cross_validate`] around `full`, a fit of `target` with
+/// `opts` already made (by [`fit`] or [`fit_best_base`]).
+pub fn folds(
+    target: &Target,
+    opts: &FitOptions,
+    full: &FitReport,
+    obs: &dyn FitObserver,
+) -> Result<Vec<Fold>, FitError> {
     let experiments: BTreeSet<String> =
         target.figures.keys().map(|f| target.experiment_of(f)).collect();
     let mut folds = Vec::new();
@@ -589,7 +601,7 @@ pub fn cross_validate(
             unidentified,
         });
     }
-    Ok((profile, full, folds))
+    Ok(folds)
 }
 
 #[cfg(test)]

@@ -294,11 +294,7 @@ fn describe(
         mdts_bytes: mdts,
         capabilities: Capabilities {
             append: true,
-            copy: ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
-                max_range_blocks: id.mssrl as u32,
-                max_blocks: id.mcl,
-                max_ranges: id.msrc as u32 + 1,
-            }),
+            copy: CopyLimits::from_identify(ic, id),
             write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
             extended_report: ext > 0,
             extension_bytes: ext,
@@ -360,11 +356,7 @@ fn describe_conventional(
         mdts_bytes: mdts_bytes(ic, block_size as usize),
         capabilities: Capabilities {
             append: false,
-            copy: ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
-                max_range_blocks: id.mssrl as u32,
-                max_blocks: id.mcl,
-                max_ranges: id.msrc as u32 + 1,
-            }),
+            copy: CopyLimits::from_identify(ic, id),
             write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
             extended_report: false,
             extension_bytes: 0,

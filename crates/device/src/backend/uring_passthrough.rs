@@ -173,11 +173,7 @@ impl PassthroughDevice {
             .map_or(mdts, |z| (z.min(usize::MAX as u64) as usize).min(mdts));
         let zone_capacity = first_zone_capacity(&file, nsid, uri)?;
         let conventional = conventional_namespace(&file, uri, nsid);
-        let copy = ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
-            max_range_blocks: id.mssrl as u32,
-            max_blocks: id.mcl,
-            max_ranges: id.msrc as u32 + 1,
-        });
+        let copy = CopyLimits::from_identify(&ic, &id);
         let ext = fmt.extension_bytes() as usize;
         let info = DeviceInfo {
             backend: "ng",

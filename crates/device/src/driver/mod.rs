@@ -431,11 +431,7 @@ fn describe(
     let ci = ctrl.info();
     let ic: &IdentifyController = &ci.identify;
     let z = ns.zoned.clone().unwrap_or_default();
-    let copy = ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
-        max_range_blocks: ns.identify.mssrl as u32,
-        max_blocks: ns.identify.mcl,
-        max_ranges: ns.identify.msrc as u32 + 1,
-    });
+    let copy = CopyLimits::from_identify(ic, &ns.identify);
     // A conventional namespace beside the device's own.
     let conventional =
         ctrl.namespaces().iter().find(|n| !n.is_zoned() && n.nsid != ns.nsid).map(|n| {
@@ -499,11 +495,7 @@ fn describe(
 /// limits.
 fn describe_conventional(ctrl: &Controller, ns: &Namespace, zoned: &DeviceInfo) -> DeviceInfo {
     let ic = &ctrl.info().identify;
-    let copy = ic.oncs.has(Oncs::COPY).then(|| CopyLimits {
-        max_range_blocks: ns.identify.mssrl as u32,
-        max_blocks: ns.identify.mcl,
-        max_ranges: ns.identify.msrc as u32 + 1,
-    });
+    let copy = CopyLimits::from_identify(ic, &ns.identify);
     DeviceInfo {
         nsid: ns.nsid,
         block_size: ns.block_size as u32,
