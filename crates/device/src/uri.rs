@@ -304,7 +304,13 @@ pub struct TcpUri {
     pub header_digest: bool,
     /// Data digests.
     pub data_digest: bool,
+    /// Microseconds a queue waiting for the target spins on its socket
+    /// before it sleeps in a blocking read (`poll_us=N`; 0: never spins).
+    pub poll_us: u32,
 }
+
+/// The longest spin `poll_us` takes: one second.
+pub const MAX_POLL_US: u32 = 1_000_000;
 
 fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
     let (main, opts) = match rest.split_once(',') {
@@ -338,8 +344,15 @@ fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
         nsid,
         header_digest: false,
         data_digest: false,
+        poll_us: 0,
     };
+    let mut seen = Vec::new();
     for item in opts.into_iter().flat_map(|o| o.split(',')) {
+        let key = item.split_once('=').map_or(item, |(k, _)| k);
+        if seen.contains(&key) {
+            return Err(format!("option {key:?} is given twice"));
+        }
+        seen.push(key);
         match item.split_once('=') {
             Some(("digest", v)) => {
                 let (h, d) = match v {
@@ -352,7 +365,17 @@ fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
                 u.header_digest = h;
                 u.data_digest = d;
             }
-            _ => return Err(format!("{item:?} is not an option of tcp: (valid options: digest)")),
+            Some(("poll_us", v)) => {
+                u.poll_us =
+                    v.parse().ok().filter(|us| *us <= MAX_POLL_US).ok_or_else(|| {
+                        format!("poll_us={v:?}: microseconds, 0 to {MAX_POLL_US}")
+                    })?;
+            }
+            _ => {
+                return Err(format!(
+                    "{item:?} is not an option of tcp: (valid options: digest, poll_us)"
+                ))
+            }
         }
     }
     Ok(u)
@@ -630,11 +653,15 @@ impl fmt::Display for DeviceUri {
                     write!(f, "/{n}")?;
                 }
                 match (t.header_digest, t.data_digest) {
-                    (false, false) => Ok(()),
-                    (true, false) => write!(f, ",digest=header"),
-                    (false, true) => write!(f, ",digest=data"),
-                    (true, true) => write!(f, ",digest=both"),
+                    (false, false) => {}
+                    (true, false) => write!(f, ",digest=header")?,
+                    (false, true) => write!(f, ",digest=data")?,
+                    (true, true) => write!(f, ",digest=both")?,
                 }
+                if t.poll_us > 0 {
+                    write!(f, ",poll_us={}", t.poll_us)?;
+                }
+                Ok(())
             }
             DeviceUri::Passthrough(p) => write!(f, "ng:{}", p.display()),
             DeviceUri::ZonedBlock(z) => {
@@ -702,6 +729,10 @@ mod tests {
         assert_eq!(u.to_string(), "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:t/2,digest=both");
         let v6: DeviceUri = "tcp:[::1]:4420/nqn.a".parse().unwrap();
         assert_eq!(v6.to_string(), "tcp:[::1]:4420/nqn.a");
+        let polled: DeviceUri = "tcp:[::1]:4420/nqn.a,poll_us=50,digest=header".parse().unwrap();
+        let DeviceUri::Tcp(t) = &polled else { panic!("{polled:?}") };
+        assert_eq!((t.poll_us, t.header_digest, t.data_digest), (50, true, false));
+        assert_eq!(polled.to_string(), "tcp:[::1]:4420/nqn.a,digest=header,poll_us=50");
         for (bad, why) in [
             ("tcp:127.0.0.1/nqn.a", "HOST:PORT"),
             ("tcp:127.0.0.1:4420", "expected tcp:"),
@@ -709,6 +740,9 @@ mod tests {
             ("tcp:127.0.0.1:4420/nqn.a/0", "not a valid NSID"),
             ("tcp:127.0.0.1:4420/nqn.a,digest=all", "digest="),
             ("tcp:127.0.0.1:4420/nqn.a,x=1", "valid options"),
+            ("tcp:127.0.0.1:4420/nqn.a,poll_us=-1", "poll_us="),
+            ("tcp:127.0.0.1:4420/nqn.a,poll_us=1000001", "0 to 1000000"),
+            ("tcp:127.0.0.1:4420/nqn.a,poll_us=1,poll_us=2", "given twice"),
         ] {
             let e = bad.parse::<DeviceUri>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");

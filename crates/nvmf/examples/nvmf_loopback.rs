@@ -4,14 +4,18 @@
 //! data (`emu:small`), each reached
 //! - directly (`zns_device::open`, the emulator through the driver), and
 //! - through znskit's initiator (`tcp:`) and znskit's target in the same
-//!   process, with the target's connections sleeping in blocking reads
-//!   and with them polling their sockets for 100 µs first (`--poll-us`);
+//!   process, with the target's connections sleeping in blocking reads,
+//!   with them polling their sockets for 100 µs first (`--poll-us`), and
+//!   with the initiator's queues polling too (`poll_us=100`);
 //!
-//! with the target's CPU time per I/O (its connection threads' user and
+//! and the floor the kernel sets: the same bytes ping-ponged over
+//! loopback TCP by two spinning threads that do nothing else
+//! (`tcp_floor`); with the target's CPU time per I/O (its connection threads' user and
 //! system time from `/proc/self/task`, over the measured window).
 //!
 //! ```text
 //! cargo run --release -p zns-nvmf --example nvmf_loopback [-- --seconds 2]
+//!     [--device emu:small] [--path "nvme-tcp loopback, both poll"]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -24,45 +28,206 @@ use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 const QD: usize = 32;
 const NQN: &str = "nqn.2026-11.io.znskit:bench";
 
+/// The NVMe/TCP paths measured: name, target's poll (µs), initiator's
+/// poll (µs).
+const PATHS: [(&str, u64, u32); 3] = [
+    ("nvme-tcp loopback", 0, 0),
+    ("nvme-tcp loopback, target polls", 100, 0),
+    ("nvme-tcp loopback, both poll", 100, 100),
+];
+
 fn main() {
     let mut seconds = 2.0f64;
+    let mut only_device: Option<String> = None;
+    let mut only_path: Option<String> = None;
     let mut args = std::env::args().skip(1);
+    let usage = "--seconds N, --device URI (instead of the two), --path NAME (\"in-process\", \"floor\" or a path's name)";
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--seconds" => seconds = args.next().and_then(|v| v.parse().ok()).expect("--seconds N"),
-            other => panic!("unknown argument {other:?} (--seconds N)"),
+            "--seconds" => seconds = args.next().and_then(|v| v.parse().ok()).expect(usage),
+            "--device" => only_device = Some(args.next().expect(usage)),
+            "--path" => only_path = Some(args.next().expect(usage)),
+            other => panic!("unknown argument {other:?} ({usage})"),
         }
     }
+    let wanted = |path: &str| only_path.as_deref().is_none_or(|p| path == p);
     let dur = Duration::from_secs_f64(seconds);
     let mut rows = Vec::new();
-    for uri in ["emu:small,media=null", "emu:small"] {
-        let direct = zns_device::open(uri).unwrap();
-        let span = prepare(direct.as_ref());
-        rows.push(run("in-process", uri, direct.as_ref(), span, dur, None));
-        drop(direct);
-
-        for (path, poll_us) in [("nvme-tcp loopback", 0), ("nvme-tcp loopback, target polls", 100)]
-        {
+    let devices = match &only_device {
+        Some(d) => vec![d.as_str()],
+        None => vec!["emu:small,media=null", "emu:small"],
+    };
+    for uri in devices {
+        if wanted("in-process") {
+            let direct = zns_device::open(uri).unwrap();
+            let span = prepare(direct.as_ref());
+            rows.push(run("in-process", uri, direct.as_ref(), span, dur, None));
+        }
+        for (path, target_poll_us, host_poll_us) in PATHS {
+            if !wanted(path) {
+                continue;
+            }
             let dev = zns_device::open(uri).unwrap();
             let span = prepare(dev.as_ref());
             let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-            let poll = Duration::from_micros(poll_us);
+            let poll = Duration::from_micros(target_poll_us);
             let config = TargetConfig { poll, ..Default::default() };
             let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
-            let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+            let mut remote_uri = format!("tcp:{}/{NQN}", target.local_addr());
+            if host_poll_us > 0 {
+                remote_uri += &format!(",poll_us={host_poll_us}");
+            }
+            let remote = zns_device::open(&remote_uri).unwrap();
             rows.push(run(path, uri, remote.as_ref(), span, dur, Some(())));
             drop(remote);
             target.stop();
         }
     }
+    let floor = wanted("floor").then(|| tcp_floor(dur));
     let out = json!({
         "benchmark": "nvmf-loopback",
+        "tcp_floor": floor,
         "block_size": 4096,
         "queue_depth_iops": QD,
         "seconds_per_phase": seconds,
         "rows": rows,
     });
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
+}
+
+/// Bytes of a read's command capsule: common header and entry.
+const REQUEST: usize = 8 + 64;
+/// Bytes of a 4 KiB read's answer: C2HData header, data, response capsule.
+const RESPONSE: usize = 24 + 4096 + 24;
+
+/// The kernel's share of NVMe/TCP reads over loopback: the same bytes
+/// (a 72-byte capsule out; a C2HData PDU of 4 KiB and a response capsule
+/// back) moved by two threads that do nothing else. At QD 1 both spin on
+/// non-blocking sockets; at QD 32 the answering side sleeps in blocking
+/// reads and answers each batch of requests with one send, as `zns serve`
+/// does, and its CPU time per request is measured. What NVMe/TCP adds
+/// above these figures is znskit's own.
+fn tcp_floor(dur: Duration) -> Value {
+    json!({ "qd1": floor_qd1(dur), "qd32": floor_qd32(dur) })
+}
+
+/// Reads exactly `buf.len()` bytes from a non-blocking socket, spinning;
+/// false at end of stream.
+fn spin_read(s: &mut std::net::TcpStream, buf: &mut [u8]) -> bool {
+    use std::io::{ErrorKind, Read};
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return false,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    true
+}
+
+fn floor_qd1(dur: Duration) -> Value {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let (mut req, resp) = ([0u8; REQUEST], vec![0u8; RESPONSE]);
+        while spin_read(&mut s, &mut req) {
+            s.write_all(&resp).unwrap();
+        }
+    });
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_nonblocking(true).unwrap();
+    let (req, mut resp) = ([0u8; REQUEST], vec![0u8; RESPONSE]);
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    let start = Instant::now();
+    while start.elapsed() < dur {
+        let t = Instant::now();
+        s.write_all(&req).unwrap();
+        assert!(spin_read(&mut s, &mut resp));
+        h.record(t.elapsed().as_nanos() as u64).unwrap();
+    }
+    drop(s);
+    echo.join().unwrap();
+    json!({
+        "ops": h.len(),
+        "mean_us": h.mean() / 1e3,
+        "p50_us": h.value_at_quantile(0.5) as f64 / 1e3,
+        "p99_us": h.value_at_quantile(0.99) as f64 / 1e3,
+    })
+}
+
+fn floor_qd32(dur: Duration) -> Value {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut input = vec![0u8; 256 * 1024];
+        let mut out = Vec::with_capacity(QD * RESPONSE);
+        let data = vec![0xA5u8; RESPONSE];
+        let (mut held, mut answered) = (0usize, 0u64);
+        let cpu0 = thread_cpu_ns();
+        // The client closes with answers unread: a reset ends the loop too.
+        while let Ok(n @ 1..) = s.read(&mut input) {
+            held += n;
+            out.clear();
+            while held >= REQUEST {
+                held -= REQUEST;
+                out.extend_from_slice(&data);
+                answered += 1;
+            }
+            if s.write_all(&out).is_err() {
+                break;
+            }
+        }
+        (thread_cpu_ns() - cpu0, answered)
+    });
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_nonblocking(true).unwrap();
+    let batch = vec![0u8; QD * REQUEST];
+    s.write_all(&batch).unwrap();
+    let mut input = vec![0u8; 256 * 1024];
+    let (mut held, mut done) = (0usize, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < dur {
+        let n = match s.read(&mut input) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => panic!("{e}"),
+        };
+        held += n;
+        let whole = held / RESPONSE;
+        held %= RESPONSE;
+        done += whole as u64;
+        if whole > 0 {
+            s.set_nonblocking(false).unwrap();
+            s.write_all(&batch[..whole * REQUEST]).unwrap();
+            s.set_nonblocking(true).unwrap();
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    drop(s);
+    let (cpu, answered) = echo.join().unwrap();
+    json!({
+        "iops": (done as f64 / elapsed).round(),
+        "server_cpu_us_per_io": cpu as f64 / answered.max(1) as f64 / 1e3,
+    })
+}
+
+/// The calling thread's time on a CPU, in ns (`/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 /// Writes the first zones so reads find data; returns the readable span

@@ -2,8 +2,10 @@
 //! capsules in, data and response capsules out, until the host
 //! disconnects or breaks the transport.
 //!
-//! A connection is one queue (the admin queue or one I/O queue); commands
-//! run one at a time, in order. Data the host writes arrives in the
+//! A connection is one queue (the admin queue or one I/O queue). Reads
+//! and writes on an I/O queue go in flight on the device (`inflight`) and
+//! are answered as they complete; other commands run one at a time, in
+//! order. Data the host writes arrives in the
 //! capsule (up to the in-capsule size) or after an R2T, in H2CData PDUs;
 //! data for the host leaves in one C2HData PDU before the response.
 //! Capsules that arrive while the connection waits for a write's data are
@@ -27,6 +29,7 @@ use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry
 use crate::admin::{self, AsyncEvents, Done};
 use crate::controller::{Controller, Role};
 use crate::error::{NvmfError, Result};
+use crate::inflight::{self, Finished};
 use crate::io::{self, IoContext};
 use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
 use crate::target::Shared;
@@ -112,6 +115,9 @@ impl<'a> Connection<'a> {
             self.terminate(e);
         }
         let _ = self.w.flush();
+        if let Some(q) = &mut self.queue {
+            inflight::abandon(&mut q.io);
+        }
         r
     }
 
@@ -153,6 +159,7 @@ impl<'a> Connection<'a> {
             let capsule = match self.pending.pop_front() {
                 Some(c) => c,
                 None => {
+                    self.settle()?;
                     if self.awaits_zone_events() {
                         self.wait_delivering_events()?;
                     }
@@ -167,8 +174,70 @@ impl<'a> Connection<'a> {
             }
             self.deliver_events()?;
             if self.pending.is_empty() && self.r.buffer().is_empty() {
+                self.finish_inflight()?;
                 self.w.flush()?;
             }
+        }
+    }
+
+    /// With commands in flight and no input buffered: answers them as they
+    /// complete until input arrives or none is left in flight.
+    fn settle(&mut self) -> Result<()> {
+        let mut idle = 0u32;
+        while self.pending.is_empty()
+            && self.r.buffer().is_empty()
+            && self.queue.as_ref().is_some_and(|q| q.io.inflight.len() > 0)
+        {
+            if self.finish_inflight()? > 0 {
+                self.w.flush()?;
+                idle = 0;
+                continue;
+            }
+            if self.input_waiting() {
+                break;
+            }
+            idle = idle.wrapping_add(1);
+            if idle.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the socket has bytes (or an end or error) for the next read,
+    /// without waiting.
+    fn input_waiting(&self) -> bool {
+        let sock = socket2::SockRef::from(self.r.get_ref());
+        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        !matches!(
+            sock.recv_with_flags(&mut b, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        )
+    }
+
+    /// Sends the data and responses of the commands in flight that have
+    /// completed; returns how many. Never blocks on the device.
+    fn finish_inflight(&mut self) -> Result<usize> {
+        let Some(q) = self.queue.as_mut() else { return Ok(0) };
+        let (w, digests, qid, sqhd) = (&mut self.w, self.digests, q.qid, q.sqhd);
+        let mut failed = None;
+        let n = inflight::complete(&mut q.io, &q.ctrl, &mut |f: Finished<'_>| {
+            if failed.is_some() {
+                return;
+            }
+            tracing::trace!(cid = f.cid, status = ?f.done.status, data = f.data.len(), "command in flight done");
+            let sent = write_data(w, digests, f.cid, f.data).and_then(|()| {
+                write_response(w, digests, qid, sqhd, f.cid, f.done.status, f.done.result)
+            });
+            if let Err(e) = sent {
+                failed = Some(e);
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(n),
         }
     }
 
@@ -296,6 +365,7 @@ impl<'a> Connection<'a> {
         }
         let (status, result, data, next) = match self.gather(&sqe)? {
             Err(status) => (status, 0, 0, Next::Continue),
+            Ok(room) if self.start_inflight(&sqe, room) => return Ok(Next::Continue),
             Ok(room) => self.dispatch(&sqe, room)?,
         };
         if status == HELD {
@@ -353,6 +423,17 @@ impl<'a> Connection<'a> {
             _ if sgl.len == 0 => Ok(Ok(0)),
             _ => Ok(Err(StatusCode::SglDescriptorTypeInvalid.status())),
         }
+    }
+
+    /// Puts an I/O command in flight on the device if it qualifies
+    /// (`inflight::start`); `false`: run it alone.
+    fn start_inflight(&mut self, sqe: &SubmissionEntry, room: usize) -> bool {
+        let Some(q) = &mut self.queue else { return false };
+        if q.qid == 0 || FabricsType::of(sqe).is_some() || !q.ctrl.enabled() {
+            return false;
+        }
+        let Some(sub) = q.ctrl.subsystem() else { return false };
+        inflight::start(&mut q.io, sub, sqe, &self.host, room)
     }
 
     fn is_admin(&self) -> bool {
@@ -574,26 +655,13 @@ impl<'a> Connection<'a> {
 
     /// One C2HData PDU with the first `len` bytes of `self.out`.
     fn send_data(&mut self, cid: u16, len: usize) -> Result<()> {
-        let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: len as u32 };
-        let data = &self.out[..len];
-        write_pdu(
-            &mut self.w,
-            self.digests,
-            PduType::C2hData,
-            FLAG_DATA_LAST,
-            &h.to_bytes(),
-            data,
-        )?;
-        Ok(())
+        write_data(&mut self.w, self.digests, cid, &self.out[..len])
     }
 
     /// The response capsule.
     fn respond(&mut self, cid: u16, status: Status, result: u64) -> Result<()> {
         let (qid, sqhd) = self.queue.as_ref().map(|q| (q.qid, q.sqhd)).unwrap_or((0, 0));
-        let field = StatusField::new(status, false, !status.is_success());
-        let cqe = CompletionEntry::new(result, sqhd, qid, cid, field, false);
-        write_pdu(&mut self.w, self.digests, PduType::CapsuleResp, 0, &cqe.to_bytes(), &[])?;
-        Ok(())
+        write_response(&mut self.w, self.digests, qid, sqhd, cid, status, result)
     }
 
     /// Sends a C2HTermReq for `e` (best effort: the connection ends anyway).
@@ -605,6 +673,32 @@ impl<'a> Connection<'a> {
             write_pdu(&mut self.w, Digests::default(), PduType::C2hTermReq, 0, &t.to_bytes(), &[]);
         let _ = self.w.flush();
     }
+}
+
+/// One C2HData PDU carrying `data` (none when it is empty).
+fn write_data(w: &mut BufWriter<TcpStream>, digests: Digests, cid: u16, data: &[u8]) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: data.len() as u32 };
+    write_pdu(w, digests, PduType::C2hData, FLAG_DATA_LAST, &h.to_bytes(), data)?;
+    Ok(())
+}
+
+/// A response capsule.
+fn write_response(
+    w: &mut BufWriter<TcpStream>,
+    digests: Digests,
+    qid: u16,
+    sqhd: u16,
+    cid: u16,
+    status: Status,
+    result: u64,
+) -> Result<()> {
+    let field = StatusField::new(status, false, !status.is_success());
+    let cqe = CompletionEntry::new(result, sqhd, qid, cid, field, false);
+    write_pdu(w, digests, PduType::CapsuleResp, 0, &cqe.to_bytes(), &[])?;
+    Ok(())
 }
 
 /// The submission entry of a command capsule.

@@ -5,6 +5,8 @@
 //! Each connection keeps one queue and one transfer buffer per namespace,
 //! made at first use; a command reuses them (the buffer is only resized
 //! within its capacity), so steady-state I/O allocates nothing here.
+//! Reads and small writes may instead run in flight (`crate::inflight`),
+//! on the same queue with buffers of their own.
 
 use std::sync::atomic::Ordering;
 
@@ -18,9 +20,9 @@ use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry, ZoneSendAction};
 use crate::controller::Controller;
 use crate::subsystem::{Backend, Namespace, Subsystem};
 
-/// Queue depth of the per-connection device queues: commands run one at a
-/// time per connection.
-const DEPTH: usize = 4;
+/// Queue depth of the per-connection device queues: the commands in
+/// flight, and one more run alone beside them.
+const DEPTH: usize = crate::inflight::DEPTH + 1;
 
 /// How an I/O command ended: its status, result (the LBA of a Zone
 /// Append), and the bytes of output data for the host.
@@ -41,17 +43,37 @@ impl IoDone {
     }
 }
 
+/// One namespace's queue on a connection, its buffer for commands run
+/// alone, and the buffers of commands in flight.
+pub(crate) struct LaneState {
+    pub(crate) queue: Box<dyn ZoneQueue>,
+    buf: IoBuffer,
+    /// Free buffers of [`crate::inflight::BUFFER_BYTES`] (or the
+    /// namespace's transfer limit, if smaller).
+    pub(crate) spare: Vec<IoBuffer>,
+    /// Buffers made for commands in flight so far (at most
+    /// [`crate::inflight::DEPTH`]).
+    pub(crate) made: usize,
+    /// Commands submitted since the last doorbell.
+    pub(crate) unrung: bool,
+}
+
 /// One connection's queues and buffers, by namespace.
 #[derive(Default)]
 pub(crate) struct IoContext {
-    queues: Vec<Option<(Box<dyn ZoneQueue>, IoBuffer)>>,
+    pub(crate) lanes: Vec<Option<LaneState>>,
     /// Zeroes for Write Zeroes on block namespaces (made at first use).
     pub(crate) zeros: Vec<u8>,
+    /// Commands in flight on the lanes' queues.
+    pub(crate) inflight: crate::inflight::Inflight,
 }
 
 impl std::fmt::Debug for IoContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IoContext").field("queues", &self.queues.len()).finish()
+        f.debug_struct("IoContext")
+            .field("lanes", &self.lanes.len())
+            .field("inflight", &self.inflight.len())
+            .finish()
     }
 }
 
@@ -64,11 +86,17 @@ struct Lane<'a> {
 
 impl IoContext {
     fn lane<'a>(&'a mut self, ns: &'a Namespace) -> Result<Lane<'a>, DeviceError> {
+        let l = self.lane_state(ns)?;
+        Ok(Lane { queue: l.queue.as_mut(), buf: &mut l.buf, ns })
+    }
+
+    /// The namespace's lane, made at first use.
+    pub(crate) fn lane_state(&mut self, ns: &Namespace) -> Result<&mut LaneState, DeviceError> {
         let i = ns.nsid as usize - 1;
-        if self.queues.len() <= i {
-            self.queues.resize_with(i + 1, || None);
+        if self.lanes.len() <= i {
+            self.lanes.resize_with(i + 1, || None);
         }
-        if self.queues[i].is_none() {
+        if self.lanes[i].is_none() {
             let (dev, q) = match &ns.backend {
                 Backend::Zoned(d) => (d, d.queue(DEPTH)?),
                 // A device that is not zoned is its conventional namespace.
@@ -84,10 +112,10 @@ impl IoContext {
                 }
             };
             let buf = dev.alloc(ns.mdts_bytes().max(ns.block_size() as usize))?;
-            self.queues[i] = Some((q, buf));
+            self.lanes[i] =
+                Some(LaneState { queue: q, buf, spare: Vec::new(), made: 0, unrung: false });
         }
-        let (q, buf) = self.queues[i].as_mut().expect("made above");
-        Ok(Lane { queue: q.as_mut(), buf, ns })
+        Ok(self.lanes[i].as_mut().expect("made above"))
     }
 }
 
@@ -158,7 +186,7 @@ const CONVENTIONAL_OPCODES: [IoOpcode; 6] = [
 
 /// Counts a successful read or write, or a media error, in the
 /// controller's statistics.
-fn count(ctrl: &Controller, op: IoOpcode, done: &IoDone, written: usize) {
+pub(crate) fn count(ctrl: &Controller, op: IoOpcode, done: &IoDone, written: usize) {
     let s = &ctrl.stats;
     if !done.status.is_success() {
         if done.status.sct == zns_spec::StatusCodeType::MediaError {
@@ -181,7 +209,7 @@ fn count(ctrl: &Controller, op: IoOpcode, done: &IoDone, written: usize) {
 
 /// The status of a device error: NVMe statuses pass through; a command
 /// the backend refused before it reached the device is an invalid field.
-fn device_error(e: &DeviceError) -> IoDone {
+pub(crate) fn device_error(e: &DeviceError) -> IoDone {
     match e {
         DeviceError::Nvme { status, .. } => IoDone { status: *status, result: 0, data: 0 },
         DeviceError::InvalidArgument(why) => {

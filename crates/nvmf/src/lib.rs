@@ -33,6 +33,7 @@
 //! | `events` | Changed Zone Lists and Zone Descriptor Changed events |
 //! | `admin` | admin commands and log pages |
 //! | `io` | I/O commands to [`zns_device::ZoneOp`]s |
+//! | `inflight` | reads and writes in flight on the device, answered as they complete |
 //! | `block` | I/O commands on block namespaces (the FTL) |
 //! | [`subsystem`] | the subsystem, its namespaces and Identify data |
 //! | `target` | listening, connection threads, shutdown |
@@ -45,6 +46,7 @@ mod connection;
 mod controller;
 mod error;
 mod events;
+mod inflight;
 mod io;
 pub mod subsystem;
 mod target;

@@ -113,3 +113,56 @@ fn a_conventional_twin_over_tcp_is_a_device_without_zones() {
     drop((q, dev));
     assert_eq!(target.stop().transport_errors, 0);
 }
+
+#[test]
+fn conformance_over_tcp_with_a_polling_initiator() {
+    over_tcp("emu:tiny", ",poll_us=50");
+}
+
+/// A host's queue depth reaches the device: 32 reads sent at once are
+/// served side by side by a timed emulator (on its virtual clock, so the
+/// figure does not depend on this machine), not one after another.
+#[test]
+fn reads_sent_together_are_in_flight_together_on_the_device() {
+    use zns_device::{Data, ZoneOp};
+    let dev = zns_device::open("emu:zn540,zones=4,media=null").unwrap();
+    let clock = std::sync::Arc::clone(&dev);
+    assert_eq!(clock.clock_name(), "virtual");
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+    let info = remote.info().clone();
+    let mut q = remote.queue(32).unwrap();
+    let bs = info.block_size as usize;
+    let mut chunk = remote.alloc(64 * bs).unwrap();
+    chunk.fill(0x5A);
+    for lba in (0..1024).step_by(64) {
+        q.execute(&ZoneOp::Write { lba, fua: false }, Data::ToDevice(&chunk)).unwrap();
+    }
+    // The same 32 reads one at a time, then all sent together.
+    let lbas: Vec<u64> = (0..32).map(|i| i * 31).collect();
+    let mut one = remote.alloc(bs).unwrap();
+    let t0 = clock.now_ns();
+    for &lba in &lbas {
+        q.execute(&ZoneOp::Read { lba }, Data::FromDevice(&mut one)).unwrap();
+    }
+    let serial = clock.now_ns() - t0;
+    assert!(serial > 0, "a timed device's reads take time");
+    let t1 = clock.now_ns();
+    for (i, &lba) in lbas.iter().enumerate() {
+        let buf = remote.alloc(bs).unwrap();
+        q.submit(ZoneOp::Read { lba }, Some(buf), i as u64).unwrap();
+    }
+    let mut done = 0;
+    q.drain(std::time::Duration::from_secs(30), &mut |c| {
+        c.result.unwrap();
+        done += 1;
+    })
+    .unwrap();
+    let together = clock.now_ns() - t1;
+    assert_eq!(done, 32);
+    assert!(together * 3 < serial, "together {together} ns, one at a time {serial} ns");
+    drop(q);
+    drop(remote);
+    target.stop();
+}

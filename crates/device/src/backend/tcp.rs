@@ -504,6 +504,7 @@ impl TcpQueue {
             let in_capsule = (id.controller.ioccsz as usize * 16).saturating_sub(64);
             qp.set_in_capsule_limit(in_capsule);
         }
+        qp.set_poll(std::time::Duration::from_micros(shared.uri.poll_us.into()));
         Ok(TcpQueue {
             shared,
             qp,
@@ -778,6 +779,7 @@ impl ZoneQueue for TcpQueue {
         }
         let mut lone = Some(Lone { cid, out, inp, status: std::cell::Cell::new(None) });
         loop {
+            self.qp.wait();
             match self.pump(&mut lone) {
                 Ok(Some(v)) => {
                     let l = lone.take().expect("lone");

@@ -128,6 +128,12 @@ pub const URI_FORMS: &[UriForm] = &[
         example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target/1,digest=both",
     },
     UriForm {
+        form: "tcp:HOST:PORT/NQN[/NSID],poll_us=N",
+        device: "the same; a queue waiting for the target spins on its socket for up to N µs \
+                 before it sleeps: lower latency, one busy core per waiting queue",
+        example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target,poll_us=50",
+    },
+    UriForm {
         form: "ezns:config=PATH,tenant=NAME",
         device: "a tenant namespace of elastic logical zones over the base device the \
                  configuration file names (crate `zns-ezns`, registered by `zns`)",
