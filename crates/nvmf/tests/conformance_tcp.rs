@@ -166,3 +166,34 @@ fn reads_sent_together_are_in_flight_together_on_the_device() {
     drop(remote);
     target.stop();
 }
+
+/// A host that goes away with commands in flight harms nothing: the
+/// target waits for the device, drops the answers, and serves the next
+/// queue as before.
+#[test]
+fn a_queue_closed_with_reads_in_flight_leaves_the_target_serving() {
+    use zns_device::{Data, ZoneOp};
+    let dev = zns_device::open("emu:zn540,zones=4,media=null,clock=real").unwrap();
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+    let bs = remote.info().block_size as usize;
+    for round in 0..3u64 {
+        let mut q = remote.queue(32).unwrap();
+        for i in 0..32u64 {
+            let buf = remote.alloc(bs).unwrap();
+            q.submit(ZoneOp::Read { lba: i * 8 + round }, Some(buf), i).unwrap();
+        }
+        q.ring();
+        // Gone before the modelled reads (about 70 µs) are due.
+    }
+    let mut q = remote.queue(4).unwrap();
+    let mut buf = remote.alloc(bs).unwrap();
+    q.execute(&ZoneOp::Write { lba: 0, fua: false }, Data::ToDevice(&buf)).unwrap();
+    q.execute(&ZoneOp::Read { lba: 0 }, Data::FromDevice(&mut buf)).unwrap();
+    assert_eq!(q.zone(0).unwrap().write_pointer, Some(1));
+    drop(q);
+    drop(remote);
+    let stats = target.stop();
+    assert_eq!(stats.transport_errors, 0, "{stats:?}");
+}
