@@ -204,18 +204,40 @@ impl Params {
 /// than every die at once in the last row of a stripe of units. Program
 /// unit `u` is die position `u % stripe`'s `u / stripe`-th; its bytes
 /// have "physical" offsets `u` × unit + offset in the unit (chunk by
-/// chunk in row order, after the unit's leading pad).
+/// chunk in row order, after the unit's leading pad). A segment of a
+/// conventional namespace with an FTL is laid out the same way without
+/// the stagger (`staggered` false): it holds whole program units on every
+/// die, and pads would cost each die a partial program per segment.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    stripe: u64,
+    rows: u64,
+    chunk: u64,
+    staggered: bool,
+}
+
 impl Params {
+    /// The layout of a striped zone.
+    fn layout(&self) -> Layout {
+        Layout { stripe: self.stripe as u64, rows: self.rows, chunk: self.chunk, staggered: true }
+    }
+}
+
+impl Layout {
     /// Chunks the first unit of die position `i` leaves out.
     #[inline]
     fn phase(&self, i: u64) -> u64 {
-        i % self.rows
+        if self.staggered {
+            i % self.rows
+        } else {
+            0
+        }
     }
 
     /// Bytes at the start of program unit `u` without zone data.
     #[inline]
     fn pad(&self, u: u64) -> u64 {
-        let s = self.stripe as u64;
+        let s = self.stripe;
         if u < s {
             self.phase(u) * self.chunk
         } else {
@@ -227,7 +249,7 @@ impl Params {
     /// `None` for a slot of the leading pad.
     #[inline]
     fn chunk_of(&self, u: u64, r: u64) -> Option<u64> {
-        let s = self.stripe as u64;
+        let s = self.stripe;
         let (m, i) = (u / s, u % s);
         (m * self.rows + r).checked_sub(self.phase(i)).map(|row| row * s + i)
     }
@@ -244,14 +266,14 @@ impl Params {
     /// Whether chunk `j` of the zone is the last of its program unit.
     #[inline]
     fn ends_unit(&self, j: u64) -> bool {
-        let s = self.stripe as u64;
+        let s = self.stripe;
         (j / s + self.phase(j % s)) % self.rows == self.rows - 1
     }
 
     /// Program unit holding zone offset `off`, and the offset in the unit.
     #[inline]
     fn physical(&self, off: u64) -> (u64, u64) {
-        let s = self.stripe as u64;
+        let s = self.stripe;
         let j = off / self.chunk;
         let (row, i) = (j / s, j % s);
         let slot = row + self.phase(i);
@@ -262,15 +284,28 @@ impl Params {
     /// The last chunk of die position `i` that starts below zone offset
     /// `x`, if any.
     fn last_chunk(&self, i: u64, x: u64) -> Option<u64> {
-        let (s, q) = (self.stripe as u64, x.div_ceil(self.chunk));
+        let (s, q) = (self.stripe, x.div_ceil(self.chunk));
         (q > i).then(|| i + (q - 1 - i) / s * s)
     }
 
     /// Program units of die position `i` holding some of the zone's first
     /// `x` bytes.
     fn die_units(&self, i: u64, x: u64) -> u64 {
-        self.last_chunk(i, x)
-            .map_or(0, |j| self.physical(j * self.chunk).0 / self.stripe as u64 + 1)
+        self.last_chunk(i, x).map_or(0, |j| self.physical(j * self.chunk).0 / self.stripe + 1)
+    }
+}
+
+/// [`Sim::incarnation_mut`] on the maps alone, so the caller may still
+/// read the simulation's parameters.
+fn incarnation<'a>(
+    zones: &'a mut BTreeMap<ZoneKey, ZoneSim>,
+    retired: &'a mut BTreeMap<(ZoneKey, u32), ZoneSim>,
+    zone: ZoneKey,
+    gen: u32,
+) -> Option<&'a mut ZoneSim> {
+    match zones.get(&zone).is_some_and(|z| z.gen == gen) {
+        true => zones.get_mut(&zone),
+        false => retired.get_mut(&(zone, gen)),
     }
 }
 
@@ -479,15 +514,15 @@ impl ZoneSim {
 
     /// A striped zone whose first `on_flash` bytes are on flash: they
     /// and the units' pads count as programmed.
-    fn striped(gen: u32, on_flash: u64, p: &Params) -> Self {
+    fn striped(gen: u32, on_flash: u64, p: &Layout, unit: u64) -> Self {
         let mut z = ZoneSim::new(gen, on_flash);
         (z.programmed, z.scanned) = (0, on_flash / p.chunk);
-        let s = p.stripe as u64;
+        let s = p.stripe;
         let units = (0..s).map(|i| p.die_units(i, on_flash)).max().unwrap_or(0) * s;
         for u in 0..units.max(s) {
-            let end = u * p.unit + p.pad(u) + p.unit_below(u, on_flash);
-            if end > u * p.unit {
-                z.done.insert(u * p.unit, end);
+            let end = u * unit + p.pad(u) + p.unit_below(u, on_flash);
+            if end > u * unit {
+                z.done.insert(u * unit, end);
             }
         }
         while let Some((&a, &e)) = z.done.first_key_value() {
@@ -783,9 +818,35 @@ impl Sim {
     }
 
     /// True for a zone whose data rotates over its dies in chunks smaller
-    /// than the program unit (conventional namespaces and segments do not).
+    /// than the program unit. A segment of a conventional namespace with
+    /// an FTL (an erase block on every die) is laid out the same way when
+    /// the profile stripes zones over every die: the twin's firmware
+    /// places data on the same NAND as its ZNS twin. A conventional
+    /// namespace without an FTL is not striped.
     fn is_striped(&self, zone: ZoneKey) -> bool {
-        self.p.rows > 1 && zone.1 != CONVENTIONAL && !self.is_segment(zone)
+        self.p.rows > 1
+            && zone.1 != CONVENTIONAL
+            && (!self.is_segment(zone) || self.p.stripe == self.p.dies)
+    }
+
+    /// Incarnation `gen` of `zone`: the current one, or a reclaimed
+    /// segment's still programming.
+    fn incarnation_mut(&mut self, zone: ZoneKey, gen: u32) -> Option<&mut ZoneSim> {
+        incarnation(&mut self.zones, &mut self.retired, zone, gen)
+    }
+
+    /// Where a striped zone's or segment's data sits.
+    fn layout(&self, zone: ZoneKey) -> Layout {
+        Layout { staggered: !self.is_segment(zone), ..self.p.layout() }
+    }
+
+    /// Bytes a zone (or segment) holds at most.
+    fn capacity_bytes(&self, zone: ZoneKey) -> u64 {
+        let g = self.geometry(zone.0);
+        match self.is_segment(zone) {
+            true => g.segment_blocks * g.block_bytes,
+            false => g.cap_blocks * g.block_bytes,
+        }
     }
 
     /// The zone holding `lba` and the byte offset of `lba` in it.
@@ -876,8 +937,11 @@ impl Sim {
             let striped = self.is_striped(zone);
             let span = if striped { self.p.chunk } else { unit };
             while off < end {
-                let (k, in_unit) =
-                    if striped { self.p.physical(off) } else { (off / unit, off % unit) };
+                let (k, in_unit) = if striped {
+                    self.layout(zone).physical(off)
+                } else {
+                    (off / unit, off % unit)
+                };
                 let piece_end = end.min((off / span + 1) * span);
                 let bytes = piece_end - off;
                 let on_flash = match (zone.1, sim) {
@@ -1059,7 +1123,7 @@ impl Sim {
         let striped = self.is_striped(key);
         let p = &self.p;
         let sim = self.zones.entry(key).or_insert_with(|| match striped {
-            true => ZoneSim::striped(gen, written, p),
+            true => ZoneSim::striped(gen, written, &p.layout(), p.unit),
             false => ZoneSim::new(gen, written),
         });
         if sim.gen == gen {
@@ -1124,10 +1188,11 @@ impl Sim {
         // Program units on flash per die: (host data, all).
         let mut per_die: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         if self.is_striped(key) {
-            for i in 0..self.p.stripe as u64 {
-                let all = self.p.die_units(i, flash);
+            let l = self.layout(key);
+            for i in 0..l.stripe {
+                let all = l.die_units(i, flash);
                 if all > 0 {
-                    per_die.insert(self.die_of(key, i), (self.p.die_units(i, host), all));
+                    per_die.insert(self.die_of(key, i), (l.die_units(i, host), all));
                 }
             }
         } else {
@@ -1418,7 +1483,7 @@ impl Sim {
             _ if self.is_segment(prog.zone) => k / self.p.dies as u64,
             _ => k / self.p.stripe as u64,
         };
-        let pad = if self.is_striped(prog.zone) { self.p.pad(k) } else { 0 };
+        let pad = if self.is_striped(prog.zone) { self.layout(prog.zone).pad(k) } else { 0 };
         let opens = prog.start % self.p.unit == pad && per_die % self.p.units_per_block == 0;
         let open = if opens { self.p.block_open } else { 0 };
         let v = self.p.program_variation;
@@ -1626,7 +1691,7 @@ impl Sim {
     /// A zone the model has no data of yet, incarnation `gen`.
     fn fresh_zone(&self, zone: ZoneKey, gen: u32) -> ZoneSim {
         match self.is_striped(zone) {
-            true => ZoneSim::striped(gen, 0, &self.p),
+            true => ZoneSim::striped(gen, 0, &self.layout(zone), self.p.unit),
             false => ZoneSim::new(gen, 0),
         }
     }
@@ -1658,7 +1723,7 @@ impl Sim {
     fn dispatch_gen(&mut self, zone: ZoneKey, gen: u32, all: bool) {
         if self.is_striped(zone) {
             self.dispatch_striped(zone, gen, all);
-            return self.restage(zone);
+            return self.restage(zone, gen);
         }
         let unit = self.p.unit;
         loop {
@@ -1686,58 +1751,61 @@ impl Sim {
         }
     }
 
-    /// [`Sim::dispatch_gen`] for a striped zone (its current incarnation):
-    /// program units are programmed once complete, in the order the zone
-    /// fills them; with `all`, what the incomplete ones hold too.
+    /// [`Sim::dispatch_gen`] for a striped zone or segment (incarnation
+    /// `gen`): program units are programmed once complete, in the order
+    /// the zone fills them; with `all`, what the incomplete ones hold too.
     fn dispatch_striped(&mut self, zone: ZoneKey, gen: u32, all: bool) {
         let (unit, chunk) = (self.p.unit, self.p.chunk);
-        let g = self.geometry(zone.0);
-        let cap = g.cap_blocks * g.block_bytes;
+        let cap = self.capacity_bytes(zone);
+        let l = self.layout(zone);
         // A chunk completes its unit when it is the unit's last, or its
         // die's last in the zone (nothing more comes for the unit).
-        let s = self.p.stripe as u64;
-        let last = |p: &Params, j: u64| p.ends_unit(j) || (j + s) * chunk >= cap;
+        let s = l.stripe;
+        let last = |j: u64| l.ends_unit(j) || (j + s) * chunk >= cap;
         loop {
-            let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
+            let Some(z) = incarnation(&mut self.zones, &mut self.retired, zone, gen) else {
+                return;
+            };
             let j = z.scanned;
             if (j + 1) * chunk > z.fill {
                 break;
             }
             z.scanned += 1;
-            if !last(&self.p, j) {
+            if !last(j) {
                 continue;
             }
             // Its data below `flushed` went to an earlier program; a die's
             // last unit in the zone may hold fewer chunks.
-            let u = self.p.physical(j * chunk).0;
-            let from = self.p.unit_below(u, z.flushed);
+            let u = l.physical(j * chunk).0;
+            let from = l.unit_below(u, z.flushed);
             // (Data past the capacity: a write that was late for a Finish.)
-            let bytes = self.p.unit_below(u, cap.max(z.fill)) - from;
+            let bytes = l.unit_below(u, cap.max(z.fill)) - from;
             if bytes > 0 {
-                let start = u * unit + self.p.pad(u) + from;
+                let start = u * unit + l.pad(u) + from;
                 let prog = Prog { zone, gen, start, bytes, buffered: z.buffered };
                 z.dispatched += bytes;
                 z.inflight += 1;
                 self.start_program(prog);
             }
         }
-        let Some(z) = self.zones.get_mut(&zone).filter(|z| z.gen == gen) else { return };
+        let Some(z) = incarnation(&mut self.zones, &mut self.retired, zone, gen) else { return };
         if !all || z.fill <= z.flushed {
             return;
         }
         let (flushed, fill) = (z.flushed, z.fill);
         z.flushed = fill;
         // Each die's last unit, if incomplete (complete ones went above).
-        for i in 0..self.p.stripe as u64 {
-            let Some(j) = self.p.last_chunk(i, fill) else { continue };
-            if last(&self.p, j) && (j + 1) * chunk <= fill {
+        for i in 0..s {
+            let Some(j) = l.last_chunk(i, fill) else { continue };
+            if last(j) && (j + 1) * chunk <= fill {
                 continue;
             }
-            let u = self.p.physical(j * chunk).0;
-            let (a, b) = (self.p.unit_below(u, flushed), self.p.unit_below(u, fill));
+            let u = l.physical(j * chunk).0;
+            let (a, b) = (l.unit_below(u, flushed), l.unit_below(u, fill));
             if b > a {
-                let z = self.zones.get_mut(&zone).expect("zone just seen");
-                let start = u * unit + self.p.pad(u) + a;
+                let z = incarnation(&mut self.zones, &mut self.retired, zone, gen)
+                    .expect("zone just seen");
+                let start = u * unit + l.pad(u) + a;
                 let prog = Prog { zone, gen, start, bytes: b - a, buffered: z.buffered };
                 z.dispatched += b - a;
                 z.inflight += 1;
@@ -1755,9 +1823,11 @@ impl Sim {
     /// between the two: room comes back as data is staged, and is taken
     /// again (even past the buffer's size: writes then wait) as complete
     /// program units leave the stripe area for the dies.
-    fn restage(&mut self, zone: ZoneKey) {
+    /// Garbage collection's segments hold no buffer room, so nothing
+    /// moves for them.
+    fn restage(&mut self, zone: ZoneKey, gen: u32) {
         let unit = self.p.unit;
-        let Some(z) = self.zones.get_mut(&zone) else { return };
+        let Some(z) = self.incarnation_mut(zone, gen).filter(|z| z.buffered) else { return };
         let target = (z.fill - z.dispatched).saturating_sub(unit);
         let before = std::mem::replace(&mut z.staged, target);
         if target > before {

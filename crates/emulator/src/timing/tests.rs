@@ -417,6 +417,29 @@ fn the_conventional_twin_has_its_zns_twins_costs_before_any_garbage_collection()
     assert_eq!((stats.gc_blocks, stats.victims), (0, 0));
 }
 
+/// The twin's firmware lays its segments on the dies as the ZNS twin lays
+/// its zones (32 KiB chunks rotating over all dies): a 128 KiB read at
+/// QD 1 takes four dies on four channels on both, not one die's 96 KiB.
+#[test]
+fn the_conventional_twin_reads_large_requests_from_several_dies_as_its_zns_twin() {
+    let read_p50 = |b: &mut Bench, base: u64| {
+        let n = b.blocks(128 << 10);
+        let count = b.blocks(24 << 20) / n;
+        let w = b.stream(1, 8, count, 0, |_, i| Bench::write(base + i * n, n));
+        assert_eq!(w.errors, 0);
+        b.idle(1_000_000_000);
+        let r = b.stream(1, 1, count, 0, |_, i| Bench::read(base + i * n, n));
+        assert_eq!(r.errors, 0);
+        r.quantile_us(0.5)
+    };
+    let mut zns = Bench::new(&zn540()).unwrap();
+    let z = zns.zone(3);
+    let mut conv = Bench::new(&conv_twin(0.07)).unwrap();
+    let (zp, cp) = (read_p50(&mut zns, z), read_p50(&mut conv, 0));
+    assert!(zp < 220.0, "ZNS {zp} us");
+    assert!((cp / zp - 1.0).abs() < 0.1, "conventional {cp} us, ZNS {zp} us");
+}
+
 /// Random overwrites of a full conventional twin: garbage collection's
 /// reads, programs and erases take the dies, so the host gets the flash's
 /// write bandwidth divided by the write amplification, which the

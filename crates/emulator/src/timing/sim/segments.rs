@@ -3,7 +3,8 @@
 //!
 //! A segment (an erase block on every die) is written like a zone: its
 //! program units rotate over all dies from die 0, through the buffer for
-//! host data. Each time the firmware reclaims a segment it starts a new
+//! host data; where the profile stripes zones over every die in chunks
+//! smaller than a program unit, a segment's data is striped the same way. Each time the firmware reclaims a segment it starts a new
 //! incarnation (the segment's erase count, `gen`), so the model keeps a
 //! segment's data per incarnation: the current one in `zones`, reclaimed
 //! ones with programs still to finish in `retired`.
@@ -60,8 +61,7 @@ impl Sim {
             Some(g) if g > gen => {
                 // Late data of an incarnation reclaimed and forgotten: its
                 // programs still take die time.
-                let mut z = ZoneSim::new(gen, at);
-                z.buffered = buffered;
+                let z = self.incarnation(zone, gen, at, buffered);
                 self.retired.insert((zone, gen), z);
             }
             _ => {
@@ -72,8 +72,7 @@ impl Sim {
                         self.retired.insert((zone, old.gen), old);
                     }
                 }
-                let mut z = ZoneSim::new(gen, at);
-                z.buffered = buffered;
+                let z = self.incarnation(zone, gen, at, buffered);
                 self.zones.insert(zone, z);
             }
         }
@@ -83,6 +82,25 @@ impl Sim {
         };
         z.fill += bytes;
         self.dispatch_gen(zone, gen, false);
+    }
+
+    /// A new incarnation of a segment whose first `at` bytes the model
+    /// takes as on flash.
+    fn incarnation(&self, zone: ZoneKey, gen: u32, at: u64, buffered: bool) -> ZoneSim {
+        let mut z = match self.is_striped(zone) {
+            true => ZoneSim::striped(gen, at, &self.layout(zone), self.p.unit),
+            false => ZoneSim::new(gen, at),
+        };
+        z.buffered = buffered;
+        z
+    }
+
+    /// Program unit and offset in it of byte `off` of a segment.
+    fn segment_place(&self, zone: ZoneKey, off: u64) -> (u64, u64) {
+        match self.is_striped(zone) {
+            true => self.layout(zone).physical(off),
+            false => (off / self.p.unit, off % self.p.unit),
+        }
     }
 
     /// Whether a program of incarnation `gen` of `zone` must wait for the
@@ -171,17 +189,21 @@ impl Sim {
                 let seg = at / seg_blocks;
                 let zone = (nsid, seg as u32);
                 let off = (at - seg * seg_blocks) * bs;
-                let k = off / unit;
+                let (k, in_unit) = self.segment_place(zone, off);
+                // A piece ends with the run, the segment, or its chunk of
+                // the unit (the whole unit where segments are not striped).
+                let span = if self.is_striped(zone) { self.p.chunk } else { unit };
                 let run_end = end.min((seg + 1) * seg_blocks);
                 let piece_end = (run_end - seg * seg_blocks) * bs;
-                let piece_end = piece_end.min((k + 1) * unit);
+                let piece_end = piece_end.min((off / span + 1) * span);
                 let bytes = piece_end - off;
-                let on_flash = self.zones.get(&zone).is_none_or(|z| z.is_programmed(off));
+                let on_flash =
+                    self.zones.get(&zone).is_none_or(|z| z.is_programmed(k * unit + in_unit));
                 if on_flash {
                     out.push(Piece {
                         die: self.die_of(zone, k),
                         bytes,
-                        sense: self.sense(off - k * unit, bytes),
+                        sense: self.sense(in_unit, bytes),
                     });
                 }
                 at += bytes / bs;
@@ -197,38 +219,30 @@ impl Sim {
         let (bs, unit, sb) = (g.block_bytes, self.p.unit, self.p.sense_bytes);
         let levels = &self.p.read_levels;
         let zone = (nsid, 0);
-        let mut out: Vec<Piece> = Vec::new();
-        let mut current: Option<(u64, u64, u64)> = None; // (unit, bytes, page groups)
-        let flush = |c: Option<(u64, u64, u64)>, out: &mut Vec<Piece>| {
-            if let Some((k, bytes, groups)) = c {
+        // Program unit → (bytes, page groups sensed).
+        let mut units: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+        for &o in valid {
+            let off = o as u64 * bs;
+            let (k, in_unit) = self.segment_place(zone, off);
+            if victim.as_ref().is_some_and(|z| !z.is_programmed(k * unit + in_unit)) {
+                // Still in the buffer: copied from there.
+                continue;
+            }
+            let group = (in_unit / sb).min(63);
+            let e = units.entry(k).or_default();
+            e.0 += bs;
+            e.1 |= 1 << group;
+        }
+        units
+            .into_iter()
+            .map(|(k, (bytes, groups))| {
                 let sense = (0..64)
                     .filter(|b| groups & (1u64 << b) != 0)
                     .map(|b| levels[b % levels.len()])
                     .sum();
-                out.push(Piece { die: self.die_of(zone, k), bytes, sense });
-            }
-        };
-        for &o in valid {
-            let off = o as u64 * bs;
-            if victim.as_ref().is_some_and(|z| !z.is_programmed(off)) {
-                // Still in the buffer: copied from there.
-                continue;
-            }
-            let k = off / unit;
-            let group = ((off % unit) / sb).min(63);
-            match &mut current {
-                Some((ck, bytes, groups)) if *ck == k => {
-                    *bytes += bs;
-                    *groups |= 1 << group;
-                }
-                _ => {
-                    flush(current.take(), &mut out);
-                    current = Some((k, bs, 1 << group));
-                }
-            }
-        }
-        flush(current, &mut out);
-        out
+                Piece { die: self.die_of(zone, k), bytes, sense }
+            })
+            .collect()
     }
 
     /// The firmware reclaimed a segment: reads of its valid blocks,
