@@ -13,7 +13,7 @@
 //! with a C2HTermReq saying why; NVMe-level errors are statuses.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufWriter, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ use crate::inflight::{self, Finished};
 use crate::io::{self, IoContext};
 use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
 use crate::target::Shared;
-use zns_driver::tcp::{write_pdu, PduReader, Received, TcpError};
+use zns_driver::tcp::{write_pdu, PduReader, Received, SocketInput, TcpError};
 
 /// How often an admin queue waiting for zone events looks for them while
 /// its host sends nothing.
@@ -77,7 +77,7 @@ enum Next {
 /// Per-connection state.
 pub(crate) struct Connection<'a> {
     shared: &'a Shared,
-    r: BufReader<TcpStream>,
+    r: SocketInput,
     w: BufWriter<TcpStream>,
     reader: PduReader,
     digests: Digests,
@@ -95,7 +95,7 @@ impl<'a> Connection<'a> {
         let read_half = stream.try_clone()?;
         Ok(Connection {
             shared,
-            r: BufReader::with_capacity(256 * 1024, read_half),
+            r: SocketInput::with_capacity(256 * 1024, read_half),
             w: BufWriter::with_capacity(256 * 1024, stream),
             reader: PduReader::new(0),
             digests: Digests::default(),
@@ -206,15 +206,10 @@ impl<'a> Connection<'a> {
         Ok(())
     }
 
-    /// Whether the socket has bytes (or an end or error) for the next read,
-    /// without waiting.
-    fn input_waiting(&self) -> bool {
-        let sock = socket2::SockRef::from(self.r.get_ref());
-        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        !matches!(
-            sock.recv_with_flags(&mut b, libc::MSG_PEEK | libc::MSG_DONTWAIT),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-        )
+    /// Whether the next read finds something now (bytes, or the host's
+    /// end, or an error), fetching what the socket holds without waiting.
+    fn input_waiting(&mut self) -> bool {
+        self.r.try_fill()
     }
 
     /// Sends the data and responses of the commands in flight that have
@@ -335,20 +330,11 @@ impl<'a> Connection<'a> {
     /// that read.
     fn poll_input(&mut self) {
         let poll = self.shared.poll;
-        if poll.is_zero() || !self.r.buffer().is_empty() {
+        if poll.is_zero() {
             return;
         }
         let start = std::time::Instant::now();
-        let sock = socket2::SockRef::from(self.r.get_ref());
-        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        loop {
-            match sock.recv_with_flags(&mut b, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                _ => return,
-            }
-            if start.elapsed() >= poll {
-                return;
-            }
+        while !self.r.try_fill() && start.elapsed() < poll {
             std::hint::spin_loop();
         }
     }

@@ -2,7 +2,7 @@
 //! Fabrics Connect, command capsules out, and the target's PDUs in as
 //! [`Event`]s for the caller to act on.
 
-use std::io::{BufReader, BufWriter, ErrorKind, Write};
+use std::io::{BufWriter, ErrorKind, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use zns_spec::tcp::{
 };
 use zns_spec::{CompletionEntry, SubmissionEntry};
 
+use super::input::SocketInput;
 use super::pdu::{write_pdu, PduReader};
 use super::{Result, TcpError};
 
@@ -59,15 +60,14 @@ pub enum Event<'a> {
 /// Thread safety: `Send`, not `Sync`; one thread uses it.
 #[derive(Debug)]
 pub struct TcpQueuePair {
-    stream: TcpStream,
-    r: BufReader<TcpStream>,
+    r: SocketInput,
     w: BufWriter<TcpStream>,
     reader: PduReader,
     digests: Digests,
     maxh2c: u32,
     in_capsule: usize,
     qid: u16,
-    /// How long [`TcpQueuePair::next_event`] spins before it blocks.
+    /// How long [`TcpQueuePair::wait`] spins.
     poll: Duration,
 }
 
@@ -78,9 +78,8 @@ impl TcpQueuePair {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
         let mut q = TcpQueuePair {
-            r: BufReader::with_capacity(256 * 1024, stream.try_clone()?),
-            w: BufWriter::with_capacity(256 * 1024, stream.try_clone()?),
-            stream,
+            r: SocketInput::with_capacity(256 * 1024, stream.try_clone()?),
+            w: BufWriter::with_capacity(256 * 1024, stream),
             reader: PduReader::new(0),
             digests,
             maxh2c: 4096,
@@ -240,14 +239,15 @@ impl TcpQueuePair {
 
     /// Spins until a PDU is waiting or [`TcpQueuePair::set_poll`]'s time
     /// is up; call it before [`TcpQueuePair::next_event`] when waiting for
-    /// the target. Errors and end of stream are left to the read that
-    /// follows.
+    /// the target. Each look receives what the socket holds, so the read
+    /// that follows finds it buffered. Errors and end of stream are left
+    /// to that read.
     pub fn wait(&mut self) {
-        if self.poll.is_zero() || !self.r.buffer().is_empty() {
+        if self.poll.is_zero() {
             return;
         }
         let start = std::time::Instant::now();
-        while matches!(self.ready(), Ok(false)) && start.elapsed() < self.poll {
+        while !self.r.try_fill() && start.elapsed() < self.poll {
             std::hint::spin_loop();
         }
     }
@@ -257,23 +257,20 @@ impl TcpQueuePair {
         Ok(self.w.flush()?)
     }
 
-    /// Whether a PDU (or part of one) is waiting: buffered, or readable
-    /// on the socket now. Never blocks.
+    /// Whether a PDU (or part of one) is waiting: buffered, or on the
+    /// socket now (then fetched in the same system call). Never blocks.
     pub fn ready(&mut self) -> Result<bool> {
-        if !self.r.buffer().is_empty() {
-            return Ok(true);
+        if !self.r.try_fill() {
+            return Ok(false);
         }
-        // One system call: a non-blocking peek (toggling O_NONBLOCK around
-        // a plain peek costs two more, on every empty poll).
-        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        let r = socket2::SockRef::from(&self.stream)
-            .recv_with_flags(&mut b, libc::MSG_PEEK | libc::MSG_DONTWAIT);
-        match r {
-            Ok(0) => Err(TcpError::Io(ErrorKind::UnexpectedEof.into())),
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(e.into()),
+        if self.r.buffer().is_empty() {
+            // The peer's end, or an error: the read reports which.
+            return match self.reader.read(&mut self.r) {
+                Err(e) => Err(e),
+                Ok(_) => Err(TcpError::Io(ErrorKind::UnexpectedEof.into())),
+            };
         }
+        Ok(true)
     }
 
     /// Reads the next PDU (blocking).

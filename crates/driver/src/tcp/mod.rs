@@ -8,9 +8,11 @@
 //! completion in a response capsule.
 
 mod host;
+mod input;
 mod pdu;
 
 pub use host::{Event, TcpQueuePair, IN_CAPSULE_LIMIT};
+pub use input::SocketInput;
 pub use pdu::{write_pdu, PduReader, Received, MAX_HLEN};
 
 use zns_spec::tcp::PduError;
