@@ -193,7 +193,8 @@ impl<'a> Connection<'a> {
                 idle = 0;
                 continue;
             }
-            if self.input_waiting() {
+            // Input (or the host's end) is there: fetched by the look.
+            if self.r.try_fill() {
                 break;
             }
             idle = idle.wrapping_add(1);
@@ -204,12 +205,6 @@ impl<'a> Connection<'a> {
             }
         }
         Ok(())
-    }
-
-    /// Whether the next read finds something now (bytes, or the host's
-    /// end, or an error), fetching what the socket holds without waiting.
-    fn input_waiting(&mut self) -> bool {
-        self.r.try_fill()
     }
 
     /// Sends the data and responses of the commands in flight that have
@@ -329,14 +324,7 @@ impl<'a> Connection<'a> {
     /// finds it without sleeping. Errors and end of stream are left to
     /// that read.
     fn poll_input(&mut self) {
-        let poll = self.shared.poll;
-        if poll.is_zero() {
-            return;
-        }
-        let start = std::time::Instant::now();
-        while !self.r.try_fill() && start.elapsed() < poll {
-            std::hint::spin_loop();
-        }
+        self.r.spin_for_input(self.shared.poll);
     }
 
     /// Runs one command and sends its data and response.

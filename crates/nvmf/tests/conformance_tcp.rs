@@ -6,6 +6,9 @@
 #[path = "../../device/tests/conformance/mod.rs"]
 mod conformance;
 
+use std::sync::Arc;
+
+use zns_device::ZonedDevice;
 use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 
 const NQN: &str = "nqn.2026-11.io.znskit:conformance";
@@ -14,10 +17,21 @@ fn over_tcp(device: &str, options: &str) {
     over_tcp_with(device, options, TargetConfig::default());
 }
 
-fn over_tcp_with(device: &str, options: &str, config: TargetConfig) {
-    let dev = zns_device::open(device).unwrap();
+/// `dev` served by a target of its own on loopback.
+fn serve(dev: Arc<dyn ZonedDevice>, config: TargetConfig) -> NvmfTarget {
     let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-    let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
+    NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap()
+}
+
+/// `device` served, and reached through the `tcp:` initiator.
+fn served(device: &str) -> (NvmfTarget, Arc<dyn ZonedDevice>) {
+    let target = serve(zns_device::open(device).unwrap(), TargetConfig::default());
+    let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+    (target, remote)
+}
+
+fn over_tcp_with(device: &str, options: &str, config: TargetConfig) {
+    let target = serve(zns_device::open(device).unwrap(), config);
     let uri = format!("tcp:{}/{NQN}{options}", target.local_addr());
     let remote = zns_device::open(&uri).unwrap_or_else(|e| panic!("{uri}: {e}"));
     assert_eq!(remote.info().backend, "tcp");
@@ -52,10 +66,7 @@ fn conformance_over_tcp_with_zone_random_write_areas() {
 fn deep_queues_are_cut_to_what_the_target_takes() {
     // zns characterize asks for 1024 entries; a Connect with more than
     // CAP.MQES + 1 is refused, so the initiator asks for no more.
-    let dev = zns_device::open("emu:tiny").unwrap();
-    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
-    let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+    let (target, remote) = served("emu:tiny");
     let mut q = remote.queue(1024).unwrap_or_else(|e| panic!("a queue of 1024: {e}"));
     assert!(q.capacity() >= 1 && q.capacity() < 1024, "{}", q.capacity());
     assert_eq!(q.zone(0).unwrap().start, 0);
@@ -125,11 +136,9 @@ fn conformance_over_tcp_with_a_polling_initiator() {
 #[test]
 fn reads_sent_together_are_in_flight_together_on_the_device() {
     use zns_device::{Data, ZoneOp};
-    let dev = zns_device::open("emu:zn540,zones=4,media=null").unwrap();
-    let clock = std::sync::Arc::clone(&dev);
+    let clock = zns_device::open("emu:zn540,zones=4,media=null").unwrap();
     assert_eq!(clock.clock_name(), "virtual");
-    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let target = serve(Arc::clone(&clock), TargetConfig::default());
     let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
     let info = remote.info().clone();
     let mut q = remote.queue(32).unwrap();
@@ -173,10 +182,7 @@ fn reads_sent_together_are_in_flight_together_on_the_device() {
 #[test]
 fn a_queue_closed_with_reads_in_flight_leaves_the_target_serving() {
     use zns_device::{Data, ZoneOp};
-    let dev = zns_device::open("emu:zn540,zones=4,media=null,clock=real").unwrap();
-    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-    let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
-    let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
+    let (target, remote) = served("emu:zn540,zones=4,media=null,clock=real");
     let bs = remote.info().block_size as usize;
     for round in 0..3u64 {
         let mut q = remote.queue(32).unwrap();

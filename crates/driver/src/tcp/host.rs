@@ -243,13 +243,7 @@ impl TcpQueuePair {
     /// that follows finds it buffered. Errors and end of stream are left
     /// to that read.
     pub fn wait(&mut self) {
-        if self.poll.is_zero() {
-            return;
-        }
-        let start = std::time::Instant::now();
-        while !self.r.try_fill() && start.elapsed() < self.poll {
-            std::hint::spin_loop();
-        }
+        self.r.spin_for_input(self.poll);
     }
 
     /// Pushes buffered capsules to the target.

@@ -76,6 +76,24 @@ impl SocketInput {
             Err(_) => true,
         }
     }
+
+    /// Spins on [`SocketInput::try_fill`] for up to `poll`; whether input
+    /// (or the peer's end, or an error) came.
+    pub fn spin_for_input(&mut self, poll: std::time::Duration) -> bool {
+        if poll.is_zero() {
+            return self.pos < self.end;
+        }
+        let start = std::time::Instant::now();
+        loop {
+            if self.try_fill() {
+                return true;
+            }
+            if start.elapsed() >= poll {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
 
 impl Read for SocketInput {

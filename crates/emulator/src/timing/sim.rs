@@ -295,6 +295,21 @@ impl Layout {
     }
 }
 
+/// Puts `v` in a free slot of `slots` (one `free` names, else a new one
+/// at the end) and returns its index.
+fn slot_in<T>(slots: &mut Vec<Option<T>>, free: &mut Vec<u32>, v: T) -> u32 {
+    match free.pop() {
+        Some(id) => {
+            slots[id as usize] = Some(v);
+            id
+        }
+        None => {
+            slots.push(Some(v));
+            (slots.len() - 1) as u32
+        }
+    }
+}
+
 /// [`Sim::incarnation_mut`] on the maps alone, so the caller may still
 /// read the simulation's parameters.
 fn incarnation<'a>(
@@ -758,16 +773,7 @@ impl Sim {
             cancelled: false,
             internal: false,
         };
-        let id = match self.free_jobs.pop() {
-            Some(id) => {
-                self.jobs[id as usize] = Some(job);
-                id
-            }
-            None => {
-                self.jobs.push(Some(job));
-                (self.jobs.len() - 1) as u32
-            }
-        };
+        let id = slot_in(&mut self.jobs, &mut self.free_jobs, job);
         if let Some(n) = self.inflight.get_mut(cqid as usize) {
             *n += 1;
         }
@@ -788,16 +794,7 @@ impl Sim {
             cancelled: true,
             internal: true,
         };
-        let id = match self.free_jobs.pop() {
-            Some(id) => {
-                self.jobs[id as usize] = Some(job);
-                id
-            }
-            None => {
-                self.jobs.push(Some(job));
-                (self.jobs.len() - 1) as u32
-            }
-        };
+        let id = slot_in(&mut self.jobs, &mut self.free_jobs, job);
         self.advance(id);
     }
 
@@ -1727,12 +1724,7 @@ impl Sim {
         }
         let unit = self.p.unit;
         loop {
-            let current = self.zones.get(&zone).is_some_and(|z| z.gen == gen);
-            let z = match current {
-                true => self.zones.get_mut(&zone),
-                false => self.retired.get_mut(&(zone, gen)),
-            };
-            let Some(z) = z else { return };
+            let Some(z) = self.incarnation_mut(zone, gen) else { return };
             let pending = z.fill - z.dispatched;
             if pending == 0 {
                 return;
@@ -1841,16 +1833,7 @@ impl Sim {
     fn start_program(&mut self, prog: Prog) {
         let (zone, gen) = (prog.zone, prog.gen);
         let k = prog.start / self.p.unit;
-        let id = match self.free_progs.pop() {
-            Some(id) => {
-                self.progs[id as usize] = Some(prog);
-                id
-            }
-            None => {
-                self.progs.push(Some(prog));
-                (self.progs.len() - 1) as u32
-            }
-        };
+        let id = slot_in(&mut self.progs, &mut self.free_progs, prog);
         self.progs_live += 1;
         if self.must_wait_erase(zone, gen) {
             self.parked.entry(zone).or_default().push(id);

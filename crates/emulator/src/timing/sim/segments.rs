@@ -76,10 +76,7 @@ impl Sim {
                 self.zones.insert(zone, z);
             }
         }
-        let z = match self.zones.get_mut(&zone) {
-            Some(z) if z.gen == gen => z,
-            _ => self.retired.get_mut(&(zone, gen)).expect("incarnation just found or made"),
-        };
+        let z = self.incarnation_mut(zone, gen).expect("incarnation just found or made");
         z.fill += bytes;
         self.dispatch_gen(zone, gen, false);
     }
@@ -141,11 +138,7 @@ impl Sim {
         let full =
             self.geometry(prog.zone.0).segment_blocks * self.geometry(prog.zone.0).block_bytes;
         let current = self.zones.get(&prog.zone).is_some_and(|z| z.gen == prog.gen);
-        let z = match current {
-            true => self.zones.get_mut(&prog.zone),
-            false => self.retired.get_mut(&(prog.zone, prog.gen)),
-        };
-        let Some(z) = z else { return };
+        let Some(z) = self.incarnation_mut(prog.zone, prog.gen) else { return };
         z.inflight -= 1;
         let end = prog.start + prog.bytes;
         if prog.start <= z.programmed {
