@@ -125,7 +125,16 @@ pub(crate) fn start(
     }
     match lane.queue.submit(zone_op, Some(buf), tag as u64) {
         Ok(()) => {
-            lane.unrung = true;
+            // A write reaches the device at once: it changes zone states
+            // (opens a zone, fills one), and another connection's command
+            // arriving after it must find them changed, as when commands
+            // ran the moment they were read. Reads wait for the batch's
+            // doorbell.
+            if op == IoOpcode::Read {
+                lane.unrung = true;
+            } else {
+                lane.queue.ring();
+            }
             ctx.inflight.free.pop();
             ctx.inflight.slots[tag] = Some(Slot { cid: sqe.cid(), opcode: op, len });
             true
