@@ -526,13 +526,24 @@ fn media_lines(port: u16) -> String {
 # with Unrecovered Read Error, which the kernel logs as a medium error.
 T2="-t tcp -a 10.0.2.2 -s {port}"
 run nvme-connect-media nvme connect $T2 -n {MEDIA_NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
+# The controller and namespace by the subsystem's NQN, not by name: the
+# kernel may not have reused the names of the first target's yet. A
+# namespace's device is its controller (or, with native multipath, its
+# subsystem), and both say the NQN.
+of_nqn() {{
+    for d in $1; do
+        if [ "$(cat $d/$2 2>/dev/null)" = "{MEDIA_NQN}" ]; then basename $d; return; fi
+    done
+}}
 i=0
-while [ $i -lt 100 ] && ! ls /sys/block | grep -Eq '^nvme[0-9]+n1$'; do sleep 0.1; i=$((i + 1)); done
-M=/dev/$(ls /sys/block | grep -E '^nvme[0-9]+n1$' | head -n 1)
-C=/dev/$(ls /sys/class/nvme | head -n 1)
-say "media-error namespace $M on $C"
-if dd if=$M of=/dev/null bs=4096 count=4 iflag=direct 2>/tmp/dd.err; then
-    fail=1; say "FAILED media-read: the damaged block read back"
+while [ $i -lt 100 ] && [ -z "$(of_nqn '/sys/block/nvme*n1' device/subsysnqn)" ]; do sleep 0.1; i=$((i + 1)); done
+M=/dev/$(of_nqn '/sys/block/nvme*n1' device/subsysnqn)
+C=/dev/$(of_nqn '/sys/class/nvme/nvme*' subsysnqn)
+say "media-error namespace $M on $C (block devices: $(ls /sys/block | tr '\n' ' '))"
+if [ "$M" = /dev/ ] || [ "$C" = /dev/ ]; then
+    fail=1; say "FAILED media-read: no namespace of {MEDIA_NQN}"
+elif dd if=$M of=/dev/null bs=4096 count=4 iflag=direct 2>/tmp/dd.err; then
+    fail=1; say "FAILED media-read: the damaged block read back"; nvme smart-log $C
 else
     say "END media-read: failed as it must: $(head -n 1 /tmp/dd.err)"
 fi
