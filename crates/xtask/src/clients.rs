@@ -526,28 +526,44 @@ fn media_lines(port: u16) -> String {
 # with Unrecovered Read Error, which the kernel logs as a medium error.
 T2="-t tcp -a 10.0.2.2 -s {port}"
 run nvme-connect-media nvme connect $T2 -n {MEDIA_NQN} --hostnqn {HOSTNQN} --hostid {HOSTID}
-# The controller and namespace by the subsystem's NQN, not by name: the
-# kernel may not have reused the names of the first target's yet. A
-# namespace's device is its controller (or, with native multipath, its
-# subsystem), and both say the NQN.
-of_nqn() {{
-    for d in $1; do
-        if [ "$(cat $d/$2 2>/dev/null)" = "{MEDIA_NQN}" ]; then basename $d; return; fi
+# The controller and namespace by the subsystem's NQN and the namespace's
+# ID, not by name: the kernel may not have reused the first target's
+# names yet, and it names namespaces in the order its scan finds them (the
+# image's conventional namespace 2 may come first). A namespace's device
+# is its controller (or, with native multipath, its subsystem), and both
+# say the NQN.
+media_disk() {{
+    for d in /sys/block/nvme*n*; do
+        if [ "$(cat $d/device/subsysnqn 2>/dev/null)" = "{MEDIA_NQN}" ] && [ "$(cat $d/nsid 2>/dev/null)" = 1 ]; then
+            basename $d; return
+        fi
     done
 }}
+media_ctrl() {{
+    for c in /sys/class/nvme/nvme*; do
+        if [ "$(cat $c/subsysnqn 2>/dev/null)" = "{MEDIA_NQN}" ]; then basename $c; return; fi
+    done
+}}
+# Namespace 1 with its size known: a read of a disk of size 0 reads
+# nothing, and succeeds.
+sized() {{
+    d=$(media_disk)
+    [ -n "$d" ] && [ "$(cat /sys/block/$d/size 2>/dev/null)" != 0 ]
+}}
 i=0
-while [ $i -lt 100 ] && [ -z "$(of_nqn '/sys/block/nvme*n1' device/subsysnqn)" ]; do sleep 0.1; i=$((i + 1)); done
-M=/dev/$(of_nqn '/sys/block/nvme*n1' device/subsysnqn)
-C=/dev/$(of_nqn '/sys/class/nvme/nvme*' subsysnqn)
-say "media-error namespace $M on $C (block devices: $(ls /sys/block | tr '\n' ' '))"
+while [ $i -lt 100 ] && ! sized; do sleep 0.1; i=$((i + 1)); done
+M=/dev/$(media_disk)
+C=/dev/$(media_ctrl)
+say "media-error namespace $M on $C, $(cat /sys/block/$(basename $M)/size 2>/dev/null) sectors (block devices: $(ls /sys/block | tr '\n' ' '))"
 if [ "$M" = /dev/ ] || [ "$C" = /dev/ ]; then
     fail=1; say "FAILED media-read: no namespace of {MEDIA_NQN}"
 elif dd if=$M of=/dev/null bs=4096 count=4 iflag=direct 2>/tmp/dd.err; then
-    fail=1; say "FAILED media-read: the damaged block read back"; nvme smart-log $C
+    fail=1; say "FAILED media-read: the damaged block read back: $(tr '\n' ' ' < /tmp/dd.err)"
+    nvme smart-log $C
 else
     say "END media-read: failed as it must: $(head -n 1 /tmp/dd.err)"
 fi
-run media-read-intact dd if=$M of=/dev/null bs=4096 skip=3 count=1 iflag=direct
+expect media-read-intact "1+0 records in" dd if=$M of=/dev/null bs=4096 skip=3 count=1 iflag=direct
 expect media-error-logged "critical medium error" dmesg
 run media-smart sh -c "nvme smart-log $C | tr -d ' \t' | grep -Eq '^media_errors:[1-9]'"
 run nvme-disconnect-media nvme disconnect -n {MEDIA_NQN}
