@@ -20,13 +20,13 @@ fn characterize(profile: &Profile) -> characterize::Results {
         only: ONLY.iter().map(|s| s.to_string()).collect(),
         // Quick's experiments (smoke's reads stay in the write buffer),
         // with fewer points and commands: large writes for the
-        // program-bound write ceiling, deep reads for the channel-bound
+        // program-bound write ceiling, deep reads for the link-bound
         // read ceilings.
         grid: Some(Grid {
             qd1_sizes_kib: Some(vec![4, 128]),
             qd1_ops: Some(300),
-            read_qds: Some(vec![1, 64]),
-            read_ops: Some(2000),
+            read_qds: Some(vec![1, 256]),
+            read_ops: Some(4000),
             seq_read_kib: Some(128),
             seq_read_qds: Some(vec![1, 32]),
             intra_qds: Some(vec![1, 4]),
@@ -47,7 +47,8 @@ fn drive() -> Profile {
     p.namespaces[0].zones = 64;
     let t = p.timing.as_mut().unwrap();
     t.read_us = t.read_us.iter().map(|r| r * 1.3).collect();
-    t.channel_overhead_ns = 8000;
+    t.link_to_host_command_ns = 1500;
+    t.link_to_host_mbps = 3000;
     t.program_us = 3000;
     t.erase_us = 200;
     t.open_ns = 6000;
@@ -79,15 +80,15 @@ fn a_fit_recovers_the_parameters_a_drive_was_made_with() {
     };
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     close("read_us", mean(&truth.read_us), mean(&got.read_us), 0.03);
-    // The read data set ends in a stripe not yet complete, read from the
-    // buffer: the 4 KiB ceiling identifying the per-transfer cost is less
-    // sensitive to it than to the other read costs.
+    // The read ceilings' serial resource: its cost per command (the 4 KiB
+    // ceiling) and its byte rate (the 128 KiB one).
     close(
-        "channel_overhead_ns",
-        truth.channel_overhead_ns as f64,
-        got.channel_overhead_ns as f64,
-        0.08,
+        "link_to_host_command_ns",
+        truth.link_to_host_command_ns as f64,
+        got.link_to_host_command_ns as f64,
+        0.05,
     );
+    close("link_to_host_mbps", truth.link_to_host_mbps as f64, got.link_to_host_mbps as f64, 0.03);
     close("program_us", truth.program_us as f64, got.program_us as f64, 0.02);
     close("erase_us", truth.erase_us as f64, got.erase_us as f64, 0.03);
     close("open_ns", truth.open_ns as f64, got.open_ns as f64, 0.02);

@@ -309,6 +309,31 @@ pub fn fit(
     let mut best: Option<(f64, Profile, Results)> = None;
     for round in 1..=opts.rounds.max(1) {
         let results = measure(&profile, target)?;
+        if round == 1 {
+            // A reference (a drive's published figures) may name a figure
+            // the candidates' suite does not measure (the 16 KiB series
+            // are `full`'s): its parameter keeps the base's value.
+            let (have, lack): (Vec<Knob>, Vec<Knob>) = std::mem::take(&mut knobs)
+                .into_iter()
+                .partition(|k| results.figure(&k.figure).is_some_and(|v| v > 0.0));
+            for k in lack {
+                tracing::info!(
+                    parameter = k.parameter.name,
+                    figure = %k.figure,
+                    suite = %target.suite,
+                    "the suite does not measure the figure: the parameter is kept"
+                );
+                kept.push(k.parameter);
+            }
+            knobs = have;
+            if knobs.is_empty() {
+                return Err(FitError::Invalid(format!(
+                    "the candidate's run has none of the figures that identify the timing \
+                     parameters (the suite {} and its options do not measure them)",
+                    target.suite
+                )));
+            }
+        }
         let mut measured = Vec::with_capacity(knobs.len());
         for knob in &knobs {
             let Some(got) = results.figure(&knob.figure).filter(|v| *v > 0.0) else {

@@ -7,7 +7,11 @@
 //!    transfer over two memory pages first fetches its PRP list
 //!    (`prp_list_ns`); data crosses the PCIe link, one pipe per direction
 //!    shared by all commands (`link_to_host_mbps`, `link_from_host_mbps`);
-//!    the completion reaches the host after `post_ns`.
+//!    toward the host, the DMA engine's own work per command takes the
+//!    link before the data (`link_to_host_command_ns`, plus
+//!    `link_to_host_list_ns` with a PRP list), so one serial resource sets
+//!    the read ceilings at every request size; the completion reaches the
+//!    host after `post_ns`.
 //! 2. **Controller.** `processing_units` firmware cores execute commands
 //!    first come, first served, each command costing its opcode's time
 //!    (`read_ns`, `write_ns`, `append_ns`, `open_ns`, ...). A write's

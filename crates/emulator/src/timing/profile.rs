@@ -24,6 +24,18 @@ pub struct TimingProfile {
     /// Fetching a PRP list from host memory, for transfers over two memory
     /// pages, before the data moves.
     pub prp_list_ns: u64,
+    /// Device-to-host DMA: the engine's own work per command before the
+    /// command's data moves (its descriptors, the completion's ordering
+    /// behind the data), taking the link to the host like the data does.
+    /// With the byte rate it sets the read ceilings at every request
+    /// size. 0: none.
+    #[serde(default)]
+    pub link_to_host_command_ns: u64,
+    /// Device-to-host DMA: more of that work for a command whose data
+    /// needs a PRP list (walking the list's entries), on top of
+    /// `link_to_host_command_ns`. 0: none.
+    #[serde(default)]
+    pub link_to_host_list_ns: u64,
 
     // --- controller -----------------------------------------------------
     /// Processing units (firmware cores) executing commands; each command

@@ -79,6 +79,8 @@ struct Params {
     to_host_mbps: u64,
     from_host_mbps: u64,
     prp_list: u64,
+    to_host_command: u64,
+    to_host_list: u64,
     units: usize,
     read: u64,
     write: u64,
@@ -144,6 +146,8 @@ impl Params {
             to_host_mbps: p.link_to_host_mbps,
             from_host_mbps: p.link_from_host_mbps,
             prp_list: p.prp_list_ns,
+            to_host_command: p.link_to_host_command_ns,
+            to_host_list: p.link_to_host_list_ns,
             units: p.processing_units as usize,
             read: p.read_ns,
             write: p.write_ns,
@@ -1293,9 +1297,13 @@ impl Sim {
                     }
                 }
                 Step::LinkOut(bytes) => {
-                    let start = now + if needs_prp_list(bytes) { self.p.prp_list } else { 0 };
+                    let list = needs_prp_list(bytes);
+                    let start = now + if list { self.p.prp_list } else { 0 };
                     let begin = self.to_host_free.max(start);
-                    self.to_host_free = begin + xfer(bytes, self.p.to_host_mbps);
+                    // The DMA engine's per-command work takes the link
+                    // as the data does: the read ceilings at every size.
+                    let work = self.p.to_host_command + if list { self.p.to_host_list } else { 0 };
+                    self.to_host_free = begin + work + xfer(bytes, self.p.to_host_mbps);
                     self.schedule(self.to_host_free, Ev::Job(id));
                     return;
                 }

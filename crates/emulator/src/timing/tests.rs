@@ -569,12 +569,13 @@ fn seq_reads_128k(p: &Profile) -> (f64, f64) {
 #[test]
 fn a_zone_striped_in_plane_pages_reads_large_requests_from_several_dies() {
     // Whole program units: a 128 KiB read senses all three page levels
-    // of one die and moves 96 KiB over one channel (about 450 µs).
+    // of one die and moves 96 KiB over one channel (about 385 µs).
     let (unit_p50, unit_qd4) = seq_reads_128k(&zn540_striped(None, 4096));
-    assert!(unit_p50 > 400.0, "{unit_p50} us");
-    // 32 KiB chunks: four dies on four channels, one sense each.
+    assert!(unit_p50 > 330.0, "{unit_p50} us");
+    // 32 KiB chunks: four dies on four channels, one sense each (about
+    // 175 µs).
     let (plane_p50, plane_qd4) = seq_reads_128k(&zn540_striped(Some(32), 4096));
-    assert!(plane_p50 < 220.0, "{plane_p50} us");
+    assert!(plane_p50 < 0.5 * unit_p50, "{plane_p50} vs {unit_p50} us");
     assert!(plane_qd4 > 1.8 * unit_qd4, "{plane_qd4} vs {unit_qd4} MiB/s at QD 4");
     // A page: eight dies, half the data each.
     let (page_p50, _) = seq_reads_128k(&zn540_striped(Some(16), 4096));
