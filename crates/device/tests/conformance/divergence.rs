@@ -26,7 +26,10 @@ pub enum Divergence {
     CloseOfUnwrittenZoneEmptiesIt,
     /// `nvmet-report-filter-full-read-only`: Zone Management Receive with
     /// filter 5h (Full) reports the Read Only zones and 6h (Read Only)
-    /// the Full ones (Linux's header numbers the two the other way round).
+    /// the Full ones (Linux's header numbered the two the other way
+    /// round). Seen on Linux 6.1; 6.12 reports them as specified, so it
+    /// applies to nvmet of kernels before 6.12 (or of a release it cannot
+    /// read).
     FullAndReadOnlyFiltersSwapped,
     /// `nvmet-offline`: the Offline Zone action is not offered: with
     /// Select All it fails with Invalid Zone State Transition even when no
@@ -75,6 +78,9 @@ impl Divergence {
     pub fn applies(self, dev: &dyn ZonedDevice) -> bool {
         match self {
             Divergence::NumzrwaNotZerosBased => is_qemu(dev),
+            Divergence::FullAndReadOnlyFiltersSwapped => {
+                is_nvmet(dev) && nvmet_release(dev).is_none_or(|r| r < (6, 12))
+            }
             _ => is_nvmet(dev),
         }
     }
@@ -99,6 +105,15 @@ pub fn zrwa_resources(dev: &dyn ZonedDevice, stated: u64) -> u64 {
 /// configured otherwise.
 pub fn is_nvmet(dev: &dyn ZonedDevice) -> bool {
     dev.info().model == "Linux"
+}
+
+/// The kernel release (major, minor) of an nvmet target: its firmware
+/// revision is the release it runs (`6.12.117`).
+pub fn nvmet_release(dev: &dyn ZonedDevice) -> Option<(u32, u32)> {
+    let mut parts = dev.info().firmware.split('.');
+    let major = parts.next()?.trim().parse().ok()?;
+    let minor = parts.next()?.trim().parse().ok()?;
+    Some((major, minor))
 }
 
 /// Reports an accepted divergence `d` at `what`.
