@@ -65,6 +65,13 @@ pub struct TimingProfile {
     /// Extra processing for the first write or append to a zone it opens
     /// implicitly (allocating the zone's write resources).
     pub implicit_open_ns: u64,
+    /// Extra processing for a write or Zone Append to another zone than
+    /// the one the controller's previous write or append went to
+    /// (bringing that zone's write context, its write pointer and buffer
+    /// slot, into the processing unit): what writes spread over zones
+    /// pay and writes to one zone do not. 0: none.
+    #[serde(default)]
+    pub zone_switch_ns: u64,
     /// Flush (the write buffer is power-loss protected: nothing drains).
     pub flush_ns: u64,
     /// Write Zeroes, Copy and other commands: processing.

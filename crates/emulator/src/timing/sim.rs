@@ -91,6 +91,7 @@ struct Params {
     /// Per logical block of a Write or Zone Append, for blocks under 4 KiB.
     small_lba: u64,
     implicit_open: u64,
+    zone_switch: u64,
     flush: u64,
     other: u64,
     report: u64,
@@ -157,6 +158,7 @@ impl Params {
             append_serial: p.append_serial_ns,
             small_lba: p.small_lba_ns,
             implicit_open: p.implicit_open_ns,
+            zone_switch: p.zone_switch_ns,
             flush: p.flush_ns,
             other: p.other_ns,
             report: p.report_ns,
@@ -590,6 +592,9 @@ pub(crate) struct Sim {
     mgmt_free: u64,
     to_host_free: u64,
     from_host_free: u64,
+    /// The zone of the last write or append planned: the write context
+    /// the processing unit holds.
+    write_context: Option<ZoneKey>,
     channel_free: Vec<u64>,
     dies: Vec<Die>,
     progs: Vec<Option<Prog>>,
@@ -634,6 +639,7 @@ impl Sim {
             mgmt_free: 0,
             to_host_free: 0,
             from_host_free: 0,
+            write_context: None,
             channel_free: vec![0; p.channels as usize],
             dies: (0..p.dies).map(|_| Die::default()).collect(),
             progs: Vec::new(),
@@ -1001,10 +1007,12 @@ impl Sim {
                     None => (at, bytes),
                 };
                 let entered = self.stripes_entered(zone, at, flash);
+                let switched = self.write_context.replace(zone).is_some_and(|z| z != zone);
                 let p = &self.p;
                 let (pre, overlap) =
                     if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
                 let open = if opened { p.implicit_open } else { 0 };
+                let open = open + if switched { p.zone_switch } else { 0 };
                 // Blocks smaller than the 4 KiB mapping unit are handled one
                 // by one (Write and Zone Append; not Write Zeroes).
                 let small = if dma && block_bytes < 4096 { blocks * p.small_lba } else { 0 };

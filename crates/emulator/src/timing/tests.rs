@@ -680,3 +680,31 @@ fn erases_resume_for_a_while_before_reads_suspend_them_again() {
     assert!(mean(&bounded) > 1.03 * mean(&free), "{} vs {} ns", mean(&bounded), mean(&free));
     assert!(bounded_reset > 1_000_000 && free_reset > 1_000_000);
 }
+
+/// 4 KiB writes at QD 1 on each of `zones` zones of `p` (KIOPS), and the
+/// mean latency (µs) of one zone's.
+fn writes_over_zones(p: &Profile, zones: usize) -> (f64, f64) {
+    let mut b = Bench::new(p).unwrap();
+    let zs: Vec<u64> = (0..zones as u64).map(|i| b.zone(20 + i)).collect();
+    let s = b.stream(zones, 1, 4000, 800, |q, i| Bench::write(zs[q] + i, 1));
+    (s.iops() / 1e3, s.mean_us())
+}
+
+#[test]
+fn a_zone_switch_costs_writes_spread_over_zones_not_writes_to_one() {
+    let plain = zn540();
+    let mut switching = zn540();
+    switching.timing.as_mut().unwrap().zone_switch_ns = 4000;
+    // One zone: every write finds its zone's context in place.
+    let (one, one_us) = writes_over_zones(&plain, 1);
+    let (one_s, one_s_us) = writes_over_zones(&switching, 1);
+    assert!((one_s_us - one_us).abs() < 0.01, "{one_s_us} vs {one_us} us");
+    assert!((one_s / one - 1.0).abs() < 0.01, "{one_s} vs {one} KIOPS");
+    // Two zones taking turns: without a switch cost they nearly double the
+    // rate; with one, every write pays it on the shared processing unit.
+    let (two, _) = writes_over_zones(&plain, 2);
+    let (two_s, two_s_us) = writes_over_zones(&switching, 2);
+    assert!(two > 1.9 * one, "{two} vs {one} KIOPS");
+    assert!(two_s < 1.6 * one_s, "{two_s} vs {one_s} KIOPS");
+    assert!(two_s_us > one_s_us + 3.9, "{two_s_us} vs {one_s_us} us");
+}
