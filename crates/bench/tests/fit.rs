@@ -170,3 +170,22 @@ fn the_base_that_reproduces_a_drive_best_is_chosen() {
     assert!(score("zn540") > 5.0 * score("small-zone"), "{trials:?}");
     assert_eq!(profile.timing.as_ref().unwrap().zone_stripe_dies, 1);
 }
+
+#[test]
+fn a_reference_figure_the_suite_does_not_measure_keeps_its_parameter() {
+    // The ZN540's figures include the 16 KiB random read ceiling, which
+    // only `full` measures: on `smoke` candidates its parameter is kept
+    // and the others are fitted.
+    let r = zns_bench::characterize::reference::for_profile("zn540").unwrap();
+    let target = Target::from_reference(&r, 4096, Suite::Smoke);
+    assert!(target.figures.contains_key("read_qd/random/16KiB:max_mib_s"));
+    let base = Profile::by_name("zn540").unwrap();
+    let mut opts = FitOptions::new(base, "fitted");
+    opts.rounds = 1;
+    let (_, report) = fit::fit(&target, &opts, &Quiet).unwrap();
+    let figure = |name: &str| {
+        report.parameters.iter().find(|p| p.name == name).map(|p| p.figure.clone()).unwrap()
+    };
+    assert_eq!(figure("link_to_host_list_ns"), None);
+    assert_eq!(figure("write_ns").as_deref(), Some("qd1/write/4KiB:mean_us"));
+}
