@@ -1012,11 +1012,11 @@ impl Sim {
                 let (pre, overlap) =
                     if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
                 let open = if opened { p.implicit_open } else { 0 };
-                let open = open + if switched { p.zone_switch } else { 0 };
+                let switch = if switched { p.zone_switch } else { 0 };
                 // Blocks smaller than the 4 KiB mapping unit are handled one
                 // by one (Write and Zone Append; not Write Zeroes).
                 let small = if dma && block_bytes < 4096 { blocks * p.small_lba } else { 0 };
-                s.push(Step::Unit(pre + open + small));
+                s.push(Step::Unit(pre + open + switch + small));
                 if entered > 0 {
                     s.push(Step::Mgmt(entered * p.stripe_open));
                 }
