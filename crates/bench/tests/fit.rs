@@ -58,6 +58,10 @@ fn drive() -> Profile {
     t.close_block_us = 3000;
     t.write_ns = 2500;
     t.write_overlap_ns = 4500;
+    // Two zones at QD 1 well below the many-zone ceiling: the wait for
+    // another zone's write context is identified.
+    t.zone_switch_ns = 4000;
+    t.implicit_open_ns = 1000;
     p
 }
 
@@ -103,6 +107,15 @@ fn a_fit_recovers_the_parameters_a_drive_was_made_with() {
         (truth.write_ns + truth.write_overlap_ns) as f64,
         (got.write_ns + got.write_overlap_ns) as f64,
         0.03,
+    );
+    // The wait for another zone's write context (two zones taking turns),
+    // and the open beyond it (the first write to a zone pays both).
+    close("zone_switch_ns", truth.zone_switch_ns as f64, got.zone_switch_ns as f64, 0.05);
+    close(
+        "implicit_open_ns + zone_switch_ns",
+        (truth.implicit_open_ns + truth.zone_switch_ns) as f64,
+        (got.implicit_open_ns + got.zone_switch_ns) as f64,
+        0.05,
     );
     // What the fit did not aim at, the fitted profile predicts.
     for e in &report.experiments {

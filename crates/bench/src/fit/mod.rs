@@ -295,7 +295,17 @@ pub fn fit(
     let mut kept = Vec::new();
     for p in parameters::all() {
         match p.figures.iter().find(|f| target.figures.contains_key(**f) && !held(f)) {
-            Some(f) => knobs.push(Knob { parameter: p, figure: f.to_string(), last: None }),
+            Some(f) if p.identified_by(&target.figures) => {
+                knobs.push(Knob { parameter: p, figure: f.to_string(), last: None })
+            }
+            Some(f) => {
+                tracing::info!(
+                    parameter = p.name,
+                    figure = %f,
+                    "the target's figures do not identify the parameter: it is kept"
+                );
+                kept.push(p)
+            }
             None => kept.push(p),
         }
     }

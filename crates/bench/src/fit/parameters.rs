@@ -48,6 +48,10 @@ pub struct Parameter {
     pub seed: f64,
     /// What the parameter is, for the report.
     pub what: &'static str,
+    /// A condition on the target for its figure to identify it: `(figure,
+    /// bound, fraction)` asks for `figure < fraction × bound`. Where the
+    /// target fails it (or lacks either figure), the parameter is kept.
+    pub only_below: Option<(&'static str, &'static str, f64)>,
     get: fn(&TimingProfile) -> f64,
     set: fn(&mut TimingProfile, f64),
 }
@@ -56,6 +60,14 @@ impl Parameter {
     /// Its value in `t`.
     pub fn get(&self, t: &TimingProfile) -> f64 {
         (self.get)(t)
+    }
+
+    /// Whether `figures` (a target's) identify it: its `only_below`
+    /// condition holds, or it has none.
+    pub fn identified_by(&self, figures: &std::collections::BTreeMap<String, f64>) -> bool {
+        self.only_below.is_none_or(|(figure, bound, fraction)| {
+            matches!((figures.get(figure), figures.get(bound)), (Some(f), Some(b)) if *f < fraction * b)
+        })
     }
 
     /// Sets it in `t` (clamped to its range, rounded as the table stores
@@ -107,6 +119,7 @@ pub fn all() -> Vec<Parameter> {
         max,
         seed,
         what,
+        only_below: None,
         get,
         set,
     };
@@ -205,9 +218,28 @@ pub fn all() -> Vec<Parameter> {
             &["open/first_write/implicit:mean_us", "open/first_write/implicit:p50_us"],
             Up,
             (0.0, 10_000_000.0, 1000.0),
-            "first write to a zone it opens implicitly",
+            "first write to a zone it opens implicitly (beyond fetching its write context)",
             integer!(implicit_open_ns),
         ),
+        Parameter {
+            // Two zones at QD 1 each: every write waits for the other
+            // zone's context. Where two zones already reach the many-zone
+            // ceiling, the wait hides behind the processing unit and the
+            // figure does not identify it.
+            only_below: Some((
+                "inter_zone/write/4KiB/zones=2:kiops",
+                "inter_zone/write/4KiB:max_kiops",
+                0.9,
+            )),
+            ..p(
+                "zone_switch_ns",
+                &["inter_zone/write/4KiB/zones=2:mean_us"],
+                Up,
+                (0.0, 1_000_000.0, 1000.0),
+                "fetching the write context of another zone than the one held (writes taking turns over zones)",
+                integer!(zone_switch_ns),
+            )
+        },
         p(
             "open_ns",
             &["zone_mgmt/open/empty:mean_us", "zone_mgmt/open/empty:p50_us"],
@@ -285,6 +317,27 @@ mod tests {
         let prog = all().into_iter().find(|p| p.name == "program_us").unwrap();
         prog.set(&mut t, -5.0);
         assert_eq!(t.program_us, 10);
+    }
+
+    #[test]
+    fn the_zone_switch_is_fitted_only_where_two_zones_stay_below_the_ceiling() {
+        let switch = all().into_iter().find(|p| p.name == "zone_switch_ns").unwrap();
+        let figures = |two: f64| {
+            [
+                ("inter_zone/write/4KiB/zones=2:kiops".to_string(), two),
+                ("inter_zone/write/4KiB:max_kiops".to_string(), 186.0),
+            ]
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert!(switch.identified_by(&figures(143.5)));
+        assert!(!switch.identified_by(&figures(175.0)));
+        // Without the ceiling there is nothing to compare with.
+        let mut lone = figures(143.5);
+        lone.remove("inter_zone/write/4KiB:max_kiops");
+        assert!(!switch.identified_by(&lone));
+        // Parameters without a condition are identified by their figure.
+        assert!(all()[0].identified_by(&lone));
     }
 
     #[test]

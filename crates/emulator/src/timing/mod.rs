@@ -20,8 +20,10 @@
 //!    in the buffer (`append_serial_ns`), so appends to one zone take
 //!    turns there while appends to different zones do not. The first
 //!    write to a zone it opens implicitly pays for opening it, and a write
-//!    or append to another zone than the previous one's pays for bringing
-//!    that zone's write context in (`zone_switch_ns`). With
+//!    or append to another zone than the one whose write context the
+//!    controller holds first waits for that context to be fetched
+//!    (`zone_switch_ns`, a wait during which the unit serves other
+//!    commands). With
 //!    logical blocks under 4 KiB, writes and appends also cost
 //!    `small_lba_ns` per block (each block is merged into the 4 KiB
 //!    mapping unit on its own). Before a

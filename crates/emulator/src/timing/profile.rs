@@ -65,11 +65,15 @@ pub struct TimingProfile {
     /// Extra processing for the first write or append to a zone it opens
     /// implicitly (allocating the zone's write resources).
     pub implicit_open_ns: u64,
-    /// Extra processing for a write or Zone Append to another zone than
-    /// the one the controller's previous write or append went to
-    /// (bringing that zone's write context, its write pointer and buffer
-    /// slot, into the processing unit): what writes spread over zones
-    /// pay and writes to one zone do not. 0: none.
+    /// Wait of a write or Zone Append to another zone than the one whose
+    /// write context (write pointer, stripe and buffer slot) the
+    /// controller holds, before its processing: fetching that zone's
+    /// context. Latency, not processing: the processing unit serves
+    /// other commands meanwhile, so writes taking turns over zones each
+    /// wait for it while the many-zone ceiling stays the unit's. The
+    /// controller holds the context of the zone written last, or of one
+    /// zone opened explicitly; closing, finishing or resetting that zone
+    /// drops it. 0: none.
     #[serde(default)]
     pub zone_switch_ns: u64,
     /// Flush (the write buffer is power-loss protected: nothing drains).

@@ -1007,16 +1007,20 @@ impl Sim {
                     None => (at, bytes),
                 };
                 let entered = self.stripes_entered(zone, at, flash);
-                let switched = self.write_context.replace(zone).is_some_and(|z| z != zone);
+                let switched = self.write_context.replace(zone) != Some(zone);
                 let p = &self.p;
                 let (pre, overlap) =
                     if append { (p.append, p.append_overlap) } else { (p.write, p.write_overlap) };
                 let open = if opened { p.implicit_open } else { 0 };
-                let switch = if switched { p.zone_switch } else { 0 };
+                // The context fetch is a wait, not processing: the unit
+                // serves other commands meanwhile.
+                if switched && p.zone_switch > 0 {
+                    s.push(Step::Delay(p.zone_switch));
+                }
                 // Blocks smaller than the 4 KiB mapping unit are handled one
                 // by one (Write and Zone Append; not Write Zeroes).
                 let small = if dma && block_bytes < 4096 { blocks * p.small_lba } else { 0 };
-                s.push(Step::Unit(pre + open + switch + small));
+                s.push(Step::Unit(pre + open + small));
                 if entered > 0 {
                     s.push(Step::Mgmt(entered * p.stripe_open));
                 }
@@ -1073,6 +1077,7 @@ impl Sim {
         s: &mut Vec<Step>,
     ) {
         let n = zones.len().max(1) as u64;
+        self.track_write_context(nsid, action, zones);
         let p = &self.p;
         match action {
             ZoneSendAction::Open => s.push(Step::Unit(p.open * n)),
@@ -1101,6 +1106,24 @@ impl Sim {
                 }
             }
             _ => s.push(Step::Unit(p.other * n)),
+        }
+    }
+
+    /// The write context a zone management command leaves in the processing
+    /// unit: an explicit Open of one zone brings that zone's in (its first
+    /// write pays no switch), and a Close, Finish or Reset of the zone held
+    /// saves or drops it (the next write to any zone fetches its own).
+    fn track_write_context(&mut self, nsid: u32, action: ZoneSendAction, zones: &[ZoneBefore]) {
+        match action {
+            ZoneSendAction::Open if zones.len() == 1 => {
+                self.write_context = Some((nsid, zones[0].index));
+            }
+            ZoneSendAction::Close | ZoneSendAction::Finish | ZoneSendAction::Reset
+                if zones.iter().any(|z| self.write_context == Some((nsid, z.index))) =>
+            {
+                self.write_context = None;
+            }
+            _ => {}
         }
     }
 

@@ -692,19 +692,42 @@ fn writes_over_zones(p: &Profile, zones: usize) -> (f64, f64) {
 
 #[test]
 fn a_zone_switch_costs_writes_spread_over_zones_not_writes_to_one() {
-    let plain = zn540();
-    let mut switching = zn540();
-    switching.timing.as_mut().unwrap().zone_switch_ns = 4000;
+    let zn = zn540();
+    let mut free = zn540();
+    free.timing.as_mut().unwrap().zone_switch_ns = 0;
     // One zone: every write finds its zone's context in place.
-    let (one, one_us) = writes_over_zones(&plain, 1);
-    let (one_s, one_s_us) = writes_over_zones(&switching, 1);
-    assert!((one_s_us - one_us).abs() < 0.01, "{one_s_us} vs {one_us} us");
-    assert!((one_s / one - 1.0).abs() < 0.01, "{one_s} vs {one} KIOPS");
-    // Two zones taking turns: without a switch cost they nearly double the
-    // rate; with one, every write pays it on the shared processing unit.
-    let (two, _) = writes_over_zones(&plain, 2);
-    let (two_s, two_s_us) = writes_over_zones(&switching, 2);
-    assert!(two > 1.9 * one, "{two} vs {one} KIOPS");
-    assert!(two_s < 1.6 * one_s, "{two_s} vs {one_s} KIOPS");
-    assert!(two_s_us > one_s_us + 3.9, "{two_s_us} vs {one_s_us} us");
+    let (one, one_us) = writes_over_zones(&zn, 1);
+    let (one_f, one_f_us) = writes_over_zones(&free, 1);
+    assert!((one_us - one_f_us).abs() < 0.01, "{one_us} vs {one_f_us} us");
+    assert!((one / one_f - 1.0).abs() < 0.01, "{one} vs {one_f} KIOPS");
+    // Two zones taking turns: without a context fetch they nearly double
+    // the rate; with zn540's, every write waits 2.3 us for it.
+    let (two_f, _) = writes_over_zones(&free, 2);
+    let (two, two_us) = writes_over_zones(&zn, 2);
+    assert!(two_f > 1.9 * one_f, "{two_f} vs {one_f} KIOPS");
+    assert!(two > 1.55 * one && two < 1.8 * one, "{two} vs {one} KIOPS");
+    assert!(two_us > one_us + 2.0, "{two_us} vs {one_us} us");
+    // The fetch is a wait, not processing: enough zones still reach the
+    // unit's ceiling (186 K on the drive), with or without it.
+    let (many, _) = writes_over_zones(&zn, 8);
+    let (many_f, _) = writes_over_zones(&free, 8);
+    assert!(many > 175.0 && (many / many_f - 1.0).abs() < 0.03, "{many} vs {many_f} KIOPS");
+}
+
+#[test]
+fn an_explicit_open_brings_the_write_context_in_and_a_close_drops_it() {
+    let mut b = Bench::new(&zn540()).unwrap();
+    let (a, z) = (b.zone(20), b.zone(21));
+    // Written last: a, then z opened explicitly; z's first write waits for
+    // no fetch, a's next write does.
+    b.latency_us(Bench::write(a, 1));
+    b.latency_us(Bench::send(z, ZoneSendAction::Open));
+    let after_open = b.latency_us(Bench::write(z, 1));
+    let back = b.latency_us(Bench::write(a + 1, 1));
+    assert!(back > after_open + 2.0, "{back} vs {after_open} us");
+    // Closing the zone held drops its context: its next write fetches it.
+    let again = b.latency_us(Bench::write(a + 2, 1));
+    b.latency_us(Bench::send(a, ZoneSendAction::Close));
+    let reopened = b.latency_us(Bench::write(a + 3, 1));
+    assert!(reopened > again + 2.0, "{reopened} vs {again} us");
 }
