@@ -6,6 +6,7 @@ use zns_bench::characterize::{self, Grid, NoProgress, Options, Suite};
 use zns_bench::fit::{self, FitOptions, Quiet, Target};
 use zns_device::DriverDevice;
 use zns_emulator::profile::Profile;
+use zns_emulator::timing::TimingProfile;
 use zns_emulator::MediaChoice;
 
 /// The experiments the round trip measures (the others identify no
@@ -83,42 +84,33 @@ fn a_fit_recovers_the_parameters_a_drive_was_made_with() {
     assert_eq!(profile.namespaces[0].zones, 64);
     let truth = drive.timing.as_ref().unwrap();
     let got = profile.timing.as_ref().unwrap();
-    let close = |name: &str, want: f64, have: f64, tol: f64| {
+    // A parameter (or a sum the fit identifies as one) of the drive against
+    // the fitted profile, within `tol`.
+    let close = |name: &str, of: &dyn Fn(&TimingProfile) -> f64, tol: f64| {
+        let (want, have) = (of(truth), of(got));
         assert!((have / want - 1.0).abs() <= tol, "{name}: drive {want}, fitted {have}");
     };
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    close("read_us", mean(&truth.read_us), mean(&got.read_us), 0.03);
+    close("read_us", &|t| t.read_us.iter().sum::<f64>() / t.read_us.len() as f64, 0.03);
     // The read ceilings' serial resource: its cost per command (the 4 KiB
     // ceiling) and its byte rate (the 128 KiB one).
-    close(
-        "link_to_host_command_ns",
-        truth.link_to_host_command_ns as f64,
-        got.link_to_host_command_ns as f64,
-        0.05,
-    );
-    close("link_to_host_mbps", truth.link_to_host_mbps as f64, got.link_to_host_mbps as f64, 0.03);
-    close("program_us", truth.program_us as f64, got.program_us as f64, 0.02);
-    close("erase_us", truth.erase_us as f64, got.erase_us as f64, 0.03);
-    close("open_ns", truth.open_ns as f64, got.open_ns as f64, 0.02);
-    close("close_ns", truth.close_ns as f64, got.close_ns as f64, 0.02);
-    close("finish_ns", truth.finish_ns as f64, got.finish_ns as f64, 0.02);
-    close("reset_metadata_us", truth.reset_metadata_us as f64, got.reset_metadata_us as f64, 0.02);
-    close("close_block_us", truth.close_block_us as f64, got.close_block_us as f64, 0.05);
+    close("link_to_host_command_ns", &|t| t.link_to_host_command_ns as f64, 0.05);
+    close("link_to_host_mbps", &|t| t.link_to_host_mbps as f64, 0.03);
+    close("program_us", &|t| t.program_us as f64, 0.02);
+    close("erase_us", &|t| t.erase_us as f64, 0.03);
+    close("open_ns", &|t| t.open_ns as f64, 0.02);
+    close("close_ns", &|t| t.close_ns as f64, 0.02);
+    close("finish_ns", &|t| t.finish_ns as f64, 0.02);
+    close("reset_metadata_us", &|t| t.reset_metadata_us as f64, 0.02);
+    close("close_block_us", &|t| t.close_block_us as f64, 0.05);
     // A write's processing before and overlapping its transfer are
     // identified together (docs/fit.md): their sum.
-    close(
-        "write_ns + write_overlap_ns",
-        (truth.write_ns + truth.write_overlap_ns) as f64,
-        (got.write_ns + got.write_overlap_ns) as f64,
-        0.03,
-    );
+    close("write_ns + write_overlap_ns", &|t| (t.write_ns + t.write_overlap_ns) as f64, 0.03);
     // The wait for another zone's write context (two zones taking turns),
     // and the open beyond it (the first write to a zone pays both).
-    close("zone_switch_ns", truth.zone_switch_ns as f64, got.zone_switch_ns as f64, 0.05);
+    close("zone_switch_ns", &|t| t.zone_switch_ns as f64, 0.05);
     close(
         "implicit_open_ns + zone_switch_ns",
-        (truth.implicit_open_ns + truth.zone_switch_ns) as f64,
-        (got.implicit_open_ns + got.zone_switch_ns) as f64,
+        &|t| (t.implicit_open_ns + t.zone_switch_ns) as f64,
         0.05,
     );
     // What the fit did not aim at, the fitted profile predicts.
