@@ -15,7 +15,9 @@
 //! 2. **Controller.** `processing_units` firmware cores execute commands
 //!    first come, first served, each command costing its opcode's time
 //!    (`read_ns`, `write_ns`, `append_ns`, `open_ns`, ...). A write's
-//!    bookkeeping (`write_overlap_ns`) overlaps its data transfer. A Zone
+//!    bookkeeping (`write_overlap_ns`) overlaps its data transfer, on the
+//!    core that processed it: a core runs a command to completion before
+//!    it takes the next. A Zone
 //!    Append additionally takes the zone's write pointer once its data is
 //!    in the buffer (`append_serial_ns`), so appends to one zone take
 //!    turns there while appends to different zones do not. The first

@@ -39,18 +39,21 @@ pub struct TimingProfile {
 
     // --- controller -----------------------------------------------------
     /// Processing units (firmware cores) executing commands; each command
-    /// occupies one for its processing costs below, first come first served.
+    /// occupies one for its processing costs below, first come first
+    /// served, and runs to completion there (its processing overlapping
+    /// the data transfer included) before the unit takes the next.
     pub processing_units: u32,
     /// Read: processing before the flash reads.
     pub read_ns: u64,
     /// Write: processing before the data transfer.
     pub write_ns: u64,
     /// Write: processing overlapping the data transfer (buffer and mapping
-    /// bookkeeping).
+    /// bookkeeping), right after `write_ns` on the same unit.
     pub write_overlap_ns: u64,
     /// Zone Append: processing before the data transfer.
     pub append_ns: u64,
-    /// Zone Append: processing overlapping the data transfer.
+    /// Zone Append: processing overlapping the data transfer, right after
+    /// `append_ns` on the same unit.
     pub append_overlap_ns: u64,
     /// Zone Append: assigning the write pointer once the data is in the
     /// buffer; appends to one zone take turns here.

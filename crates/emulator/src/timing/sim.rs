@@ -374,16 +374,22 @@ struct DieWork {
 enum Step {
     Delay(u64),
     Unit(u64),
+    /// `ns` of processing on a unit, after which the command goes on while
+    /// the same unit does `ahead` ns more of its work: a firmware core runs
+    /// a command's processing to completion before taking the next one.
+    UnitAhead {
+        ns: u64,
+        ahead: u64,
+    },
     Mgmt(u64),
     Read(Vec<Piece>),
     LinkOut(u64),
     Admit(u64),
-    /// Data into the buffer: the host transfer (when `dma`) alongside
-    /// `overlap` ns of processing.
+    /// Data into the buffer: the host transfer (when `dma`), ending no
+    /// earlier than the command's processing ahead (`UnitAhead`).
     Transfer {
         bytes: u64,
         dma: bool,
-        overlap: u64,
     },
     ZoneAdd {
         zone: ZoneKey,
@@ -426,6 +432,8 @@ struct Job {
     pending: u32,
     /// Buffer bytes granted while waiting.
     granted: u64,
+    /// When the processing unit finishes the command's work (`UnitAhead`).
+    unit_done: u64,
     sqid: u16,
     cqid: u16,
     cqe: CompletionEntry,
@@ -777,6 +785,7 @@ impl Sim {
             at: 0,
             pending: 0,
             granted: 0,
+            unit_done: 0,
             sqid,
             cqid,
             cqe,
@@ -798,6 +807,7 @@ impl Sim {
             at: 0,
             pending: 0,
             granted: 0,
+            unit_done: 0,
             sqid: 0,
             cqid: 0,
             cqe: CompletionEntry::default(),
@@ -971,7 +981,8 @@ impl Sim {
         let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Copy { .. });
         let hk = if data { self.housekeeping() } else { 0 };
         let mut s = self.plan_command(op);
-        if let Some(Step::Unit(ns)) = s.iter_mut().find(|st| matches!(st, Step::Unit(_))) {
+        let unit = s.iter_mut().find(|st| matches!(st, Step::Unit(_) | Step::UnitAhead { .. }));
+        if let Some(Step::Unit(ns) | Step::UnitAhead { ns, .. }) = unit {
             *ns += hk;
         }
         s
@@ -1020,14 +1031,14 @@ impl Sim {
                 // Blocks smaller than the 4 KiB mapping unit are handled one
                 // by one (Write and Zone Append; not Write Zeroes).
                 let small = if dma && block_bytes < 4096 { blocks * p.small_lba } else { 0 };
-                s.push(Step::Unit(pre + open + small));
+                s.push(Step::UnitAhead { ns: pre + open + small, ahead: overlap });
                 if entered > 0 {
                     s.push(Step::Mgmt(entered * p.stripe_open));
                 }
                 if flash > 0 {
                     s.push(Step::Admit(flash));
                 }
-                s.push(Step::Transfer { bytes, dma, overlap });
+                s.push(Step::Transfer { bytes, dma });
                 if !placed.is_empty() {
                     self.segment_adds(nsid, &placed, true, &mut s);
                 } else if flash > 0 || filled {
@@ -1043,14 +1054,14 @@ impl Sim {
                 let flash = zrwa_commit.map_or(bytes, |(_, n)| n * block_bytes);
                 let (zone, _) = self.locate(nsid, dest);
                 let open = if opened { p.implicit_open } else { 0 };
-                s.push(Step::Unit(p.other + open));
+                s.push(Step::UnitAhead { ns: p.other + open, ahead: p.write_overlap });
                 let mut pieces = Vec::new();
                 self.pieces(nsid, &sources, &mut pieces);
                 s.push(Step::Read(pieces));
                 if flash > 0 {
                     s.push(Step::Admit(flash));
                 }
-                s.push(Step::Transfer { bytes, dma: false, overlap: self.p.write_overlap });
+                s.push(Step::Transfer { bytes, dma: false });
                 if !placed.is_empty() {
                     self.segment_adds(nsid, &placed, true, &mut s);
                 } else if flash > 0 || filled {
@@ -1310,6 +1321,12 @@ impl Sim {
                     self.schedule(end, Ev::Job(id));
                     return;
                 }
+                Step::UnitAhead { ns, ahead } => {
+                    let done = self.unit(now, ns + ahead);
+                    self.job(id).unit_done = done;
+                    self.schedule(done - ahead, Ev::Job(id));
+                    return;
+                }
                 Step::Mgmt(ns) => {
                     let start = self.mgmt_free.max(now);
                     self.mgmt_free = start + ns;
@@ -1352,8 +1369,8 @@ impl Sim {
                         return;
                     }
                 }
-                Step::Transfer { bytes, dma, overlap } => {
-                    let mut end = if overlap > 0 { self.unit(now, overlap) } else { now };
+                Step::Transfer { bytes, dma } => {
+                    let mut end = self.job(id).unit_done.max(now);
                     if dma {
                         let start = now + if needs_prp_list(bytes) { self.p.prp_list } else { 0 };
                         let begin = self.from_host_free.max(start);

@@ -714,6 +714,23 @@ fn a_zone_switch_costs_writes_spread_over_zones_not_writes_to_one() {
     assert!(many > 175.0 && (many / many_f - 1.0).abs() < 0.03, "{many} vs {many_f} KIOPS");
 }
 
+#[test]
+fn a_core_finishes_a_command_before_taking_the_next() {
+    // Two appends in flight to one zone keep the processing unit busy:
+    // each runs its processing, the part overlapping its transfer
+    // included, to completion, so the next one starts where it ends and
+    // QD 2 gets close to the ceiling (the drive: about 132 K at any
+    // queue depth). Interleaved, the second's processing would slip in
+    // before the first's overlapping part and stretch both.
+    let rate = |qd: usize| {
+        let mut b = Bench::new(&zn540()).unwrap();
+        let z = b.zone(30);
+        b.stream(1, qd, 6000, 1000, |_, _| Bench::append(z, 1)).iops() / 1e3
+    };
+    let (qd1, qd2, qd8) = (rate(1), rate(2), rate(8));
+    assert!(qd2 > 0.93 * qd8 && qd2 > 1.8 * qd1, "QD 1 {qd1}, QD 2 {qd2}, QD 8 {qd8} KIOPS");
+}
+
 /// MiB/s of 128 KiB writes at QD 1 on each of `zones` zones of `p`.
 fn large_writes_over_zones(p: &Profile, zones: usize) -> f64 {
     let mut b = Bench::new(p).unwrap();
