@@ -373,11 +373,10 @@ struct DieWork {
 #[derive(Debug)]
 enum Step {
     Delay(u64),
-    Unit(u64),
     /// `ns` of processing on a unit, after which the command goes on while
     /// the same unit does `ahead` ns more of its work: a firmware core runs
     /// a command's processing to completion before taking the next one.
-    UnitAhead {
+    Unit {
         ns: u64,
         ahead: u64,
     },
@@ -386,7 +385,7 @@ enum Step {
     LinkOut(u64),
     Admit(u64),
     /// Data into the buffer: the host transfer (when `dma`), ending no
-    /// earlier than the command's processing ahead (`UnitAhead`).
+    /// earlier than the command's processing ahead (`Unit::ahead`).
     Transfer {
         bytes: u64,
         dma: bool,
@@ -424,6 +423,13 @@ enum Step {
     Complete,
 }
 
+impl Step {
+    /// Processing with nothing of the command's after it on the unit.
+    fn unit(ns: u64) -> Step {
+        Step::Unit { ns, ahead: 0 }
+    }
+}
+
 #[derive(Debug)]
 struct Job {
     steps: Vec<Step>,
@@ -432,7 +438,7 @@ struct Job {
     pending: u32,
     /// Buffer bytes granted while waiting.
     granted: u64,
-    /// When the processing unit finishes the command's work (`UnitAhead`).
+    /// When the processing unit finishes the command's work (`Unit`).
     unit_done: u64,
     sqid: u16,
     cqid: u16,
@@ -600,8 +606,9 @@ pub(crate) struct Sim {
     mgmt_free: u64,
     to_host_free: u64,
     from_host_free: u64,
-    /// The zone of the last write or append planned: the write context
-    /// the processing unit holds.
+    /// The zone whose write context the processing unit holds: the last
+    /// one written (or opened explicitly), none after it was closed,
+    /// finished or reset.
     write_context: Option<ZoneKey>,
     channel_free: Vec<u64>,
     dies: Vec<Die>,
@@ -981,8 +988,8 @@ impl Sim {
         let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Copy { .. });
         let hk = if data { self.housekeeping() } else { 0 };
         let mut s = self.plan_command(op);
-        let unit = s.iter_mut().find(|st| matches!(st, Step::Unit(_) | Step::UnitAhead { .. }));
-        if let Some(Step::Unit(ns) | Step::UnitAhead { ns, .. }) = unit {
+        if let Some(Step::Unit { ns, .. }) = s.iter_mut().find(|st| matches!(st, Step::Unit { .. }))
+        {
             *ns += hk;
         }
         s
@@ -993,14 +1000,14 @@ impl Sim {
         let p = &self.p;
         let mut s = vec![Step::Delay(p.fetch)];
         match op {
-            Op::Other => s.push(Step::Unit(p.other)),
-            Op::Flush => s.push(Step::Unit(p.flush)),
+            Op::Other => s.push(Step::unit(p.other)),
+            Op::Flush => s.push(Step::unit(p.flush)),
             Op::Report { bytes } => {
-                s.push(Step::Unit(p.report));
+                s.push(Step::unit(p.report));
                 s.push(Step::LinkOut(bytes));
             }
             Op::Read { nsid, lba, blocks, runs } => {
-                s.push(Step::Unit(p.read));
+                s.push(Step::unit(p.read));
                 let mut pieces = Vec::new();
                 self.pieces(nsid, runs.as_slice(), &mut pieces);
                 s.push(Step::Read(pieces));
@@ -1031,7 +1038,7 @@ impl Sim {
                 // Blocks smaller than the 4 KiB mapping unit are handled one
                 // by one (Write and Zone Append; not Write Zeroes).
                 let small = if dma && block_bytes < 4096 { blocks * p.small_lba } else { 0 };
-                s.push(Step::UnitAhead { ns: pre + open + small, ahead: overlap });
+                s.push(Step::Unit { ns: pre + open + small, ahead: overlap });
                 if entered > 0 {
                     s.push(Step::Mgmt(entered * p.stripe_open));
                 }
@@ -1054,7 +1061,7 @@ impl Sim {
                 let flash = zrwa_commit.map_or(bytes, |(_, n)| n * block_bytes);
                 let (zone, _) = self.locate(nsid, dest);
                 let open = if opened { p.implicit_open } else { 0 };
-                s.push(Step::UnitAhead { ns: p.other + open, ahead: p.write_overlap });
+                s.push(Step::Unit { ns: p.other + open, ahead: p.write_overlap });
                 let mut pieces = Vec::new();
                 self.pieces(nsid, &sources, &mut pieces);
                 s.push(Step::Read(pieces));
@@ -1091,22 +1098,22 @@ impl Sim {
         self.track_write_context(nsid, action, zones);
         let p = &self.p;
         match action {
-            ZoneSendAction::Open => s.push(Step::Unit(p.open * n)),
+            ZoneSendAction::Open => s.push(Step::unit(p.open * n)),
             ZoneSendAction::Close => {
                 let buffered = zones
                     .iter()
                     .filter(|z| self.zones.get(&(nsid, z.index)).is_some_and(|zs| !zs.settled()))
                     .count() as u64;
-                s.push(Step::Unit(p.close * n + p.close_buffered * buffered));
+                s.push(Step::unit(p.close * n + p.close_buffered * buffered));
             }
             ZoneSendAction::Finish => {
-                s.push(Step::Unit(p.finish * n));
+                s.push(Step::unit(p.finish * n));
                 for z in zones {
                     self.plan_finish(nsid, z, s);
                 }
             }
             ZoneSendAction::Reset => {
-                s.push(Step::Unit(p.reset * n));
+                s.push(Step::unit(p.reset * n));
                 s.push(Step::Mgmt(p.reset_metadata * n));
                 let mut work = Vec::new();
                 for z in zones {
@@ -1116,7 +1123,7 @@ impl Sim {
                     s.push(Step::DieOps(work));
                 }
             }
-            _ => s.push(Step::Unit(p.other * n)),
+            _ => s.push(Step::unit(p.other * n)),
         }
     }
 
@@ -1316,12 +1323,7 @@ impl Sim {
                     self.schedule(now + ns, Ev::Job(id));
                     return;
                 }
-                Step::Unit(ns) => {
-                    let end = self.unit(now, ns);
-                    self.schedule(end, Ev::Job(id));
-                    return;
-                }
-                Step::UnitAhead { ns, ahead } => {
+                Step::Unit { ns, ahead } => {
                     let done = self.unit(now, ns + ahead);
                     self.job(id).unit_done = done;
                     self.schedule(done - ahead, Ev::Job(id));

@@ -5,7 +5,7 @@
 
 use zns_spec::ZoneSendAction;
 
-use super::calibration::{zn540_figures, Bench};
+use super::calibration::{zn540_figures, Bench, Stream};
 use crate::profile::Profile;
 
 fn zn540() -> Profile {
@@ -681,12 +681,26 @@ fn erases_resume_for_a_while_before_reads_suspend_them_again() {
     assert!(bounded_reset > 1_000_000 && free_reset > 1_000_000);
 }
 
+/// Writes of `kib` KiB at QD 1 on each of `zones` zones of `p`, from zone
+/// `first` on: `total` of them, the first `warmup` not measured.
+fn stream_over_zones(
+    p: &Profile,
+    zones: usize,
+    kib: u64,
+    first: u64,
+    total: u64,
+    warmup: u64,
+) -> Stream {
+    let mut b = Bench::new(p).unwrap();
+    let zs: Vec<u64> = (0..zones as u64).map(|i| b.zone(first + i)).collect();
+    let n = b.blocks(kib << 10);
+    b.stream(zones, 1, total, warmup, |q, i| Bench::write(zs[q] + i * n, n))
+}
+
 /// 4 KiB writes at QD 1 on each of `zones` zones of `p` (KIOPS), and the
 /// mean latency (µs) of one zone's.
 fn writes_over_zones(p: &Profile, zones: usize) -> (f64, f64) {
-    let mut b = Bench::new(p).unwrap();
-    let zs: Vec<u64> = (0..zones as u64).map(|i| b.zone(20 + i)).collect();
-    let s = b.stream(zones, 1, 4000, 800, |q, i| Bench::write(zs[q] + i, 1));
+    let s = stream_over_zones(p, zones, 4, 20, 4000, 800);
     (s.iops() / 1e3, s.mean_us())
 }
 
@@ -733,11 +747,7 @@ fn a_core_finishes_a_command_before_taking_the_next() {
 
 /// MiB/s of 128 KiB writes at QD 1 on each of `zones` zones of `p`.
 fn large_writes_over_zones(p: &Profile, zones: usize) -> f64 {
-    let mut b = Bench::new(p).unwrap();
-    let zs: Vec<u64> = (0..zones as u64).map(|i| b.zone(40 + i)).collect();
-    let n = b.blocks(128 << 10);
-    let s = b.stream(zones, 1, 6000, 1500, |q, i| Bench::write(zs[q] + i * n, n));
-    s.iops() * 128.0 / 1024.0
+    stream_over_zones(p, zones, 128, 40, 6000, 1500).iops() * 128.0 / 1024.0
 }
 
 #[test]
