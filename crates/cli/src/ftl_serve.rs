@@ -100,7 +100,8 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let export = Export::new(args.export.clone(), Arc::clone(&ftl) as Arc<dyn BlockDevice>)
         .with_description(format!("znskit FTL on {uri}"))
         .read_only(args.read_only);
-    let config = ServerConfig { max_connections: args.max_connections as usize };
+    let config =
+        ServerConfig { max_connections: args.max_connections as usize, ..Default::default() };
     let server = NbdServer::bind(args.listen.as_str(), vec![export], config)
         .with_context(|| format!("serve {uri} over NBD"))?;
     let addr = server.local_addr();

@@ -220,8 +220,13 @@ fn init_logging(level: Option<&str>, default: &str) {
         None => EnvFilter::try_from_env("ZNS_LOG").or_else(|_| EnvFilter::try_new(default)),
     }
     .unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colour codes only where a terminal shows them, never into a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -65,6 +65,19 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0, value_name = "US",
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub poll_us: u64,
+    /// A host must send a PDU whole within this many seconds of its first
+    /// byte (and its ICReq and Connect within it of connecting), and take
+    /// each response within it; past it the connection is closed.
+    #[arg(long, default_value_t = zns_nvmf::DEFAULT_STALL_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
+    pub stall_timeout: f64,
+}
+
+/// A stall timeout given in seconds: positive and finite.
+pub(crate) fn stall_timeout(seconds: f64) -> Result<Duration> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
+        anyhow::bail!("--stall-timeout {seconds}: give a number of seconds above 0, at most a day");
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// `uri` as served: a timed emulator on the real clock unless the URI
@@ -124,6 +137,7 @@ pub fn run(
     let config = TargetConfig {
         max_connections: args.max_connections as usize,
         poll: std::time::Duration::from_micros(args.poll_us),
+        stall_timeout: stall_timeout(args.stall_timeout)?,
     };
     let target = NvmfTarget::bind(args.listen.as_str(), sub, config)
         .with_context(|| format!("serve over NVMe/TCP on {}", args.listen))?;
@@ -157,11 +171,14 @@ pub fn run(
     }
     writeln!(
         out,
-        "stopped after {:.1} s: {} connections ({} refused, {} ended by transport errors){}",
+        "stopped after {:.1} s: {} connections ({} refused, {} ended by transport errors, {} by \
+         stalls, {} controllers by keep alive timeouts){}",
         started.elapsed().as_secs_f64(),
         stats.connections,
         stats.refused,
         stats.transport_errors,
+        stats.timeouts,
+        stats.keep_alive_expirations,
         if closed > 0 { format!("; {closed} FTL checkpoint(s) written") } else { String::new() }
     )?;
     Ok(())

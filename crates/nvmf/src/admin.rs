@@ -206,12 +206,28 @@ fn get_log_page(
     if cmd.offset > full.len() as u64 {
         return Done::err(StatusCode::InvalidField);
     }
-    let len = cmd.dwords.saturating_mul(4).min(1 << 20) as usize;
+    // NUMD comes from the wire: checked against MDTS before anything is
+    // allocated.
+    let len = cmd.dwords.saturating_mul(4);
+    if len > max_transfer(ctrl) as u64 {
+        return Done::err(StatusCode::InvalidField);
+    }
+    let len = len as usize;
     out.clear();
     out.resize(len, 0);
     let n = len.min(full.len() - start);
     out[..n].copy_from_slice(&full[start..start + n]);
     Done::ok(len)
+}
+
+/// The most data one admin command returns: the subsystem's MDTS; the
+/// discovery controller (whose Identify reports no limit) 64 KiB, room for
+/// a discovery log of hundreds of entries.
+fn max_transfer(ctrl: &Controller) -> usize {
+    match ctrl.subsystem() {
+        Some(s) => s.mdts_bytes(),
+        None => 64 * 1024,
+    }
 }
 
 fn smart_log(ctrl: &Controller) -> [u8; 512] {
@@ -373,7 +389,7 @@ fn set_features(ctrl: &Controller, shared: &Shared, sqe: &SubmissionEntry) -> Do
             Done::ok(0)
         }
         fid::KEEP_ALIVE_TIMER => {
-            ctrl.kato_ms.store(cmd.value, Ordering::Relaxed);
+            ctrl.set_kato(cmd.value);
             Done::ok(0)
         }
         fid::VOLATILE_WRITE_CACHE => {

@@ -10,12 +10,21 @@
 //! data for the host leaves in one C2HData PDU before the response.
 //! Capsules that arrive while the connection waits for a write's data are
 //! kept and run next. A PDU the transport forbids ends the connection
-//! with a C2HTermReq saying why; NVMe-level errors are statuses.
+//! with a C2HTermReq saying why; NVMe-level errors are statuses (a PDU
+//! whose data fails its digest fails only its command, with Transient
+//! Transport Error).
+//!
+//! Time is bounded for a host that stops: a PDU, once its first byte has
+//! come, must arrive whole within the stall timeout, as must the ICReq and
+//! the Connect after the connection opens; an admin queue ends when its
+//! controller's Keep Alive timer expires. Nothing of the PDU's length is
+//! allocated before the length has been checked against its limit.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufWriter, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
+use std::time::Instant;
 
 use zns_spec::fabrics::{
     self, connect_status, ConnectCommand, ConnectData, FabricsType, PropertyGet, PropertySet,
@@ -27,7 +36,7 @@ use zns_spec::tcp::{
 use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry};
 
 use crate::admin::{self, AsyncEvents, Done};
-use crate::controller::{Controller, Role};
+use crate::controller::{Controller, JoinError, Role};
 use crate::error::{NvmfError, Result};
 use crate::inflight::{self, Finished};
 use crate::io::{self, IoContext};
@@ -65,6 +74,9 @@ struct Queue {
 struct Capsule {
     sqe: SubmissionEntry,
     data: Option<Vec<u8>>,
+    /// Its in-capsule data failed the data digest: answered with
+    /// Transient Transport Error, not run.
+    damaged: bool,
 }
 
 /// What to do after a command.
@@ -88,10 +100,16 @@ pub(crate) struct Connection<'a> {
     /// Data for the host.
     out: Vec<u8>,
     next_ttag: u16,
+    /// When the connection opened (its ICReq and Connect are due within
+    /// the stall timeout of it).
+    opened: Instant,
 }
 
 impl<'a> Connection<'a> {
     pub(crate) fn new(stream: TcpStream, shared: &'a Shared) -> Result<Connection<'a>> {
+        // A host that stops reading its responses blocks a send for at
+        // most this long.
+        stream.set_write_timeout(Some(shared.stall))?;
         let read_half = stream.try_clone()?;
         Ok(Connection {
             shared,
@@ -104,6 +122,7 @@ impl<'a> Connection<'a> {
             host: Vec::new(),
             out: Vec::new(),
             next_ttag: 0,
+            opened: Instant::now(),
         })
     }
 
@@ -117,6 +136,9 @@ impl<'a> Connection<'a> {
         let _ = self.w.flush();
         if let Some(q) = &mut self.queue {
             inflight::abandon(&mut q.io);
+            if q.qid != 0 {
+                q.ctrl.leave(q.qid);
+            }
         }
         r
     }
@@ -127,9 +149,23 @@ impl<'a> Connection<'a> {
         self.queue.as_ref().filter(|q| q.qid == 0).map(|q| q.ctrl.cntlid)
     }
 
+    /// Reads one PDU that must arrive whole within the stall timeout.
+    fn read_pdu(&mut self) -> std::result::Result<zns_driver::tcp::Received, TcpError> {
+        self.r.set_deadline(Some(Instant::now() + self.shared.stall));
+        let p = self.reader.read(&mut self.r);
+        self.r.set_deadline(None);
+        p
+    }
+
     /// ICReq in, ICResp out.
     fn initialize(&mut self) -> Result<()> {
-        let p = self.reader.read(&mut self.r)?;
+        if !self.r.wait_input(Some(self.opened + self.shared.stall)) {
+            return Err(NvmfError::Timeout(format!(
+                "no ICReq within {:?} of connecting",
+                self.shared.stall
+            )));
+        }
+        let p = self.read_pdu()?;
         if p.ch.pdu_type != PduType::IcReq {
             return Err(PduError::Unexpected(p.ch.pdu_type).into());
         }
@@ -149,7 +185,9 @@ impl<'a> Connection<'a> {
         self.w.write_all(&resp.to_bytes())?;
         self.w.flush()?;
         self.reader.digests = req.digests;
-        self.reader.max_data = (MAX_H2C_DATA as usize).max(IN_CAPSULE_DATA).max(ADMIN_IN_CAPSULE);
+        // What IOCCSZ and MAXH2CDATA advertise, and nothing more.
+        self.reader.max_data = MAX_H2C_DATA as usize;
+        self.reader.max_capsule_data = IN_CAPSULE_DATA.max(ADMIN_IN_CAPSULE);
         tracing::debug!(digests = ?req.digests, "NVMe/TCP connection initialized");
         Ok(())
     }
@@ -264,6 +302,9 @@ impl<'a> Connection<'a> {
                     if let Err(e) = self.deliver_events().and_then(|()| Ok(self.w.flush()?)) {
                         break Err(e);
                     }
+                    if let Some(e) = self.idle_expired() {
+                        break Err(e);
+                    }
                     if !self.awaits_zone_events() {
                         break Ok(());
                     }
@@ -292,23 +333,76 @@ impl<'a> Connection<'a> {
         }
     }
 
+    /// How long the connection may stay quiet before its next PDU: until
+    /// the stall timeout after opening while it has no queue, until its
+    /// controller's Keep Alive timer expires on an admin queue, without a
+    /// bound on an I/O queue (which ends with its controller).
+    fn idle_deadline(&self) -> Option<Instant> {
+        match &self.queue {
+            None => Some(self.opened + self.shared.stall),
+            Some(q) if q.qid == 0 => q.ctrl.keep_alive_deadline(),
+            Some(_) => None,
+        }
+    }
+
+    /// The error that ends a connection quiet past its idle deadline, if
+    /// it is (an I/O queue's command may have restarted the timer).
+    fn idle_expired(&self) -> Option<NvmfError> {
+        if self.idle_deadline().is_none_or(|d| Instant::now() < d) {
+            return None;
+        }
+        Some(match &self.queue {
+            None => NvmfError::Timeout(format!(
+                "no Connect within {:?} of connecting",
+                self.shared.stall
+            )),
+            Some(q) => NvmfError::KeepAliveExpired {
+                cntlid: q.ctrl.cntlid,
+                kato_ms: q.ctrl.kato_ms.load(std::sync::atomic::Ordering::Relaxed),
+            },
+        })
+    }
+
+    /// Waits for the first byte of the next PDU (or the host's end).
+    fn await_input(&mut self) -> Result<()> {
+        loop {
+            match self.idle_deadline() {
+                // One blocking read, as cheap as it was without bounds.
+                None => match self.r.fill_buf() {
+                    Ok(_) => return Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.into()),
+                },
+                Some(until) => {
+                    if self.r.wait_input(Some(until)) {
+                        return Ok(());
+                    }
+                    if let Some(e) = self.idle_expired() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
     /// Reads the next command capsule; `None` when the host closed the
     /// connection between PDUs or sent a termination request.
     fn next_capsule(&mut self) -> Result<Option<Capsule>> {
         self.poll_input();
-        let p = match self.reader.read(&mut self.r) {
+        self.await_input()?;
+        let p = match self.read_pdu() {
             Ok(p) => p,
             Err(TcpError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Ok(None);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return self.damaged_capsule(e).map(Some),
         };
         match p.ch.pdu_type {
             PduType::CapsuleCmd => {
                 // Straight into the data buffer: no copy of its own.
                 self.host.clear();
                 self.host.extend_from_slice(self.reader.data(p.data_len));
-                Ok(Some(Capsule { sqe: entry_of(&p), data: None }))
+                Ok(Some(Capsule { sqe: entry_of(&p), data: None, damaged: false }))
             }
             PduType::H2cTermReq => {
                 let t = TermReq::from_bytes(p.specific()[..16].try_into().expect("16 bytes"));
@@ -317,6 +411,20 @@ impl<'a> Connection<'a> {
             }
             other => Err(PduError::Unexpected(other).into()),
         }
+    }
+
+    /// A command capsule whose in-capsule data failed its digest, from the
+    /// read error `e`; any other error is returned as it is.
+    fn damaged_capsule(&mut self, e: TcpError) -> Result<Capsule> {
+        if let TcpError::Pdu(PduError::DataDigest { .. }) = &e {
+            if let Some(p) = self.reader.take_damaged() {
+                if p.ch.pdu_type == PduType::CapsuleCmd {
+                    tracing::warn!(error = %e, "command capsule data digest error");
+                    return Ok(Capsule { sqe: entry_of(&p), data: None, damaged: true });
+                }
+            }
+        }
+        Err(e.into())
     }
 
     /// Spins for up to [`TargetConfig::poll`](crate::TargetConfig::poll)
@@ -332,6 +440,11 @@ impl<'a> Connection<'a> {
         let sqe = capsule.sqe;
         if let Some(q) = &mut self.queue {
             q.sqhd = (q.sqhd + 1) % q.entries;
+            q.ctrl.touch();
+        }
+        if capsule.damaged {
+            self.respond(sqe.cid(), StatusCode::TransientTransportError.status(), 0)?;
+            return Ok(Next::Continue);
         }
         if let Some(d) = capsule.data {
             self.host.clear();
@@ -390,7 +503,9 @@ impl<'a> Connection<'a> {
                 if sgl.len as usize > limit {
                     return Ok(Err(StatusCode::SglLengthInvalid.status()));
                 }
-                self.fetch(sqe.cid(), sgl.len)?;
+                if !self.fetch(sqe.cid(), sgl.len)? {
+                    return Ok(Err(StatusCode::TransientTransportError.status()));
+                }
                 Ok(Ok(0))
             }
             (SglKind::Transport, false) => Ok(Ok(sgl.len as usize)),
@@ -422,8 +537,10 @@ impl<'a> Connection<'a> {
     }
 
     /// Asks for `len` bytes with one R2T and collects the H2CData PDUs
-    /// that answer it, keeping command capsules that arrive meanwhile.
-    fn fetch(&mut self, cid: u16, len: u32) -> Result<()> {
+    /// that answer it, keeping command capsules that arrive meanwhile;
+    /// `false` when a PDU's data failed its digest (the transfer is still
+    /// read to its end, so the stream stays framed).
+    fn fetch(&mut self, cid: u16, len: u32) -> Result<bool> {
         self.next_ttag = self.next_ttag.wrapping_add(1);
         let ttag = self.next_ttag;
         let r2t = R2t { cccid: cid, ttag, r2to: 0, r2tl: len };
@@ -431,8 +548,17 @@ impl<'a> Connection<'a> {
         self.w.flush()?;
         self.host.resize(len as usize, 0);
         let mut got = 0u32;
+        let mut intact = true;
         while got < len {
-            let p = self.reader.read(&mut self.r)?;
+            let (p, damaged) = match self.read_pdu() {
+                Ok(p) => (p, false),
+                Err(TcpError::Pdu(e @ PduError::DataDigest { .. })) => {
+                    let Some(p) = self.reader.take_damaged() else { return Err(e.into()) };
+                    tracing::warn!(cid, error = %e, "data digest error");
+                    (p, true)
+                }
+                Err(e) => return Err(e.into()),
+            };
             match p.ch.pdu_type {
                 PduType::H2cData => {
                     let h = DataHeader::from_bytes(p.specific()[..16].try_into().expect("16"));
@@ -449,7 +575,11 @@ impl<'a> Connection<'a> {
                         return Err(e.into());
                     }
                     let (s, e) = (got as usize, (got + h.datal) as usize);
-                    self.host[s..e].copy_from_slice(self.reader.data(p.data_len));
+                    if damaged {
+                        intact = false;
+                    } else {
+                        self.host[s..e].copy_from_slice(self.reader.data(p.data_len));
+                    }
                     got += h.datal;
                     if got == len && p.ch.flags & FLAG_DATA_LAST == 0 {
                         tracing::debug!(cid, "last H2CData without LAST_PDU");
@@ -460,12 +590,12 @@ impl<'a> Connection<'a> {
                         return Err(PduError::Unexpected(PduType::CapsuleCmd).into());
                     }
                     let data = Some(self.reader.data(p.data_len).to_vec());
-                    self.pending.push_back(Capsule { sqe: entry_of(&p), data });
+                    self.pending.push_back(Capsule { sqe: entry_of(&p), data, damaged });
                 }
                 other => return Err(PduError::Unexpected(other).into()),
             }
         }
-        Ok(())
+        Ok(intact)
     }
 
     /// Runs the command: `(status, result, bytes of data for the host,
@@ -606,8 +736,24 @@ impl<'a> Connection<'a> {
             if cmd.qid > granted {
                 return Err(invalid(42, false));
             }
+            let Ok(socket) = self.r.get_ref().try_clone() else {
+                return Err((StatusCode::InternalError.status(), 0));
+            };
+            match c.join(cmd.qid, socket) {
+                Ok(()) => {}
+                Err(JoinError::Gone) => return Err(invalid(16, true)),
+                Err(JoinError::InUse) => {
+                    tracing::warn!(
+                        qid = cmd.qid,
+                        cntlid = c.cntlid,
+                        "Connect for a queue ID in use"
+                    );
+                    return Err((StatusCode::CommandSequenceError.status(), 0));
+                }
+            }
             c
         };
+        ctrl.touch();
         tracing::info!(
             qid = cmd.qid,
             cntlid = ctrl.cntlid,

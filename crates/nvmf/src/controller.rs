@@ -5,11 +5,16 @@
 //! The target follows the dynamic controller model: each admin Connect
 //! (CNTLID FFFFh) gets a new controller; I/O queue Connects name it by
 //! CNTLID and must come from the same host NQN. A controller lives while
-//! its admin queue's connection does.
+//! its admin queue's connection does, and no longer than its Keep Alive
+//! Timeout without a command (any command on any of its queues restarts
+//! the timer: traffic-based keep alive). Its I/O queues end with it: their
+//! sockets are shut down when it is removed.
 
 use std::collections::HashMap;
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use zns_spec::event::{AsyncEvent, AEC_ZONE_DESCRIPTOR_CHANGED};
@@ -53,6 +58,23 @@ pub(crate) struct Controller {
     /// Changed Zone Lists and Zone Descriptor Changed events (admin path
     /// only: changes arrive from the subsystem's zone watch).
     zone_events: Mutex<ZoneEvents>,
+    /// When the registry was made: `last_command_ms` counts from it.
+    epoch: Instant,
+    /// Milliseconds from `epoch` to the last command on any of the
+    /// controller's queues (the Keep Alive timer's restart).
+    last_command_ms: AtomicU64,
+    /// The connected I/O queues by QID, with their sockets (to end them
+    /// with the controller); `None` once the controller is gone.
+    io_queues_open: Mutex<Option<Vec<(u16, TcpStream)>>>,
+}
+
+/// Why an I/O queue's Connect was refused by its controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JoinError {
+    /// The controller was removed meanwhile.
+    Gone,
+    /// The QID is connected already.
+    InUse,
 }
 
 /// Counters of the SMART / Health log.
@@ -66,6 +88,9 @@ pub(crate) struct Stats {
     /// Unrecovered Read Error from the device, for one).
     pub media_errors: AtomicU64,
 }
+
+/// The Keep Alive timer's granularity (Identify KAS: 10 units of 100 ms).
+pub(crate) const KAS_MS: u32 = 1000;
 
 /// CSTS.RDY.
 const CSTS_RDY: u32 = 1 << 0;
@@ -163,6 +188,59 @@ impl Controller {
     pub fn changed_zone_list(&self, nsid: u32, retain: bool) -> Box<[u8; ChangedZoneList::SIZE]> {
         self.zone_events.lock().read_log(nsid, retain)
     }
+
+    /// Sets the Keep Alive Timeout (milliseconds, 0: none), rounded up to
+    /// the granularity Identify's KAS reports (1 s), as the timer runs.
+    pub fn set_kato(&self, ms: u32) {
+        self.kato_ms.store(ms.div_ceil(KAS_MS) * KAS_MS, Ordering::Relaxed);
+        self.touch();
+    }
+
+    /// A command arrived on one of the controller's queues: restarts the
+    /// Keep Alive timer (one relaxed store).
+    pub fn touch(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_command_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// When the Keep Alive timer expires unless a command comes first;
+    /// `None` when the host disabled it (KATO 0).
+    pub fn keep_alive_deadline(&self) -> Option<Instant> {
+        let kato = self.kato_ms.load(Ordering::Relaxed);
+        if kato == 0 {
+            return None;
+        }
+        let last = self.last_command_ms.load(Ordering::Relaxed);
+        Some(self.epoch + Duration::from_millis(last + kato as u64))
+    }
+
+    /// Joins I/O queue `qid` (its socket `stream`) to the controller.
+    pub fn join(&self, qid: u16, stream: TcpStream) -> Result<(), JoinError> {
+        let mut open = self.io_queues_open.lock();
+        let Some(list) = open.as_mut() else { return Err(JoinError::Gone) };
+        if list.iter().any(|(q, _)| *q == qid) {
+            return Err(JoinError::InUse);
+        }
+        list.push((qid, stream));
+        Ok(())
+    }
+
+    /// I/O queue `qid`'s connection ended: its QID is free again.
+    pub fn leave(&self, qid: u16) {
+        if let Some(list) = self.io_queues_open.lock().as_mut() {
+            list.retain(|(q, _)| *q != qid);
+        }
+    }
+
+    /// The controller is gone: no queue joins any more, and the connected
+    /// ones are shut down (their connections end at their next read).
+    fn end(&self) {
+        let Some(list) = self.io_queues_open.lock().take() else { return };
+        for (qid, s) in list {
+            tracing::debug!(cntlid = self.cntlid, qid, "I/O queue ended with its controller");
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
 }
 
 /// The controllers of a target.
@@ -197,7 +275,11 @@ impl Registry {
                 write_cache: AtomicBool::new(true),
                 stats: Stats::default(),
                 zone_events: Mutex::new(ZoneEvents::default()),
+                epoch: Instant::now(),
+                last_command_ms: AtomicU64::new(0),
+                io_queues_open: Mutex::new(Some(Vec::new())),
             });
+            c.set_kato(kato_ms);
             map.insert(id, Arc::clone(&c));
             return Some(c);
         }
@@ -219,9 +301,13 @@ impl Registry {
         }
     }
 
-    /// Forgets controller `cntlid` (its admin queue is gone).
+    /// Forgets controller `cntlid` (its admin queue is gone, or its Keep
+    /// Alive timer expired) and ends its I/O queues.
     pub fn remove(&self, cntlid: u16) {
-        self.map.lock().remove(&cntlid);
+        let gone = self.map.lock().remove(&cntlid);
+        if let Some(c) = gone {
+            c.end();
+        }
     }
 
     /// Controllers now.

@@ -24,6 +24,19 @@ pub enum NvmfError {
     /// terminated with a C2HTermReq saying why.
     #[error("NVMe/TCP protocol error: {0}")]
     Pdu(#[from] PduError),
+    /// The host stopped sending in the middle of a PDU, or did not send
+    /// its ICReq or Connect in time: the connection is closed.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// No command reached controller `cntlid` within its Keep Alive
+    /// Timeout: the controller and its queues are torn down.
+    #[error("controller {cntlid}: Keep Alive Timeout of {kato_ms} ms expired")]
+    KeepAliveExpired {
+        /// The controller.
+        cntlid: u16,
+        /// Its KATO.
+        kato_ms: u32,
+    },
     /// The subsystem given to the target is unusable.
     #[error("invalid subsystem: {0}")]
     Subsystem(String),
@@ -36,6 +49,9 @@ impl From<zns_driver::tcp::TcpError> for NvmfError {
     fn from(e: zns_driver::tcp::TcpError) -> Self {
         use zns_driver::tcp::TcpError;
         match e {
+            TcpError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                NvmfError::Timeout(e.to_string())
+            }
             TcpError::Io(e) => NvmfError::Io(e),
             TcpError::Pdu(e) => NvmfError::Pdu(e),
             other => NvmfError::Io(std::io::Error::other(other.to_string())),

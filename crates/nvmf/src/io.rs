@@ -354,7 +354,12 @@ fn zone_receive(
         Ok(c) => c,
         Err(e) => return IoDone { status: e.status_code().status(), result: 0, data: 0 },
     };
+    // NUMD comes from the wire (up to 16 GiB): checked against MDTS
+    // before anything is allocated.
     let len = c.bytes();
+    if len > lane.ns.mdts_bytes() {
+        return IoDone::err(StatusCode::InvalidField);
+    }
     if len > room {
         return IoDone::err(StatusCode::SglLengthInvalid);
     }
@@ -364,32 +369,15 @@ fn zone_receive(
         partial: c.partial,
         extended: c.extended(),
     };
-    // Reports larger than a transfer buffer get a buffer of their own.
-    let done = if len <= lane.buf.capacity() {
-        if let Err(d) = sized(lane, len) {
-            return d;
-        }
-        let d = run(lane, op, Some(false));
-        if d.status.is_success() {
-            out.clear();
-            out.extend_from_slice(&lane.buf.as_slice()[..len]);
-        }
-        d
-    } else {
-        let alloc = lane.ns.zoned().map(|d| d.alloc(len));
-        let mut big = match alloc.expect("lanes are zoned") {
-            Ok(b) => b,
-            Err(e) => return device_error(&e),
-        };
-        match lane.queue.execute(&op, Data::FromDevice(&mut big)) {
-            Ok(_) => {
-                out.clear();
-                out.extend_from_slice(&big.as_slice()[..len]);
-                IoDone::ok(0, 0)
-            }
-            Err(e) => device_error(&e),
-        }
-    };
+    // Within MDTS, so within the lane's buffer.
+    if let Err(d) = sized(lane, len) {
+        return d;
+    }
+    let done = run(lane, op, Some(false));
+    if done.status.is_success() {
+        out.clear();
+        out.extend_from_slice(&lane.buf.as_slice()[..len]);
+    }
     if !done.status.is_success() {
         return done;
     }

@@ -54,4 +54,4 @@ mod target;
 pub use connection::MAX_H2C_DATA;
 pub use error::{NvmfError, Result};
 pub use subsystem::{Backend, Namespace, Subsystem};
-pub use target::{NvmfTarget, TargetConfig, TargetStats};
+pub use target::{NvmfTarget, TargetConfig, TargetStats, DEFAULT_STALL_TIMEOUT};

@@ -486,6 +486,8 @@ pub fn identify_discovery_controller(cntlid: u16) -> Box<[u8; IDENTIFY_SIZE]> {
 fn fabrics_controller() -> IdentifyController {
     IdentifyController {
         ioccsz: ((64 + IN_CAPSULE_DATA) / 16) as u32,
+        // Traffic-based keep alive: any command restarts the timer.
+        ctratt: 1 << 6,
         iorcsz: 1,
         icdoff: 0,
         fcatt: 0,

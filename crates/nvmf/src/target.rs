@@ -27,11 +27,24 @@ pub struct TargetConfig {
     /// each command's latency, at the cost of a busy core per active
     /// queue, as a polled target (SPDK's) spends one.
     pub poll: Duration,
+    /// How long a host may take to send a PDU whole once its first byte
+    /// has come, to send its ICReq and Connect after connecting, and to
+    /// take a response the target sends; past it the connection is closed.
+    pub stall_timeout: Duration,
 }
+
+/// [`TargetConfig::stall_timeout`] by default: far longer than any host
+/// on a working link needs for a PDU of at most MAXH2CDATA, short enough
+/// that stalled connections do not pile up.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for TargetConfig {
     fn default() -> Self {
-        TargetConfig { max_connections: 256, poll: Duration::ZERO }
+        TargetConfig {
+            max_connections: 256,
+            poll: Duration::ZERO,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+        }
     }
 }
 
@@ -44,6 +57,11 @@ pub struct TargetStats {
     pub refused: u64,
     /// Connections ended by a transport error (a C2HTermReq was sent).
     pub transport_errors: u64,
+    /// Connections closed because the host stalled (mid-PDU, or before
+    /// its ICReq or Connect).
+    pub timeouts: u64,
+    /// Controllers torn down because their Keep Alive timer expired.
+    pub keep_alive_expirations: u64,
 }
 
 /// State the connections share.
@@ -55,7 +73,11 @@ pub(crate) struct Shared {
     pub zone_watch: ZoneWatch,
     /// [`TargetConfig::poll`].
     pub poll: Duration,
+    /// [`TargetConfig::stall_timeout`].
+    pub stall: Duration,
     transport_errors: AtomicU64,
+    timeouts: AtomicU64,
+    keep_alive_expirations: AtomicU64,
 }
 
 impl Shared {
@@ -71,6 +93,8 @@ impl Shared {
             connections: t.connections,
             refused: t.refused,
             transport_errors: self.transport_errors.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+            keep_alive_expirations: self.keep_alive_expirations.load(Ordering::Relaxed),
         }
     }
 }
@@ -118,7 +142,10 @@ impl NvmfTarget {
             subsystem,
             registry: Registry::default(),
             poll: config.poll,
+            stall: config.stall_timeout,
             transport_errors: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            keep_alive_expirations: AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);
         let server =
@@ -177,6 +204,14 @@ fn serve(stream: TcpStream, shared: &Shared, c: &zns_server::Connection<'_>) {
         Err(NvmfError::Pdu(e)) => {
             shared.transport_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, error = %e, "NVMe/TCP connection terminated");
+        }
+        Err(e @ NvmfError::Timeout(_)) => {
+            shared.timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, error = %e, "NVMe/TCP connection closed");
+        }
+        Err(e @ NvmfError::KeepAliveExpired { .. }) => {
+            shared.keep_alive_expirations.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, error = %e, "controller torn down with its queues");
         }
         Err(e) if c.stopping() => {
             tracing::debug!(%peer, error = %e, "NVMe/TCP connection closed by shutdown");

@@ -10,8 +10,7 @@ use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 use zns_spec::command::{IdentifyCmd, ReadWrite, ZoneAppend, ZoneReceive, ZoneSend};
 use zns_spec::event::{AsyncEvent, AEC_ZONE_DESCRIPTOR_CHANGED};
 use zns_spec::fabrics::{
-    self, connect_status, ConnectCommand, ConnectData, DiscoveryEntry, DiscoveryHeader,
-    PropertyGet, PropertySet,
+    self, connect_status, ConnectCommand, ConnectData, DiscoveryEntry, DiscoveryHeader, PropertySet,
 };
 use zns_spec::features::FeatureId;
 use zns_spec::identify::{
@@ -20,227 +19,13 @@ use zns_spec::identify::{
 };
 use zns_spec::log::{ChangedZoneList, GetLogPage, LogPageId};
 use zns_spec::sgl::SglDescriptor;
-use zns_spec::tcp::{
-    self, CommonHeader, DataHeader, Digests, IcReq, IcResp, PduType, R2t, TermReq, FLAG_DATA_LAST,
-};
+use zns_spec::tcp::{self, CommonHeader, Digests, PduType, TermReq};
 use zns_spec::{
-    CommandSetId, CompletionEntry, ReportFilter, Status, StatusCode, SubmissionEntry,
-    ZoneAttributes, ZoneSendAction,
+    CommandSetId, ReportFilter, Status, StatusCode, SubmissionEntry, ZoneAttributes, ZoneSendAction,
 };
 
-const NQN: &str = "nqn.2026-11.io.znskit:test";
-const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
-
-/// A host connection: one queue.
-struct Host {
-    s: TcpStream,
-    digests: Digests,
-    cid: u16,
-    maxh2c: u32,
-}
-
-/// Data a command moves.
-enum Dir<'a> {
-    None,
-    Out(&'a [u8]),
-    In(usize),
-}
-
-impl Host {
-    fn connect(addr: SocketAddr, digests: Digests) -> Host {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_nodelay(true).unwrap();
-        // A target that stops answering fails the test instead of hanging it.
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-        let req = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 };
-        s.write_all(&req.to_bytes()).unwrap();
-        let mut b = [0u8; tcp::IC_PDU_SIZE];
-        s.read_exact(&mut b).unwrap();
-        let resp = IcResp::from_bytes(&b);
-        assert_eq!(resp.digests, digests);
-        assert!(resp.maxh2cdata >= 4096);
-        Host { s, digests, cid: 0, maxh2c: resp.maxh2cdata }
-    }
-
-    fn pdu(&mut self, t: PduType, flags: u8, specific: &[u8], data: &[u8]) {
-        let ch = CommonHeader::new(t, self.digests, data.len(), flags);
-        let mut h = ch.to_bytes().to_vec();
-        h.extend_from_slice(specific);
-        self.s.write_all(&h).unwrap();
-        if ch.flags & tcp::FLAG_HDGST != 0 {
-            self.s.write_all(&tcp::digest(&h).to_le_bytes()).unwrap();
-        }
-        if !data.is_empty() {
-            self.s.write_all(data).unwrap();
-            if ch.flags & tcp::FLAG_DDGST != 0 {
-                self.s.write_all(&tcp::digest(data).to_le_bytes()).unwrap();
-            }
-        }
-    }
-
-    /// Reads one PDU: (type, flags, specific header, data).
-    fn recv(&mut self) -> (PduType, u8, Vec<u8>, Vec<u8>) {
-        let mut ch = [0u8; 8];
-        self.s.read_exact(&mut ch).unwrap();
-        let ch = CommonHeader::from_bytes(&ch).unwrap();
-        let mut rest = vec![0u8; ch.plen as usize - 8];
-        self.s.read_exact(&mut rest).unwrap();
-        let hlen = ch.hlen as usize - 8;
-        let specific = rest[..hlen].to_vec();
-        let hd = if ch.flags & tcp::FLAG_HDGST != 0 { 4 } else { 0 };
-        let dd = if ch.flags & tcp::FLAG_DDGST != 0 { 4 } else { 0 };
-        let data = if ch.pdo > 0 {
-            let start = ch.pdo as usize - 8;
-            let d = rest[start..rest.len() - dd].to_vec();
-            if dd > 0 {
-                let got = u32::from_le_bytes(rest[rest.len() - 4..].try_into().unwrap());
-                assert_eq!(got, tcp::digest(&d), "C2H data digest");
-            }
-            d
-        } else {
-            let _ = hd;
-            rest[hlen + hd..].to_vec()
-        };
-        (ch.pdu_type, ch.flags, specific, data)
-    }
-
-    /// Runs `sqe`, moving data as `dir` says (in-capsule up to 8 KiB,
-    /// else by R2T); returns the completion and data read.
-    fn cmd(&mut self, mut sqe: SubmissionEntry, dir: Dir<'_>) -> (CompletionEntry, Vec<u8>) {
-        self.cid = self.cid.wrapping_add(1);
-        let cid = self.cid;
-        sqe.set_cid(cid);
-        let (sgl, inline): (SglDescriptor, &[u8]) = match dir {
-            Dir::None => (SglDescriptor::transport(0), &[]),
-            Dir::Out(d) if d.len() <= 8192 => (SglDescriptor::in_capsule(0, d.len() as u32), d),
-            Dir::Out(d) => (SglDescriptor::transport(d.len() as u32), &[]),
-            Dir::In(n) => (SglDescriptor::transport(n as u32), &[]),
-        };
-        sgl.store_in(&mut sqe);
-        self.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), inline);
-        let mut data = Vec::new();
-        loop {
-            let (t, _flags, spec, d) = self.recv();
-            match t {
-                PduType::R2t => {
-                    let r = R2t::from_bytes(spec[..16].try_into().unwrap());
-                    assert_eq!(r.cccid, cid);
-                    let Dir::Out(all) = dir else { panic!("R2T for a command without data") };
-                    let mut off = r.r2to;
-                    while off < r.r2to + r.r2tl {
-                        let n = (r.r2to + r.r2tl - off).min(self.maxh2c);
-                        let h = DataHeader { cccid: cid, ttag: r.ttag, datao: off, datal: n };
-                        let last = off + n == r.r2to + r.r2tl;
-                        let chunk = &all[off as usize..(off + n) as usize];
-                        self.pdu(
-                            PduType::H2cData,
-                            if last { FLAG_DATA_LAST } else { 0 },
-                            &h.to_bytes(),
-                            chunk,
-                        );
-                        off += n;
-                    }
-                }
-                PduType::C2hData => {
-                    let h = DataHeader::from_bytes(spec[..16].try_into().unwrap());
-                    assert_eq!(h.cccid, cid);
-                    assert_eq!(h.datao as usize, data.len());
-                    data.extend_from_slice(&d);
-                }
-                PduType::CapsuleResp => {
-                    let cqe = CompletionEntry::from_bytes(spec[..16].try_into().unwrap());
-                    assert_eq!(cqe.cid, cid);
-                    return (cqe, data);
-                }
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-    }
-
-    /// Sends a command that moves no data without waiting for it.
-    fn submit(&mut self, mut sqe: SubmissionEntry) -> u16 {
-        self.cid = self.cid.wrapping_add(1);
-        sqe.set_cid(self.cid);
-        SglDescriptor::transport(0).store_in(&mut sqe);
-        self.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), &[]);
-        self.cid
-    }
-
-    /// The next PDU, which must be a response.
-    fn response(&mut self) -> CompletionEntry {
-        let (t, _, spec, _) = self.recv();
-        assert_eq!(t, PduType::CapsuleResp);
-        CompletionEntry::from_bytes(spec[..16].try_into().unwrap())
-    }
-
-    fn ok(&mut self, sqe: SubmissionEntry, dir: Dir<'_>) -> (u64, Vec<u8>) {
-        let (c, d) = self.cmd(sqe, dir);
-        assert!(c.status().is_success(), "{:?}", c.status());
-        (c.result_u64(), d)
-    }
-
-    /// Fabrics Connect of queue `qid`.
-    fn fabric_connect(&mut self, qid: u16, cntlid: u16, subnqn: &str) -> CompletionEntry {
-        let sqe = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr: 0, kato_ms: 5000 }.to_sqe();
-        let data = ConnectData {
-            host_id: [7; 16],
-            cntlid,
-            subnqn: subnqn.into(),
-            hostnqn: HOSTNQN.into(),
-        }
-        .to_bytes();
-        self.cmd(sqe, Dir::Out(&data)).0
-    }
-
-    fn property(&mut self, offset: u32, eight: bool) -> u64 {
-        self.ok(PropertyGet { offset, eight_bytes: eight }.to_sqe(), Dir::None).0
-    }
-
-    fn identify(&mut self, cns: Cns, nsid: u32, csi: CommandSetId) -> Box<[u8; IDENTIFY_SIZE]> {
-        let mut c = IdentifyCmd::new(cns, nsid);
-        c.csi = csi as u8;
-        let (_, d) = self.ok(c.to_entry(), Dir::In(IDENTIFY_SIZE));
-        Box::new(d.try_into().unwrap())
-    }
-}
-
-/// An enabled admin queue and its controller ID.
-fn admin(addr: SocketAddr, digests: Digests) -> (Host, u16) {
-    let mut h = Host::connect(addr, digests);
-    let c = h.fabric_connect(0, ConnectData::ANY_CONTROLLER, NQN);
-    assert!(c.status().is_success(), "{:?}", c.status());
-    let cntlid = c.dw0 as u16;
-    let cap = zns_spec::regs::Cap(h.property(0, true));
-    assert!(cap.max_queue_entries() >= 32);
-    assert!(cap.css() & zns_spec::regs::Cap::CSS_IO_COMMAND_SETS != 0);
-    h.ok(PropertySet { offset: 0x14, eight_bytes: false, value: 0x0046_0061 }.to_sqe(), Dir::None);
-    assert_eq!(h.property(0x1C, false) & 1, 1, "CSTS.RDY");
-    let nq = zns_spec::command::Features::set(
-        zns_spec::features::FeatureId::NumberOfQueues,
-        0x0003_0003,
-        false,
-    );
-    let (r, _) = h.ok(nq.set_entry(), Dir::None);
-    assert_eq!(r & 0xFFFF, 3);
-    (h, cntlid)
-}
-
-fn target(uri: &str) -> NvmfTarget {
-    let dev = zns_device::open(uri).unwrap();
-    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-    NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap()
-}
-
-fn io_queue(addr: SocketAddr, cntlid: u16, qid: u16, digests: Digests) -> Host {
-    let mut q = Host::connect(addr, digests);
-    let c = q.fabric_connect(qid, cntlid, NQN);
-    assert!(c.status().is_success(), "{:?}", c.status());
-    q
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
-}
+mod common;
+use common::*;
 
 #[test]
 fn a_host_identifies_the_controller_and_its_zoned_namespace() {
@@ -417,25 +202,23 @@ fn transport_errors_end_only_their_connection() {
     let (mut a, cntlid) = admin(addr, Digests::default());
     let digests = Digests { header: true, data: true };
     let mut bad = io_queue(addr, cntlid, 1, digests);
-    // A write whose data digest is wrong.
-    let mut sqe = ReadWrite::new(1, 0, 1).write().unwrap();
-    sqe.set_cid(1);
-    SglDescriptor::in_capsule(0, 4096).store_in(&mut sqe);
+    // A write whose data digest is wrong fails alone, with Transient
+    // Transport Error; the queue goes on.
     let data = pattern(4096, 9);
-    let ch = CommonHeader::new(PduType::CapsuleCmd, digests, 4096, 0);
-    let mut h = ch.to_bytes().to_vec();
-    h.extend_from_slice(&sqe.to_bytes());
-    let hd = tcp::digest(&h);
-    bad.s.write_all(&h).unwrap();
-    bad.s.write_all(&hd.to_le_bytes()).unwrap();
-    bad.s.write_all(&data).unwrap();
-    bad.s.write_all(&(tcp::digest(&data) ^ 1).to_le_bytes()).unwrap();
-    let (t1, _, spec, _) = bad.recv();
-    assert_eq!(t1, PduType::C2hTermReq);
-    let term = TermReq::from_bytes(spec[..16].try_into().unwrap());
-    assert_ne!(term.fes, 0);
+    let c = send_damaged_write(&mut bad, 7, &data, |h| h, |d| d ^ 1);
+    assert!(c.status().is(StatusCode::TransientTransportError), "{:?}", c.status());
+    assert_eq!(c.cid, 7);
+    bad.ok(ReadWrite::new(1, 0, 1).write().unwrap(), Dir::Out(&data));
+    let (_, back) = bad.ok(ReadWrite::new(1, 0, 1).read().unwrap(), Dir::In(4096));
+    assert_eq!(back, data, "the damaged write wrote nothing; the good one did");
+    // A header digest error is fatal: the connection is terminated.
+    bad.s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let _ = send_damaged_write(&mut bad, 8, &data, |h| h ^ 1, |d| d);
     let mut rest = Vec::new();
-    assert_eq!(bad.s.read_to_end(&mut rest).unwrap(), 0, "closed after the termination");
+    let _ = bad.s.read_to_end(&mut rest);
+    assert_eq!(rest[0], PduType::C2hTermReq.raw());
+    let term = TermReq::from_bytes(rest[8..24].try_into().unwrap());
+    assert_eq!(term.fes, tcp::FatalError::HeaderDigest.raw());
     // Garbage instead of an ICReq.
     let mut g = TcpStream::connect(addr).unwrap();
     g.write_all(&[0xEE; 128]).unwrap();
@@ -447,6 +230,33 @@ fn transport_errors_end_only_their_connection() {
     assert_eq!(id.cntlid, cntlid);
     drop(a);
     assert_eq!(t.stop().transport_errors, 2);
+}
+
+/// Sends a 1-block write at LBA 0 with in-capsule `data` and digests
+/// passed through `hd` and `dd`; returns its response (when the target
+/// sends one: a fatal error ends the connection instead).
+fn send_damaged_write(
+    q: &mut Host,
+    cid: u16,
+    data: &[u8],
+    hd: impl Fn(u32) -> u32,
+    dd: impl Fn(u32) -> u32,
+) -> zns_spec::CompletionEntry {
+    let mut sqe = ReadWrite::new(1, 0, 1).write().unwrap();
+    sqe.set_cid(cid);
+    SglDescriptor::in_capsule(0, data.len() as u32).store_in(&mut sqe);
+    let ch = CommonHeader::new(PduType::CapsuleCmd, q.digests, data.len(), 0);
+    let mut h = ch.to_bytes().to_vec();
+    h.extend_from_slice(&sqe.to_bytes());
+    let mut wire = h.clone();
+    wire.extend_from_slice(&hd(tcp::digest(&h)).to_le_bytes());
+    wire.extend_from_slice(data);
+    wire.extend_from_slice(&dd(tcp::digest(data)).to_le_bytes());
+    q.s.write_all(&wire).unwrap();
+    if hd(0) != 0 {
+        return zns_spec::CompletionEntry::from_bytes(&[0; 16]);
+    }
+    q.response()
 }
 
 #[test]

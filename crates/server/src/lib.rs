@@ -5,7 +5,9 @@
 //! connections are closed at accept), and a stop that wakes the accept
 //! thread, shuts every open connection down and waits for its thread. A
 //! connection thread unregisters itself however it ends, a panic
-//! included, so a stop never waits forever.
+//! included, so a stop never waits forever. An accept that fails (no file
+//! descriptors left, say) is retried after a pause that doubles up to a
+//! second, so a server out of resources does not spin.
 //!
 //! ```
 //! use std::io::Write;
@@ -53,6 +55,8 @@ pub struct Totals {
     pub connections: u64,
     /// Connections closed at accept because the limit was reached.
     pub refused: u64,
+    /// Accepts that failed (each followed by a pause).
+    pub accept_errors: u64,
 }
 
 /// State of the accept thread and the connections.
@@ -62,6 +66,7 @@ struct Shared {
     stopping: AtomicBool,
     connections: AtomicU64,
     refused: AtomicU64,
+    accept_errors: AtomicU64,
     /// Open connections' streams, to shut them down on stop.
     open: Mutex<Vec<(u64, TcpStream)>>,
     /// Signalled when a connection ends.
@@ -121,6 +126,7 @@ impl TcpServer {
             stopping: AtomicBool::new(false),
             connections: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
             open: Mutex::new(Vec::new()),
             ended: Condvar::new(),
         });
@@ -147,6 +153,7 @@ impl TcpServer {
         Totals {
             connections: self.shared.connections.load(Ordering::Relaxed),
             refused: self.shared.refused.load(Ordering::Relaxed),
+            accept_errors: self.shared.accept_errors.load(Ordering::Relaxed),
         }
     }
 
@@ -211,6 +218,7 @@ where
 {
     let name = shared.name;
     let mut next_id = 0u64;
+    let mut backoff = AcceptBackoff::default();
     for conn in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             break;
@@ -218,12 +226,26 @@ where
         let stream = match conn {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(server = name, error = %e, "accept failed");
+                shared.accept_errors.fetch_add(1, Ordering::Relaxed);
+                let pause = backoff.next();
+                tracing::warn!(server = name, error = %e, ?pause, "accept failed; pausing");
+                std::thread::sleep(pause);
                 continue;
             }
         };
         let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let Ok(registered) = stream.try_clone() else { continue };
+        // Registering takes a descriptor too: without one, the connection
+        // is closed and the loop pauses as after a failed accept.
+        let registered = match stream.try_clone() {
+            Ok(r) => r,
+            Err(e) => {
+                shared.accept_errors.fetch_add(1, Ordering::Relaxed);
+                let pause = backoff.next();
+                tracing::warn!(server = name, %peer, error = %e, ?pause, "cannot register a connection; pausing");
+                std::thread::sleep(pause);
+                continue;
+            }
+        };
         {
             let mut open = shared.open.lock();
             if open.len() >= shared.max_connections {
@@ -234,6 +256,7 @@ where
             next_id += 1;
             open.push((next_id, registered));
         }
+        backoff.reset();
         shared.connections.fetch_add(1, Ordering::Relaxed);
         let (id, s, h) = (next_id, Arc::clone(&shared), Arc::clone(&handler));
         let spawned =
@@ -251,6 +274,29 @@ where
             tracing::warn!(server = name, error = %e, "cannot start a connection thread");
             shared.open.lock().retain(|(i, _)| *i != id);
         }
+    }
+}
+
+/// The pause after each failed accept: 10 ms, doubling to 1 s while they
+/// keep failing (the usual cause, no descriptors left, lasts until a
+/// connection ends), back to 10 ms after a success.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    failures: u32,
+}
+
+impl AcceptBackoff {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+    const MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn next(&mut self) -> std::time::Duration {
+        let pause = Self::FIRST.saturating_mul(1 << self.failures.min(16)).min(Self::MAX);
+        self.failures = self.failures.saturating_add(1);
+        pause
+    }
+
+    fn reset(&mut self) {
+        self.failures = 0;
     }
 }
 
@@ -285,7 +331,16 @@ mod tests {
             std::thread::yield_now();
         }
         let totals = server.stop();
-        assert_eq!(totals, Totals { connections: 2, refused: 1 });
+        assert_eq!(totals, Totals { connections: 2, refused: 1, accept_errors: 0 });
+    }
+
+    #[test]
+    fn failed_accepts_back_off_to_a_second() {
+        let mut b = AcceptBackoff::default();
+        let pauses: Vec<u64> = (0..10).map(|_| b.next().as_millis() as u64).collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        b.reset();
+        assert_eq!(b.next().as_millis(), 10);
     }
 
     /// Sets its flag when dropped, slowly, as a device that closes its queues.

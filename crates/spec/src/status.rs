@@ -132,6 +132,8 @@ status_codes! {
     NamespaceWriteProtected = (Generic, 0x20, "Namespace is Write Protected"),
     /// 00h/21h Command Interrupted.
     CommandInterrupted = (Generic, 0x21, "Command Interrupted"),
+    /// 00h/22h Transient Transport Error (a PDU's data failed its digest).
+    TransientTransportError = (Generic, 0x22, "Transient Transport Error"),
     /// 00h/29h I/O Command Set Not Supported.
     IoCommandSetNotSupported = (Generic, 0x29, "I/O Command Set Not Supported"),
     /// 00h/2Ah I/O Command Set Not Enabled.

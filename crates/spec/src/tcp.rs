@@ -135,8 +135,9 @@ pub enum FatalError {
     HeaderDigest,
     /// 04h Data Transfer Out of Range.
     DataOutOfRange,
-    /// 05h Data Transfer Limit Exceeded (R2T limit).
-    R2tLimitExceeded,
+    /// 05h Data Transfer Limit Exceeded: a PDU carries more data than the
+    /// receiver allows (MAXH2CDATA, the in-capsule data size).
+    DataLimitExceeded,
     /// 06h Unsupported Parameter (FEI: the field's byte offset).
     UnsupportedParameter,
 }
@@ -149,7 +150,7 @@ impl FatalError {
             FatalError::SequenceError => 2,
             FatalError::HeaderDigest => 3,
             FatalError::DataOutOfRange => 4,
-            FatalError::R2tLimitExceeded => 5,
+            FatalError::DataLimitExceeded => 5,
             FatalError::UnsupportedParameter => 6,
         }
     }
@@ -161,7 +162,7 @@ impl FatalError {
             2 => FatalError::SequenceError,
             3 => FatalError::HeaderDigest,
             4 => FatalError::DataOutOfRange,
-            5 => FatalError::R2tLimitExceeded,
+            5 => FatalError::DataLimitExceeded,
             6 => FatalError::UnsupportedParameter,
             _ => return None,
         })
@@ -229,6 +230,18 @@ pub enum PduError {
         /// Digest of the received header.
         computed: u32,
     },
+    /// The PDU carries more data than the receiver allows for its type
+    /// (MAXH2CDATA for H2CData, the in-capsule data size for a command
+    /// capsule, the largest transfer asked for on the host).
+    #[error("{pdu:?} PDU with {len} bytes of data (at most {max} allowed)")]
+    DataLimit {
+        /// The type.
+        pdu: PduType,
+        /// Data bytes the PDU's PLEN implies.
+        len: usize,
+        /// Most data bytes allowed.
+        max: usize,
+    },
     /// The data digest does not match the data.
     #[error("{pdu:?} PDU data digest {got:#010x}, computed {computed:#010x}")]
     DataDigest {
@@ -274,7 +287,10 @@ impl PduError {
             PduError::DataOffset { .. } => (FatalError::InvalidHeaderField, 3),
             PduError::PduLength { .. } => (FatalError::InvalidHeaderField, 4),
             PduError::HeaderDigest { .. } => (FatalError::HeaderDigest, 0),
+            // Not fatal where the command is known (the target answers
+            // Transient Transport Error); fatal only where it is not.
             PduError::DataDigest { .. } => (FatalError::InvalidHeaderField, 0),
+            PduError::DataLimit { .. } => (FatalError::DataLimitExceeded, 0),
             PduError::Field { offset, unsupported, .. } => (
                 if *unsupported {
                     FatalError::UnsupportedParameter
@@ -461,16 +477,15 @@ impl CommonHeader {
             return Err(PduError::DigestFlags { pdu: t, flags: self.flags });
         }
         let tail = if dd { DIGEST_SIZE } else { 0 };
-        let max = pdo + max_data + tail;
-        if plen <= pdo + tail || plen > max {
-            return Err(self.length_error(pdo + tail + 1, max));
+        if plen <= pdo + tail {
+            return Err(self.length_error(pdo + tail + 1, pdo + max_data + tail));
         }
-        Ok(PduLayout {
-            header_digest: hd,
-            data_offset: pdo,
-            data_len: plen - pdo - tail,
-            data_digest: dd,
-        })
+        // Checked before any byte of the data is read or buffered.
+        let len = plen - pdo - tail;
+        if len > max_data {
+            return Err(PduError::DataLimit { pdu: t, len, max: max_data });
+        }
+        Ok(PduLayout { header_digest: hd, data_offset: pdo, data_len: len, data_digest: dd })
     }
 
     fn length_error(&self, min: usize, max: usize) -> PduError {
@@ -721,8 +736,8 @@ mod tests {
         assert_eq!(&t.to_bytes()[..6], &[3, 0, 0x44, 0x33, 0x22, 0x11]);
         assert_eq!(TermReq::from_bytes(&t.to_bytes()), t);
         assert_eq!(
-            FatalError::from_raw(FatalError::R2tLimitExceeded.raw()),
-            Some(FatalError::R2tLimitExceeded)
+            FatalError::from_raw(FatalError::DataLimitExceeded.raw()),
+            Some(FatalError::DataLimitExceeded)
         );
     }
 
@@ -759,8 +774,8 @@ mod tests {
         assert!(matches!(h.layout(BOTH, 0), Err(PduError::DigestFlags { .. })));
         let h = CommonHeader::new(PduType::H2cData, NONE, 8192, 0);
         let e = h.layout(NONE, 4096).unwrap_err();
-        assert!(matches!(e, PduError::PduLength { max: 4120, .. }), "{e}");
-        assert_eq!(e.fatal(), (FatalError::InvalidHeaderField, 4));
+        assert!(matches!(e, PduError::DataLimit { len: 8192, max: 4096, .. }), "{e}");
+        assert_eq!(e.fatal(), (FatalError::DataLimitExceeded, 0));
         let mut h = CommonHeader::new(PduType::CapsuleCmd, NONE, 16, 0);
         h.pdo = 40;
         assert!(matches!(h.layout(NONE, 4096), Err(PduError::DataOffset { header_end: 72, .. })));

@@ -504,6 +504,9 @@ impl TcpQueue {
             let in_capsule = (id.controller.ioccsz as usize * 16).saturating_sub(64);
             qp.set_in_capsule_limit(in_capsule);
         }
+        // No command of this queue moves more than MDTS: a target sending
+        // more is refused before the host buffers it.
+        qp.set_max_data(shared.info.mdts_bytes.max(zns_driver::tcp::DEFAULT_MAX_DATA));
         qp.set_poll(std::time::Duration::from_micros(shared.uri.poll_us.into()));
         Ok(TcpQueue {
             shared,

@@ -28,6 +28,12 @@ const MAX_IN_CAPSULE: usize = 1 << 20;
 /// How long a read from the target may stall before the queue fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Most data one C2HData PDU may carry until the caller knows the
+/// controller's transfer limit ([`TcpQueuePair::set_max_data`]): room for
+/// the set-up commands' data, and a bound on what a target can make the
+/// host buffer.
+pub const DEFAULT_MAX_DATA: usize = 1 << 20;
+
 /// One PDU from the target, as the caller must act on it.
 #[derive(Debug)]
 pub enum Event<'a> {
@@ -106,9 +112,18 @@ impl TcpQueuePair {
         }
         q.digests = resp.digests;
         q.reader.digests = resp.digests;
-        q.reader.max_data = usize::MAX >> 1;
+        q.reader.max_data = DEFAULT_MAX_DATA;
+        // Targets send no command capsules.
+        q.reader.max_capsule_data = 0;
         q.maxh2c = resp.maxh2cdata;
         Ok(q)
+    }
+
+    /// The most data bytes one C2HData PDU may carry (the largest transfer
+    /// this queue asks for, normally the controller's MDTS); a target that
+    /// sends more is refused before any of it is buffered.
+    pub fn set_max_data(&mut self, bytes: usize) {
+        self.reader.max_data = bytes;
     }
 
     /// Fabrics Connect of queue `qid` with `entries` slots to controller

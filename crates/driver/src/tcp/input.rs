@@ -6,10 +6,17 @@
 //! calls for every PDU it finds; [`SocketInput::try_fill`] receives with
 //! `MSG_DONTWAIT` straight into the buffer, so finding input and fetching
 //! it are one call. Reads then work as through `std::io::BufReader`.
+//!
+//! A peer must not hold a connection by sending part of a message and
+//! stopping: [`SocketInput::set_deadline`] bounds every read that has to
+//! wait for the socket, and [`SocketInput::wait_input`] waits for the next
+//! message's first byte with a bound of its own (keep-alive, set-up).
 
 use std::io::{BufRead, ErrorKind, Read};
 use std::mem::MaybeUninit;
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::Instant;
 
 /// Buffered input of one TCP connection.
 ///
@@ -23,6 +30,8 @@ pub struct SocketInput {
     end: usize,
     /// The peer closed its side: a later read sees the end at once.
     closed: bool,
+    /// Reads that must wait for the socket fail with `TimedOut` after this.
+    deadline: Option<Instant>,
 }
 
 impl SocketInput {
@@ -34,6 +43,35 @@ impl SocketInput {
             pos: 0,
             end: 0,
             closed: false,
+            deadline: None,
+        }
+    }
+
+    /// Bounds the reads that follow: one that has to wait for the socket
+    /// past `deadline` fails with [`ErrorKind::TimedOut`] (bytes already
+    /// received stay buffered). `None`: reads wait as long as it takes.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// Waits until a read would find something (bytes, the peer's end, an
+    /// error) or `until` passes; `false` when it passed first. `None`
+    /// waits without a bound. Nothing is consumed.
+    pub fn wait_input(&mut self, until: Option<Instant>) -> bool {
+        loop {
+            if self.try_fill() {
+                return true;
+            }
+            let timeout = match until {
+                None => None,
+                Some(t) => match t.checked_duration_since(Instant::now()) {
+                    Some(d) if !d.is_zero() => Some(d),
+                    _ => return false,
+                },
+            };
+            if !readable(&self.stream, timeout) && until.is_some_and(|t| Instant::now() >= t) {
+                return false;
+            }
         }
     }
 
@@ -96,10 +134,32 @@ impl SocketInput {
     }
 }
 
+/// Whether `stream` became readable (or closed, or failed) within
+/// `timeout` (`None`: no bound). An interrupted wait counts as not
+/// readable; callers loop.
+fn readable(stream: &TcpStream, timeout: Option<std::time::Duration>) -> bool {
+    let ms = match timeout {
+        None => -1,
+        // Rounded up, so a wait never ends before its time.
+        Some(d) => d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32,
+    };
+    let mut fd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: `fd` is one valid pollfd that outlives the call, and the
+    // count passed is 1; the descriptor is the stream's, open while
+    // `stream` is borrowed.
+    let n = unsafe { libc::poll(&mut fd, 1, ms) };
+    n > 0
+}
+
 impl Read for SocketInput {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        // A large read with nothing buffered goes straight to the caller.
-        if self.pos == self.end && out.len() >= self.buf.len() && !self.closed {
+        // A large read with nothing buffered goes straight to the caller
+        // (not when a deadline bounds the wait: the buffer's path keeps it).
+        if self.pos == self.end
+            && out.len() >= self.buf.len()
+            && !self.closed
+            && self.deadline.is_none()
+        {
             return self.stream.read(out);
         }
         let n = {
@@ -116,6 +176,17 @@ impl BufRead for SocketInput {
         if self.pos == self.end {
             if self.closed {
                 return Ok(&[]);
+            }
+            if let Some(deadline) = self.deadline {
+                // Nothing is lost when the deadline passes: what came is
+                // buffered, and the caller closes the connection anyway.
+                if !self.wait_input(Some(deadline)) {
+                    return Err(std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        "the peer stopped sending in the middle of a message",
+                    ));
+                }
+                return Ok(&self.buf[self.pos..self.end]);
             }
             // Nothing changes on an error (a read timeout among them).
             let n = self.stream.read(&mut self.buf)?;
@@ -177,6 +248,28 @@ mod tests {
         assert!(input.buffer().is_empty(), "the bytes read stay read");
         tx.write_all(b"d").unwrap();
         assert_eq!(input.fill_buf().unwrap(), b"d");
+    }
+
+    #[test]
+    fn a_deadline_bounds_a_message_that_stops_halfway() {
+        let ms = std::time::Duration::from_millis;
+        let (mut tx, rx) = pair();
+        let mut input = SocketInput::with_capacity(64, rx);
+        assert!(!input.wait_input(Some(Instant::now() + ms(20))), "nothing came");
+        tx.write_all(b"half").unwrap();
+        assert!(input.wait_input(None));
+        let start = Instant::now();
+        input.set_deadline(Some(start + ms(50)));
+        let mut got = [0u8; 8];
+        let e = input.read_exact(&mut got).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert!(start.elapsed() >= ms(50));
+        // Once the rest arrives in time, the read completes.
+        input.set_deadline(Some(Instant::now() + ms(10_000)));
+        tx.write_all(b"whole").unwrap();
+        let mut got = [0u8; 5];
+        input.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"whole");
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod host;
 mod input;
 mod pdu;
 
-pub use host::{Event, TcpQueuePair, IN_CAPSULE_LIMIT};
+pub use host::{Event, TcpQueuePair, DEFAULT_MAX_DATA, IN_CAPSULE_LIMIT};
 pub use input::SocketInput;
 pub use pdu::{write_pdu, PduReader, Received, MAX_HLEN};
 

@@ -37,23 +37,29 @@ impl Received {
 }
 
 /// Reads PDUs, checking them against the connection's digests and data
-/// limit.
+/// limits before any data is buffered.
 ///
 /// Thread safety: `Send`; one per connection.
 #[derive(Debug, Default)]
 pub struct PduReader {
     /// Digests in force (none until ICReq/ICResp).
     pub digests: Digests,
-    /// Most data bytes one PDU may carry.
+    /// Most data bytes one data PDU (H2CData, C2HData) may carry.
     pub max_data: usize,
+    /// Most data bytes one command capsule may carry (the in-capsule data
+    /// size a target offers; a host never receives capsules).
+    pub max_capsule_data: usize,
     data: Vec<u8>,
+    /// The last PDU read whose data failed its digest: framing held, so
+    /// the receiver may answer for the command it names and go on.
+    damaged: Option<Received>,
 }
 
 impl PduReader {
     /// A reader for a connection with no digests yet and `max_data` bytes
-    /// of data allowed per PDU.
+    /// of data allowed per PDU of any type.
     pub fn new(max_data: usize) -> PduReader {
-        PduReader { digests: Digests::default(), max_data, data: Vec::new() }
+        PduReader { max_data, max_capsule_data: max_data, ..PduReader::default() }
     }
 
     /// The data of the last PDU read.
@@ -61,13 +67,28 @@ impl PduReader {
         &self.data[..len]
     }
 
+    /// After a [`PduError::DataDigest`]: the PDU whose data was damaged
+    /// (header intact, whole PDU consumed), once.
+    pub fn take_damaged(&mut self) -> Option<Received> {
+        self.damaged.take()
+    }
+
+    /// The data limit of PDUs of type `t`.
+    fn limit(&self, t: PduType) -> usize {
+        match t {
+            PduType::CapsuleCmd => self.max_capsule_data,
+            _ => self.max_data,
+        }
+    }
+
     /// Reads one whole PDU.
     pub fn read<R: Read>(&mut self, r: &mut R) -> Result<Received> {
+        self.damaged = None;
         let mut header = [0u8; MAX_HLEN];
         r.read_exact(&mut header[..8])?;
         let ch = CommonHeader::from_bytes(header[..8].try_into().expect("8 bytes"))
             .map_err(TcpError::Pdu)?;
-        let layout = ch.layout(self.digests, self.max_data).map_err(TcpError::Pdu)?;
+        let layout = ch.layout(self.digests, self.limit(ch.pdu_type)).map_err(TcpError::Pdu)?;
         let hlen = ch.hlen as usize;
         r.read_exact(&mut header[8..hlen])?;
         let mut consumed = hlen;
@@ -106,6 +127,7 @@ impl PduReader {
             let got = u32::from_le_bytes(d);
             let computed = tcp::digest(&self.data[..layout.data_len]);
             if got != computed {
+                self.damaged = Some(Received { ch, header, data_len: layout.data_len });
                 return Err(TcpError::Pdu(PduError::DataDigest {
                     pdu: ch.pdu_type,
                     got,
@@ -166,6 +188,9 @@ mod tests {
         let n = bad.len();
         bad[n - 6] ^= 1; // a data byte
         assert!(matches!(r.read(&mut &bad[..]), Err(TcpError::Pdu(PduError::DataDigest { .. }))));
+        let damaged = r.take_damaged().expect("the damaged PDU is kept");
+        assert_eq!(damaged.specific(), &specific, "its header is intact");
+        assert!(r.take_damaged().is_none(), "once");
         let mut bad = wire;
         bad[10] ^= 1; // a header byte
         assert!(matches!(r.read(&mut &bad[..]), Err(TcpError::Pdu(PduError::HeaderDigest { .. }))));

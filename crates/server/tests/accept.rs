@@ -1,0 +1,66 @@
+//! A server out of file descriptors: failed accepts pause instead of
+//! spinning, and the connection waiting is served once descriptors free.
+//!
+//! The descriptor limit is lowered in a child process (this test binary
+//! run again), so no other test shares it.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CHILD: &str = "ZNS_SERVER_ACCEPT_CHILD";
+
+#[test]
+fn accept_errors_back_off_and_the_waiting_connection_is_served_later() {
+    if std::env::var_os(CHILD).is_some() {
+        return out_of_descriptors();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", "accept_errors_back_off_and_the_waiting_connection_is_served_later"])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the child failed:\n{text}");
+    assert!(text.contains("served after"), "the child did not run its check:\n{text}");
+}
+
+fn out_of_descriptors() {
+    let limit = libc::rlimit { rlim_cur: 64, rlim_max: 64 };
+    // SAFETY: a valid rlimit read by the call; this process is the child
+    // made for this test alone.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The client's socket exists before the descriptors run out; its
+    // connect needs none.
+    let client = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let mut hog = Vec::new();
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        hog.push(f);
+    }
+    // Every accept fails from the first: no descriptor for the connection.
+    let server = zns_server::TcpServer::serve(listener, "test", 4, |mut s, _| {
+        let _ = std::io::Write::write_all(&mut s, b"hi");
+    })
+    .unwrap();
+    client.connect(&addr.into()).unwrap();
+    let mut client: TcpStream = client.into();
+    std::thread::sleep(Duration::from_millis(1500));
+    let errors = server.totals().accept_errors;
+    // 10, 20, 40, ... 640 ms: at most 8 tries in 1.5 s, where a loop
+    // without pauses makes hundreds of thousands.
+    assert!((2..=9).contains(&errors), "{errors} failed accepts in 1.5 s");
+    drop(hog);
+    let start = Instant::now();
+    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = [0u8; 2];
+    client.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"hi");
+    println!("served after {:?} ({errors} failed accepts)", start.elapsed());
+    assert_eq!(server.stop().connections, 1);
+}
