@@ -169,7 +169,18 @@ impl Host {
 
     /// Fabrics Connect of queue `qid`.
     pub fn fabric_connect(&mut self, qid: u16, cntlid: u16, subnqn: &str) -> CompletionEntry {
-        let sqe = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr: 0, kato_ms: 5000 }.to_sqe();
+        self.fabric_connect_kato(qid, cntlid, subnqn, 5000)
+    }
+
+    /// Fabrics Connect of queue `qid` asking for a Keep Alive Timeout.
+    pub fn fabric_connect_kato(
+        &mut self,
+        qid: u16,
+        cntlid: u16,
+        subnqn: &str,
+        kato_ms: u32,
+    ) -> CompletionEntry {
+        let sqe = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr: 0, kato_ms }.to_sqe();
         let data = ConnectData {
             host_id: [7; 16],
             cntlid,
@@ -194,8 +205,14 @@ impl Host {
 
 /// An enabled admin queue and its controller ID.
 pub fn admin(addr: SocketAddr, digests: Digests) -> (Host, u16) {
+    admin_kato(addr, digests, 5000)
+}
+
+/// An enabled admin queue with Keep Alive Timeout `kato_ms`, and its
+/// controller ID.
+pub fn admin_kato(addr: SocketAddr, digests: Digests, kato_ms: u32) -> (Host, u16) {
     let mut h = Host::connect(addr, digests);
-    let c = h.fabric_connect(0, ConnectData::ANY_CONTROLLER, NQN);
+    let c = h.fabric_connect_kato(0, ConnectData::ANY_CONTROLLER, NQN, kato_ms);
     assert!(c.status().is_success(), "{:?}", c.status());
     let cntlid = c.dw0 as u16;
     let cap = zns_spec::regs::Cap(h.property(0, true));
