@@ -39,6 +39,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 64, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_connections: u64,
+    /// A client must send a request or option whole within this many
+    /// seconds once it has begun, and take each reply within it; past it
+    /// the connection is closed (an idle client is never closed).
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub stall_timeout: f64,
     /// Whether the FTL's metadata log writes into the device's zone random
     /// write areas: auto where commits need no padding (a flush
     /// granularity of one block), on wherever the device has suitable ones
@@ -100,8 +105,10 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let export = Export::new(args.export.clone(), Arc::clone(&ftl) as Arc<dyn BlockDevice>)
         .with_description(format!("znskit FTL on {uri}"))
         .read_only(args.read_only);
-    let config =
-        ServerConfig { max_connections: args.max_connections as usize, ..Default::default() };
+    let config = ServerConfig {
+        max_connections: args.max_connections as usize,
+        stall_timeout: crate::serve::stall_timeout(args.stall_timeout)?,
+    };
     let server = NbdServer::bind(args.listen.as_str(), vec![export], config)
         .with_context(|| format!("serve {uri} over NBD"))?;
     let addr = server.local_addr();
@@ -135,12 +142,13 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "stopped after {:.1} s: {} connections ({} refused, {} closed for protocol errors), {} \
-         requests ({} failed), {} read, {} written; checkpoint written",
+        "stopped after {:.1} s: {} connections ({} refused, {} closed for protocol errors, {} \
+         for stalls), {} requests ({} failed), {} read, {} written; checkpoint written",
         started.elapsed().as_secs_f64(),
         stats.connections,
         stats.refused,
         stats.protocol_errors,
+        stats.timeouts,
         stats.requests,
         stats.errors,
         human_size(stats.bytes_read),

@@ -21,6 +21,26 @@ pub enum NbdError {
     /// The peer broke the protocol; its connection is closed.
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// The peer began a message (an option, or a request with its payload)
+    /// and did not send the rest in time, or did not finish negotiating in
+    /// time; its connection is closed.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// A read failed on the device after its reply header and part of its
+    /// data had been sent: simple replies cannot report that, so the
+    /// connection is closed.
+    #[error(
+        "read of {length} bytes at byte {offset} failed after part of its data was sent: {source}"
+    )]
+    ReadAborted {
+        /// Byte offset of the read request.
+        offset: u64,
+        /// Byte length of the read request.
+        length: u32,
+        /// The device's error.
+        #[source]
+        source: zns_ftl::FtlError,
+    },
     /// The exports given to the server are unusable.
     #[error("invalid export: {0}")]
     Export(String),

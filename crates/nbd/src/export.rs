@@ -11,6 +11,13 @@ use crate::wire::tx;
 /// maximum block size): the limit QEMU and the Linux client also use.
 pub const MAX_PAYLOAD: u32 = 32 << 20;
 
+/// The most bytes of a request a connection holds at once: reads and
+/// writes of up to [`MAX_PAYLOAD`] are streamed between the socket and the
+/// device in pieces of at most this size, so that a client (64 connections
+/// of one, say) cannot make the server hold 32 MiB per connection. 1 MiB
+/// keeps each device call large enough to run at the device's bandwidth.
+pub const CHUNK: u32 = 1 << 20;
+
 /// One export: a block device under a name.
 ///
 /// Thread safety: `Send + Sync`; shared by every connection that selects it.

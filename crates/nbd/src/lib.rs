@@ -28,6 +28,12 @@
 //! connections per export (`CAN_MULTI_CONN`). Not spoken: TLS, structured
 //! replies and block status (refused as unsupported, which clients handle).
 //!
+//! Limits a client meets (see [`server`]): requests of up to
+//! [`MAX_PAYLOAD`] are streamed in [`CHUNK`]s, so a connection holds about
+//! a chunk of payload whatever it asks for; a message begun must arrive
+//! whole within [`ServerConfig::stall_timeout`] and negotiation must end
+//! within twice that, while a connection idle between requests stays open.
+//!
 //! The protocol is written here rather than taken from a crate: the Rust
 //! NBD crates available speak only the old handshake or leave out FUA,
 //! TRIM, WRITE_ZEROES and `NBD_OPT_GO`, which filesystems over QEMU need.
@@ -35,6 +41,7 @@
 //! | module | concern |
 //! |---|---|
 //! | [`wire`] | magics, codes, flags and fixed-size messages |
+//! | `input` | reading messages whole within the stall timeout |
 //! | `negotiate` | the handshake and the options |
 //! | `transmit` | the request loop of one connection |
 //! | [`server`] | listening, connection threads, shutdown, counters |
@@ -45,6 +52,7 @@
 pub mod client;
 mod error;
 mod export;
+mod input;
 mod negotiate;
 pub mod server;
 mod transmit;
@@ -52,5 +60,5 @@ pub mod wire;
 
 pub use client::{export_info, list_exports, ExportInfo, NbdClient};
 pub use error::{errno_name, NbdError, Result};
-pub use export::{Export, MAX_PAYLOAD};
+pub use export::{Export, CHUNK, MAX_PAYLOAD};
 pub use server::{NbdServer, ServerConfig, ServerStats};

@@ -4,12 +4,20 @@
 //! client answers with its flags and sends options until one of them
 //! (`NBD_OPT_EXPORT_NAME` or `NBD_OPT_GO`) selects an export and starts
 //! the transmission phase, or `NBD_OPT_ABORT` ends the session.
+//!
+//! Each option (and the client's flags) must arrive whole within the stall
+//! timeout of the server's first wait on it, like a request; the whole
+//! phase must end within [`NEGOTIATION_STALLS`] stall timeouts of the
+//! connection's start (the caller sets that deadline on the input), so a
+//! peer that connects and sends nothing, or idles between options, does
+//! not hold its connection either.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
 
 use crate::error::{NbdError, Result};
 use crate::export::Export;
+use crate::input::Input;
 use crate::wire::{self, handshake, info, opt, rep};
 
 /// The longest option the server reads: a 4096-byte name plus room for
@@ -18,6 +26,12 @@ const MAX_OPTION: u32 = 16 * 1024;
 
 /// Options one connection may send before it must choose an export.
 const MAX_OPTIONS: usize = 256;
+
+/// Negotiation must end within this many stall timeouts of the
+/// connection's start: real clients take milliseconds, and two stall
+/// timeouts leave a slow link room for an option or two, each of which may
+/// take a stall timeout.
+pub(crate) const NEGOTIATION_STALLS: u32 = 2;
 
 /// The outcome of a successful negotiation.
 #[derive(Debug)]
@@ -32,7 +46,7 @@ pub(crate) struct Session {
 
 /// Runs negotiation. `Ok(None)` when the client aborted or went away.
 pub(crate) fn negotiate<R: Read, W: Write>(
-    r: &mut R,
+    r: &mut Input<R>,
     w: &mut W,
     exports: &[Arc<Export>],
 ) -> Result<Option<Session>> {
@@ -40,6 +54,9 @@ pub(crate) fn negotiate<R: Read, W: Write>(
     w.write_all(&wire::IHAVEOPT.to_be_bytes())?;
     w.write_all(&(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes())?;
     w.flush()?;
+    if !r.next_message()? {
+        return Ok(None);
+    }
     let mut cf = [0u8; 4];
     r.read_exact(&mut cf)?;
     let client_flags = u32::from_be_bytes(cf);
@@ -49,7 +66,7 @@ pub(crate) fn negotiate<R: Read, W: Write>(
     let fixed = client_flags & wire::client::FIXED_NEWSTYLE != 0;
     let no_zeroes = client_flags & wire::client::NO_ZEROES != 0;
     for _ in 0..MAX_OPTIONS {
-        let (option, data) = read_option(r)?;
+        let Some((option, data)) = read_option(r)? else { return Ok(None) };
         tracing::debug!(option = opt::name(option), len = data.len(), "NBD option");
         match option {
             opt::EXPORT_NAME => return export_name(w, exports, &data, no_zeroes),
@@ -80,8 +97,12 @@ pub(crate) fn negotiate<R: Read, W: Write>(
     Err(NbdError::Protocol(format!("no export chosen after {MAX_OPTIONS} options")))
 }
 
-/// Reads one option: its code and data.
-fn read_option<R: Read>(r: &mut R) -> Result<(u32, Vec<u8>)> {
+/// Reads one option: its code and data; `None` when the client went away
+/// instead.
+fn read_option<R: Read>(r: &mut Input<R>) -> Result<Option<(u32, Vec<u8>)>> {
+    if !r.next_message()? {
+        return Ok(None);
+    }
     let mut h = [0u8; wire::OPTION_LEN];
     r.read_exact(&mut h)?;
     if wire::be64(&h[0..8]) != wire::IHAVEOPT {
@@ -97,7 +118,7 @@ fn read_option<R: Read>(r: &mut R) -> Result<(u32, Vec<u8>)> {
     }
     let mut data = vec![0u8; len as usize];
     r.read_exact(&mut data)?;
-    Ok((option, data))
+    Ok(Some((option, data)))
 }
 
 /// Sends one option reply.

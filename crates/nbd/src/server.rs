@@ -12,33 +12,58 @@
 //! reads and writes the whole blocks around it, serializing such partial
 //! writes against each other (an aligned write racing a partial write of
 //! the same block is, as between any two overlapping writes, unordered).
+//!
+//! What a hostile client can hold: a connection keeps its two socket
+//! buffers ([`IO_BUFFER`] each) and at most one [`CHUNK`](crate::CHUNK)
+//! plus one block of payload buffer, whatever the requests' sizes
+//! ([`NbdServer::buffered_bytes`] sums them). A message (an option, or a
+//! request with its payload) the server has begun reading must arrive
+//! whole within [`ServerConfig::stall_timeout`], and a reply the client
+//! does not read must make progress within it; negotiation must end within
+//! twice that. Otherwise the connection is closed and counted in
+//! [`ServerStats::timeouts`]. A client idle between requests is never
+//! closed: NBD has no keep-alive, and idling costs the server a sleeping
+//! thread that wakes once every quarter of a stall timeout.
 
-use std::io::{BufReader, BufWriter};
+use std::io::{BufWriter, ErrorKind};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use zns_server::{Connection, TcpServer};
 
 use crate::error::{NbdError, Result};
 use crate::export::Export;
-use crate::negotiate::negotiate;
+use crate::input::{self, Input};
+use crate::negotiate::{negotiate, NEGOTIATION_STALLS};
 use crate::transmit::Transmission;
 
 /// Socket buffer sizes of a connection: room for a pipelined batch of
 /// requests and for large reads.
-const IO_BUFFER: usize = 256 * 1024;
+pub const IO_BUFFER: usize = 256 * 1024;
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Connections served at once; further ones are closed at accept.
     pub max_connections: usize,
+    /// How long a client may take over one message once the server waits
+    /// on it: an option, or a request with its payload, must arrive whole
+    /// within this time of the server's first wait for its rest (time the
+    /// server spends on the device meanwhile not counted), and a reply
+    /// must make progress (the client read some of it) within it.
+    /// Negotiation as a whole must end within twice this. A client that
+    /// breaks either rule is disconnected (it holds a thread, and the
+    /// connection limit's worth of such clients would lock everyone else
+    /// out); one idle between requests is not. Default 30 s; values under
+    /// 1 ms count as 1 ms.
+    pub stall_timeout: Duration,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { max_connections: 64 }
+        ServerConfig { max_connections: 64, stall_timeout: Duration::from_secs(30) }
     }
 }
 
@@ -48,6 +73,9 @@ impl Default for ServerConfig {
 #[derive(Debug, Default)]
 pub struct Counters {
     protocol_errors: AtomicU64,
+    timeouts: AtomicU64,
+    /// Bytes of buffers the open connections hold.
+    buffered: AtomicU64,
     requests: AtomicU64,
     errors: AtomicU64,
     bytes_read: AtomicU64,
@@ -67,6 +95,14 @@ impl Counters {
     pub(crate) fn write(&self, bytes: u64) {
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
     }
+    /// A connection's buffers went from `was` to `now` bytes.
+    pub(crate) fn buffers(&self, was: usize, now: usize) {
+        if now > was {
+            self.buffered.fetch_add((now - was) as u64, Ordering::Relaxed);
+        } else {
+            self.buffered.fetch_sub((was - now) as u64, Ordering::Relaxed);
+        }
+    }
 
     /// A snapshot of the totals (connections counted by the server).
     fn snapshot(&self, totals: zns_server::Totals) -> ServerStats {
@@ -75,6 +111,7 @@ impl Counters {
             connections: totals.connections,
             refused: totals.refused,
             protocol_errors: get(&self.protocol_errors),
+            timeouts: get(&self.timeouts),
             requests: get(&self.requests),
             errors: get(&self.errors),
             bytes_read: get(&self.bytes_read),
@@ -92,9 +129,14 @@ pub struct ServerStats {
     pub refused: u64,
     /// Connections closed because the client broke the protocol.
     pub protocol_errors: u64,
+    /// Connections closed because the client stalled: a message begun and
+    /// not finished, or a reply not read, within the stall timeout, or no
+    /// export chosen in time (see [`ServerConfig::stall_timeout`]).
+    pub timeouts: u64,
     /// Transmission requests received.
     pub requests: u64,
-    /// Requests answered with an error.
+    /// Requests answered with an error, or (a read failing after its
+    /// first chunk) by closing the connection.
     pub errors: u64,
     /// Bytes read by clients.
     pub bytes_read: u64,
@@ -106,6 +148,8 @@ pub struct ServerStats {
 struct Shared {
     exports: Vec<Arc<Export>>,
     counters: Counters,
+    /// [`ServerConfig::stall_timeout`], at least a millisecond.
+    stall: Duration,
 }
 
 /// A running NBD server.
@@ -139,6 +183,7 @@ impl NbdServer {
         let shared = Arc::new(Shared {
             exports: exports.into_iter().map(Arc::new).collect(),
             counters: Counters::default(),
+            stall: config.stall_timeout.max(Duration::from_millis(1)),
         });
         let s = Arc::clone(&shared);
         let server = TcpServer::bind(addr, "nbd", config.max_connections, move |stream, conn| {
@@ -163,6 +208,13 @@ impl NbdServer {
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.server.open_connections()
+    }
+
+    /// Bytes of buffers the open connections hold now: each its two socket
+    /// buffers ([`IO_BUFFER`] each) and, in transmission, its payload
+    /// buffer (at most a [`CHUNK`](crate::CHUNK)) and one block of scratch.
+    pub fn buffered_bytes(&self) -> u64 {
+        self.shared.counters.buffered.load(Ordering::Relaxed)
     }
 
     /// Stops accepting, closes every connection (a request being served
@@ -202,15 +254,7 @@ fn validate(exports: &[Export]) -> Result<()> {
 /// Serves one connection to its end.
 fn serve(stream: TcpStream, shared: &Shared, conn: &Connection<'_>) {
     let peer = conn.peer;
-    let _ = stream.set_nodelay(true);
-    let Ok(read_half) = stream.try_clone() else { return };
-    let mut r = BufReader::with_capacity(IO_BUFFER, read_half);
-    let mut w = BufWriter::with_capacity(IO_BUFFER, stream);
-    let result = negotiate(&mut r, &mut w, &shared.exports).and_then(|session| {
-        let Some(session) = session else { return Ok(()) };
-        tracing::info!(%peer, export = %session.export.name, "NBD client connected");
-        Transmission::new(session, &shared.counters).run(&mut r, &mut w)
-    });
+    let result = session(stream, shared, peer);
     match result {
         Ok(()) => tracing::info!(%peer, "NBD client disconnected"),
         Err(NbdError::Protocol(why)) => {
@@ -220,6 +264,60 @@ fn serve(stream: TcpStream, shared: &Shared, conn: &Connection<'_>) {
         Err(e) if conn.stopping() => {
             tracing::debug!(%peer, error = %e, "NBD connection closed by shutdown");
         }
+        Err(e) if stalled(&e) => {
+            shared.counters.timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, "NBD connection closed, the client stalled: {e}");
+        }
+        Err(e @ NbdError::ReadAborted { .. }) => {
+            tracing::warn!(%peer, "NBD connection closed: {e}");
+        }
         Err(e) => tracing::info!(%peer, error = %e, "NBD connection ended"),
+    }
+}
+
+/// Negotiates and serves the transmission phase.
+fn session(stream: TcpStream, shared: &Shared, peer: &str) -> Result<()> {
+    let _ = stream.set_nodelay(true);
+    // Both set once per connection: the receive timeout is only the tick
+    // at which a waiting read checks its deadline (see `input`), the send
+    // timeout bounds a reply the client does not read.
+    stream.set_read_timeout(Some(input::tick(shared.stall)))?;
+    stream.set_write_timeout(Some(shared.stall))?;
+    let _held = Held::new(&shared.counters, 2 * IO_BUFFER);
+    let mut r = Input::new(stream.try_clone()?, IO_BUFFER, shared.stall);
+    let mut w = BufWriter::with_capacity(IO_BUFFER, stream);
+    r.set_limit(Some(Instant::now() + shared.stall * NEGOTIATION_STALLS));
+    let Some(session) = negotiate(&mut r, &mut w, &shared.exports)? else { return Ok(()) };
+    r.set_limit(None);
+    tracing::info!(%peer, export = %session.export.name, "NBD client connected");
+    Transmission::new(session, &shared.counters).run(&mut r, &mut w)
+}
+
+/// The client stalled: the input's timeout, or a reply that could not be
+/// sent within the send timeout.
+fn stalled(e: &NbdError) -> bool {
+    match e {
+        NbdError::Timeout(_) => true,
+        NbdError::Io(io) => matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        _ => false,
+    }
+}
+
+/// Bytes counted in the server's buffered total while it lives.
+struct Held<'a> {
+    counters: &'a Counters,
+    bytes: usize,
+}
+
+impl<'a> Held<'a> {
+    fn new(counters: &'a Counters, bytes: usize) -> Self {
+        counters.buffers(0, bytes);
+        Held { counters, bytes }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.counters.buffers(self.bytes, 0);
     }
 }

@@ -4,17 +4,31 @@
 //! Replies are buffered and flushed when no further request is already
 //! waiting in the input buffer, so a pipelining client (QEMU keeps many
 //! requests in flight) gets its replies in batches and a synchronous one
-//! gets each at once. The connection's payload buffer grows to the
-//! largest request seen and is reused: steady-state requests allocate
-//! nothing.
+//! gets each at once.
+//!
+//! Payloads are streamed in [`CHUNK`]s: a write's payload is read from
+//! the socket a chunk at a time and each chunk written to the device, a
+//! read's data read from the device a chunk at a time and each chunk sent.
+//! A connection's payload buffer therefore grows to at most one chunk
+//! (and is reused: steady-state requests allocate nothing), plus one block
+//! of scratch for the partial blocks of old clients' unaligned requests.
+//!
+//! Errors: a failed chunk of a write leaves the rest of its payload to be
+//! read and dropped (the stream keeps its framing) and the reply carries
+//! the errno. A read's first chunk is read before the reply header goes
+//! out, so a read of one chunk (the common case) that fails gets an error
+//! reply; a later chunk that fails cannot be reported any more (the
+//! header said success and data followed), so the connection is closed
+//! ([`NbdError::ReadAborted`]) and the client sees the disconnection.
 
-use std::io::{BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::io::{Read, Write};
+use std::time::Instant;
 
-use zns_ftl::FtlError;
+use zns_ftl::{BlockDevice, FtlError};
 
 use crate::error::{NbdError, Result};
-use crate::export::MAX_PAYLOAD;
+use crate::export::{Export, CHUNK, MAX_PAYLOAD};
+use crate::input::Input;
 use crate::negotiate::Session;
 use crate::server::Counters;
 use crate::wire::{self, cmd, cmd_flag, errno, Request};
@@ -29,100 +43,81 @@ struct Range {
 pub(crate) struct Transmission<'a> {
     session: Session,
     counters: &'a Counters,
-    /// Request payloads and read data; grows to the largest request.
+    /// One chunk of payload: write data in, read data out, or zeros.
     buf: Vec<u8>,
-    /// Whole blocks around a partial-block request.
-    scratch: Vec<u8>,
+    /// One block, for the partial blocks at the ends of unaligned requests.
+    block: Vec<u8>,
+    /// Bytes of `buf` and `block` counted in the server's buffered total.
+    held: usize,
 }
 
-/// How a request ended, short of a protocol violation.
-enum Outcome {
-    /// Reply with this error value (0: success).
-    Reply(u32),
-    /// Reply with success followed by `len` bytes of `buf`.
-    Data(usize),
+/// What the loop does after a request.
+enum Next {
+    /// Serve the next request.
+    Continue,
     /// The client disconnected (`NBD_CMD_DISC`).
     Disconnect,
 }
 
 impl<'a> Transmission<'a> {
     pub(crate) fn new(session: Session, counters: &'a Counters) -> Self {
-        Transmission { session, counters, buf: Vec::new(), scratch: Vec::new() }
+        Transmission { session, counters, buf: Vec::new(), block: Vec::new(), held: 0 }
     }
 
     /// Serves requests until the client disconnects or breaks the protocol.
-    pub(crate) fn run(
-        &mut self,
-        r: &mut BufReader<TcpStream>,
-        w: &mut BufWriter<TcpStream>,
-    ) -> Result<()> {
-        loop {
+    pub(crate) fn run<R: Read, W: Write>(&mut self, r: &mut Input<R>, w: &mut W) -> Result<()> {
+        // The client going away between requests is not an error.
+        while r.next_message()? {
             let mut h = [0u8; wire::REQUEST_LEN];
-            match r.read_exact(&mut h) {
-                Ok(()) => {}
-                // The client went away between requests: not an error.
-                Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(e.into()),
-            }
+            r.read_exact(&mut h)?;
             let req = Request::decode(&h)
                 .ok_or_else(|| NbdError::Protocol("request without the request magic".into()))?;
             self.counters.request();
-            let outcome = self.request(r, &req)?;
-            match outcome {
-                Outcome::Disconnect => {
-                    w.flush()?;
-                    return Ok(());
-                }
-                Outcome::Reply(e) => {
-                    if e != 0 {
-                        self.counters.error();
-                    }
-                    w.write_all(&wire::simple_reply(e, req.cookie))?;
-                }
-                Outcome::Data(n) => {
-                    w.write_all(&wire::simple_reply(0, req.cookie))?;
-                    w.write_all(&self.buf[..n])?;
-                }
+            if let Next::Disconnect = self.request(r, w, &req)? {
+                w.flush()?;
+                return Ok(());
             }
-            if r.buffer().is_empty() {
+            if r.buffered() == 0 {
                 w.flush()?;
             }
         }
+        Ok(())
     }
 
-    /// Reads the request's payload, if any, and carries it out.
-    fn request<R: BufRead>(&mut self, r: &mut R, req: &Request) -> Result<Outcome> {
-        if req.kind == cmd::WRITE {
-            // The payload must be consumed whatever the verdict, or the
-            // stream loses its framing; one larger than any buffer we
-            // offer cannot be, so it closes the connection.
-            if req.length > MAX_PAYLOAD {
-                return Err(NbdError::Protocol(format!(
-                    "write of {} bytes exceeds the advertised maximum of {MAX_PAYLOAD}",
-                    req.length
-                )));
+    /// Carries out one request, its payload read and its reply written.
+    fn request<R: Read, W: Write>(
+        &mut self,
+        r: &mut Input<R>,
+        w: &mut W,
+        req: &Request,
+    ) -> Result<Next> {
+        let known = req.flags & !cmd_flag::KNOWN == 0;
+        let e = match req.kind {
+            cmd::WRITE => self.write(r, req, known)?,
+            _ if !known => errno::EINVAL,
+            cmd::READ => {
+                self.read(w, req)?;
+                return Ok(Next::Continue);
             }
-            let n = req.length as usize;
-            if self.buf.len() < n {
-                self.buf.resize(n, 0);
-            }
-            r.read_exact(&mut self.buf[..n])?;
-        }
-        if req.flags & !cmd_flag::KNOWN != 0 {
-            return Ok(Outcome::Reply(errno::EINVAL));
-        }
-        Ok(match req.kind {
-            cmd::READ => self.read(req),
-            cmd::WRITE => self.write(req),
-            cmd::FLUSH => Outcome::Reply(self.flush()),
+            cmd::FLUSH => self.flush(),
             cmd::TRIM => self.trim(req),
             cmd::WRITE_ZEROES => self.write_zeroes(req),
-            cmd::DISC => Outcome::Disconnect,
+            cmd::DISC => return Ok(Next::Disconnect),
             other => {
                 tracing::debug!(command = other, "unsupported NBD command");
-                Outcome::Reply(errno::EINVAL)
+                errno::EINVAL
             }
-        })
+        };
+        self.reply(w, e, req.cookie)?;
+        Ok(Next::Continue)
+    }
+
+    fn reply<W: Write>(&self, w: &mut W, e: u32, cookie: u64) -> Result<()> {
+        if e != 0 {
+            self.counters.error();
+        }
+        w.write_all(&wire::simple_reply(e, cookie))?;
+        Ok(())
     }
 
     /// Checks a request's range: `Err(errno)` when it is past the end
@@ -134,7 +129,7 @@ impl<'a> Transmission<'a> {
         if req.offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(past_end);
         }
-        let bs = self.session.export.device.block_size() as u64;
+        let bs = self.block_size();
         let aligned = req.offset.is_multiple_of(bs) && len.is_multiple_of(bs);
         if !aligned && self.session.respects_block_size {
             return Err(errno::EINVAL);
@@ -149,45 +144,92 @@ impl<'a> Transmission<'a> {
         Ok(())
     }
 
-    fn read(&mut self, req: &Request) -> Outcome {
+    fn block_size(&self) -> u64 {
+        self.session.export.device.block_size() as u64
+    }
+
+    /// Replies to a read: an error, or success and the data, a chunk at a
+    /// time.
+    fn read<W: Write>(&mut self, w: &mut W, req: &Request) -> Result<()> {
         if req.length > MAX_PAYLOAD {
-            return Outcome::Reply(errno::EOVERFLOW);
+            return self.reply(w, errno::EOVERFLOW, req.cookie);
         }
         let range = match self.range(req, errno::EINVAL) {
             Ok(r) => r,
-            Err(e) => return Outcome::Reply(e),
+            Err(e) => return self.reply(w, e, req.cookie),
         };
-        let n = range.len as usize;
-        if self.buf.len() < n {
-            self.buf.resize(n, 0);
-        }
-        match self.read_bytes(range.offset, n) {
-            Ok(()) => {
-                self.counters.read(n as u64);
-                Outcome::Data(n)
+        let mut chunks = chunks(range.offset, range.len, self.block_size());
+        let first = chunks.next();
+        if let Some((offset, n)) = first {
+            if let Err(e) = self.read_chunk(offset, n) {
+                let e = self.failed("read", req, &e);
+                return self.reply(w, e, req.cookie);
             }
-            Err(e) => Outcome::Reply(self.failed("read", req, &e)),
         }
+        w.write_all(&wire::simple_reply(0, req.cookie))?;
+        if let Some((_, n)) = first {
+            w.write_all(&self.buf[..n])?;
+        }
+        for (offset, n) in chunks {
+            if let Err(source) = self.read_chunk(offset, n) {
+                self.counters.error();
+                return Err(NbdError::ReadAborted {
+                    offset: req.offset,
+                    length: req.length,
+                    source,
+                });
+            }
+            w.write_all(&self.buf[..n])?;
+        }
+        self.counters.read(range.len);
+        Ok(())
     }
 
-    fn write(&mut self, req: &Request) -> Outcome {
-        let checked = self.writable().and_then(|_| self.range(req, errno::ENOSPC));
-        let range = match checked {
-            Ok(r) => r,
-            Err(e) => return Outcome::Reply(e),
-        };
-        let n = range.len as usize;
-        let mut result = self.write_bytes(range.offset, n);
-        if result.is_ok() && req.flags & cmd_flag::FUA != 0 {
-            result = self.session.export.device.flush();
+    /// Reads `n` bytes at byte `offset` into `buf`.
+    fn read_chunk(&mut self, offset: u64, n: usize) -> zns_ftl::Result<()> {
+        self.reserve(n);
+        let dev = &*self.session.export.device;
+        read_at(dev, offset, &mut self.buf[..n], &mut self.block)
+    }
+
+    /// Carries out a write, its payload streamed from `r` a chunk at a
+    /// time; returns the errno of the reply. The payload is consumed
+    /// whatever the verdict, or the stream would lose its framing.
+    fn write<R: Read>(&mut self, r: &mut Input<R>, req: &Request, known: bool) -> Result<u32> {
+        // One larger than advertised cannot be a client's mistake worth
+        // reading 4 GiB for: it closes the connection.
+        if req.length > MAX_PAYLOAD {
+            return Err(NbdError::Protocol(format!(
+                "write of {} bytes exceeds the advertised maximum of {MAX_PAYLOAD}",
+                req.length
+            )));
         }
-        match result {
-            Ok(()) => {
-                self.counters.write(n as u64);
-                Outcome::Reply(0)
+        let checked = if known { Ok(()) } else { Err(errno::EINVAL) };
+        let mut verdict = checked
+            .and_then(|_| self.writable())
+            .and_then(|_| self.range(req, errno::ENOSPC))
+            .map(|_| ());
+        for (offset, n) in chunks(req.offset, req.length as u64, self.block_size()) {
+            self.reserve(n);
+            r.read_exact(&mut self.buf[..n])?;
+            if verdict.is_ok() {
+                let t = Instant::now();
+                let written =
+                    write_at(&self.session.export, offset, &self.buf[..n], &mut self.block);
+                r.credit(t.elapsed());
+                if let Err(e) = written {
+                    verdict = Err(self.failed("write", req, &e));
+                }
             }
-            Err(e) => Outcome::Reply(self.failed("write", req, &e)),
         }
+        if let Err(e) = verdict {
+            return Ok(e);
+        }
+        let e = self.finish("write", req, Ok(()));
+        if e == 0 {
+            self.counters.write(req.length as u64);
+        }
+        Ok(e)
     }
 
     fn flush(&mut self) -> u32 {
@@ -202,75 +244,57 @@ impl<'a> Transmission<'a> {
 
     /// Discards the whole blocks inside the range; partial blocks at its
     /// ends keep their data (a trim is advisory).
-    fn trim(&mut self, req: &Request) -> Outcome {
+    fn trim(&mut self, req: &Request) -> u32 {
         let range = match self.writable().and_then(|_| self.range_any(req)) {
             Ok(r) => r,
-            Err(e) => return Outcome::Reply(e),
+            Err(e) => return e,
         };
-        let bs = self.session.export.device.block_size() as u64;
+        let bs = self.block_size();
         let first = range.offset.div_ceil(bs);
         let end = (range.offset + range.len) / bs;
         let mut result = Ok(());
         if end > first {
             result = self.session.export.device.discard(first, end - first);
         }
-        self.finish_fua("trim", req, result)
+        self.finish("trim", req, result)
     }
 
     /// Zeroes the range: whole blocks by discarding them (they then read as
     /// zeros) unless the client forbids holes, partial blocks by writing.
-    fn write_zeroes(&mut self, req: &Request) -> Outcome {
+    fn write_zeroes(&mut self, req: &Request) -> u32 {
         let checked = self.writable().and_then(|_| self.range(req, errno::ENOSPC));
         let range = match checked {
             Ok(r) => r,
-            Err(e) => return Outcome::Reply(e),
+            Err(e) => return e,
         };
         let result = self.zero_range(range, req.flags & cmd_flag::NO_HOLE != 0);
-        self.finish_fua("write zeroes", req, result)
+        self.finish("write zeroes", req, result)
     }
 
     fn zero_range(&mut self, range: Range, no_hole: bool) -> zns_ftl::Result<()> {
-        let dev = std::sync::Arc::clone(&self.session.export.device);
-        let bs = dev.block_size() as u64;
+        let bs = self.block_size();
         let (start, end) = (range.offset, range.offset + range.len);
         let (first, last) = (start.div_ceil(bs), end / bs);
-        if first >= last {
-            // No whole block inside: all of it is partial.
-            return self.zero_bytes(start, (end - start) as usize);
+        if no_hole || first >= last {
+            return self.write_zeros(start, end);
         }
-        if start < first * bs {
-            self.zero_bytes(start, (first * bs - start) as usize)?;
-        }
-        if last * bs < end {
-            self.zero_bytes(last * bs, (end - last * bs) as usize)?;
-        }
-        if !no_hole {
-            return dev.discard(first, last - first);
-        }
-        let chunk = (MAX_PAYLOAD as u64 / bs).min(last - first);
-        if (self.buf.len() as u64) < chunk * bs {
-            self.buf.resize((chunk * bs) as usize, 0);
-        }
-        self.buf[..(chunk * bs) as usize].fill(0);
-        let mut lba = first;
-        while lba < last {
-            let n = chunk.min(last - lba);
-            dev.write(lba, &self.buf[..(n * bs) as usize])?;
-            lba += n;
-        }
-        Ok(())
+        self.write_zeros(start, first * bs)?;
+        self.write_zeros(last * bs, end)?;
+        self.session.export.device.discard(first, last - first)
     }
 
-    /// Writes `len` zero bytes at byte `offset` (within a partial block).
-    fn zero_bytes(&mut self, offset: u64, len: usize) -> zns_ftl::Result<()> {
-        if len == 0 {
+    /// Writes zeros over bytes `start..end`, a chunk at a time.
+    fn write_zeros(&mut self, start: u64, end: u64) -> zns_ftl::Result<()> {
+        if end <= start {
             return Ok(());
         }
-        if self.buf.len() < len {
-            self.buf.resize(len, 0);
+        let most = (end - start).min(CHUNK as u64) as usize;
+        self.reserve(most);
+        self.buf[..most].fill(0);
+        for (offset, n) in chunks(start, end - start, self.block_size()) {
+            write_at(&self.session.export, offset, &self.buf[..n], &mut self.block)?;
         }
-        self.buf[..len].fill(0);
-        self.write_bytes(offset, len)
+        Ok(())
     }
 
     /// The range check of a trim: past the end is `ENOSPC`; alignment does
@@ -284,59 +308,41 @@ impl<'a> Transmission<'a> {
         Ok(Range { offset: req.offset, len })
     }
 
-    fn finish_fua(&mut self, what: &str, req: &Request, mut r: zns_ftl::Result<()>) -> Outcome {
+    /// Flushes after a successful command that asked for `FUA`.
+    fn fua(&self, req: &Request, r: zns_ftl::Result<()>) -> zns_ftl::Result<()> {
         if r.is_ok() && req.flags & cmd_flag::FUA != 0 {
-            r = self.session.export.device.flush();
+            return self.session.export.device.flush();
         }
-        match r {
-            Ok(()) => Outcome::Reply(0),
-            Err(e) => Outcome::Reply(self.failed(what, req, &e)),
+        r
+    }
+
+    /// The errno of a command's result, `FUA` honoured.
+    fn finish(&self, what: &str, req: &Request, r: zns_ftl::Result<()>) -> u32 {
+        match self.fua(req, r) {
+            Ok(()) => 0,
+            Err(e) => self.failed(what, req, &e),
         }
     }
 
-    /// Reads `n` bytes at byte `offset` into `buf`: directly when whole
-    /// blocks, through `scratch` otherwise.
-    fn read_bytes(&mut self, offset: u64, n: usize) -> zns_ftl::Result<()> {
-        if n == 0 {
-            return Ok(());
+    /// Makes `buf` at least `n` bytes (never more than a chunk is asked
+    /// for) and `block` one block, and keeps the server's count of
+    /// buffered bytes up to date.
+    fn reserve(&mut self, n: usize) {
+        if self.buf.len() < n {
+            // Exactly: the amortized doubling of `resize` could overshoot
+            // the chunk.
+            self.buf.reserve_exact(n - self.buf.len());
+            self.buf.resize(n, 0);
         }
-        let dev = &self.session.export.device;
-        let bs = dev.block_size() as u64;
-        if offset.is_multiple_of(bs) && (n as u64).is_multiple_of(bs) {
-            return dev.read(offset / bs, &mut self.buf[..n]);
+        let bs = self.block_size() as usize;
+        if self.block.len() < bs {
+            self.block.resize(bs, 0);
         }
-        let (lba, span) = covering(offset, n, bs);
-        if self.scratch.len() < span {
-            self.scratch.resize(span, 0);
+        let held = self.buf.capacity() + self.block.capacity();
+        if held != self.held {
+            self.counters.buffers(self.held, held);
+            self.held = held;
         }
-        dev.read(lba, &mut self.scratch[..span])?;
-        let skip = (offset - lba * bs) as usize;
-        self.buf[..n].copy_from_slice(&self.scratch[skip..skip + n]);
-        Ok(())
-    }
-
-    /// Writes `buf[..n]` at byte `offset`: directly when whole blocks, by
-    /// read-modify-write of the covering blocks otherwise. Partial writes
-    /// hold the export's lock so two of them never undo each other.
-    fn write_bytes(&mut self, offset: u64, n: usize) -> zns_ftl::Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        let export = &self.session.export;
-        let dev = &export.device;
-        let bs = dev.block_size() as u64;
-        if offset.is_multiple_of(bs) && (n as u64).is_multiple_of(bs) {
-            return dev.write(offset / bs, &self.buf[..n]);
-        }
-        let (lba, span) = covering(offset, n, bs);
-        if self.scratch.len() < span {
-            self.scratch.resize(span, 0);
-        }
-        let _partial = export.partial.lock();
-        dev.read(lba, &mut self.scratch[..span])?;
-        let skip = (offset - lba * bs) as usize;
-        self.scratch[skip..skip + n].copy_from_slice(&self.buf[..n]);
-        dev.write(lba, &self.scratch[..span])
     }
 
     /// Logs a failed command and picks its errno.
@@ -352,12 +358,90 @@ impl<'a> Transmission<'a> {
     }
 }
 
-/// The first block and the byte span of the whole blocks covering `n`
-/// bytes at `offset`.
-fn covering(offset: u64, n: usize, bs: u64) -> (u64, usize) {
-    let lba = offset / bs;
-    let end = (offset + n as u64).div_ceil(bs);
-    (lba, ((end - lba) * bs) as usize)
+impl Drop for Transmission<'_> {
+    fn drop(&mut self) {
+        self.counters.buffers(self.held, 0);
+    }
+}
+
+/// The pieces a request of `len` bytes at byte `offset` is carried out in,
+/// as (offset, length): at most [`CHUNK`] bytes each, and every boundary
+/// between two of them on a block boundary (only the first may start and
+/// the last end inside a block).
+fn chunks(offset: u64, len: u64, bs: u64) -> impl Iterator<Item = (u64, usize)> {
+    let end = offset + len;
+    let mut pos = offset;
+    std::iter::from_fn(move || {
+        if pos >= end {
+            return None;
+        }
+        let mut stop = end.min(pos + CHUNK as u64);
+        if stop < end {
+            // A chunk is many blocks, so this stays above `pos`.
+            stop -= stop % bs;
+        }
+        let piece = (pos, (stop - pos) as usize);
+        pos = stop;
+        Some(piece)
+    })
+}
+
+/// The byte ranges of `len` bytes at `offset` split at block boundaries:
+/// a partial first block, whole blocks, a partial last block (each may be
+/// empty).
+fn split(offset: u64, len: usize, bs: u64) -> [(u64, u64); 3] {
+    let end = offset + len as u64;
+    let head = end.min(offset.next_multiple_of(bs));
+    let whole = head.max(end - end % bs);
+    [(offset, head), (head, whole), (whole, end)]
+}
+
+/// Reads `out.len()` bytes at byte `offset`: whole blocks directly, the
+/// partial blocks at the ends through `block` (one block).
+fn read_at(
+    dev: &dyn BlockDevice,
+    offset: u64,
+    out: &mut [u8],
+    block: &mut [u8],
+) -> zns_ftl::Result<()> {
+    let bs = dev.block_size() as u64;
+    let [head, whole, tail] = split(offset, out.len(), bs);
+    let part = |(a, b): (u64, u64)| (a - offset) as usize..(b - offset) as usize;
+    if whole.1 > whole.0 {
+        dev.read(whole.0 / bs, &mut out[part(whole)])?;
+    }
+    for edge in [head, tail] {
+        if edge.1 > edge.0 {
+            dev.read(edge.0 / bs, block)?;
+            let skip = (edge.0 % bs) as usize;
+            out[part(edge)].copy_from_slice(&block[skip..skip + (edge.1 - edge.0) as usize]);
+        }
+    }
+    Ok(())
+}
+
+/// Writes `data` at byte `offset`: whole blocks directly, the partial
+/// blocks at the ends by read-modify-write through `block` (one block),
+/// under the export's lock so two such writes of one block never undo
+/// each other.
+fn write_at(export: &Export, offset: u64, data: &[u8], block: &mut [u8]) -> zns_ftl::Result<()> {
+    let dev = &export.device;
+    let bs = dev.block_size() as u64;
+    let [head, whole, tail] = split(offset, data.len(), bs);
+    let part = |(a, b): (u64, u64)| (a - offset) as usize..(b - offset) as usize;
+    for edge in [head, tail] {
+        if edge.1 > edge.0 {
+            let _partial = export.partial.lock();
+            dev.read(edge.0 / bs, block)?;
+            let skip = (edge.0 % bs) as usize;
+            block[skip..skip + (edge.1 - edge.0) as usize].copy_from_slice(&data[part(edge)]);
+            dev.write(edge.0 / bs, block)?;
+        }
+    }
+    if whole.1 > whole.0 {
+        dev.write(whole.0 / bs, &data[part(whole)])?;
+    }
+    Ok(())
 }
 
 /// The errno a device error maps to.
@@ -371,13 +455,63 @@ fn errno_of(e: &FtlError, default: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use zns_ftl::MemoryBlockDevice;
+
     use super::*;
 
+    const MIB: u64 = 1 << 20;
+
     #[test]
-    fn covering_spans_whole_blocks() {
-        assert_eq!(covering(0, 4096, 4096), (0, 4096));
-        assert_eq!(covering(512, 512, 4096), (0, 4096));
-        assert_eq!(covering(4000, 200, 4096), (0, 8192));
-        assert_eq!(covering(8192, 1, 4096), (2, 4096));
+    fn chunks_are_at_most_a_chunk_and_meet_on_block_boundaries() {
+        let all: Vec<_> = chunks(0, 3 * MIB, 4096).collect();
+        assert_eq!(all, vec![(0, MIB as usize), (MIB, MIB as usize), (2 * MIB, MIB as usize)]);
+        assert_eq!(chunks(0, 0, 4096).count(), 0);
+        assert_eq!(chunks(4000, 700, 4096).collect::<Vec<_>>(), vec![(4000, 700)]);
+        // Unaligned at both ends: the inner boundaries are whole blocks.
+        let (offset, len) = (4000u64, 2 * MIB + 100);
+        let all: Vec<_> = chunks(offset, len, 4096).collect();
+        assert_eq!(all.iter().map(|c| c.1 as u64).sum::<u64>(), len);
+        for (i, &(o, n)) in all.iter().enumerate() {
+            assert!(n as u64 <= CHUNK as u64);
+            if i > 0 {
+                assert_eq!(o % 4096, 0);
+                assert_eq!(o, all[i - 1].0 + all[i - 1].1 as u64);
+            }
+        }
+        assert_eq!(all[0].0, offset);
+    }
+
+    #[test]
+    fn split_finds_partial_and_whole_blocks() {
+        assert_eq!(split(0, 8192, 4096), [(0, 0), (0, 8192), (8192, 8192)]);
+        assert_eq!(split(4000, 90, 4096), [(4000, 4090), (4090, 4090), (4090, 4090)]);
+        assert_eq!(split(4000, 700, 4096), [(4000, 4096), (4096, 4096), (4096, 4700)]);
+        assert_eq!(split(4096, 4, 4096), [(4096, 4096), (4096, 4096), (4096, 4100)]);
+        assert_eq!(split(100, 9000, 4096), [(100, 4096), (4096, 8192), (8192, 9100)]);
+    }
+
+    /// Every unaligned shape, written then read back through one block of
+    /// scratch, against a plain byte array.
+    #[test]
+    fn unaligned_writes_and_reads_match_a_byte_array() {
+        let dev = Arc::new(MemoryBlockDevice::new(512, 64));
+        let export = Export::new("m", dev.clone());
+        let mut model = vec![0u8; 512 * 64];
+        let mut block = vec![0u8; 512];
+        let mut seed = 1u8;
+        for (offset, len) in [(0, 512), (100, 10), (500, 30), (700, 2000), (1024, 1), (3000, 0)] {
+            seed = seed.wrapping_add(37);
+            let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect();
+            write_at(&export, offset, &data, &mut block).unwrap();
+            model[offset as usize..offset as usize + len].copy_from_slice(&data);
+            let mut back = vec![0u8; len];
+            read_at(&*dev, offset, &mut back, &mut block).unwrap();
+            assert_eq!(back, data, "{len} bytes at {offset}");
+        }
+        let mut all = vec![0u8; model.len()];
+        dev.read(0, &mut all).unwrap();
+        assert_eq!(all, model);
     }
 }

@@ -262,8 +262,12 @@ fn unsupported_options_are_refused_by_name() {
 fn connections_beyond_the_limit_are_closed_and_stop_ends_the_rest() {
     let dev = Arc::new(MemoryBlockDevice::new(4096, 16));
     let exports = vec![Export::new("m", dev as Arc<dyn BlockDevice>)];
-    let server =
-        NbdServer::bind("127.0.0.1:0", exports, ServerConfig { max_connections: 2 }).unwrap();
+    let server = NbdServer::bind(
+        "127.0.0.1:0",
+        exports,
+        ServerConfig { max_connections: 2, ..ServerConfig::default() },
+    )
+    .unwrap();
     let addr = server.local_addr();
     let mut a = NbdClient::connect(addr, "m").unwrap();
     let _b = NbdClient::connect(addr, "m").unwrap();
