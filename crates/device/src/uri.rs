@@ -307,6 +307,14 @@ pub struct TcpUri {
     /// Microseconds a queue waiting for the target spins on its socket
     /// before it sleeps in a blocking read (`poll_us=N`; 0: never spins).
     pub poll_us: u32,
+    /// The host NQN to connect as (`hostnqn=NQN`); `None`: znskit's own.
+    pub hostnqn: Option<String>,
+    /// The host's DH-HMAC-CHAP secret (`dhchap_secret=DHHC-1:...`), used
+    /// when the target asks the host to authenticate.
+    pub dhchap_secret: Option<zns_spec::auth::Secret>,
+    /// The controller's secret (`dhchap_ctrl_secret=DHHC-1:...`): the
+    /// target must then prove itself too.
+    pub dhchap_ctrl_secret: Option<zns_spec::auth::Secret>,
 }
 
 /// The longest spin `poll_us` takes: one second.
@@ -345,6 +353,9 @@ fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
         header_digest: false,
         data_digest: false,
         poll_us: 0,
+        hostnqn: None,
+        dhchap_secret: None,
+        dhchap_ctrl_secret: None,
     };
     let mut seen = Vec::new();
     for item in opts.into_iter().flat_map(|o| o.split(',')) {
@@ -371,12 +382,34 @@ fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
                         format!("poll_us={v:?}: microseconds, 0 to {MAX_POLL_US}")
                     })?;
             }
+            Some(("hostnqn", v)) => {
+                if !v.starts_with("nqn.") || v.len() > 223 {
+                    return Err(format!("hostnqn={v:?} is not an NQN"));
+                }
+                u.hostnqn = Some(v.to_string());
+            }
+            Some(("dhchap_secret", v)) => {
+                u.dhchap_secret = Some(
+                    zns_spec::auth::Secret::parse(v).map_err(|e| format!("dhchap_secret: {e}"))?,
+                );
+            }
+            Some(("dhchap_ctrl_secret", v)) => {
+                u.dhchap_ctrl_secret = Some(
+                    zns_spec::auth::Secret::parse(v)
+                        .map_err(|e| format!("dhchap_ctrl_secret: {e}"))?,
+                );
+            }
             _ => {
                 return Err(format!(
-                    "{item:?} is not an option of tcp: (valid options: digest, poll_us)"
+                    "{:?} is not an option of tcp: (valid options: digest, poll_us, hostnqn, \
+                     dhchap_secret, dhchap_ctrl_secret)",
+                    item.split_once('=').map_or(item, |(k, _)| k)
                 ))
             }
         }
+    }
+    if u.dhchap_ctrl_secret.is_some() && u.dhchap_secret.is_none() {
+        return Err("dhchap_ctrl_secret needs dhchap_secret too".into());
     }
     Ok(u)
 }
@@ -660,6 +693,16 @@ impl fmt::Display for DeviceUri {
                 }
                 if t.poll_us > 0 {
                     write!(f, ",poll_us={}", t.poll_us)?;
+                }
+                if let Some(h) = &t.hostnqn {
+                    write!(f, ",hostnqn={h}")?;
+                }
+                // Secrets are never shown: URIs end up in logs and results.
+                if t.dhchap_secret.is_some() {
+                    write!(f, ",dhchap_secret=(hidden)")?;
+                }
+                if t.dhchap_ctrl_secret.is_some() {
+                    write!(f, ",dhchap_ctrl_secret=(hidden)")?;
                 }
                 Ok(())
             }

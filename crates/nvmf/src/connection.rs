@@ -36,6 +36,7 @@ use zns_spec::tcp::{
 use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry};
 
 use crate::admin::{self, AsyncEvents, Done};
+use crate::auth::{self as dhchap, QueueAuth};
 use crate::controller::{Controller, JoinError, Role};
 use crate::error::{NvmfError, Result};
 use crate::inflight::{self, Finished};
@@ -66,6 +67,15 @@ struct Queue {
     ctrl: Arc<Controller>,
     aer: AsyncEvents,
     io: IoContext,
+    /// The DH-HMAC-CHAP exchange of a host that must authenticate.
+    auth: Option<QueueAuth>,
+}
+
+impl Queue {
+    /// The host still has to authenticate on this queue.
+    fn unauthenticated(&self) -> bool {
+        self.auth.as_ref().is_some_and(|a| !a.authenticated())
+    }
 }
 
 /// A command capsule: its entry and in-capsule data. A capsule run as
@@ -135,6 +145,9 @@ impl<'a> Connection<'a> {
         }
         let _ = self.w.flush();
         if let Some(q) = &mut self.queue {
+            if q.unauthenticated() {
+                tracing::warn!(hostnqn = %q.ctrl.hostnqn, qid = q.qid, "queue closed without authenticating");
+            }
             inflight::abandon(&mut q.io);
             if q.qid != 0 {
                 q.ctrl.leave(q.qid);
@@ -340,6 +353,8 @@ impl<'a> Connection<'a> {
     fn idle_deadline(&self) -> Option<Instant> {
         match &self.queue {
             None => Some(self.opened + self.shared.stall),
+            // Authentication is part of setting the queue up.
+            Some(q) if q.unauthenticated() => Some(self.opened + self.shared.stall),
             Some(q) if q.qid == 0 => q.ctrl.keep_alive_deadline(),
             Some(_) => None,
         }
@@ -444,6 +459,11 @@ impl<'a> Connection<'a> {
         }
         if capsule.damaged {
             self.respond(sqe.cid(), StatusCode::TransientTransportError.status(), 0)?;
+            return Ok(Next::Continue);
+        }
+        if self.queue.as_ref().is_some_and(Queue::unauthenticated) && !is_auth_or_connect(&sqe) {
+            tracing::debug!(opcode = sqe.opcode(), "command before authentication");
+            self.respond(sqe.cid(), zns_spec::auth::AUTHENTICATION_REQUIRED, 0)?;
             return Ok(Next::Continue);
         }
         if let Some(d) = capsule.data {
@@ -606,7 +626,7 @@ impl<'a> Connection<'a> {
         room: usize,
     ) -> Result<(Status, u64, usize, Next)> {
         if let Some(fctype) = FabricsType::of(sqe) {
-            return Ok(self.fabrics(fctype, sqe));
+            return Ok(self.fabrics(fctype, sqe, room));
         }
         let Some(q) = &mut self.queue else {
             return Ok((StatusCode::CommandSequenceError.status(), 0, 0, Next::Continue));
@@ -635,6 +655,7 @@ impl<'a> Connection<'a> {
         &mut self,
         fctype: FabricsType,
         sqe: &SubmissionEntry,
+        room: usize,
     ) -> (Status, u64, usize, Next) {
         let ok = |result: u64| (Status::SUCCESS, result, 0, Next::Continue);
         let err = |s: Status| (s, 0, 0, Next::Continue);
@@ -665,8 +686,39 @@ impl<'a> Connection<'a> {
                 }
             }
             FabricsType::Disconnect => (Status::SUCCESS, 0, 0, Next::Close),
+            FabricsType::AuthenticationSend | FabricsType::AuthenticationReceive => {
+                self.authentication(sqe, room)
+            }
             _ => err(StatusCode::InvalidField.status()),
         }
+    }
+
+    /// Authentication Send or Receive on a queue whose host must
+    /// authenticate; a queue without secrets has nothing to authenticate.
+    fn authentication(&mut self, sqe: &SubmissionEntry, room: usize) -> (Status, u64, usize, Next) {
+        let err = |s: Status| (s, 0, 0, Next::Continue);
+        let Some(cmd) = zns_spec::auth::AuthCommand::from_sqe(sqe) else {
+            return err(StatusCode::InvalidField.status());
+        };
+        if !cmd.is_dhchap() || cmd.length == 0 {
+            return err(StatusCode::InvalidField.status());
+        }
+        let Some(auth) = self.queue.as_mut().and_then(|q| q.auth.as_mut()) else {
+            return err(StatusCode::CommandSequenceError.status());
+        };
+        let outcome = if cmd.send {
+            let n = (cmd.length as usize).min(self.host.len());
+            auth.send(&self.host[..n])
+        } else {
+            auth.receive((cmd.length as usize).min(room))
+        };
+        let (bytes, next) = match outcome {
+            dhchap::Outcome::Continue(b) => (b, Next::Continue),
+            dhchap::Outcome::Close(b) => (b, Next::Close),
+        };
+        self.out.clear();
+        self.out.extend_from_slice(&bytes);
+        (Status::SUCCESS, 0, bytes.len(), next)
     }
 
     /// Connect: creates the admin queue's controller or joins an I/O
@@ -762,6 +814,13 @@ impl<'a> Connection<'a> {
             "NVMe/TCP queue connected"
         );
         let cntlid = ctrl.cntlid;
+        let auth = match (discovery, self.shared.subsystem.host_secrets(&data.hostnqn)) {
+            (false, Some(secrets)) => {
+                Some(QueueAuth::new(secrets, &data.hostnqn, self.shared.subsystem.nqn()))
+            }
+            _ => None,
+        };
+        let required = if auth.is_some() { zns_spec::auth::CONNECT_AUTH_REQUIRED } else { 0 };
         self.queue = Some(Queue {
             qid: cmd.qid,
             entries: cmd.sqsize + 1,
@@ -769,8 +828,9 @@ impl<'a> Connection<'a> {
             ctrl,
             aer: AsyncEvents::default(),
             io: IoContext::default(),
+            auth,
         });
-        Ok(fabrics::connect_result(cntlid))
+        Ok(fabrics::connect_result(cntlid) | required)
     }
 
     /// One C2HData PDU with the first `len` bytes of `self.out`.
@@ -831,6 +891,19 @@ const HELD: Status = Status::new(zns_spec::StatusCodeType::VendorSpecific, 0xFF)
 
 fn field(what: &'static str, offset: u32, unsupported: bool) -> PduError {
     PduError::Field { what, offset, unsupported }
+}
+
+/// Connect and the authentication commands: what a queue that has not
+/// authenticated may send.
+fn is_auth_or_connect(sqe: &SubmissionEntry) -> bool {
+    matches!(
+        FabricsType::of(sqe),
+        Some(
+            FabricsType::Connect
+                | FabricsType::AuthenticationSend
+                | FabricsType::AuthenticationReceive
+        )
+    )
 }
 
 /// Whether a command moves data to the controller: opcode bits 1:0 = 01b,

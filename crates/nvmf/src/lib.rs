@@ -32,6 +32,7 @@
 //! | `controller` | controllers, their registers and features |
 //! | `events` | Changed Zone Lists and Zone Descriptor Changed events |
 //! | `admin` | admin commands and log pages |
+//! | `auth` | DH-HMAC-CHAP in-band authentication of each queue |
 //! | `io` | I/O commands to [`zns_device::ZoneOp`]s |
 //! | `inflight` | reads and writes in flight on the device, answered as they complete |
 //! | `block` | I/O commands on block namespaces (the FTL) |
@@ -41,6 +42,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+mod auth;
 mod block;
 mod connection;
 mod controller;
@@ -53,5 +55,5 @@ mod target;
 
 pub use connection::MAX_H2C_DATA;
 pub use error::{NvmfError, Result};
-pub use subsystem::{Backend, Namespace, Subsystem};
+pub use subsystem::{Backend, HostSecrets, Namespace, Subsystem};
 pub use target::{NvmfTarget, TargetConfig, TargetStats, DEFAULT_STALL_TIMEOUT};

@@ -214,6 +214,21 @@ pub struct Subsystem {
     namespaces: Vec<Namespace>,
     /// Host NQNs allowed to connect; empty: any host.
     allowed_hosts: Vec<String>,
+    /// DH-HMAC-CHAP secrets by host NQN: those hosts must authenticate.
+    secrets: Vec<(String, HostSecrets)>,
+}
+
+/// The DH-HMAC-CHAP secrets of one host: its own (it proves itself with
+/// it), and optionally the controller's (the host may then ask the
+/// controller to prove itself: bidirectional authentication).
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSecrets {
+    /// The host's secret (`nvme connect --dhchap-secret`).
+    pub host: zns_spec::auth::Secret,
+    /// The controller's secret (`nvme connect --dhchap-ctrl-secret`).
+    pub controller: Option<zns_spec::auth::Secret>,
 }
 
 impl Subsystem {
@@ -263,7 +278,7 @@ impl Subsystem {
             }
         }
         let serial = format!("{:016x}", fnv(nqn.as_bytes()));
-        Ok(Subsystem { nqn, serial, namespaces, allowed_hosts: Vec::new() })
+        Ok(Subsystem { nqn, serial, namespaces, allowed_hosts: Vec::new(), secrets: Vec::new() })
     }
 
     /// Restricts the subsystem to hosts with these NQNs (an empty list
@@ -277,6 +292,29 @@ impl Subsystem {
     /// The allowed host NQNs (empty: any host).
     pub fn allowed_hosts(&self) -> &[String] {
         &self.allowed_hosts
+    }
+
+    /// Requires host `hostnqn` to authenticate with DH-HMAC-CHAP and
+    /// `secrets` on every queue (replacing secrets given before).
+    pub fn with_host_secrets(
+        mut self,
+        hostnqn: impl Into<String>,
+        secrets: HostSecrets,
+    ) -> Subsystem {
+        let hostnqn = hostnqn.into();
+        self.secrets.retain(|(h, _)| *h != hostnqn);
+        self.secrets.push((hostnqn, secrets));
+        self
+    }
+
+    /// The secrets of host `hostnqn`, if it must authenticate.
+    pub fn host_secrets(&self, hostnqn: &str) -> Option<&HostSecrets> {
+        self.secrets.iter().find(|(h, _)| h == hostnqn).map(|(_, s)| s)
+    }
+
+    /// Hosts that must authenticate.
+    pub fn authenticated_hosts(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|(h, _)| h.as_str())
     }
 
     /// Whether host `hostnqn` may connect.

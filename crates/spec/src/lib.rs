@@ -14,6 +14,7 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("znskit supports little-endian hosts only (NVMe structures are little-endian)");
 
+pub mod auth;
 pub mod command;
 pub mod copy;
 pub mod cqe;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use zns_driver::tcp::{Event, TcpError, TcpQueuePair};
+use zns_driver::tcp::{Event, HostAuth, TcpError, TcpQueuePair};
 use zns_spec::command::{Features, IdentifyCmd};
 use zns_spec::features::FeatureId;
 use zns_spec::identify::{
@@ -95,12 +95,19 @@ fn identify(
 impl TcpDevice {
     /// Connects to the target `uri` names; `text` is the URI as given.
     pub fn open(uri: &TcpUri, text: &str) -> Result<Self> {
+        // Secrets never reach the device's URI or an error message.
+        let shown;
+        let text = if uri.dhchap_secret.is_some() {
+            shown = crate::DeviceUri::Tcp(uri.clone()).to_string();
+            shown.as_str()
+        } else {
+            text
+        };
         let fail = |reason: String| DeviceError::Unavailable { uri: text.to_string(), reason };
         let digests = Digests { header: uri.header_digest, data: uri.data_digest };
         let mut admin = TcpQueuePair::connect(uri.addr.as_str(), digests)
             .map_err(|e| fail(format!("connect to {}: {e}", uri.addr)))?;
-        let cntlid = admin
-            .fabric_connect(0, 32, 0xFFFF, &uri.nqn, HOST_NQN)
+        let cntlid = connect_queue(&mut admin, uri, 0, 32, 0xFFFF)
             .map_err(|e| fail(format!("admin queue: {e}")))?;
         let max_entries =
             enable(&mut admin).map_err(|e| fail(format!("enable the controller: {e}")))?;
@@ -468,13 +475,7 @@ impl TcpQueue {
             let Some(qid) = shared.free_qids.lock().pop_front() else { break };
             let connected =
                 TcpQueuePair::connect(shared.uri.addr.as_str(), digests).and_then(|mut qp| {
-                    qp.fabric_connect(
-                        qid,
-                        (n + 1) as u16,
-                        shared.cntlid,
-                        &shared.uri.nqn,
-                        HOST_NQN,
-                    )?;
+                    connect_queue(&mut qp, &shared.uri, qid, (n + 1) as u16, shared.cntlid)?;
                     Ok(qp)
                 });
             match connected {
@@ -629,6 +630,30 @@ impl TcpQueue {
             None => Ok(None),
         }
     }
+}
+
+/// Fabrics Connect of queue `qid` as the URI's host, then DH-HMAC-CHAP
+/// when the target asks for it; returns the controller ID.
+fn connect_queue(
+    qp: &mut TcpQueuePair,
+    uri: &TcpUri,
+    qid: u16,
+    entries: u16,
+    cntlid: u16,
+) -> std::result::Result<u16, TcpError> {
+    let hostnqn = uri.hostnqn.as_deref().unwrap_or(HOST_NQN);
+    let id = qp.fabric_connect(qid, entries, cntlid, &uri.nqn, hostnqn)?;
+    if !qp.auth_required() {
+        return Ok(id);
+    }
+    let Some(host) = uri.dhchap_secret.clone() else {
+        return Err(TcpError::Authentication(
+            "the target requires this host to authenticate: give dhchap_secret=DHHC-1:...".into(),
+        ));
+    };
+    let secrets = HostAuth { host, controller: uri.dhchap_ctrl_secret.clone() };
+    qp.authenticate(&secrets, hostnqn, &uri.nqn)?;
+    Ok(id)
 }
 
 /// The borrowed command of [`ZoneQueue::execute`].

@@ -75,6 +75,8 @@ pub struct TcpQueuePair {
     qid: u16,
     /// How long [`TcpQueuePair::wait`] spins.
     poll: Duration,
+    /// The Connect's response asked for authentication.
+    auth_required: bool,
 }
 
 impl TcpQueuePair {
@@ -92,6 +94,7 @@ impl TcpQueuePair {
             in_capsule: IN_CAPSULE_LIMIT,
             qid: 0,
             poll: Duration::ZERO,
+            auth_required: false,
         };
         let req = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 };
         q.w.write_all(&req.to_bytes())?;
@@ -155,7 +158,14 @@ impl TcpQueuePair {
         let c = self.run(sqe, Some(&data), None)?;
         check("Fabrics Connect", &c)?;
         self.qid = qid;
+        self.auth_required = c.dw0 & zns_spec::auth::CONNECT_AUTH_REQUIRED != 0;
         Ok(c.dw0 as u16)
+    }
+
+    /// The Connect's response asked the host to authenticate
+    /// ([`TcpQueuePair::authenticate`]) before any other command.
+    pub fn auth_required(&self) -> bool {
+        self.auth_required
     }
 
     /// Property Get.
@@ -379,7 +389,7 @@ impl TcpQueuePair {
 }
 
 /// A failed status as [`TcpError::Command`].
-fn check(what: &'static str, c: &CompletionEntry) -> Result<()> {
+pub(super) fn check(what: &'static str, c: &CompletionEntry) -> Result<()> {
     let status = c.status();
     if status.is_success() {
         return Ok(());

@@ -7,10 +7,12 @@
 //! asks for with R2T), data for the host arrives in C2HData PDUs and the
 //! completion in a response capsule.
 
+mod auth;
 mod host;
 mod input;
 mod pdu;
 
+pub use auth::HostAuth;
 pub use host::{Event, TcpQueuePair, DEFAULT_MAX_DATA, IN_CAPSULE_LIMIT};
 pub use input::SocketInput;
 pub use pdu::{write_pdu, PduReader, Received, MAX_HLEN};
@@ -38,6 +40,9 @@ pub enum TcpError {
         /// Fatal error information.
         fei: u32,
     },
+    /// DH-HMAC-CHAP authentication failed or was refused.
+    #[error("DH-HMAC-CHAP authentication: {0}")]
+    Authentication(String),
     /// A Fabrics or admin command of the connection's set-up failed.
     #[error("{what}: {}", describe_failure(what, *status, *result))]
     Command {
