@@ -7,8 +7,13 @@
 //! (`emu:` without `file=`) is formatted at start; any other must hold an
 //! FTL already (`zns ftl format`). A device image is locked while served:
 //! a second server, or any other command, on it is refused.
+//!
+//! With `--tls-cert` and `--tls-key` every client must use TLS (x509; with
+//! `--tls-ca` also a client certificate that CA signed); clients without
+//! it are refused (`NBD_REP_ERR_TLS_REQD`).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use zns_ftl::{BlockDevice, Ftl, FtlConfig, ZrwaUse};
-use zns_nbd::{Export, NbdServer, ServerConfig};
+use zns_nbd::{Export, NbdServer, ServerConfig, TlsConfig};
 
 use crate::ftl::{open_error, process_private};
 use crate::num::human_size;
@@ -26,7 +31,7 @@ use crate::num::human_size;
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (the `listening on`
     /// line says which). Anything but loopback exposes the disk to the
-    /// network without authentication.
+    /// network: without TLS and `--tls-ca`, unencrypted and to anyone.
     #[arg(long, default_value = "127.0.0.1:10809", value_name = "ADDR:PORT")]
     pub listen: String,
     /// Export name clients select (the empty name selects it too).
@@ -50,6 +55,28 @@ pub struct ServeArgs {
     /// (commits then pad to the granularity), off never (docs/ftl.md).
     #[arg(long, value_enum, default_value = "auto")]
     pub zrwa: ZrwaArg,
+    /// Require TLS of every client, with this certificate (PEM: the
+    /// server's certificate first, then any intermediates); needs
+    /// --tls-key. Clients without TLS are refused.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// With TLS, require every client to present a certificate signed by
+    /// this certificate authority (PEM), as QEMU's `verify-peer=on`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The TLS settings the flags ask for, if any.
+    fn tls(&self) -> Result<Option<TlsConfig>> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else { return Ok(None) };
+        let config =
+            TlsConfig::from_pem_files(cert, key, self.tls_ca.as_deref()).context("set up TLS")?;
+        Ok(Some(config))
+    }
 }
 
 /// Use of zone random write areas by the FTL's metadata log.
@@ -99,6 +126,8 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 
 pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let stop = stop_flag()?;
+    // Before the FTL opens: a bad certificate costs no recovery.
+    let tls = args.tls()?;
     let (ftl, formatted) = open_for_serving(uri, args.zrwa.config())?;
     let ftl = Arc::new(ftl);
     let (size, bs) = (ftl.capacity_bytes(), ftl.block_size());
@@ -108,6 +137,7 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     let config = ServerConfig {
         max_connections: args.max_connections as usize,
         stall_timeout: crate::serve::stall_timeout(args.stall_timeout)?,
+        tls: tls.clone(),
     };
     let server = NbdServer::bind(args.listen.as_str(), vec![export], config)
         .with_context(|| format!("serve {uri} over NBD"))?;
@@ -115,14 +145,44 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
     if formatted {
         writeln!(out, "formatted a new FTL on {uri} (it lives as long as this server)")?;
     }
+    let tls_note = match &tls {
+        None => "",
+        Some(t) if t.requires_client_certificates() => {
+            ", TLS required with a client certificate signed by --tls-ca"
+        }
+        Some(_) => ", TLS required",
+    };
     writeln!(
         out,
-        "listening on {addr} export {:?}: {} ({size} bytes, {bs}-byte blocks){}",
+        "listening on {addr} export {:?}: {} ({size} bytes, {bs}-byte blocks){}{tls_note}",
         args.export,
         human_size(size),
         if args.read_only { ", read-only" } else { "" }
     )?;
-    writeln!(out, "  qemu-io -f raw nbd://{addr}/{}    (SIGINT or SIGTERM stops)", args.export)?;
+    match &tls {
+        None => writeln!(
+            out,
+            "  qemu-io -f raw nbd://{addr}/{}    (SIGINT or SIGTERM stops)",
+            args.export
+        )?,
+        Some(t) => {
+            writeln!(
+                out,
+                "  qemu-io --object tls-creds-x509,id=tls0,endpoint=client,dir=DIR --image-opts \
+                 driver=nbd,host={},port={},export={},tls-creds=tls0    (SIGINT or SIGTERM stops)",
+                addr.ip(),
+                addr.port(),
+                args.export
+            )?;
+            writeln!(out, "  nbdinfo 'nbds://{addr}/{}?tls-certificates=DIR'", args.export)?;
+            let client = if t.requires_client_certificates() {
+                ", client-cert.pem and client-key.pem (a certificate --tls-ca signed, its key)"
+            } else {
+                ""
+            };
+            writeln!(out, "  where DIR holds ca-cert.pem (the CA that signed --tls-cert){client}")?;
+        }
+    }
     out.flush()?;
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -140,10 +200,14 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
             st.zrwa_commits, st.zrwa_pad_blocks
         )?;
     }
+    let tls_refused = match tls {
+        Some(_) => format!(", {} refused for want of TLS", stats.tls_refused),
+        None => String::new(),
+    };
     writeln!(
         out,
         "stopped after {:.1} s: {} connections ({} refused, {} closed for protocol errors, {} \
-         for stalls), {} requests ({} failed), {} read, {} written; checkpoint written",
+         for stalls{tls_refused}), {} requests ({} failed), {} read, {} written; checkpoint written",
         started.elapsed().as_secs_f64(),
         stats.connections,
         stats.refused,

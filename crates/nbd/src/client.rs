@@ -42,7 +42,9 @@ pub struct ExportInfo {
 fn refused(option: u32, kind: u32, message: &[u8]) -> NbdError {
     let reply = match kind {
         rep::ERR_UNSUP => "NBD_REP_ERR_UNSUP",
+        rep::ERR_POLICY => "NBD_REP_ERR_POLICY",
         rep::ERR_INVALID => "NBD_REP_ERR_INVALID",
+        rep::ERR_TLS_REQD => "NBD_REP_ERR_TLS_REQD",
         rep::ERR_UNKNOWN => "NBD_REP_ERR_UNKNOWN",
         rep::ERR_SHUTDOWN => "NBD_REP_ERR_SHUTDOWN",
         rep::ERR_TOO_BIG => "NBD_REP_ERR_TOO_BIG",

@@ -41,6 +41,10 @@ pub enum NbdError {
         #[source]
         source: zns_ftl::FtlError,
     },
+    /// TLS could not be set up (a certificate or key unusable), or a
+    /// client's TLS failed or was missing where the server requires it.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The exports given to the server are unusable.
     #[error("invalid export: {0}")]
     Export(String),

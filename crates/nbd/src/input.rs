@@ -122,7 +122,7 @@ impl<R: Read> Input<R> {
 
 /// A read error that only means "nothing yet": the receive timeout (a
 /// tick) or a signal.
-fn retry(e: &std::io::Error) -> bool {
+pub(crate) fn retry(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
 }
 

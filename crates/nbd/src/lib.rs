@@ -25,8 +25,10 @@
 //! `LIST`, `ABORT` and `EXPORT_NAME` (name, description and block sizes
 //! offered); in transmission `READ`, `WRITE` (with `FUA`), `FLUSH`, `TRIM`,
 //! `WRITE_ZEROES` (with `NO_HOLE`) and `DISC`, simple replies, several
-//! connections per export (`CAN_MULTI_CONN`). Not spoken: TLS, structured
-//! replies and block status (refused as unsupported, which clients handle).
+//! connections per export (`CAN_MULTI_CONN`). With a [`TlsConfig`] the
+//! server requires TLS (`NBD_OPT_STARTTLS`, x509 certificates, optionally
+//! client certificates; see [`tls`]). Not spoken: structured replies and
+//! block status (refused as unsupported, which clients handle).
 //!
 //! Limits a client meets (see [`server`]): requests of up to
 //! [`MAX_PAYLOAD`] are streamed in [`CHUNK`]s, so a connection holds about
@@ -44,6 +46,7 @@
 //! | `input` | reading messages whole within the stall timeout |
 //! | `negotiate` | the handshake and the options |
 //! | `transmit` | the request loop of one connection |
+//! | [`tls`] | TLS settings, the handshake, the encrypted stream |
 //! | [`server`] | listening, connection threads, shutdown, counters |
 //! | [`client`] | a small client for tests and benchmarks |
 
@@ -55,6 +58,7 @@ mod export;
 mod input;
 mod negotiate;
 pub mod server;
+pub mod tls;
 mod transmit;
 pub mod wire;
 
@@ -62,3 +66,4 @@ pub use client::{export_info, list_exports, ExportInfo, NbdClient};
 pub use error::{errno_name, NbdError, Result};
 pub use export::{Export, CHUNK, MAX_PAYLOAD};
 pub use server::{NbdServer, ServerConfig, ServerStats};
+pub use tls::{TlsConfig, TlsError};

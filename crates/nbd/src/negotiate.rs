@@ -5,6 +5,9 @@
 //! (`NBD_OPT_EXPORT_NAME` or `NBD_OPT_GO`) selects an export and starts
 //! the transmission phase, or `NBD_OPT_ABORT` ends the session.
 //!
+//! A server that requires TLS refuses every option but `NBD_OPT_STARTTLS`
+//! and `NBD_OPT_ABORT` until the client has started it (see [`crate::tls`]).
+//!
 //! Each option (and the client's flags) must arrive whole within the stall
 //! timeout of the server's first wait on it, like a request; the whole
 //! phase must end within [`NEGOTIATION_STALLS`] stall timeouts of the
@@ -18,6 +21,7 @@ use std::sync::Arc;
 use crate::error::{NbdError, Result};
 use crate::export::Export;
 use crate::input::Input;
+use crate::tls::TlsError;
 use crate::wire::{self, handshake, info, opt, rep};
 
 /// The longest option the server reads: a 4096-byte name plus room for
@@ -44,57 +48,146 @@ pub(crate) struct Session {
     pub respects_block_size: bool,
 }
 
-/// Runs negotiation. `Ok(None)` when the client aborted or went away.
-pub(crate) fn negotiate<R: Read, W: Write>(
-    r: &mut Input<R>,
-    w: &mut W,
-    exports: &[Arc<Export>],
-) -> Result<Option<Session>> {
-    w.write_all(&wire::NBD_MAGIC.to_be_bytes())?;
-    w.write_all(&wire::IHAVEOPT.to_be_bytes())?;
-    w.write_all(&(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes())?;
-    w.flush()?;
-    if !r.next_message()? {
-        return Ok(None);
+/// Where a connection stands with TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tls {
+    /// The server has no TLS: `NBD_OPT_STARTTLS` is unsupported.
+    Off,
+    /// The server requires TLS and the client has not started it: every
+    /// option but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` is refused.
+    Required,
+    /// Negotiation goes on inside TLS.
+    Active,
+}
+
+/// How a round of options ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// An export was chosen: the transmission phase begins.
+    Go(Session),
+    /// `NBD_OPT_STARTTLS` was acknowledged: the TLS handshake follows, and
+    /// then [`Negotiation::options`] again inside TLS.
+    StartTls,
+    /// The client aborted or went away.
+    End,
+}
+
+/// The negotiation phase of one connection.
+#[derive(Debug)]
+pub(crate) struct Negotiation<'a> {
+    exports: &'a [Arc<Export>],
+    tls: Tls,
+    fixed: bool,
+    no_zeroes: bool,
+    /// Options received so far, TLS or not.
+    options: usize,
+    /// Some option was refused with `NBD_REP_ERR_TLS_REQD`.
+    pub(crate) refused_for_tls: bool,
+}
+
+impl<'a> Negotiation<'a> {
+    /// Sends the greeting and reads the client's flags; `Ok(None)` when
+    /// the client went away instead. With `tls_required` the client must
+    /// start TLS before anything else.
+    pub(crate) fn start<R: Read, W: Write>(
+        r: &mut Input<R>,
+        w: &mut W,
+        exports: &'a [Arc<Export>],
+        tls_required: bool,
+    ) -> Result<Option<Negotiation<'a>>> {
+        w.write_all(&wire::NBD_MAGIC.to_be_bytes())?;
+        w.write_all(&wire::IHAVEOPT.to_be_bytes())?;
+        w.write_all(&(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes())?;
+        w.flush()?;
+        if !r.next_message()? {
+            return Ok(None);
+        }
+        let mut cf = [0u8; 4];
+        r.read_exact(&mut cf)?;
+        let client_flags = u32::from_be_bytes(cf);
+        if client_flags & !wire::client::KNOWN != 0 {
+            return Err(NbdError::Protocol(format!("unknown client flags {client_flags:#x}")));
+        }
+        Ok(Some(Negotiation {
+            exports,
+            tls: if tls_required { Tls::Required } else { Tls::Off },
+            fixed: client_flags & wire::client::FIXED_NEWSTYLE != 0,
+            no_zeroes: client_flags & wire::client::NO_ZEROES != 0,
+            options: 0,
+            refused_for_tls: false,
+        }))
     }
-    let mut cf = [0u8; 4];
-    r.read_exact(&mut cf)?;
-    let client_flags = u32::from_be_bytes(cf);
-    if client_flags & !wire::client::KNOWN != 0 {
-        return Err(NbdError::Protocol(format!("unknown client flags {client_flags:#x}")));
+
+    /// Negotiation goes on inside TLS from now on.
+    pub(crate) fn tls_started(&mut self) {
+        self.tls = Tls::Active;
     }
-    let fixed = client_flags & wire::client::FIXED_NEWSTYLE != 0;
-    let no_zeroes = client_flags & wire::client::NO_ZEROES != 0;
-    for _ in 0..MAX_OPTIONS {
-        let Some((option, data)) = read_option(r)? else { return Ok(None) };
-        tracing::debug!(option = opt::name(option), len = data.len(), "NBD option");
-        match option {
-            opt::EXPORT_NAME => return export_name(w, exports, &data, no_zeroes),
-            opt::ABORT => {
-                // The client may already have closed; the ACK is a courtesy.
-                let _ = reply(w, option, rep::ACK, &[]).and_then(|_| Ok(w.flush()?));
-                return Ok(None);
-            }
-            _ if !fixed => {
-                return Err(NbdError::Protocol(format!(
-                    "{} from a client that does not speak fixed newstyle",
-                    opt::name(option)
-                )));
-            }
-            opt::LIST => list(w, exports, &data)?,
-            opt::INFO | opt::GO => {
-                if let Some(session) = info_or_go(w, exports, option, &data)? {
-                    return Ok(Some(session));
+
+    /// Answers options until one chooses an export, starts TLS, or ends
+    /// the session.
+    pub(crate) fn options<R: Read, W: Write>(
+        &mut self,
+        r: &mut Input<R>,
+        w: &mut W,
+    ) -> Result<Outcome> {
+        let exports = self.exports;
+        while self.options < MAX_OPTIONS {
+            self.options += 1;
+            let Some((option, data)) = read_option(r)? else { return Ok(Outcome::End) };
+            tracing::debug!(option = opt::name(option), len = data.len(), "NBD option");
+            match option {
+                opt::EXPORT_NAME if self.tls == Tls::Required => {
+                    return Err(TlsError::NotStarted.into());
+                }
+                opt::EXPORT_NAME => {
+                    return Ok(match export_name(w, exports, &data, self.no_zeroes)? {
+                        Some(session) => Outcome::Go(session),
+                        None => Outcome::End,
+                    });
+                }
+                opt::ABORT => {
+                    // The client may already have closed; the ACK is a courtesy.
+                    let _ = reply(w, option, rep::ACK, &[]).and_then(|_| Ok(w.flush()?));
+                    return Ok(Outcome::End);
+                }
+                _ if !self.fixed => {
+                    return Err(NbdError::Protocol(format!(
+                        "{} from a client that does not speak fixed newstyle",
+                        opt::name(option)
+                    )));
+                }
+                opt::STARTTLS => match self.tls {
+                    Tls::Off => reply(w, option, rep::ERR_UNSUP, b"TLS is not supported")?,
+                    Tls::Active => reply(w, option, rep::ERR_INVALID, b"TLS is already active")?,
+                    Tls::Required if !data.is_empty() => {
+                        reply(w, option, rep::ERR_INVALID, b"NBD_OPT_STARTTLS carries no data")?
+                    }
+                    Tls::Required => {
+                        reply(w, option, rep::ACK, &[])?;
+                        w.flush()?;
+                        return Ok(Outcome::StartTls);
+                    }
+                },
+                _ if self.tls == Tls::Required => {
+                    self.refused_for_tls = true;
+                    let msg = "this server requires TLS: send NBD_OPT_STARTTLS first";
+                    reply(w, option, rep::ERR_TLS_REQD, msg.as_bytes())?;
+                }
+                opt::LIST => list(w, exports, &data)?,
+                opt::INFO | opt::GO => {
+                    if let Some(session) = info_or_go(w, exports, option, &data)? {
+                        return Ok(Outcome::Go(session));
+                    }
+                }
+                _ => {
+                    let msg = format!("{} is not supported", opt::name(option));
+                    reply(w, option, rep::ERR_UNSUP, msg.as_bytes())?;
                 }
             }
-            _ => {
-                let msg = format!("{} is not supported", opt::name(option));
-                reply(w, option, rep::ERR_UNSUP, msg.as_bytes())?;
-            }
+            w.flush()?;
         }
-        w.flush()?;
+        Err(NbdError::Protocol(format!("no export chosen after {MAX_OPTIONS} options")))
     }
-    Err(NbdError::Protocol(format!("no export chosen after {MAX_OPTIONS} options")))
 }
 
 /// Reads one option: its code and data; `None` when the client went away

@@ -14,18 +14,19 @@
 //! the same block is, as between any two overlapping writes, unordered).
 //!
 //! What a hostile client can hold: a connection keeps its two socket
-//! buffers ([`IO_BUFFER`] each) and at most one [`CHUNK`](crate::CHUNK)
-//! plus one block of payload buffer, whatever the requests' sizes
-//! ([`NbdServer::buffered_bytes`] sums them). A message (an option, or a
+//! buffers ([`IO_BUFFER`] each; with TLS, [`TLS_BUFFER`] more) and at most
+//! one [`CHUNK`](crate::CHUNK) plus one block of payload buffer, whatever
+//! the requests' sizes ([`NbdServer::buffered_bytes`] sums them). A message (an option, or a
 //! request with its payload) the server has begun reading must arrive
 //! whole within [`ServerConfig::stall_timeout`], and a reply the client
 //! does not read must make progress within it; negotiation must end within
-//! twice that. Otherwise the connection is closed and counted in
+//! twice that, a TLS handshake within the stall timeout of its start.
+//! Otherwise the connection is closed and counted in
 //! [`ServerStats::timeouts`]. A client idle between requests is never
 //! closed: NBD has no keep-alive, and idling costs the server a sleeping
 //! thread that wakes once every quarter of a stall timeout.
 
-use std::io::{BufWriter, ErrorKind};
+use std::io::{BufWriter, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,7 +37,8 @@ use zns_server::{Connection, TcpServer};
 use crate::error::{NbdError, Result};
 use crate::export::Export;
 use crate::input::{self, Input};
-use crate::negotiate::{negotiate, NEGOTIATION_STALLS};
+use crate::negotiate::{Negotiation, Outcome, Session, NEGOTIATION_STALLS};
+use crate::tls::{self, TlsConfig, TlsError, TLS_BUFFER};
 use crate::transmit::Transmission;
 
 /// Socket buffer sizes of a connection: room for a pipelined batch of
@@ -59,11 +61,17 @@ pub struct ServerConfig {
     /// out); one idle between requests is not. Default 30 s; values under
     /// 1 ms count as 1 ms.
     pub stall_timeout: Duration,
+    /// TLS, required of every client when set: options before
+    /// `NBD_OPT_STARTTLS` are refused with `NBD_REP_ERR_TLS_REQD`, and
+    /// the TLS handshake must be over within the stall timeout (see
+    /// [`crate::tls`]). Default none: no TLS, `NBD_OPT_STARTTLS` is
+    /// unsupported.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { max_connections: 64, stall_timeout: Duration::from_secs(30) }
+        ServerConfig { max_connections: 64, stall_timeout: Duration::from_secs(30), tls: None }
     }
 }
 
@@ -74,6 +82,7 @@ impl Default for ServerConfig {
 pub struct Counters {
     protocol_errors: AtomicU64,
     timeouts: AtomicU64,
+    tls_refused: AtomicU64,
     /// Bytes of buffers the open connections hold.
     buffered: AtomicU64,
     requests: AtomicU64,
@@ -112,6 +121,7 @@ impl Counters {
             refused: totals.refused,
             protocol_errors: get(&self.protocol_errors),
             timeouts: get(&self.timeouts),
+            tls_refused: get(&self.tls_refused),
             requests: get(&self.requests),
             errors: get(&self.errors),
             bytes_read: get(&self.bytes_read),
@@ -133,6 +143,12 @@ pub struct ServerStats {
     /// not finished, or a reply not read, within the stall timeout, or no
     /// export chosen in time (see [`ServerConfig::stall_timeout`]).
     pub timeouts: u64,
+    /// Connections of a server requiring TLS that ended without it: a
+    /// failed TLS handshake (no client certificate, or one the client CA
+    /// did not sign; no protocol version in common; not TLS at all),
+    /// `NBD_OPT_EXPORT_NAME` before `NBD_OPT_STARTTLS`, or a client that
+    /// gave up after being told TLS is required.
+    pub tls_refused: u64,
     /// Transmission requests received.
     pub requests: u64,
     /// Requests answered with an error, or (a read failing after its
@@ -150,6 +166,8 @@ struct Shared {
     counters: Counters,
     /// [`ServerConfig::stall_timeout`], at least a millisecond.
     stall: Duration,
+    /// [`ServerConfig::tls`].
+    tls: Option<TlsConfig>,
 }
 
 /// A running NBD server.
@@ -184,13 +202,15 @@ impl NbdServer {
             exports: exports.into_iter().map(Arc::new).collect(),
             counters: Counters::default(),
             stall: config.stall_timeout.max(Duration::from_millis(1)),
+            tls: config.tls,
         });
         let s = Arc::clone(&shared);
         let server = TcpServer::bind(addr, "nbd", config.max_connections, move |stream, conn| {
             serve(stream, &s, conn)
         })
         .map_err(|source| NbdError::Bind { addr: shown, source })?;
-        tracing::info!(addr = %server.local_addr(), "NBD server listening");
+        let tls = shared.tls.is_some();
+        tracing::info!(addr = %server.local_addr(), tls, "NBD server listening");
         Ok(NbdServer { shared, server })
     }
 
@@ -211,8 +231,9 @@ impl NbdServer {
     }
 
     /// Bytes of buffers the open connections hold now: each its two socket
-    /// buffers ([`IO_BUFFER`] each) and, in transmission, its payload
-    /// buffer (at most a [`CHUNK`](crate::CHUNK)) and one block of scratch.
+    /// buffers ([`IO_BUFFER`] each), with TLS [`TLS_BUFFER`] more, and, in
+    /// transmission, its payload buffer (at most a [`CHUNK`](crate::CHUNK))
+    /// and one block of scratch.
     pub fn buffered_bytes(&self) -> u64 {
         self.shared.counters.buffered.load(Ordering::Relaxed)
     }
@@ -264,6 +285,10 @@ fn serve(stream: TcpStream, shared: &Shared, conn: &Connection<'_>) {
         Err(e) if conn.stopping() => {
             tracing::debug!(%peer, error = %e, "NBD connection closed by shutdown");
         }
+        Err(e @ NbdError::Tls(TlsError::Handshake(_) | TlsError::NotStarted)) => {
+            shared.counters.tls_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, "NBD connection closed: {e}");
+        }
         Err(e) if stalled(&e) => {
             shared.counters.timeouts.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, "NBD connection closed, the client stalled: {e}");
@@ -275,7 +300,8 @@ fn serve(stream: TcpStream, shared: &Shared, conn: &Connection<'_>) {
     }
 }
 
-/// Negotiates and serves the transmission phase.
+/// Negotiates (starting TLS where the server requires it) and serves the
+/// transmission phase.
 fn session(stream: TcpStream, shared: &Shared, peer: &str) -> Result<()> {
     let _ = stream.set_nodelay(true);
     // Both set once per connection: the receive timeout is only the tick
@@ -284,13 +310,68 @@ fn session(stream: TcpStream, shared: &Shared, peer: &str) -> Result<()> {
     stream.set_read_timeout(Some(input::tick(shared.stall)))?;
     stream.set_write_timeout(Some(shared.stall))?;
     let _held = Held::new(&shared.counters, 2 * IO_BUFFER);
+    let limit = Instant::now() + shared.stall * NEGOTIATION_STALLS;
     let mut r = Input::new(stream.try_clone()?, IO_BUFFER, shared.stall);
     let mut w = BufWriter::with_capacity(IO_BUFFER, stream);
-    r.set_limit(Some(Instant::now() + shared.stall * NEGOTIATION_STALLS));
-    let Some(session) = negotiate(&mut r, &mut w, &shared.exports)? else { return Ok(()) };
+    r.set_limit(Some(limit));
+    let exports = &shared.exports;
+    let Some(mut n) = Negotiation::start(&mut r, &mut w, exports, shared.tls.is_some())? else {
+        return Ok(());
+    };
+    match n.options(&mut r, &mut w)? {
+        Outcome::Go(session) => return transmit(session, &mut r, &mut w, shared, peer, false),
+        Outcome::End => return ended(&n, shared, peer),
+        Outcome::StartTls => {}
+    }
+    let Some(config) = &shared.tls else {
+        return Err(NbdError::Protocol("TLS started on a server without TLS".into()));
+    };
+    // The client must wait for the acknowledgement before its handshake:
+    // nothing can have been buffered past the option.
+    if r.buffered() != 0 {
+        return Err(NbdError::Protocol("data sent after NBD_OPT_STARTTLS before its reply".into()));
+    }
+    drop(r);
+    let stream = w.into_inner().map_err(|e| e.into_error())?;
+    let _tls_held = Held::new(&shared.counters, TLS_BUFFER);
+    let (tr, tw) = tls::accept(config, stream, (Instant::now() + shared.stall).min(limit))?.split();
+    n.tls_started();
+    let mut r = Input::new(tr, IO_BUFFER, shared.stall);
+    let mut w = BufWriter::with_capacity(IO_BUFFER, tw);
+    r.set_limit(Some(limit));
+    let result = match n.options(&mut r, &mut w)? {
+        Outcome::Go(session) => transmit(session, &mut r, &mut w, shared, peer, true),
+        Outcome::End | Outcome::StartTls => Ok(()),
+    };
+    if result.is_ok() {
+        let _ = w.flush();
+        w.get_ref().close();
+    }
+    result
+}
+
+/// Serves the transmission phase on the chosen export.
+fn transmit<R: Read, W: Write>(
+    session: Session,
+    r: &mut Input<R>,
+    w: &mut W,
+    shared: &Shared,
+    peer: &str,
+    tls: bool,
+) -> Result<()> {
     r.set_limit(None);
-    tracing::info!(%peer, export = %session.export.name, "NBD client connected");
-    Transmission::new(session, &shared.counters).run(&mut r, &mut w)
+    tracing::info!(%peer, export = %session.export.name, tls, "NBD client connected");
+    Transmission::new(session, &shared.counters).run(r, w)
+}
+
+/// Negotiation ended without an export: a client told that TLS is
+/// required that gave up is counted.
+fn ended(n: &Negotiation<'_>, shared: &Shared, peer: &str) -> Result<()> {
+    if n.refused_for_tls {
+        shared.counters.tls_refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%peer, "NBD client left without starting TLS, which this server requires");
+    }
+    Ok(())
 }
 
 /// The client stalled: the input's timeout, or a reply that could not be

@@ -80,8 +80,12 @@ pub mod rep {
     const ERR: u32 = 1 << 31;
     /// The option is not supported.
     pub const ERR_UNSUP: u32 = ERR | 1;
+    /// The server does not allow the option (policy, not ability).
+    pub const ERR_POLICY: u32 = ERR | 2;
     /// The option is malformed.
     pub const ERR_INVALID: u32 = ERR | 3;
+    /// The server requires TLS first (`NBD_OPT_STARTTLS`).
+    pub const ERR_TLS_REQD: u32 = ERR | 5;
     /// The export does not exist.
     pub const ERR_UNKNOWN: u32 = ERR | 6;
     /// The server is shutting down.
