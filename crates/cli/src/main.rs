@@ -101,6 +101,9 @@ enum Command {
     /// an NVMe/TCP subsystem for the kernel's nvme-tcp, nvme-cli and fio,
     /// until SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
+    /// Make a DH-HMAC-CHAP secret for `zns serve --dhchap-secret` and
+    /// `nvme connect --dhchap-secret` (the form nvme gen-dhchap-key prints).
+    GenDhchapKey(serve::GenKeyArgs),
     /// The host-side FTL on the device: format, stats, check, bench, serve.
     Ftl {
         #[command(subcommand)]
@@ -275,6 +278,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
     let device = cli.device.first().cloned().unwrap_or_else(|| DEFAULT_URI.to_string());
     match cli.command {
         Command::Serve(args) => serve::run(&cli.device, device_given, &args, out),
+        Command::GenDhchapKey(args) => serve::gen_key(&args, out),
         Command::Ftl { command } => ftl::run(&device, device_given, command, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),

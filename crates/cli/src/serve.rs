@@ -27,7 +27,8 @@ use clap::Args;
 use zns_device::uri::Timing;
 use zns_device::DeviceUri;
 use zns_ftl::{BlockDevice, Ftl};
-use zns_nvmf::{Backend, NvmfTarget, Subsystem, TargetConfig};
+use zns_nvmf::{Backend, HostSecrets, NvmfTarget, Subsystem, TargetConfig};
+use zns_spec::auth::Secret;
 
 use crate::num::human_size;
 
@@ -39,7 +40,8 @@ pub const DEFAULT_NQN: &str = "nqn.2026-11.io.znskit:target";
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (the `listening on`
     /// line says which). Anything but loopback exposes the devices to the
-    /// network without authentication.
+    /// network: admit only known hosts with --allow-host and
+    /// --dhchap-secret.
     #[arg(long, default_value = "127.0.0.1:4420", value_name = "ADDR:PORT")]
     pub listen: String,
     /// NVM subsystem NQN hosts connect to.
@@ -49,6 +51,16 @@ pub struct ServeArgs {
     /// any host.
     #[arg(long = "allow-host", value_name = "NQN")]
     pub allow_host: Vec<String>,
+    /// Host HOSTNQN must authenticate with DH-HMAC-CHAP and this secret on
+    /// every queue (repeat for several hosts; `zns gen-dhchap-key` makes
+    /// one). The host gives the same secret (`nvme connect
+    /// --dhchap-secret`); a wrong or missing one is refused.
+    #[arg(long = "dhchap-secret", value_name = "HOSTNQN=DHHC-1:..")]
+    pub dhchap_secret: Vec<String>,
+    /// The controller's secret for host HOSTNQN: a host that asks (`nvme
+    /// connect --dhchap-ctrl-secret`) gets the controller proven too.
+    #[arg(long = "dhchap-ctrl-secret", value_name = "HOSTNQN=DHHC-1:..")]
+    pub dhchap_ctrl_secret: Vec<String>,
     /// Connections (queues) served at once; more are closed at accept.
     #[arg(long, default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u64).range(2..=65536))]
@@ -70,6 +82,58 @@ pub struct ServeArgs {
     /// each response within it; past it the connection is closed.
     #[arg(long, default_value_t = zns_nvmf::DEFAULT_STALL_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
     pub stall_timeout: f64,
+}
+
+/// `zns gen-dhchap-key`.
+#[derive(Debug, Args)]
+pub struct GenKeyArgs {
+    /// Key length in bytes: 32, 48 or 64.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(32..=64))]
+    pub key_length: u16,
+    /// Transform the key before use with this hash and the NQN of its
+    /// owner: 0 none, 1 SHA-256, 2 SHA-384, 3 SHA-512.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub hmac: u8,
+}
+
+/// Prints a new random secret.
+pub fn gen_key(args: &GenKeyArgs, out: &mut dyn Write) -> Result<()> {
+    use rand::RngCore;
+    let mut key = vec![0u8; args.key_length as usize];
+    rand::rngs::OsRng.fill_bytes(&mut key);
+    let transform = zns_spec::auth::Hash::from_raw(args.hmac);
+    let secret = Secret::new(key, transform).map_err(|e| anyhow::anyhow!("--key-length: {e}"))?;
+    writeln!(out, "{secret}")?;
+    Ok(())
+}
+
+/// The `HOSTNQN=SECRET` pairs of `--dhchap-secret` and
+/// `--dhchap-ctrl-secret`, by host.
+fn host_secrets(host: &[String], ctrl: &[String]) -> Result<Vec<(String, HostSecrets)>> {
+    let pair = |flag: &str, v: &str| -> Result<(String, Secret)> {
+        let (nqn, secret) = v
+            .split_once('=')
+            .filter(|(n, _)| n.starts_with("nqn."))
+            .ok_or_else(|| anyhow::anyhow!("--{flag}: give HOSTNQN=DHHC-1:XX:BASE64:"))?;
+        let secret = Secret::parse(secret).map_err(|e| anyhow::anyhow!("--{flag} {nqn}: {e}"))?;
+        Ok((nqn.to_string(), secret))
+    };
+    let mut out: Vec<(String, HostSecrets)> = Vec::new();
+    for v in host {
+        let (nqn, s) = pair("dhchap-secret", v)?;
+        if out.iter().any(|(n, _)| *n == nqn) {
+            anyhow::bail!("--dhchap-secret: {nqn} is given twice");
+        }
+        out.push((nqn, HostSecrets { host: s, controller: None }));
+    }
+    for v in ctrl {
+        let (nqn, s) = pair("dhchap-ctrl-secret", v)?;
+        let Some((_, h)) = out.iter_mut().find(|(n, _)| *n == nqn) else {
+            anyhow::bail!("--dhchap-ctrl-secret {nqn}: the host needs a --dhchap-secret too");
+        };
+        h.controller = Some(s);
+    }
+    Ok(out)
 }
 
 /// A stall timeout given in seconds: positive and finite.
@@ -132,8 +196,11 @@ pub fn run(
         });
         ftls.push(ftl);
     }
-    let sub = Subsystem::with_backends(args.nqn.clone(), backends)?
+    let mut sub = Subsystem::with_backends(args.nqn.clone(), backends)?
         .with_allowed_hosts(args.allow_host.clone());
+    for (host, secrets) in host_secrets(&args.dhchap_secret, &args.dhchap_ctrl_secret)? {
+        sub = sub.with_host_secrets(host, secrets);
+    }
     let config = TargetConfig {
         max_connections: args.max_connections as usize,
         poll: std::time::Duration::from_micros(args.poll_us),
@@ -145,6 +212,10 @@ pub fn run(
     writeln!(out, "listening on {addr} subsystem {}", args.nqn)?;
     if !args.allow_host.is_empty() {
         writeln!(out, "  hosts allowed: {}", args.allow_host.join(", "))?;
+    }
+    let authenticated: Vec<&str> = target.subsystem().authenticated_hosts().collect();
+    if !authenticated.is_empty() {
+        writeln!(out, "  DH-HMAC-CHAP required of: {}", authenticated.join(", "))?;
     }
     for ns in target.subsystem().namespaces() {
         describe(ns, out)?;

@@ -414,11 +414,26 @@ fn parse_tcp(rest: &str) -> Result<TcpUri, String> {
     Ok(u)
 }
 
+/// `uri` with the value of every option whose name says secret replaced,
+/// for error messages (a mistyped option name included).
+fn without_secrets(uri: &str) -> String {
+    let mut parts = uri.split(',');
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for p in parts {
+        out.push(',');
+        match p.split_once('=') {
+            Some((k, _)) if k.contains("secr") => out.push_str(&format!("{k}=(hidden)")),
+            _ => out.push_str(p),
+        }
+    }
+    out
+}
+
 impl FromStr for DeviceUri {
     type Err = DeviceError;
 
     fn from_str(uri: &str) -> Result<Self, DeviceError> {
-        let bad = |reason: String| DeviceError::uri(uri, reason);
+        let bad = |reason: String| DeviceError::uri(&without_secrets(uri), reason);
         let (scheme, rest) = match uri.split_once(':') {
             Some((s, r)) => (s, r),
             None if uri == "emu" => ("emu", ""),
@@ -786,11 +801,30 @@ mod tests {
             ("tcp:127.0.0.1:4420/nqn.a,poll_us=-1", "poll_us="),
             ("tcp:127.0.0.1:4420/nqn.a,poll_us=1000001", "0 to 1000000"),
             ("tcp:127.0.0.1:4420/nqn.a,poll_us=1,poll_us=2", "given twice"),
+            ("tcp:127.0.0.1:4420/nqn.a,hostnqn=host", "not an NQN"),
+            ("tcp:127.0.0.1:4420/nqn.a,dhchap_secret=DHHC-1:00:AAAA:", "dhchap_secret"),
+            (&format!("tcp:127.0.0.1:4420/nqn.a,dhchap_ctrl_secret={SECRET}"), "needs"),
         ] {
             let e = bad.parse::<DeviceUri>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
+        // Secrets parse, and never show again.
+        let text = format!("tcp:127.0.0.1:4420/nqn.a,hostnqn=nqn.h,dhchap_secret={SECRET}");
+        let u: DeviceUri = text.parse().unwrap();
+        let DeviceUri::Tcp(t) = &u else { panic!("{u:?}") };
+        assert_eq!(t.hostnqn.as_deref(), Some("nqn.h"));
+        assert_eq!(t.dhchap_secret.as_ref().map(|s| s.to_string()).as_deref(), Some(SECRET));
+        assert_eq!(u.to_string(), "tcp:127.0.0.1:4420/nqn.a,hostnqn=nqn.h,dhchap_secret=(hidden)");
+        // A mistyped option name does not echo the value that follows it.
+        let e = format!("tcp:127.0.0.1:4420/nqn.a,dhchap_secrt={SECRET}")
+            .parse::<DeviceUri>()
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("AAECAw"), "{e}");
     }
+
+    /// A valid DH-HMAC-CHAP secret (key bytes 0..32, SHA-256-transformed).
+    const SECRET: &str = "DHHC-1:01:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:";
 
     fn emu(s: &str) -> EmulatorUri {
         match s.parse::<DeviceUri>() {

@@ -418,9 +418,19 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     } else {
         None
     };
+    let dhchap = if base {
+        let secrets = crate::dhchap::Secrets::make(zns)?;
+        let server = crate::dhchap::start(zns, HOSTNQN, &secrets)?;
+        Some((server, secrets))
+    } else {
+        None
+    };
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let plan = GuestPlan {
+        dhchap: dhchap
+            .as_ref()
+            .map(|(s, k)| crate::dhchap::guest_lines(s.port, HOSTNQN, HOSTID, k)),
         base,
         zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
         zonefs: opts.part("zonefs"),
@@ -464,6 +474,7 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let nvmf_end = nvmf.stop();
     let nbd_end = nbd.map(Server::stop);
     let media_end = media.map(Server::stop);
+    let dhchap_end = dhchap.map(|(s, _)| s.stop());
     let outcome = outcome?;
     let mut failures = outcome.failures.clone();
     server_end("zns serve", nvmf_end, &[" 0 ended by transport errors"], &mut failures);
@@ -474,6 +485,10 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     if let Some(end) = media_end {
         let clean = [" 0 ended by transport errors"];
         server_end("zns serve (media error)", end, &clean, &mut failures);
+    }
+    if let Some(end) = dhchap_end {
+        let clean = [" 0 ended by transport errors"];
+        server_end("zns serve (DH-HMAC-CHAP)", end, &clean, &mut failures);
     }
     let mut summaries = outcome.summaries.clone();
     if let Some(z) = &zbd {
@@ -891,6 +906,8 @@ pub struct GuestPlan {
     /// The port of the target serving a device image with a damaged
     /// block ([`media_lines`]), after the first target is gone.
     pub media_port: Option<u16>,
+    /// The DH-HMAC-CHAP lines ([`crate::dhchap::guest_lines`]).
+    pub dhchap: Option<String>,
 }
 
 /// The cloud kernel guest's `/init`. `mke2fs` is Debian's program's path:
@@ -923,6 +940,9 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
     if let Some(port) = plan.media_port {
         s.push_str(&media_lines(port));
     }
+    if let Some(lines) = &plan.dhchap {
+        s.push_str(lines);
+    }
     if plan.base {
         s.push_str(&nbd_lines(&mke2fs));
     }
@@ -949,6 +969,7 @@ mod tests {
             zonefs: true,
             nvmet: None,
             media_port: Some(4421),
+            dhchap: None,
         };
         let s = script(&all);
         assert!(!s.contains("nvmet"));
@@ -958,6 +979,7 @@ mod tests {
             zonefs: false,
             nvmet: Some("copy".into()),
             media_port: None,
+            dhchap: None,
         });
         assert!(n.contains("zns-conformance --only copy \"tcp:127.0.0.1:4420/"));
         assert!(s.starts_with("#!/bin/sh\n"));
@@ -994,6 +1016,7 @@ mod tests {
             zonefs: false,
             nvmet: None,
             media_port: None,
+            dhchap: None,
         });
         assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $B"));
         assert!(!zbd.contains("fio-zoned") && !zbd.contains("mke2fs") && !zbd.contains("vda"));
@@ -1003,6 +1026,7 @@ mod tests {
             zonefs: false,
             nvmet: None,
             media_port: None,
+            dhchap: None,
         });
         assert!(!base.contains("test-zbd-support"));
         let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
@@ -1021,6 +1045,7 @@ mod tests {
             zonefs: true,
             nvmet: None,
             media_port: None,
+            dhchap: None,
         });
         assert!(z.contains("nvme connect $T") && z.contains("mount -t zonefs $B /mnt"));
         assert!(!z.contains("test-zbd-support") && !z.contains("fio-zoned"));

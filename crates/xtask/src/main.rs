@@ -25,6 +25,7 @@
 mod clients;
 mod cpio;
 mod crash;
+mod dhchap;
 mod elf;
 mod engines;
 mod f2fs;

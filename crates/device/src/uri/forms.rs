@@ -134,6 +134,21 @@ pub const URI_FORMS: &[UriForm] = &[
         example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target,poll_us=50",
     },
     UriForm {
+        form: "tcp:HOST:PORT/NQN[/NSID],hostnqn=NQN",
+        device: "the same, connecting as host `NQN` (default `nqn.2014-08.io.znskit:host`)",
+        example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target,hostnqn=nqn.2014-08.io.znskit:a",
+    },
+    UriForm {
+        form: "tcp:...,dhchap_secret=DHHC-1:..[,dhchap_ctrl_secret=DHHC-1:..]",
+        device: "the same, authenticating every queue with DH-HMAC-CHAP when the target asks \
+                 (with the controller's secret, the target must prove itself too); the URI as \
+                 shown, in errors and results, says `(hidden)` for secrets",
+        example: "tcp:127.0.0.1:4420/nqn.2026-11.io.znskit:target,\
+                  dhchap_secret=DHHC-1:01:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:,\
+                  dhchap_ctrl_secret=DHHC-1:02:\
+                  ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj9AQUJDREVGR0hJSktMTU5PhcdKRQ==:",
+    },
+    UriForm {
         form: "ezns:config=PATH,tenant=NAME",
         device: "a tenant namespace of elastic logical zones over the base device the \
                  configuration file names (crate `zns-ezns`, registered by `zns`)",
