@@ -14,6 +14,12 @@
 //! - an admin queue on one connection and an I/O queue on another, then
 //!   framed records on the I/O queue.
 //!
+//! Bit 2 of the first byte connects as the host the subsystem requires to
+//! authenticate (DH-HMAC-CHAP), so commands meet the unauthenticated
+//! queue; bit 3 then also sends a valid AUTH_Negotiate and takes the
+//! challenge, so the records' Authentication Send and Receive reach the
+//! reply's checks.
+//!
 //! The host half-closes its side and reads until the target closes.
 //! Findings: a panic in any target thread (libFuzzer's panic hook aborts
 //! the process), a target that never closes the connection (the run's
@@ -38,6 +44,8 @@ use zns_spec::{CompletionEntry, SubmissionEntry};
 
 const NQN: &str = "nqn.2026-11.io.znskit:fuzz";
 const HOSTNQN: &str = "nqn.2026-11.io.znskit:fuzz-host";
+/// A host that must authenticate, with a secret of key bytes 0..32.
+const AUTH_HOSTNQN: &str = "nqn.2026-11.io.znskit:fuzz-auth-host";
 
 /// The live target, started at the first input.
 fn target() -> SocketAddr {
@@ -49,7 +57,11 @@ fn target() -> SocketAddr {
             let ftl = zns_ftl::Ftl::format(under, zns_ftl::FtlConfig::default()).expect("FTL");
             let mut backends = Backend::of_device(dev);
             backends.push(Backend::Block { device: Arc::new(ftl), name: "FTL".into() });
-            let sub = Subsystem::with_backends(NQN, backends).expect("subsystem");
+            let secret = zns_spec::auth::Secret::new((0..32).collect(), None).expect("secret");
+            let secrets = zns_nvmf::HostSecrets { host: secret.clone(), controller: Some(secret) };
+            let sub = Subsystem::with_backends(NQN, backends)
+                .expect("subsystem")
+                .with_host_secrets(AUTH_HOSTNQN, secrets);
             NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).expect("bind")
         })
         .local_addr()
@@ -59,15 +71,16 @@ fuzz_target!(|input: &[u8]| {
     let addr = target();
     let Some((&mode, rest)) = input.split_first() else { return };
     let digests = Digests::from_raw(mode >> 4);
+    let host = Host { auth: mode & 0b100 != 0, negotiate: mode & 0b1000 != 0 };
     match mode & 0b11 {
         0 => exchange(addr, input),
         1 => {
-            let mut bytes = admin_prefix(digests);
+            let mut bytes = admin_prefix(digests, host);
             bytes.extend_from_slice(rest);
             exchange(addr, &bytes);
         }
         2 => {
-            let mut bytes = admin_prefix(digests);
+            let mut bytes = admin_prefix(digests, host);
             frame(digests, rest, &mut bytes);
             exchange(addr, &bytes);
         }
@@ -121,20 +134,48 @@ fn pdu(digests: Digests, t: PduType, flags: u8, specific: &[u8], data: &[u8], ou
     }
 }
 
-/// A Connect of queue `qid` to controller `cntlid`.
-fn connect(digests: Digests, qid: u16, cntlid: u16, out: &mut Vec<u8>) {
+/// Which host an admin prefix connects as.
+#[derive(Clone, Copy)]
+struct Host {
+    /// The host that must authenticate.
+    auth: bool,
+    /// Then a valid AUTH_Negotiate and the challenge's Receive.
+    negotiate: bool,
+}
+
+/// A Connect of queue `qid` to controller `cntlid` as `hostnqn`.
+fn connect(digests: Digests, qid: u16, cntlid: u16, hostnqn: &str, out: &mut Vec<u8>) {
     let mut c = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr: 0, kato_ms: 0 }.to_sqe();
     c.set_cid(0xFFF0);
     SglDescriptor::in_capsule(0, ConnectData::SIZE as u32).store_in(&mut c);
     let data =
-        ConnectData { host_id: [9; 16], cntlid, subnqn: NQN.into(), hostnqn: HOSTNQN.into() };
+        ConnectData { host_id: [9; 16], cntlid, subnqn: NQN.into(), hostnqn: hostnqn.into() };
     capsule(digests, &c, &data.to_bytes(), out);
 }
 
-/// ICReq, admin Connect, CC.EN with the I/O command sets, four I/O queues.
-fn admin_prefix(digests: Digests) -> Vec<u8> {
+/// A valid AUTH_Negotiate, and the Receive that takes the challenge.
+fn negotiate(digests: Digests, out: &mut Vec<u8>) {
+    use zns_spec::auth::{AuthCommand, Negotiate};
+    let n = Negotiate { tid: 1, sc_c: 0, hashes: vec![1, 2, 3], dh_groups: vec![0] }.to_bytes();
+    let mut send = AuthCommand::send(n.len() as u32).to_sqe();
+    send.set_cid(0xFFE0);
+    SglDescriptor::in_capsule(0, n.len() as u32).store_in(&mut send);
+    capsule(digests, &send, &n, out);
+    let mut receive = AuthCommand::receive(4096).to_sqe();
+    receive.set_cid(0xFFE1);
+    SglDescriptor::transport(4096).store_in(&mut receive);
+    capsule(digests, &receive, &[], out);
+}
+
+/// ICReq, admin Connect (as `host` says), CC.EN with the I/O command
+/// sets, four I/O queues.
+fn admin_prefix(digests: Digests, host: Host) -> Vec<u8> {
     let mut out = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 }.to_bytes().to_vec();
-    connect(digests, 0, ConnectData::ANY_CONTROLLER, &mut out);
+    let hostnqn = if host.auth { AUTH_HOSTNQN } else { HOSTNQN };
+    connect(digests, 0, ConnectData::ANY_CONTROLLER, hostnqn, &mut out);
+    if host.auth && host.negotiate {
+        negotiate(digests, &mut out);
+    }
     let mut p = PropertySet { offset: 0x14, eight_bytes: false, value: 0x0046_0061 }.to_sqe();
     p.set_cid(0xFFF1);
     capsule(digests, &p, &[], &mut out);
@@ -263,7 +304,9 @@ fn response(s: &mut TcpStream, reader: &mut PduReader) -> Option<CompletionEntry
 fn io_queue(addr: SocketAddr, digests: Digests, rest: &[u8]) {
     let mut admin = TcpStream::connect(addr).expect("connect");
     admin.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    admin.write_all(&admin_prefix(digests)).expect("admin queue");
+    admin
+        .write_all(&admin_prefix(digests, Host { auth: false, negotiate: false }))
+        .expect("admin queue");
     let mut ic = [0u8; 128];
     admin.read_exact(&mut ic).expect("ICResp");
     let mut reader = PduReader::new(1 << 20);
@@ -276,7 +319,7 @@ fn io_queue(addr: SocketAddr, digests: Digests, rest: &[u8]) {
         assert!(c.status().is_success(), "{what} refused: {c:?}");
     }
     let mut bytes = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 }.to_bytes().to_vec();
-    connect(digests, 1, cntlid, &mut bytes);
+    connect(digests, 1, cntlid, HOSTNQN, &mut bytes);
     frame(digests, rest, &mut bytes);
     exchange(addr, &bytes);
     let _ = admin.shutdown(Shutdown::Write);
