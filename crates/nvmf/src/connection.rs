@@ -45,6 +45,18 @@ use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
 use crate::target::Shared;
 use zns_driver::tcp::{write_pdu, PduReader, Received, SocketInput, TcpError};
 
+/// How long a queue with commands in flight spins looking for their
+/// completions before it sleeps between looks: a command on a fast device
+/// completes within it.
+const SETTLE_SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// The first sleep between looks after the spin.
+const SETTLE_SLEEP_FIRST: std::time::Duration = std::time::Duration::from_micros(5);
+
+/// The longest sleep between looks: how late a completion of a long
+/// command (a zone reset, a slow write) may be answered at most.
+const SETTLE_SLEEP_MAX: std::time::Duration = std::time::Duration::from_micros(50);
+
 /// How often an admin queue waiting for zone events looks for them while
 /// its host sends nothing.
 const EVENT_POLL: std::time::Duration = std::time::Duration::from_millis(10);
@@ -120,6 +132,9 @@ impl<'a> Connection<'a> {
         // A host that stops reading its responses blocks a send for at
         // most this long.
         stream.set_write_timeout(Some(shared.stall))?;
+        // This thread sleeps for microseconds between looks at commands in
+        // flight (`settle`).
+        zns_driver::tcp::precise_timers();
         let read_half = stream.try_clone()?;
         Ok(Connection {
             shared,
@@ -232,28 +247,37 @@ impl<'a> Connection<'a> {
     }
 
     /// With commands in flight and no input buffered: answers them as they
-    /// complete until input arrives or none is left in flight.
+    /// complete until input arrives or none is left in flight. The device
+    /// gives no signal when a command completes, so the queue looks: it
+    /// spins for [`SETTLE_SPIN`] (or the target's poll time, if longer),
+    /// then sleeps between looks (waking at once for input) for
+    /// [`SETTLE_SLEEP_FIRST`], doubling up to [`SETTLE_SLEEP_MAX`]: a
+    /// command that takes long costs a few looks, not a core.
     fn settle(&mut self) -> Result<()> {
-        let mut idle = 0u32;
+        let mut since: Option<Instant> = None;
+        let mut sleep = SETTLE_SLEEP_FIRST;
         while self.pending.is_empty()
             && self.r.buffer().is_empty()
             && self.queue.as_ref().is_some_and(|q| q.io.inflight.len() > 0)
         {
             if self.finish_inflight()? > 0 {
                 self.w.flush()?;
-                idle = 0;
+                (since, sleep) = (None, SETTLE_SLEEP_FIRST);
                 continue;
             }
             // Input (or the host's end) is there: fetched by the look.
             if self.r.try_fill() {
                 break;
             }
-            idle = idle.wrapping_add(1);
-            if idle.is_multiple_of(64) {
-                std::thread::yield_now();
-            } else {
+            let start = *since.get_or_insert_with(Instant::now);
+            if start.elapsed() < SETTLE_SPIN.max(self.shared.poll) {
                 std::hint::spin_loop();
+                continue;
             }
+            if self.r.wait_input(Some(Instant::now() + sleep)) {
+                break;
+            }
+            sleep = (sleep * 2).min(SETTLE_SLEEP_MAX);
         }
         Ok(())
     }

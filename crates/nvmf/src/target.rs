@@ -22,9 +22,11 @@ pub struct TargetConfig {
     /// accept.
     pub max_connections: usize,
     /// How long a connection polls its socket for the next capsule
-    /// before it sleeps in a blocking read. Zero (the default) never
-    /// polls; a few tens of microseconds take the scheduler's wake-up off
-    /// each command's latency, at the cost of a busy core per active
+    /// before it sleeps in a blocking read, and spins looking for the
+    /// completions of its commands in flight before it sleeps between
+    /// looks (at least 20 µs). Zero (the default) never polls for
+    /// capsules; a few tens of microseconds take the scheduler's wake-up
+    /// off each command's latency, at the cost of a busy core per active
     /// queue, as a polled target (SPDK's) spends one.
     pub poll: Duration,
     /// How long a host may take to send a PDU whole once its first byte

@@ -455,6 +455,21 @@ fn static_target(install: bool) -> (&'static str, bool) {
     (GNU, true)
 }
 
+/// Debian's musl C compiler wrapper, installed (musl-tools) when missing
+/// and `install`.
+fn musl_gcc(install: bool) -> Option<PathBuf> {
+    if let Some(p) = which("musl-gcc") {
+        return Some(p);
+    }
+    if install {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-q", "musl-tools"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status();
+    }
+    which("musl-gcc")
+}
+
 /// The test programs the guest runs (binaries of the `zns-device` package,
 /// and `zns`, the command line of `zns-cli`, for the characterization run).
 pub const GUEST_PROGRAMS: &[&str] = &["zns-conformance", "zns-differential", "zns"];
@@ -477,9 +492,22 @@ pub fn build_guest_binaries(
     glibc: bool,
     programs: &[&str],
 ) -> Result<Vec<PathBuf>> {
-    let (triple, crt_static) = if glibc { (GNU, true) } else { static_target(install) };
+    let (mut triple, mut crt_static) = if glibc { (GNU, true) } else { static_target(install) };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    // Crates with C inside (ring, under rustls) need a C compiler for
+    // musl: Debian's musl-gcc; without it, glibc linked statically.
+    if triple == MUSL {
+        match musl_gcc(install) {
+            Some(cc) => {
+                cmd.env("CC_x86_64_unknown_linux_musl", cc);
+            }
+            None => {
+                println!("vmtest: no musl C compiler (musl-tools); linking glibc statically");
+                (triple, crt_static) = (GNU, true);
+            }
+        }
+    }
     cmd.current_dir(root).args(["build", "--release"]);
     let mut packages: Vec<&str> = programs.iter().map(|p| package_of(p)).collect();
     packages.sort_unstable();
