@@ -280,6 +280,8 @@ fn effects_log(csi: u8) -> Vec<u8> {
     if csi == CommandSetId::Nvm as u8 || csi == CommandSetId::Zoned as u8 {
         set(true, IoOpcode::Flush as u8, CSUPP);
         set(true, IoOpcode::Read as u8, CSUPP);
+        set(true, IoOpcode::Compare as u8, CSUPP);
+        set(true, IoOpcode::Verify as u8, CSUPP);
         for op in [IoOpcode::Write, IoOpcode::WriteZeroes, IoOpcode::Copy] {
             set(true, op as u8, CSUPP | LBCC);
         }

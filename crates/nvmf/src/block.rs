@@ -38,6 +38,8 @@ pub(crate) fn execute(
         IoOpcode::WriteZeroes => write_zeroes(dev, zeros, sqe),
         IoOpcode::DatasetManagement => dataset_management(dev, sqe, host),
         IoOpcode::Copy => copy(dev, zeros, sqe, host),
+        IoOpcode::Compare => compare(dev, out, sqe, host),
+        IoOpcode::Verify => verify(dev, out, sqe),
         _ => Err(IoDone::err(StatusCode::InvalidOpcode)),
     };
     r.unwrap_or_else(|d| d)
@@ -88,6 +90,48 @@ fn read(
     out.resize(len, 0);
     dev.read(c.slba, &mut out[..len]).map_err(|e| ftl_error(&e))?;
     Ok(IoDone::ok(0, len))
+}
+
+/// Compare: the blocks read (into `scratch`) and set against the host's
+/// data; Compare Failure where they differ.
+fn compare(
+    dev: &dyn BlockDevice,
+    scratch: &mut Vec<u8>,
+    sqe: &SubmissionEntry,
+    host: &[u8],
+) -> Result<IoDone, IoDone> {
+    let c = ReadWrite::decode(sqe);
+    let len = span(dev, c.slba, c.blocks, host.len())?;
+    scratch.resize(scratch.len().max(len), 0);
+    dev.read(c.slba, &mut scratch[..len]).map_err(|e| ftl_error(&e))?;
+    if scratch[..len] != host[..len] {
+        return Err(IoDone::err(StatusCode::CompareFailure));
+    }
+    Ok(IoDone::ok(0, 0))
+}
+
+/// Verify: the blocks read (their checksums checked), MDTS at a time,
+/// without a transfer.
+fn verify(
+    dev: &dyn BlockDevice,
+    scratch: &mut Vec<u8>,
+    sqe: &SubmissionEntry,
+) -> Result<IoDone, IoDone> {
+    let c = ReadWrite::decode(sqe);
+    let bs = dev.block_size() as u64;
+    if c.slba.checked_add(c.blocks as u64).is_none_or(|end| end > dev.capacity_blocks()) {
+        return Err(IoDone::err(StatusCode::LbaOutOfRange));
+    }
+    let per = (crate::subsystem::BLOCK_MDTS as u64 / bs).max(1);
+    let mut at = 0u64;
+    while at < c.blocks as u64 {
+        let n = per.min(c.blocks as u64 - at);
+        let len = (n * bs) as usize;
+        scratch.resize(scratch.len().max(len), 0);
+        dev.read(c.slba + at, &mut scratch[..len]).map_err(|e| ftl_error(&e))?;
+        at += n;
+    }
+    Ok(IoDone::ok(0, 0))
 }
 
 fn write(dev: &dyn BlockDevice, sqe: &SubmissionEntry, host: &[u8]) -> Result<IoDone, IoDone> {

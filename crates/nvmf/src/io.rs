@@ -167,21 +167,64 @@ pub(crate) fn execute(
         IoOpcode::ZoneMgmtSend => zone_send(&mut lane, sqe, host),
         IoOpcode::ZoneMgmtRecv => zone_receive(&mut lane, sqe, host_room, out),
         IoOpcode::Copy => copy(&mut lane, sqe, host),
+        IoOpcode::Compare => compare(&mut lane, sqe, host),
+        IoOpcode::Verify => verify(&mut lane, sqe),
         _ => IoDone::err(StatusCode::InvalidOpcode),
     };
     count(ctrl, op, &done, host.len());
     done
 }
 
+/// Compare: the blocks read and set against the host's data; Compare
+/// Failure where they differ.
+fn compare(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
+    let c = ReadWrite::decode(sqe);
+    let len = match transfer(lane, c.blocks, host.len()).and_then(|l| sized(lane, l).map(|_| l)) {
+        Ok(l) => l,
+        Err(d) => return d,
+    };
+    let done = run(lane, ZoneOp::Read { lba: c.slba }, Some(false));
+    if !done.status.is_success() {
+        return done;
+    }
+    if lane.buf.as_slice()[..len] != host[..len] {
+        return IoDone::err(StatusCode::CompareFailure);
+    }
+    IoDone::ok(0, 0)
+}
+
+/// Verify: the blocks read (their checks included) without a transfer, a
+/// transfer buffer at a time; the first failure's status.
+fn verify(lane: &mut Lane<'_>, sqe: &SubmissionEntry) -> IoDone {
+    let c = ReadWrite::decode(sqe);
+    let bs = lane.ns.block_size() as u64;
+    let per = (lane.buf.capacity() as u64 / bs).max(1);
+    let mut at = 0u64;
+    while at < c.blocks as u64 {
+        let n = per.min(c.blocks as u64 - at);
+        if let Err(d) = sized(lane, (n * bs) as usize) {
+            return d;
+        }
+        let done = run(lane, ZoneOp::Read { lba: c.slba + at }, Some(false));
+        if !done.status.is_success() {
+            return done;
+        }
+        at += n;
+    }
+    IoDone::ok(0, 0)
+}
+
 /// The NVM command set's commands a device's conventional namespace
 /// takes; zone commands and Zone Append are not among them.
-const CONVENTIONAL_OPCODES: [IoOpcode; 6] = [
+const CONVENTIONAL_OPCODES: [IoOpcode; 8] = [
     IoOpcode::Read,
     IoOpcode::Write,
     IoOpcode::WriteZeroes,
     IoOpcode::Flush,
     IoOpcode::Copy,
     IoOpcode::DatasetManagement,
+    IoOpcode::Compare,
+    IoOpcode::Verify,
 ];
 
 /// Counts a successful read or write, or a media error, in the

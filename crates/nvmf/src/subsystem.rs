@@ -352,8 +352,11 @@ impl Subsystem {
         let dsm = self.namespaces.iter().any(|n| n.csi() == CommandSetId::Nvm);
         let copy = infos.iter().all(|i| i.capabilities.copy.is_some());
         let wz = infos.iter().all(|i| i.capabilities.write_zeroes);
+        // Compare and Verify are the target's own (reads of the backend).
         let oncs = Oncs(
-            if wz { Oncs::WRITE_ZEROES } else { 0 }
+            Oncs::COMPARE
+                | Oncs::VERIFY
+                | if wz { Oncs::WRITE_ZEROES } else { 0 }
                 | if copy { Oncs::COPY } else { 0 }
                 | if dsm { Oncs::DATASET_MANAGEMENT } else { 0 },
         );

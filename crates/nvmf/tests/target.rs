@@ -134,6 +134,34 @@ fn io_round_trip(digests: Digests) {
 }
 
 #[test]
+fn compare_and_verify_read_the_blocks_of_zoned_and_block_namespaces() {
+    let (t, _dev) = zoned_and_ftl();
+    let addr = t.local_addr();
+    let (_a, cntlid) = admin(addr, Digests::default());
+    let mut q = io_queue(addr, cntlid, 1, Digests::default());
+    for nsid in [1, 2] {
+        let data = pattern(8192, nsid as u8);
+        q.ok(ReadWrite::new(nsid, 0, 2).write().unwrap(), Dir::Out(&data));
+        let compare = |d: &[u8], q: &mut Host| {
+            let mut sqe = ReadWrite::new(nsid, 0, 2).write().unwrap();
+            sqe.cdw0 = (sqe.cdw0 & !0xFF) | 0x05;
+            q.cmd(sqe, Dir::Out(d)).0.status()
+        };
+        assert!(compare(&data, &mut q).is_success(), "namespace {nsid}");
+        let mut other = data.clone();
+        other[5000] ^= 1;
+        assert!(compare(&other, &mut q).is(StatusCode::CompareFailure), "namespace {nsid}");
+        let mut verify = ReadWrite::new(nsid, 0, 2).read().unwrap();
+        verify.cdw0 = (verify.cdw0 & !0xFF) | 0x0C;
+        assert!(q.cmd(verify, Dir::None).0.status().is_success(), "namespace {nsid}");
+        let mut past = ReadWrite::new(nsid, u64::MAX - 1, 1).read().unwrap();
+        past.cdw0 = (past.cdw0 & !0xFF) | 0x0C;
+        assert!(!q.cmd(past, Dir::None).0.status().is_success(), "namespace {nsid}");
+    }
+    t.stop();
+}
+
+#[test]
 fn io_with_in_capsule_data_r2t_and_c2h_data() {
     io_round_trip(Digests::default());
 }

@@ -77,6 +77,8 @@ options:
                                 SQLite, XFS (the cloud kernel's guest)
                        fio-zbd  fio's t/zbd/test-zbd-support (same guest)
                        zonefs   zonefs, formatted by the task (same guest)
+                       nvme-cli nvme-cli's own test suite (tests/ of its source
+                                package) on a zns serve controller (same guest)
                        f2fs     f2fs (a second guest: the generic kernel)
                        twins    ext4 on emu:small-conv, f2fs on emu:small, one
                                 fio job on both (a third guest, generic kernel)
@@ -154,7 +156,7 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
 ];
 
 /// The parts of the task that can run alone.
-pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "f2fs", "twins"];
+pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "nvme-cli", "f2fs", "twins"];
 
 /// The parts run when `--parts` is not given.
 pub const DEFAULT_PARTS: &[&str] = PARTS;
@@ -297,8 +299,11 @@ pub fn run(opts: &Options) -> Result<()> {
     vmtest::ensure_host_tools(o.install, true, &cache)?;
     let zns = build_zns(&root, &target)?;
     let mut reports: Vec<(&str, Report)> = Vec::new();
-    let cloud =
-        opts.part("base") || opts.part("fio-zbd") || opts.part("zonefs") || opts.nvmet.is_some();
+    let cloud = opts.part("base")
+        || opts.part("fio-zbd")
+        || opts.part("zonefs")
+        || opts.part("nvme-cli")
+        || opts.nvmet.is_some();
     if cloud {
         reports.push(("cloud kernel guest", run_cloud(opts, &root, &target, &zns)?));
     }
@@ -363,7 +368,13 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         tools.extend_from_slice(zonefs::TOOLS);
     }
     // fio installed first: the zbd script is its source package's.
-    let files = guest_files(&tools, o.install)?;
+    let mut files = guest_files(&tools, o.install)?;
+    let suite = if opts.part("nvme-cli") {
+        files.extend(crate::nvme_cli::python_files()?);
+        Some(crate::nvme_cli::prepare(&cache, o.install)?)
+    } else {
+        None
+    };
     let zbd = if opts.part("fio-zbd") { Some(fio_zbd::prepare(&cache, o.install)?) } else { None };
     let zbd_wanted: Vec<u32> = match &zbd {
         Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
@@ -418,6 +429,10 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     } else {
         None
     };
+    let nvme_cli = match &suite {
+        Some(_) => Some(crate::nvme_cli::start(zns)?),
+        None => None,
+    };
     let dhchap = if base {
         let secrets = crate::dhchap::Secrets::make(zns)?;
         let server = crate::dhchap::start(zns, HOSTNQN, &secrets)?;
@@ -431,6 +446,10 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         dhchap: dhchap
             .as_ref()
             .map(|(s, k)| crate::dhchap::guest_lines(s.port, HOSTNQN, HOSTID, k)),
+        nvme_cli: nvme_cli
+            .as_ref()
+            .zip(suite.as_ref())
+            .map(|(s, suite)| crate::nvme_cli::guest_lines(s.port, HOSTNQN, HOSTID, &suite.tests)),
         base,
         zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
         zonefs: opts.part("zonefs"),
@@ -449,6 +468,9 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         Some(z) => fio_zbd::guest_entries(z)?,
         None => Vec::new(),
     };
+    if let Some(suite) = &suite {
+        entries.extend(crate::nvme_cli::guest_entries(suite)?);
+    }
     if opts.part("zonefs") {
         entries.push(GuestEntry::File {
             path: zonefs::GUEST_IMAGE.into(),
@@ -461,10 +483,13 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let devices = qemu_args(nbd.as_ref().map(|s| s.port));
     let log = dir.join("guest.log");
     let mut zbd_results = BTreeMap::new();
+    let mut nvme_cli_results = BTreeMap::new();
     let mut zbd_times = BTreeMap::new();
     let guest_start = Instant::now();
     let outcome = vmtest::boot_watched(&kernel, &initramfs, &devices, o, &log, &mut |line| {
-        if let Some((n, status, why)) = fio_zbd::parse_result(line) {
+        if let Some((t, status)) = crate::nvme_cli::parse_result(line) {
+            nvme_cli_results.insert(t, status);
+        } else if let Some((n, status, why)) = fio_zbd::parse_result(line) {
             zbd_results.insert(n, (status, why));
         } else if let Some((n, secs)) = fio_zbd::parse_time(line) {
             zbd_times.insert(n, secs);
@@ -475,6 +500,7 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let nbd_end = nbd.map(Server::stop);
     let media_end = media.map(Server::stop);
     let dhchap_end = dhchap.map(|(s, _)| s.stop());
+    let nvme_cli_end = nvme_cli.map(Server::stop);
     let outcome = outcome?;
     let mut failures = outcome.failures.clone();
     server_end("zns serve", nvmf_end, &[" 0 ended by transport errors"], &mut failures);
@@ -486,6 +512,10 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         let clean = [" 0 ended by transport errors"];
         server_end("zns serve (media error)", end, &clean, &mut failures);
     }
+    if let Some(end) = nvme_cli_end {
+        let clean = [" 0 ended by transport errors"];
+        server_end("zns serve (nvme-cli tests)", end, &clean, &mut failures);
+    }
     if let Some(end) = dhchap_end {
         let clean = [" 0 ended by transport errors"];
         server_end("zns serve (DH-HMAC-CHAP)", end, &clean, &mut failures);
@@ -495,6 +525,10 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         summaries.push(format!("{} ({})", fio_zbd::summary(&zbd_results), z.source));
         summaries.push(fio_zbd::slowest(&zbd_times, 8));
         failures.extend(fio_zbd::check(&zbd_results, &zbd_wanted));
+    }
+    if let Some(suite) = &suite {
+        summaries.push(crate::nvme_cli::summary(&nvme_cli_results, &suite.source));
+        failures.extend(crate::nvme_cli::check(&nvme_cli_results, &suite.tests));
     }
     println!("clients: log {}", log.display());
     Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
@@ -908,6 +942,8 @@ pub struct GuestPlan {
     pub media_port: Option<u16>,
     /// The DH-HMAC-CHAP lines ([`crate::dhchap::guest_lines`]).
     pub dhchap: Option<String>,
+    /// nvme-cli's test suite ([`crate::nvme_cli::guest_lines`]).
+    pub nvme_cli: Option<String>,
 }
 
 /// The cloud kernel guest's `/init`. `mke2fs` is Debian's program's path:
@@ -943,6 +979,9 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
     if let Some(lines) = &plan.dhchap {
         s.push_str(lines);
     }
+    if let Some(lines) = &plan.nvme_cli {
+        s.push_str(lines);
+    }
     if plan.base {
         s.push_str(&nbd_lines(&mke2fs));
     }
@@ -970,6 +1009,7 @@ mod tests {
             nvmet: None,
             media_port: Some(4421),
             dhchap: None,
+            nvme_cli: None,
         };
         let s = script(&all);
         assert!(!s.contains("nvmet"));
@@ -980,6 +1020,7 @@ mod tests {
             nvmet: Some("copy".into()),
             media_port: None,
             dhchap: None,
+            nvme_cli: None,
         });
         assert!(n.contains("zns-conformance --only copy \"tcp:127.0.0.1:4420/"));
         assert!(s.starts_with("#!/bin/sh\n"));
@@ -1017,6 +1058,7 @@ mod tests {
             nvmet: None,
             media_port: None,
             dhchap: None,
+            nvme_cli: None,
         });
         assert!(zbd.contains("nvme connect $T") && zbd.contains("test-zbd-support -r -w -t 5 $B"));
         assert!(!zbd.contains("fio-zoned") && !zbd.contains("mke2fs") && !zbd.contains("vda"));
@@ -1027,6 +1069,7 @@ mod tests {
             nvmet: None,
             media_port: None,
             dhchap: None,
+            nvme_cli: None,
         });
         assert!(!base.contains("test-zbd-support"));
         let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
@@ -1046,6 +1089,7 @@ mod tests {
             nvmet: None,
             media_port: None,
             dhchap: None,
+            nvme_cli: None,
         });
         assert!(z.contains("nvme connect $T") && z.contains("mount -t zonefs $B /mnt"));
         assert!(!z.contains("test-zbd-support") && !z.contains("fio-zoned"));

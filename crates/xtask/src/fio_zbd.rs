@@ -7,11 +7,7 @@
 //!
 //! The script comes from Debian's source package of the fio the guest
 //! runs (the host's installed `fio`, same source version), fetched at test
-//! time with `apt-get source --download-only` through a sources list of
-//! its own (`deb-src` entries for the archives the machine's `deb` entries
-//! name; the machine's apt configuration is left as it is), unpacked with
-//! `dpkg-source -x` (Debian's patches applied) and cached under the
-//! target directory. Nothing of it is kept in the repository.
+//! time ([`crate::source`]). Nothing of it is kept in the repository.
 //!
 //! The script calls fio as `$(dirname "$0")/../../fio`: in the guest it
 //! sits in `/fio/t/zbd/` and `/fio/fio` links to Debian's `/usr/bin/fio`.
@@ -26,7 +22,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::vmtest::{self, GuestEntry};
+use crate::vmtest::GuestEntry;
 use crate::{run_checked, Error, Result};
 
 /// Where the script and its functions live in the guest (fio is
@@ -90,21 +86,6 @@ pub fn test_numbers(script: &str) -> Vec<u32> {
     n
 }
 
-/// The installed `fio`'s source package and version (`fio`, `3.33-3`).
-fn fio_source_version() -> Result<(String, String)> {
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f=${source:Package} ${source:Version}", "fio"])
-        .output()
-        .map_err(|e| Error::new(format!("dpkg-query: {e}")))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    match text.split_once(' ') {
-        Some((p, v)) if out.status.success() && !p.is_empty() && !v.trim().is_empty() => {
-            Ok((p.to_string(), v.trim().to_string()))
-        }
-        _ => Err(Error::new("fio is not installed as a Debian package (dpkg-query -W fio)")),
-    }
-}
-
 /// Test numbers and ranges, comma separated (`1-29,33,40-58`), in order
 /// without repeats; `None` for anything else.
 pub fn parse_selection(text: &str) -> Option<Vec<u32>> {
@@ -130,12 +111,13 @@ pub fn parse_selection(text: &str) -> Option<Vec<u32>> {
 /// Finds (or fetches and unpacks) the script of the installed fio's
 /// source package under `cache`.
 pub fn prepare(cache: &Path, install: bool) -> Result<Script> {
-    let (package, version) = fio_source_version()?;
+    let (package, version) = crate::source::installed("fio")?;
     let source = format!("{package} {version}");
     // An epoch's colon does not belong in a file name.
     let dir = cache.join("fio-source").join(version.replace(':', "_")).join("t/zbd");
     if !dir.join("test-zbd-support").is_file() || !dir.join("functions").is_file() {
-        fetch(cache, &package, &version, &dir, install)?;
+        let files = ["t/zbd/test-zbd-support", "t/zbd/functions"];
+        crate::source::fetch(cache, &package, &version, &files, &dir, install)?;
     }
     let text = fs::read_to_string(dir.join("test-zbd-support"))
         .map_err(|e| Error::io(&dir.join("test-zbd-support"), e))?;
@@ -144,50 +126,6 @@ pub fn prepare(cache: &Path, install: bool) -> Result<Script> {
         return Err(Error::new(format!("{}: no testNN() functions", dir.display())));
     }
     Ok(Script { dir, source, tests })
-}
-
-/// `apt-get source --download-only PACKAGE=VERSION`, `dpkg-source -x`,
-/// and the two files of `t/zbd` copied to `dest`.
-fn fetch(cache: &Path, package: &str, version: &str, dest: &Path, install: bool) -> Result<()> {
-    println!("clients: fetching the {package} {version} source package for t/zbd");
-    if vmtest::which("dpkg-source").is_none() {
-        if !install {
-            return Err(Error::new("dpkg-source is missing (apt-get install dpkg-dev)"));
-        }
-        vmtest::apt_install(&["dpkg-dev".to_string()], None)?;
-    }
-    let codename = vmtest::codename()?;
-    let entries = vmtest::source_entries(&vmtest::configured_sources(), &codename)
-        .ok_or_else(|| Error::new(format!("no apt source of Debian {codename} configured")))?;
-    let (list, lists) = vmtest::private_sources(cache, "sources", &entries)?;
-    let work = cache.join("fio-source").join("download");
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
-    run_checked(vmtest::apt_with(&list, &lists).arg("update"), "apt-get update (deb-src)")?;
-    run_checked(
-        vmtest::apt_with(&list, &lists)
-            .args(["source", "--download-only", &format!("{package}={version}")])
-            .current_dir(&work),
-        &format!("apt-get source {package}={version}"),
-    )?;
-    let upstream = version.split_once(':').map_or(version, |(_, v)| v);
-    let dsc = work.join(format!("{package}_{upstream}.dsc"));
-    let tree = work.join("tree");
-    run_checked(
-        Command::new("dpkg-source").arg("-x").arg(&dsc).arg(&tree),
-        &format!("dpkg-source -x {}", dsc.display()),
-    )?;
-    let partial = dest.with_extension("partial");
-    let _ = fs::remove_dir_all(&partial);
-    fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
-    for f in ["test-zbd-support", "functions"] {
-        let from = tree.join("t/zbd").join(f);
-        fs::copy(&from, partial.join(f)).map_err(|e| Error::io(&from, e))?;
-    }
-    let _ = fs::remove_dir_all(dest);
-    fs::rename(&partial, dest).map_err(|e| Error::io(dest, e))?;
-    let _ = fs::remove_dir_all(&work);
-    Ok(())
 }
 
 /// The script's files and fio's link, placed where the script looks.

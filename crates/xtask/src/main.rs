@@ -36,8 +36,10 @@ mod nvmet;
 mod server;
 mod twins;
 mod vmtest;
+mod nvme_cli;
 mod zonefs;
 
+mod source;
 use std::fmt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
