@@ -20,6 +20,7 @@ mod num;
 mod range;
 mod report;
 mod serve;
+mod ublk;
 mod zrwa;
 
 use std::io::Write;
@@ -104,11 +105,15 @@ enum Command {
     /// Make a DH-HMAC-CHAP secret for `zns serve --dhchap-secret` and
     /// `nvme connect --dhchap-secret` (the form nvme gen-dhchap-key prints).
     GenDhchapKey(serve::GenKeyArgs),
-    /// The host-side FTL on the device: format, stats, check, bench, serve.
+    /// The host-side FTL on the device: format, stats, check, bench, serve, ublk.
     Ftl {
         #[command(subcommand)]
-        command: ftl::FtlCommand,
+        command: FtlCommands,
     },
+    /// Serve the device as a local block device through ublk (zoned,
+    /// host-managed, where the device is) until SIGINT/SIGTERM; prints
+    /// its /dev/ublkbN first. Needs root and `modprobe ublk_drv`.
+    Ublk(ublk::UblkArgs),
     /// Elastic logical zones (eZNS): an instance's status; experiments
     /// against static striping. Tenants are devices:
     /// ezns:config=PATH,tenant=NAME.
@@ -116,6 +121,18 @@ enum Command {
         #[command(subcommand)]
         command: ezns::EznsCommand,
     },
+}
+
+/// `zns ftl`'s commands: those of `ftl`, and `ublk`.
+#[derive(Debug, Subcommand)]
+enum FtlCommands {
+    #[command(flatten)]
+    Ftl(ftl::FtlCommand),
+    /// Serve the FTL as a local block device through ublk until
+    /// SIGINT/SIGTERM, which removes it and closes the FTL with a
+    /// checkpoint; prints its /dev/ublkbN first. Needs root and
+    /// `modprobe ublk_drv`.
+    Ublk(ublk::UblkArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -200,7 +217,11 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let serving = matches!(
         cli.command,
-        Command::Serve(_) | Command::Ftl { command: ftl::FtlCommand::Serve(_) }
+        Command::Serve(_)
+            | Command::Ublk(_)
+            | Command::Ftl {
+                command: FtlCommands::Ftl(ftl::FtlCommand::Serve(_)) | FtlCommands::Ublk(_)
+            }
     );
     // Servers report dropped connections and failed requests; every
     // command says when a device image fell back to an older state.
@@ -279,7 +300,11 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(&cli.device, device_given, &args, out),
         Command::GenDhchapKey(args) => serve::gen_key(&args, out),
-        Command::Ftl { command } => ftl::run(&device, device_given, command, out),
+        Command::Ftl { command: FtlCommands::Ftl(command) } => {
+            ftl::run(&device, device_given, command, out)
+        }
+        Command::Ftl { command: FtlCommands::Ublk(args) } => ublk::run_ftl(&device, &args, out),
+        Command::Ublk(args) => ublk::run(&device, &args, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),

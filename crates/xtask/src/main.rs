@@ -16,6 +16,10 @@
 //! - `cargo xtask nvmet`: znskit's `tcp:` initiator and the conformance
 //!   suite against the guest kernel's own NVMe/TCP target (nvmet-tcp on a
 //!   zoned null_blk).
+//! - `cargo xtask ublk`: znskit devices as the guest kernel's block
+//!   devices through ublk: `zns ublk` on an emulated ZNS SSD (a
+//!   host-managed zoned device: blkzone, dd with direct I/O), then `zns
+//!   ftl ublk` (ext4, fsck).
 //! - `cargo xtask engines`: in the same guest, queue-depth-1 latency of
 //!   4 KiB random reads, sequential writes and zone appends through
 //!   `pcie:`, `ng:`, `zbd:` and fio's psync, libaio and io_uring engines;
@@ -32,14 +36,15 @@ mod f2fs;
 mod fio_zbd;
 mod guest;
 mod kernel;
+mod nvme_cli;
 mod nvmet;
 mod server;
+mod source;
 mod twins;
+mod ublk;
 mod vmtest;
-mod nvme_cli;
 mod zonefs;
 
-mod source;
 use std::fmt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -96,6 +101,9 @@ commands:
   nvmet    znskit's NVMe/TCP initiator against the guest kernel's own target
            (nvmet-tcp on a zoned null_blk): the conformance suite, nvmet's known
            divergences accepted exactly; `cargo xtask nvmet --help`
+  ublk     znskit devices as the guest kernel's block devices through ublk: zns ublk
+           on an emulated ZNS SSD (host-managed zoned: blkzone, dd), zns ftl ublk
+           (mkfs.ext4, a file written and read back, fsck); `cargo xtask ublk --help`
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
@@ -117,6 +125,10 @@ fn main() -> ExitCode {
         }),
         Some("nvmet") => nvmet::parse(args).and_then(|o| match o {
             Some(o) => nvmet::run(&o),
+            None => Ok(()),
+        }),
+        Some("ublk") => ublk::parse(args).and_then(|o| match o {
+            Some(o) => ublk::run(&o),
             None => Ok(()),
         }),
         Some("engines") => engines::Options::parse(args).and_then(|o| match o {

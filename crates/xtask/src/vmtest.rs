@@ -492,6 +492,19 @@ pub fn build_guest_binaries(
     glibc: bool,
     programs: &[&str],
 ) -> Result<Vec<PathBuf>> {
+    build_guest_binaries_with(root, target, install, glibc, programs, &[])
+}
+
+/// [`build_guest_binaries`] with these cargo features enabled (`zns-cli`'s
+/// `ublk`, say).
+pub fn build_guest_binaries_with(
+    root: &Path,
+    target: &Path,
+    install: bool,
+    glibc: bool,
+    programs: &[&str],
+    features: &[&str],
+) -> Result<Vec<PathBuf>> {
     let (mut triple, mut crt_static) = if glibc { (GNU, true) } else { static_target(install) };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -517,6 +530,9 @@ pub fn build_guest_binaries(
     }
     for p in programs {
         cmd.args(["--bin", p]);
+    }
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
     }
     cmd.args(["--target", triple]);
     if crt_static {

@@ -1,0 +1,487 @@
+//! The ublk server: adds the device to the kernel through libublk, serves
+//! each ublk queue on a thread of its own, and removes the device.
+//!
+//! Data moves by `UBLK_F_USER_COPY` (which zoned ublk devices require):
+//! a queue's thread reads a write's data from the ublk character device
+//! (`/dev/ublkcN`) at the request's offset and writes a read's data
+//! there. Each request is carried out by its queue's handler, blocking
+//! until the device completes it.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+
+use libublk::ctrl::{UblkCtrl, UblkCtrlBuilder};
+use libublk::io::{UblkDev, UblkIOCtx, UblkQueue};
+use libublk::{sys, BufDesc, BufDescList, UblkFlags, UblkIORes};
+use zns_device::ZonedDevice;
+use zns_ftl::BlockDevice;
+
+use crate::error::{Error, Result, CREATE};
+use crate::handler::{BlockHandler, Counters, DataPort, Done, Handler, Stats, ZonedHandler};
+use crate::layout::Layout;
+use crate::request::Request;
+use crate::CONTROL_PATH;
+
+/// What a ublk device serves.
+///
+/// Thread safety: `Send + Sync` (both kinds of device are).
+#[derive(Clone)]
+pub enum Target {
+    /// A zoned device (zoned where its namespace is; a conventional
+    /// namespace is a plain disk), each ublk queue with a
+    /// [`zns_device::ZoneQueue`] of its own.
+    Zoned(Arc<dyn ZonedDevice>),
+    /// A block device (the FTL), shared by the ublk queues, named for
+    /// messages.
+    Block {
+        /// The device.
+        device: Arc<dyn BlockDevice>,
+        /// What to call it in messages ("FTL on emu:small").
+        name: String,
+    },
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Zoned(d) => f.debug_tuple("Zoned").field(&d.info().uri).finish(),
+            Target::Block { name, .. } => f.debug_struct("Block").field("name", name).finish(),
+        }
+    }
+}
+
+/// How the ublk device is set up.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// ublk queues (hardware queues of the block device), each served by
+    /// a thread of its own: 1 to 64.
+    pub queues: u16,
+    /// Requests each queue holds at once: 1 to 4096.
+    pub depth: u16,
+    /// The largest request in bytes (capped at one device command).
+    pub max_request_bytes: u32,
+    /// The target name ublk records for the device.
+    pub name: String,
+}
+
+impl Default for Config {
+    /// One queue of depth 64, requests of up to 512 KiB.
+    fn default() -> Self {
+        Config { queues: 1, depth: 64, max_request_bytes: 512 << 10, name: "znskit".into() }
+    }
+}
+
+impl Config {
+    fn check(&self) -> Result<()> {
+        if !(1..=64).contains(&self.queues) {
+            return Err(Error::Config(format!("{} queues (1 to 64)", self.queues)));
+        }
+        if !(1..=4096).contains(&self.depth) {
+            return Err(Error::Config(format!("queue depth {} (1 to 4096)", self.depth)));
+        }
+        if self.max_request_bytes > 32 << 20 {
+            return Err(Error::Config(format!(
+                "requests of {} bytes (at most 32 MiB)",
+                self.max_request_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A live ublk device: `/dev/ublkbN` serving a [`Target`] until
+/// [`UblkDevice::stop`] (or drop) removes it.
+///
+/// Thread safety: `Send + Sync`; the serving happens on threads of its
+/// own.
+pub struct UblkDevice {
+    id: u32,
+    zoned: bool,
+    layout: Layout,
+    ctrl: Arc<UblkCtrl>,
+    counters: Arc<Counters>,
+    server: Option<JoinHandle<Result<()>>>,
+}
+
+impl std::fmt::Debug for UblkDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UblkDevice").field("id", &self.id).field("zoned", &self.zoned).finish()
+    }
+}
+
+impl UblkDevice {
+    /// Adds a ublk device serving `target` and starts it: when this
+    /// returns, [`UblkDevice::block_path`] is a block device (zoned,
+    /// host-managed, where the target is). Needs root and the kernel's
+    /// `ublk_drv` (Linux 6.5+ for the user copy it relies on, 6.6+ for
+    /// zoned devices): without it the error is
+    /// [`Error::KernelLacksUblk`], not a bare errno.
+    pub fn start(target: Target, config: &Config) -> Result<UblkDevice> {
+        config.check()?;
+        let layout = match &target {
+            Target::Zoned(d) => Layout::zoned_device(d.info(), config.max_request_bytes)?,
+            Target::Block { device, name } => {
+                Layout::block_device(name, device.as_ref(), config.max_request_bytes)?
+            }
+        };
+        check_control(Path::new(CONTROL_PATH))?;
+        let zoned = layout.zoned.is_some();
+        check_features(libublk::ctrl::UblkCtrl::get_features(), zoned)?;
+        let counters = Arc::new(Counters::default());
+        let handlers = handlers(&target, &layout, config, &counters)?;
+        let mut flags = u64::from(sys::UBLK_F_USER_COPY);
+        if zoned {
+            flags |= u64::from(sys::UBLK_F_ZONED);
+        }
+        let ctrl = UblkCtrlBuilder::default()
+            .name(&config.name)
+            .nr_queues(config.queues)
+            .depth(config.depth)
+            .io_buf_bytes(layout.io_buf_bytes())
+            .ctrl_flags(flags)
+            .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV)
+            .build()
+            .map_err(|e| Error::from_libublk(CREATE, e))?;
+        let ctrl = Arc::new(ctrl);
+        let (tx, rx) = mpsc::channel();
+        let server = {
+            let ctrl = Arc::clone(&ctrl);
+            let params = layout.params();
+            let handlers = Arc::new(Mutex::new(handlers));
+            std::thread::Builder::new()
+                .name("ublk-server".into())
+                .spawn(move || serve(&ctrl, params, handlers, tx))
+                .map_err(|e| Error::Server(format!("cannot start: {e}")))?
+        };
+        match rx.recv() {
+            Ok(id) => Ok(UblkDevice { id, zoned, layout, ctrl, counters, server: Some(server) }),
+            // The server ended before the device started: its error.
+            Err(_) => match server.join() {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(())) => Err(Error::Server("ended before the device started".into())),
+                Err(_) => Err(Error::Server("panicked while starting the device".into())),
+            },
+        }
+    }
+
+    /// The ublk device number N (`/dev/ublkbN`, `/dev/ublkcN`).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The block device: `/dev/ublkbN`.
+    pub fn block_path(&self) -> PathBuf {
+        PathBuf::from(format!("/dev/ublkb{}", self.id))
+    }
+
+    /// The character device the server serves it through: `/dev/ublkcN`.
+    pub fn char_path(&self) -> PathBuf {
+        PathBuf::from(format!("/dev/ublkc{}", self.id))
+    }
+
+    /// True when the block device is zoned (host-managed).
+    pub fn zoned(&self) -> bool {
+        self.zoned
+    }
+
+    /// What the kernel was told about the device.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// What the device has served so far.
+    pub fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    /// Stops the device and removes it: the block and character devices
+    /// are gone when this returns, and every queue's handler (with its
+    /// reference to the target) is dropped. Requests in flight complete
+    /// first; users of the block device see it disappear (unmount it
+    /// first). Returns what it served.
+    pub fn stop(mut self) -> Result<Stats> {
+        self.shut_down()?;
+        Ok(self.counters.snapshot())
+    }
+
+    fn shut_down(&mut self) -> Result<()> {
+        let Some(server) = self.server.take() else { return Ok(()) };
+        // This thread sends STOP_DEV now, and DEL_DEV when it drops the
+        // control.
+        control_ring()?;
+        // STOP_DEV: the queues see their commands aborted and end, and
+        // the server's thread returns.
+        let killed = self.ctrl.kill_dev();
+        let served = server.join().map_err(|_| Error::Server("panicked".into()))?;
+        killed.map_err(|e| Error::from_libublk("stop the ublk device", e))?;
+        // DEL_DEV: the control's drop deletes the device it added, now
+        // that nothing else holds it.
+        tracing::debug!("ublk device {} stopped", self.id);
+        served
+    }
+}
+
+impl Drop for UblkDevice {
+    fn drop(&mut self) {
+        if let Err(e) = self.shut_down() {
+            tracing::warn!("ublk device {}: {e}", self.id);
+        }
+    }
+}
+
+/// Fails with [`Error::KernelLacksUblk`] when `control` (the ublk
+/// control device) is missing, with [`Error::PermissionDenied`] when the
+/// caller may not open it.
+pub fn check_control(control: &Path) -> Result<()> {
+    match std::fs::OpenOptions::new().read(true).write(true).open(control) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(Error::KernelLacksUblk { control: control.to_path_buf() })
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            Err(Error::PermissionDenied { path: control.to_path_buf() })
+        }
+        Err(e) => Err(Error::Kernel {
+            what: "open the ublk control device",
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        }),
+    }
+}
+
+/// Checks the driver's features (`UBLK_U_CMD_GET_FEATURES`, Linux 6.5+;
+/// `None` before) for what the device needs: user copy always, zoned
+/// devices for a zoned target.
+fn check_features(features: Option<u64>, zoned: bool) -> Result<()> {
+    let has = |f: u32| features.is_some_and(|x| x & u64::from(f) != 0);
+    if !has(sys::UBLK_F_USER_COPY) {
+        return Err(Error::KernelLacksFeature {
+            feature: "UBLK_F_USER_COPY",
+            needs: "Linux 6.5 or later",
+        });
+    }
+    if zoned && !has(sys::UBLK_F_ZONED) {
+        return Err(Error::KernelLacksFeature {
+            feature: "UBLK_F_ZONED",
+            needs: "Linux 6.6 or later, built with CONFIG_BLK_DEV_ZONED",
+        });
+    }
+    Ok(())
+}
+
+/// A handler for each queue, in queue order.
+fn handlers(
+    target: &Target,
+    layout: &Layout,
+    config: &Config,
+    counters: &Arc<Counters>,
+) -> Result<Vec<Option<Box<dyn Handler>>>> {
+    let bytes = layout.max_request_bytes as usize;
+    (0..config.queues)
+        .map(|_| -> Result<Option<Box<dyn Handler>>> {
+            Ok(Some(match target {
+                Target::Zoned(dev) => {
+                    let q = dev.queue(usize::from(config.depth)).map_err(|source| {
+                        Error::Device { what: "create a device queue", source }
+                    })?;
+                    let h = ZonedHandler::new(q, layout.geometry, bytes, Arc::clone(counters))
+                        .map_err(|source| Error::Device { what: "allocate a buffer", source })?;
+                    Box::new(h)
+                }
+                Target::Block { device, .. } => Box::new(BlockHandler::new(
+                    Arc::clone(device),
+                    layout.geometry,
+                    bytes,
+                    Arc::clone(counters),
+                )),
+            }))
+        })
+        .collect()
+}
+
+type Handlers = Arc<Mutex<Vec<Option<Box<dyn Handler>>>>>;
+
+/// The server's thread: sets the parameters, starts a thread per queue,
+/// starts the device (sending its number on `started`), and returns when
+/// the device has been stopped and its queues have ended.
+fn serve(
+    ctrl: &UblkCtrl,
+    params: sys::ublk_params,
+    handlers: Handlers,
+    started: mpsc::Sender<u32>,
+) -> Result<()> {
+    // The queue threads inherit this thread's signal mask.
+    block_signals();
+    control_ring()?;
+    let tgt_init = move |dev: &mut UblkDev| {
+        dev.tgt.dev_size = params.basic.dev_sectors << 9;
+        dev.tgt.params = params;
+        Ok(())
+    };
+    let queue = move |qid: u16, dev: &UblkDev| {
+        let handler = handlers.lock().ok().and_then(|mut h| h.get_mut(usize::from(qid))?.take());
+        match handler {
+            Some(h) => serve_queue(qid, dev, h),
+            None => tracing::error!("ublk queue {qid}: no handler"),
+        }
+    };
+    let device = move |ctrl: &UblkCtrl| {
+        let _ = started.send(ctrl.dev_info().dev_id);
+    };
+    ctrl.run_target(tgt_init, queue, device)
+        .map(drop)
+        .map_err(|e| Error::from_libublk("start the ublk device", e))
+}
+
+/// Serves queue `qid` until the device stops.
+fn serve_queue(qid: u16, dev: &UblkDev, mut handler: Box<dyn Handler>) {
+    let cdev = match char_device(dev) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("ublk queue {qid}: the character device: {e}");
+            return;
+        }
+    };
+    let queue = match UblkQueue::new(qid, dev)
+        .and_then(|q| q.submit_fetch_commands_unified(BufDescList::Slices(None)))
+    {
+        Ok(q) => q,
+        Err(e) => {
+            tracing::error!("ublk queue {qid}: {e}");
+            return;
+        }
+    };
+    queue.wait_and_handle_io(|q: &UblkQueue, tag: u16, _: &UblkIOCtx| {
+        let iod = q.get_iod(tag);
+        let mut port =
+            UserCopy { cdev: &cdev, pos: UblkIOCtx::ublk_user_copy_pos(q.get_qid(), tag, 0) };
+        let done = match Request::decode(iod.op_flags, iod.start_sector, iod.nr_sectors) {
+            Ok(request) => handler.handle(&request, &mut port),
+            Err(errno) => Done { res: -errno, append_sector: None },
+        };
+        let buf = match done.append_sector {
+            Some(sector) if done.res >= 0 => BufDesc::ZonedAppendLba(sector),
+            _ => BufDesc::Slice(&[]),
+        };
+        if let Err(e) = q.complete_io_cmd_unified(tag, buf, Ok(UblkIORes::Result(done.res))) {
+            tracing::error!("ublk queue {qid} tag {tag}: completing the request: {e}");
+        }
+    });
+    tracing::debug!("ublk queue {qid} ended");
+}
+
+/// The ublk character device libublk opened (a second open is refused),
+/// as a file of this queue's own.
+fn char_device(dev: &UblkDev) -> io::Result<File> {
+    // SAFETY: `tgt.fds[0]` is the descriptor of the character device that
+    // `dev` holds open (libublk's `UblkDev::cdev_file`) for as long as
+    // `dev` lives, which outlives this borrow; the borrow only duplicates
+    // it.
+    let fd = unsafe { BorrowedFd::borrow_raw(dev.tgt.fds[0]) };
+    Ok(File::from(fd.try_clone_to_owned()?))
+}
+
+/// A request's data through the character device (`UBLK_F_USER_COPY`):
+/// the request's bytes are at `pos`.
+struct UserCopy<'a> {
+    cdev: &'a File,
+    pos: u64,
+}
+
+impl DataPort for UserCopy<'_> {
+    fn fetch(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        self.cdev.read_exact_at(buf, self.pos)
+    }
+
+    fn deliver(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.cdev.write_all_at(buf, self.pos)
+    }
+}
+
+/// Sets up libublk's control ring for the calling thread, unless it has
+/// one: libublk sends control commands (STOP_DEV, DEL_DEV, ...) through
+/// a ring of the calling thread's own, which only the thread that built
+/// the control has.
+fn control_ring() -> Result<()> {
+    libublk::ublk_init_ctrl_task_ring(|ring| {
+        if ring.is_none() {
+            let r = io_uring::IoUring::<io_uring::squeue::Entry128>::builder()
+                .build(16)
+                .map_err(libublk::UblkError::IOError)?;
+            *ring = Some(r);
+        }
+        Ok(())
+    })
+    .map_err(|e| Error::from_libublk("set up the ublk control ring", e))
+}
+
+/// Blocks every asynchronous signal in the calling thread (and the
+/// threads it starts): libublk ends a queue when its wait for requests is
+/// interrupted (`io_uring_enter` fails with EINTR, which it does not
+/// retry), so a SIGINT meant for the application must reach another
+/// thread. Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL) stay deliverable.
+fn block_signals() {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigfillset initializes the set it is given; sigdelset and
+    // pthread_sigmask take that initialized set; a null old-set pointer
+    // is allowed. None of them can fail with valid signal numbers.
+    unsafe {
+        libc::sigfillset(set.as_mut_ptr());
+        for s in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+            libc::sigdelset(set.as_mut_ptr(), s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_control_device_says_to_load_ublk_drv() {
+        let e = check_control(Path::new("/nonexistent/ublk-control")).unwrap_err();
+        assert!(matches!(e, Error::KernelLacksUblk { .. }));
+        assert_eq!(
+            e.to_string(),
+            "/nonexistent/ublk-control is missing: modprobe ublk_drv (Linux 6.0+; zoned devices \
+             need 6.6+)"
+        );
+    }
+
+    #[test]
+    fn driver_features_are_checked() {
+        let copy = u64::from(sys::UBLK_F_USER_COPY);
+        let zoned = u64::from(sys::UBLK_F_ZONED);
+        assert!(check_features(Some(copy | zoned), true).is_ok());
+        assert!(check_features(Some(copy), false).is_ok());
+        let e = check_features(Some(copy), true).unwrap_err();
+        assert!(e.to_string().contains("UBLK_F_ZONED: Linux 6.6 or later"), "{e}");
+        let e = check_features(None, false).unwrap_err();
+        assert!(e.to_string().contains("UBLK_F_USER_COPY"), "{e}");
+    }
+
+    #[test]
+    fn a_device_can_be_handed_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<UblkDevice>();
+        send_sync::<Target>();
+    }
+
+    #[test]
+    fn configurations_are_checked() {
+        assert!(Config::default().check().is_ok());
+        let c = Config { queues: 0, ..Config::default() };
+        assert!(c.check().unwrap_err().to_string().contains("0 queues"));
+        let c = Config { depth: 5000, ..Config::default() };
+        assert!(c.check().is_err());
+        let c = Config { max_request_bytes: 64 << 20, ..Config::default() };
+        assert!(c.check().is_err());
+    }
+}
