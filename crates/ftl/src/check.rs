@@ -342,14 +342,16 @@ enum Kind {
 const GC_WAIT: Duration = Duration::from_secs(30);
 
 /// True while garbage collection is reclaiming a zone or has one to
-/// reclaim and wants to.
+/// reclaim and wants to (by the watermarks, or empty zones it reclaims
+/// ahead of need).
 fn gc_busy(s: &Shared) -> Result<bool> {
     let p = s.zones.lock();
     if let Some(f) = p.failed() {
         return Err(FtlError::Failed(f.to_string()));
     }
     let victims = p.counts()[3];
-    Ok(victims > 0 || (p.gc_wanted() && crate::gc::select_victim(s, &p).is_some()))
+    let wanted = p.gc_wanted() && crate::gc::select_victim(s, &p).is_some();
+    Ok(victims > 0 || wanted || crate::gc::empty_ahead(s, &p).is_some())
 }
 
 /// Waits (at most [`GC_WAIT`]) until garbage collection has been idle for

@@ -98,7 +98,8 @@ pub(crate) struct Shared {
     clock_base: AtomicU64,
     /// Hot/cold threshold in blocks of logical time.
     pub hot_threshold: u64,
-    /// Records waiting that trigger a background log write.
+    /// Records waiting that trigger a background log write
+    /// ([`persist_batch`]).
     persist_batch: usize,
     /// The next write sequence number for a user block's tag (see
     /// [`crate::tag`]).
@@ -174,6 +175,29 @@ pub(crate) struct Parts {
     pub generation: u32,
 }
 
+/// Most records a background log write waits for: 2 MiB of journal in
+/// RAM, 512 MiB of data in 4 KiB blocks.
+const MAX_PERSIST_BATCH: usize = 1 << 17;
+
+/// Records waiting that trigger a background log write: a quarter of a
+/// metadata zone of log pages (at least 16 pages, at most
+/// [`MAX_PERSIST_BATCH`] records).
+///
+/// Every log write flushes the device first (data before log), so this
+/// sets how often a stream of writes the client never flushes pays a
+/// device flush (`fdatasync` on a file-backed device) in its write path:
+/// at 16 pages, every 28 MiB of 4 KiB blocks; at a quarter of a `small`
+/// metadata zone, every 423 MiB. Records still waiting are written by the
+/// next flush, garbage collection or checkpoint; what the log has not
+/// written yet a power cut may lose, as any write not flushed (with tags,
+/// the rescan brings back what the device kept). A quarter of a zone
+/// keeps one persist far below the zone the metadata zone plan allows it
+/// to fill ([`meta_zone_plan`]).
+fn persist_batch(layout: &Layout) -> usize {
+    let pages = (layout.cap(0) / 4).max(16) as usize;
+    (records_per_page(layout.block_size as usize) * pages).min(MAX_PERSIST_BATCH)
+}
+
 impl Shared {
     pub(crate) fn new(dev: Arc<dyn ZonedDevice>, config: FtlConfig, parts: Parts) -> Result<Self> {
         let budget = open_budget(dev.as_ref()).saturating_sub(1);
@@ -181,7 +205,7 @@ impl Shared {
         let Parts { layout, map, meta, pools, resume, clock, generation } = parts;
         let zones = Zones::new(&layout, &plan, config.gc_low, config.gc_high, pools, resume);
         let hot_threshold = ((layout.logical as f64 * config.hot_threshold) as u64).max(1);
-        let persist_batch = records_per_page(layout.block_size as usize) * 16;
+        let persist_batch = persist_batch(&layout);
         Ok(Shared {
             reclaim: (0..layout.zones).map(|_| RwLock::new(())).collect(),
             dev,
@@ -501,6 +525,9 @@ impl Shared {
         // Whether the log has a batch to write, learnt under the journal
         // lock taken for the map anyway.
         let mut batch_ready = false;
+        // Whether an overwrite left a zone without valid blocks: garbage
+        // collection may reclaim it ahead of need (`gc::empty_ahead`).
+        let mut emptied = false;
         // Numbered before any of it is placed or logged: a number at or
         // above a log page's watermark means "written after that page".
         let seq = self.write_seq.fetch_add(n, Ordering::Relaxed);
@@ -529,7 +556,9 @@ impl Shared {
                     let mut l = lba + done;
                     for (p, k) in placed {
                         for i in 0..k {
-                            self.map.assign(&mut j, l, p + i);
+                            if let Some(old) = self.map.assign(&mut j, l, p + i) {
+                                emptied |= self.map.valid(self.layout.zone_of(old)) == 0;
+                            }
                             l += 1;
                         }
                     }
@@ -544,6 +573,9 @@ impl Shared {
             Ok(())
         })?;
         Counters::add(&self.stats.user_writes, 1);
+        if emptied {
+            self.zones.poke_gc();
+        }
         if batch_ready {
             self.persist_batch_now()?;
         }
@@ -632,6 +664,8 @@ impl Shared {
         }
         Counters::add(&self.stats.blocks_discarded, blocks);
         self.zones.unstall();
+        // The discard may have emptied zones (see `gc::empty_ahead`).
+        self.zones.poke_gc();
         self.maybe_persist()
     }
 

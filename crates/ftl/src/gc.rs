@@ -8,7 +8,9 @@
 //! the destination zone, else by reading and writing — updates the map
 //! only where the block was not overwritten meanwhile, makes those records
 //! durable, then resets the victim under its reclaim lock, which waits for
-//! reads still in the zone.
+//! reads still in the zone. Full zones that hold no valid block at that
+//! moment are reset with it, under the same durable log write: the device
+//! flushes a collection costs are paid once for all of them.
 //!
 //! Relocated blocks keep the birth time of their victim, so a later
 //! overwrite measures their whole lifetime. The survivors of a victim go to
@@ -74,6 +76,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     }
                     shared.zones.set_stalled(&mut p, blocked);
                 }
+                if let Some(z) = empty_ahead(&shared, &p) {
+                    // Not a watermark round: `running` stays as it was.
+                    shared.zones.take_victim(&mut p, z);
+                    break z;
+                }
                 running = false;
                 p.gc_requested = false;
                 shared.zones.gc_wait(&mut p, Duration::from_millis(if wanted { 5 } else { 50 }));
@@ -87,6 +94,28 @@ pub(crate) fn run(shared: Arc<Shared>) {
             return;
         }
     }
+}
+
+/// A full zone holding no valid block, to reclaim before any writer needs
+/// it: `Some` once such zones are at least as many as the free zones
+/// writers may still take (and at least one).
+///
+/// Reclaiming a zone without valid blocks moves nothing (the write
+/// amplification is the same whenever it is done), but its reset needs
+/// the log durable first and takes time of its own (on a file-backed
+/// device, holes punched in the file). Left to the watermarks, a stream
+/// of overwrites on a full device waits for that whenever free zones run
+/// out. Started here, with half of the runway (free zones plus empty
+/// ones) still free, the log flush and the resets run while writers go on
+/// into the other half, and [`collect`] takes every empty zone with the
+/// first: under a stream each round reclaims about half the runway, one
+/// durable log write for all. On a device with free zones to spare this
+/// never fires (empty zones are fewer than free ones).
+pub(crate) fn empty_ahead(shared: &Shared, p: &Pools) -> Option<u32> {
+    let mut empty = p.full_zones().filter(|&z| shared.map.valid(z) == 0);
+    let first = empty.next()?;
+    let count = 1 + empty.count();
+    (count >= p.user_free()).then_some(first)
 }
 
 /// Finishes `zone`, whose unwritten rest will never be written.
@@ -211,21 +240,66 @@ pub(crate) fn collect(shared: &Shared, ctx: &mut IoCtx, victim: u32) -> Result<(
         shared.zones.complete(&g);
         i += g.blocks as usize;
     }
-    // Everything that moved blocks out of the victim must be durable
-    // before the victim's blocks are gone.
-    shared.persist(true)?;
+    // Full zones that hold no valid block need no relocation, only the
+    // durable log a reset needs: they are reclaimed with the victim, under
+    // the same log flush. A stream of overwrites empties a zone for every
+    // zone it fills; reclaimed one at a time, each cost two device flushes
+    // (fdatasync on a file-backed device) while the stream waited for it.
+    let empty = take_empty_zones(shared, victim);
+    // Everything that moved blocks out of the victim, and every overwrite
+    // or discard that emptied the other zones (journaled before their
+    // valid count read 0, so taken by this persist), must be durable
+    // before their blocks are gone.
+    if let Err(e) = shared.persist(true) {
+        empty.iter().for_each(|&z| shared.zones.return_victim(z));
+        return Err(e);
+    }
     debug_assert_eq!(shared.map.valid(victim), 0, "zone {victim} still holds valid blocks");
+    for (i, &zone) in std::iter::once(&victim).chain(&empty).enumerate() {
+        if let Err(e) = reset(shared, ctx, zone) {
+            // The victim goes back by the caller; the rest here.
+            empty[i.saturating_sub(1)..].iter().for_each(|&z| shared.zones.return_victim(z));
+            return Err(e);
+        }
+    }
+    Counters::add(&shared.stats.gc_nanos, started.elapsed().as_nanos() as u64);
+    tracing::trace!(victim, moved = live.len(), empty = empty.len(), "zone reclaimed");
+    Ok(())
+}
+
+/// Most empty zones reclaimed along with one victim: bounds the length of
+/// one collection (a reset each; a waiting writer gets each zone as soon
+/// as it is reset).
+const EMPTY_BATCH: usize = 64;
+
+/// Full zones besides `victim` holding no valid block (at most
+/// [`EMPTY_BATCH`]), taken as victims. A full zone's valid count only
+/// falls (nothing writes into it), so each stays empty.
+fn take_empty_zones(shared: &Shared, victim: u32) -> Vec<u32> {
+    let mut p = shared.zones.lock();
+    let empty: Vec<u32> = p
+        .full_zones()
+        .filter(|&z| z != victim && shared.map.valid(z) == 0)
+        .take(EMPTY_BATCH)
+        .collect();
+    for &z in &empty {
+        shared.zones.take_victim(&mut p, z);
+    }
+    empty
+}
+
+/// Resets `zone`, a victim whose blocks are no longer mapped by the
+/// durable log, once reads still in it are done; it becomes free.
+fn reset(shared: &Shared, ctx: &mut IoCtx, zone: u32) -> Result<()> {
     {
-        let _reclaim = shared.reclaim[victim as usize].write();
+        let _reclaim = shared.reclaim[zone as usize].write();
         ctx.q
-            .zone_action(ZoneAction::Reset, Target::Zone(layout.zone_start(victim)))
+            .zone_action(ZoneAction::Reset, Target::Zone(shared.layout.zone_start(zone)))
             .map_err(FtlError::device("reset a reclaimed zone"))?;
     }
     Counters::add(&shared.stats.zone_resets, 1);
     Counters::add(&shared.stats.gc_victims, 1);
-    shared.zones.release_victim(victim);
-    Counters::add(&shared.stats.gc_nanos, started.elapsed().as_nanos() as u64);
-    tracing::trace!(victim, moved = live.len(), "zone reclaimed");
+    shared.zones.release_victim(zone);
     Ok(())
 }
 

@@ -259,6 +259,11 @@ impl Pools {
         self.gc_requested || self.free.len() <= self.reserve + self.gc_low
     }
 
+    /// Free zones users may still take: those above the GC reserve.
+    pub fn user_free(&self) -> usize {
+        self.free.len().saturating_sub(self.reserve)
+    }
+
     /// True when GC has done enough for now.
     pub fn gc_satisfied(&self) -> bool {
         self.free.len() >= self.reserve + self.gc_high
@@ -663,6 +668,15 @@ impl Zones {
 
     /// Wakes the GC thread.
     pub fn gc_notify(&self) {
+        self.gc_wake.notify_one();
+    }
+
+    /// Wakes the GC thread to look at the zones again (a write or discard
+    /// may have emptied a full zone, see `gc::empty_ahead`). Notified under
+    /// the pools' lock: the GC thread holds it from its last look until it
+    /// waits, so the wake-up cannot fall in between and be lost.
+    pub fn poke_gc(&self) {
+        let _p = self.pools.lock();
         self.gc_wake.notify_one();
     }
 }
