@@ -14,7 +14,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -115,17 +115,8 @@ pub(crate) fn open_for_serving(uri: &str, config: FtlConfig) -> Result<(Ftl, boo
     Ok((ftl, false))
 }
 
-/// Sets a flag on SIGINT and SIGTERM.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&flag)).context("install a signal handler")?;
-    }
-    Ok(flag)
-}
-
 pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
-    let stop = stop_flag()?;
+    let stop = crate::serve::stop_flag()?;
     // Before the FTL opens: a bad certificate costs no recovery.
     let tls = args.tls()?;
     let (ftl, formatted) = open_for_serving(uri, args.zrwa.config())?;

@@ -145,8 +145,8 @@ pub(crate) fn stall_timeout(seconds: f64) -> Result<Duration> {
 }
 
 /// `uri` as served: a timed emulator on the real clock unless the URI
-/// chose a clock.
-fn serving_uri(uri: &str) -> String {
+/// chose a clock (hosts and the kernel live in real time).
+pub(crate) fn serving_uri(uri: &str) -> String {
     let Ok(DeviceUri::Emulator(e)) = uri.parse::<DeviceUri>() else { return uri.to_string() };
     if e.clock.is_some() || e.timing == Some(Timing::Off) || e.file.is_some() {
         return uri.to_string();
@@ -157,7 +157,8 @@ fn serving_uri(uri: &str) -> String {
     }
 }
 
-fn stop_flag() -> Result<Arc<AtomicBool>> {
+/// Sets a flag on SIGINT and SIGTERM (every server command stops on it).
+pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&flag)).context("install a signal handler")?;

@@ -61,14 +61,13 @@ mod absent {
 #[cfg(feature = "ublk")]
 mod imp {
     use super::UblkArgs;
+    use crate::serve::{serving_uri, stop_flag};
     use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result};
-    use zns_device::uri::Timing;
-    use zns_device::DeviceUri;
     use zns_ftl::BlockDevice;
     use zns_ublk::{Config, Stats, Target, UblkDevice};
 
@@ -79,29 +78,6 @@ mod imp {
         fn config(&self) -> Config {
             Config { queues: self.queues, depth: self.depth, ..Config::default() }
         }
-    }
-
-    /// `uri` as served: a timed emulator on the real clock unless the URI
-    /// chose a clock (the kernel lives in real time).
-    fn serving_uri(uri: &str) -> String {
-        let Ok(DeviceUri::Emulator(e)) = uri.parse::<DeviceUri>() else { return uri.to_string() };
-        if e.clock.is_some() || e.timing == Some(Timing::Off) || e.file.is_some() {
-            return uri.to_string();
-        }
-        match e.load_profile() {
-            Ok(p) if p.timing.is_some() => format!("{uri},clock=real"),
-            _ => uri.to_string(),
-        }
-    }
-
-    /// Sets a flag on SIGINT and SIGTERM.
-    fn stop_flag() -> Result<Arc<AtomicBool>> {
-        let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, Arc::clone(&flag))
-                .context("install a signal handler")?;
-        }
-        Ok(flag)
     }
 
     /// `zns ublk`: the device as a block device, zoned where it is.
