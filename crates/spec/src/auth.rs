@@ -279,19 +279,7 @@ pub fn host_response(
     hostnqn: &str,
     subnqn: &str,
 ) -> Vec<u8> {
-    h.hmac(
-        key,
-        &[
-            challenge,
-            &seqnum.to_le_bytes(),
-            &tid.to_le_bytes(),
-            &[0],
-            b"HostHost",
-            hostnqn.as_bytes(),
-            &[0],
-            subnqn.as_bytes(),
-        ],
-    )
+    response(h, key, challenge, seqnum, tid, (b"HostHost", hostnqn, subnqn))
 }
 
 /// The controller's response R2 to the host's challenge C2 (sequence
@@ -305,6 +293,19 @@ pub fn controller_response(
     hostnqn: &str,
     subnqn: &str,
 ) -> Vec<u8> {
+    response(h, key, challenge, seqnum, tid, (b"Controller", subnqn, hostnqn))
+}
+
+/// HMAC(key, C || S || T_ID || SC_C (0) || role || own NQN || 0 || peer NQN):
+/// both responses, which differ in the role string and the NQNs' order.
+fn response(
+    h: Hash,
+    key: &[u8],
+    challenge: &[u8],
+    seqnum: u32,
+    tid: u16,
+    (role, own, peer): (&[u8], &str, &str),
+) -> Vec<u8> {
     h.hmac(
         key,
         &[
@@ -312,10 +313,10 @@ pub fn controller_response(
             &seqnum.to_le_bytes(),
             &tid.to_le_bytes(),
             &[0],
-            b"Controller",
-            subnqn.as_bytes(),
+            role,
+            own.as_bytes(),
             &[0],
-            hostnqn.as_bytes(),
+            peer.as_bytes(),
         ],
     )
 }
