@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 use zns_device::DeviceUri;
 use zns_ftl::bench::{self, BenchOptions, BenchReport, Observer, Phase, Workload};
 use zns_ftl::{
-    CheckReport, Ftl, FtlConfig, FtlError, FtlStats, StreamLayout, VictimPolicy, WriteMode,
+    CheckReport, Ftl, FtlConfig, FtlError, FtlStats, RepairReport, StreamLayout, VictimPolicy,
+    WriteMode,
 };
 
 use crate::num::human_size;
@@ -37,7 +38,10 @@ pub enum FtlCommand {
         json: bool,
     },
     /// Open the FTL and verify its invariants (map, valid counts, zone
-    /// states); exit status 1 when a problem is found.
+    /// states, damaged metadata). Exit status: 0 clean (or repaired with
+    /// nothing lost), 3 damage a repair restores completely, 4 damage that
+    /// loses blocks (a repair without --accept-loss then changes nothing),
+    /// 1 the check could not run.
     Check {
         /// One JSON object instead of text.
         #[arg(long)]
@@ -45,11 +49,17 @@ pub enum FtlCommand {
         /// Also read every mapped block back.
         #[arg(long)]
         read_all: bool,
-        /// Where the metadata log is damaged, roll it back to the page
-        /// before the damage (block tags bring back what they can) and
-        /// report what is lost, then check. Never done without this flag.
+        /// Where the metadata log is damaged, rebuild the map from every
+        /// intact source (any complete checkpoint, the log on both sides
+        /// of the damage, the block tags), then check. Never done without
+        /// this flag; a repair that cannot account for every block writes
+        /// nothing unless --accept-loss.
         #[arg(long)]
         repair: bool,
+        /// With --repair: write the repair even though it loses blocks
+        /// (they are listed).
+        #[arg(long, requires = "repair")]
+        accept_loss: bool,
     },
     /// Measure the FTL (first-pass IOPS, steady-state write amplification,
     /// map RAM) against the raw device. Formats the device; default device
@@ -262,7 +272,19 @@ pub fn run(uri: &str, device_given: bool, cmd: FtlCommand, out: &mut dyn Write) 
     match cmd {
         FtlCommand::Format(args) => format(uri, &args, out),
         FtlCommand::Stats { json } => stats(uri, json, out),
-        FtlCommand::Check { json, read_all, repair } => check(uri, json, read_all, repair, out),
+        FtlCommand::Check { json, read_all, repair, accept_loss } => {
+            let how = CheckHow { as_json: json, read_all, repair, accept_loss };
+            let r = check(uri, how, out);
+            if let Some(code) = r.as_ref().err().and_then(exit_code) {
+                // The exit status tells repairable damage from lost
+                // blocks; the command line's error path has one failure
+                // status, so this one ends here, in the same format.
+                out.flush()?;
+                eprintln!("zns: {:#}", r.expect_err("an error"));
+                std::process::exit(code);
+            }
+            r
+        }
         FtlCommand::Serve(args) => crate::ftl_serve::run(uri, &args, out),
         FtlCommand::Bench(args) => {
             let uri = if device_given { uri } else { BENCH_DEFAULT_URI };
@@ -507,101 +529,206 @@ fn open_failure_json(uri: &str, e: &anyhow::Error) -> Value {
     })
 }
 
-/// Opens the FTL with [`Ftl::repair`], printing what the repair lost.
-fn repair_ftl(uri: &str, as_json: bool, out: &mut dyn Write) -> Result<(Ftl, Value)> {
-    let dev = zns_device::open(uri)?;
-    let (ftl, report) = Ftl::repair(dev, FtlConfig::default()).map_err(|error| {
-        let message = format!("repair the FTL on {uri}: {error}");
-        anyhow::Error::new(OpenError { message, error })
-    })?;
-    let Some(r) = report else {
-        if !as_json {
-            writeln!(out, "repair: the metadata log is intact; nothing to repair")?;
-        }
-        return Ok((ftl, Value::Null));
-    };
-    let value = json!({
+/// Exit status of `zns ftl check`: damage that a repair restores
+/// completely.
+pub const EXIT_REPAIRABLE: i32 = 3;
+/// Exit status of `zns ftl check`: damage that loses blocks.
+pub const EXIT_LOST: i32 = 4;
+
+/// What `zns ftl check` was asked for.
+#[derive(Debug, Clone, Copy)]
+struct CheckHow {
+    as_json: bool,
+    read_all: bool,
+    repair: bool,
+    accept_loss: bool,
+}
+
+/// A check that found damage: the message for stderr and the exit status
+/// that says whether a repair restores everything.
+#[derive(Debug)]
+struct Damaged {
+    message: String,
+    code: i32,
+}
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Damaged {}
+
+/// The repair report as JSON.
+fn repair_json(r: &RepairReport) -> Value {
+    json!({
         "damage": r.damage.iter().map(|(z, b, why)| json!({"zone": z, "block": b, "reason": why})).collect::<Vec<_>>(),
-        "dropped_pages": r.dropped_pages,
-        "lost_map_records": r.lost_map_records,
-        "lost_unmap_records": r.lost_unmap_records,
+        "unknown_pages": r.unknown_pages.iter().map(|(z, b)| json!({"zone": z, "block": b})).collect::<Vec<_>>(),
         "dropped_zones": r.dropped_zones,
         "unmapped": r.unmapped,
         "damaged_blocks": r.damaged_blocks,
         "adopted": r.adopted,
         "partial_checkpoint": r.partial_checkpoint,
         "scanned": r.scanned,
-    });
-    if !as_json {
-        for (z, b, why) in &r.damage {
-            writeln!(out, "repair: metadata log cut at zone {z} block {b}: {why}")?;
-        }
+        "loses": r.loses(),
+    })
+}
+
+/// Up to 16 numbers of `v`, for a line of text.
+fn short_list(v: &[u64]) -> String {
+    let head: Vec<String> = v.iter().take(16).map(u64::to_string).collect();
+    format!("{}{}", head.join(", "), if v.len() > 16 { ", ..." } else { "" })
+}
+
+/// The repair report in words, each line starting with `prefix`.
+fn write_repair(out: &mut dyn Write, prefix: &str, r: &RepairReport) -> Result<()> {
+    for (z, b, why) in &r.damage {
+        writeln!(out, "{prefix}: damaged metadata at zone {z} block {b}: {why}")?;
+    }
+    for z in &r.dropped_zones {
+        writeln!(out, "{prefix}: metadata zone {z} could not be placed in the log")?;
+    }
+    if r.partial_checkpoint {
         writeln!(
             out,
-            "repair: dropped {} log pages ({} readable mapping changes and {} discards in them \
-             are lost)",
-            r.dropped_pages, r.lost_map_records, r.lost_unmap_records
+            "{prefix}: no complete checkpoint is left: the map is rebuilt from the newest \
+             checkpoint's readable chunks, the log after it and the block tags ({} blocks found \
+             by a full scan; discarded blocks may read their old data again)",
+            r.scanned
         )?;
-        if r.partial_checkpoint {
-            writeln!(
-                out,
-                "repair: no complete checkpoint was left: the map was rebuilt from the newest \
-                 checkpoint's readable chunks, the log after it and the block tags ({} blocks \
-                 found by a full scan; discarded blocks may read their old data again)",
-                r.scanned
-            )?;
-        }
+    } else if !r.unknown_pages.is_empty() {
         writeln!(
             out,
-            "repair: {} blocks written after the kept log were adopted by their tags",
-            r.adopted
+            "{prefix}: {} damaged log page(s) held unknown map changes: a full scan of the block \
+             tags found {} newer versions (a discard in them may be undone)",
+            r.unknown_pages.len(),
+            r.scanned
         )?;
-        let list = |v: &[u64]| {
-            let head: Vec<String> = v.iter().take(16).map(u64::to_string).collect();
-            format!("{}{}", head.join(", "), if v.len() > 16 { ", ..." } else { "" })
-        };
-        if !r.unmapped.is_empty() {
-            writeln!(
-                out,
-                "repair: lost {} logical blocks (they now read as zeros): {}",
-                r.unmapped.len(),
-                list(&r.unmapped)
-            )?;
+    }
+    writeln!(out, "{prefix}: {} blocks adopted by their tags", r.adopted)?;
+    if !r.unmapped.is_empty() {
+        writeln!(
+            out,
+            "{prefix}: lost {} logical blocks (they read as zeros): {}",
+            r.unmapped.len(),
+            short_list(&r.unmapped)
+        )?;
+    }
+    if !r.damaged_blocks.is_empty() {
+        writeln!(
+            out,
+            "{prefix}: {} logical blocks fail their data checksum (reads of them fail): {}",
+            r.damaged_blocks.len(),
+            short_list(&r.damaged_blocks)
+        )?;
+    }
+    Ok(())
+}
+
+/// Opens the FTL with [`Ftl::repair_with`], printing what the repair
+/// found. A repair that would lose blocks without `accept_loss` prints
+/// what it would lose and fails with [`EXIT_LOST`], having written nothing.
+fn repair_ftl(uri: &str, how: CheckHow, out: &mut dyn Write) -> Result<(Ftl, Value)> {
+    let dev = zns_device::open(uri)?;
+    let (ftl, report) = match Ftl::repair_with(dev, FtlConfig::default(), how.accept_loss) {
+        Ok(o) => o,
+        Err(FtlError::RepairLoses(r)) => {
+            if how.as_json {
+                let v = json!({"device": uri, "ok": false, "opened": false, "repaired": false,
+                    "error_kind": "lost", "repair": repair_json(&r)});
+                writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else {
+                write_repair(out, "repair would", &r)?;
+            }
+            let message = format!("repair the FTL on {uri}: {}", FtlError::RepairLoses(r));
+            return Err(anyhow::Error::new(Damaged { message, code: EXIT_LOST }));
         }
-        if !r.damaged_blocks.is_empty() {
-            writeln!(
-                out,
-                "repair: {} logical blocks fail their data checksum (reads of them fail): {}",
-                r.damaged_blocks.len(),
-                list(&r.damaged_blocks)
-            )?;
+        Err(error) => {
+            let message = format!("repair the FTL on {uri}: {error}");
+            return Err(anyhow::Error::new(OpenError { message, error }));
+        }
+    };
+    let Some(r) = report else {
+        if !how.as_json {
+            writeln!(out, "repair: the metadata log is intact; nothing to repair")?;
+        }
+        return Ok((ftl, Value::Null));
+    };
+    if !how.as_json {
+        write_repair(out, "repair", &r)?;
+        if r.loses() {
+            writeln!(out, "repair: the loss was accepted (--accept-loss)")?;
         }
         writeln!(out, "repair: a checkpoint of the repaired state is written")?;
     }
-    Ok((ftl, value))
+    Ok((ftl, repair_json(&r)))
 }
 
-fn check(
-    uri: &str,
-    as_json: bool,
-    read_all: bool,
-    repair: bool,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let opened = match repair {
-        true => repair_ftl(uri, as_json, out),
+/// When the FTL does not open: what a repair would restore, without
+/// writing, as the exit status (damage a repair restores completely, or
+/// damage that loses blocks).
+fn diagnose_failure(uri: &str, e: anyhow::Error, as_json: bool, out: &mut dyn Write) -> Result<()> {
+    let damaged = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<OpenError>())
+        .is_some_and(|o| matches!(o.error, FtlError::Corrupt { .. }));
+    let diagnosis = match damaged {
+        true => {
+            zns_device::open(uri).ok().map(|dev| Ftl::diagnose(dev.as_ref(), &FtlConfig::default()))
+        }
+        false => None,
+    };
+    if as_json {
+        let mut v = open_failure_json(uri, &e);
+        if let Some(Ok(Some(r))) = &diagnosis {
+            v["repair"] = repair_json(r);
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    }
+    let (code, what) = match &diagnosis {
+        Some(Ok(Some(r))) if !r.loses() => {
+            (EXIT_REPAIRABLE, "`--repair` restores every block".to_string())
+        }
+        Some(Ok(Some(r))) => (EXIT_LOST, format!("a repair would lose blocks: {}", r.summary())),
+        Some(Err(d)) => (EXIT_LOST, format!("a repair cannot rebuild it: {d}")),
+        _ => return Err(e),
+    };
+    if !as_json {
+        out.flush()?;
+    }
+    let message = format!("{e:#}; {what}");
+    Err(anyhow::Error::new(Damaged { message, code }))
+}
+
+fn check(uri: &str, how: CheckHow, out: &mut dyn Write) -> Result<()> {
+    let opened = match how.repair {
+        true => repair_ftl(uri, how, out),
         false => open_ftl(uri, true).map(|f| (f, Value::Null)),
     };
     let (ftl, repaired) = match opened {
         Ok(o) => o,
-        Err(e) if as_json => {
-            // Scripts get the damage as JSON too; stderr still says it.
-            writeln!(out, "{}", serde_json::to_string_pretty(&open_failure_json(uri, &e))?)?;
+        Err(e) if e.chain().any(|c| c.downcast_ref::<Damaged>().is_some()) => return Err(e),
+        Err(e) if how.repair => {
+            if how.as_json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&open_failure_json(uri, &e))?)?;
+            }
+            // Damage a repair cannot rebuild from is lost, not a failure
+            // to run.
+            let corrupt = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<OpenError>())
+                .is_some_and(|o| matches!(o.error, FtlError::Corrupt { .. }));
+            if corrupt {
+                out.flush()?;
+                let message = format!("{e:#}");
+                return Err(anyhow::Error::new(Damaged { message, code: EXIT_LOST }));
+            }
             return Err(e);
         }
-        Err(e) => return Err(e),
+        Err(e) => return diagnose_failure(uri, e, how.as_json, out),
     };
-    let r = ftl.check(read_all).context("check the FTL")?;
+    let r = ftl.check(how.read_all).context("check the FTL")?;
     if r.is_ok() {
         ftl.close().context("close the FTL")?;
     } else {
@@ -609,9 +736,9 @@ fn check(
         // map with problems (the log is still flushed).
         drop(ftl);
     }
-    if as_json {
+    if how.as_json {
         let mut v = check_json(uri, &r);
-        if repair {
+        if how.repair {
             v["repair"] = repaired;
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -628,7 +755,7 @@ fn check(
             r.meta_zones,
             r.unusable_zones
         )?;
-        if read_all {
+        if how.read_all {
             writeln!(out, "read back {} blocks", r.blocks_read)?;
         }
         for p in &r.problems {
@@ -643,9 +770,20 @@ fn check(
     }
     if !r.is_ok() {
         out.flush()?;
-        bail!("the FTL check found {} problem(s)", r.problems_total);
+        let (code, what) = match r.only_repairable() {
+            true => (EXIT_REPAIRABLE, "`--repair` restores every block"),
+            false => (EXIT_LOST, "not every block can be restored"),
+        };
+        let message = format!("the FTL check found {} problem(s); {what}", r.problems_total);
+        return Err(anyhow::Error::new(Damaged { message, code }));
     }
     Ok(())
+}
+
+/// The exit status `zns ftl check` asks for with `e`: [`EXIT_REPAIRABLE`]
+/// or [`EXIT_LOST`] for damage, `None` for any other failure.
+pub(crate) fn exit_code(e: &anyhow::Error) -> Option<i32> {
+    e.chain().find_map(|c| c.downcast_ref::<Damaged>()).map(|d| d.code)
 }
 
 /// Progress bars on stderr, one per phase; hidden when stderr is not a

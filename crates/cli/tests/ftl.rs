@@ -208,27 +208,77 @@ fn damaged_metadata_on(create: &[&str], reason: &str) {
     ok(zns(&args));
     let uri = format!("emu:file={}", path.display());
     ok(zns(&["--device", &uri, "ftl", "format"]));
+    // The format's End page, superseded by the close's checkpoint: the
+    // mount passes over it, the check names it as repairable (3).
     damage_an_end_page(&path);
     let c = zns(&["--device", &uri, "ftl", "check"]);
-    assert_eq!(c.code, 1, "{} {}", c.stdout, c.stderr);
-    assert!(c.stderr.contains("corrupt FTL metadata in zone 0"), "{}", c.stderr);
-    assert!(c.stderr.contains("write pointer") && c.stderr.contains("--repair"), "{}", c.stderr);
-    // The refused check changed nothing: the same error again.
-    let again = zns(&["--device", &uri, "ftl", "check"]);
-    assert_eq!(again.stderr, c.stderr);
+    assert_eq!(c.code, 3, "{} {}", c.stdout, c.stderr);
+    assert!(c.stdout.contains("problem: metadata zone 0 block"), "{}", c.stdout);
+    assert!(c.stdout.contains(reason) && c.stdout.contains("not needed"), "{}", c.stdout);
+    assert!(c.stderr.contains("`--repair` restores every block"), "{}", c.stderr);
     let r = ok(zns(&["--device", &uri, "ftl", "check", "--repair", "--json"]));
     let v = json(&r);
     assert_eq!(v["ok"], true, "{v}");
     let damage = v["repair"]["damage"].as_array().unwrap();
     assert_eq!(damage[0]["zone"], 0, "{v}");
     assert!(damage[0]["reason"].as_str().unwrap().contains(reason), "{v}");
-    assert!(v["repair"]["dropped_pages"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["repair"]["loses"], false, "{v}");
     // Repaired for good: a plain check passes, and a second repair finds
     // nothing to do.
     let c = ok(zns(&["--device", &uri, "ftl", "check", "--read-all"]));
     assert!(c.stdout.contains("no problems found"), "{}", c.stdout);
     let r = ok(zns(&["--device", &uri, "ftl", "check", "--repair"]));
     assert!(r.stdout.contains("nothing to repair"), "{}", r.stdout);
+}
+
+/// Offsets in the image of the FTL pages of kind `kind` in the first
+/// metadata zone.
+fn ftl_pages(path: &std::path::Path, kind: u8) -> Vec<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut block = vec![0u8; 4096];
+    let mut found = Vec::new();
+    for at in (0..).map(|i| ftl_page(path, 1) + i * 4096u64) {
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.read_exact(&mut block).unwrap();
+        if &block[..4] != b"ZFTL" {
+            return found;
+        }
+        if block[4] == kind {
+            found.push(at);
+        }
+    }
+    found
+}
+
+#[test]
+fn check_exit_codes_separate_clean_repairable_and_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", "small", "--no-checksums"]));
+    let uri = format!("emu:file={}", path.display());
+    ok(zns(&["--device", &uri, "ftl", "format"]));
+    ok(zns(&["--device", &uri, "ftl", "check"]));
+    // The newest End page: what the pages after the older checkpoint held
+    // cannot be known, so a repair would have to accept a loss (4).
+    let end = *ftl_pages(&path, 4).last().expect("an End page");
+    flip_byte(&path, end + 40);
+    let block = (end - ftl_page(&path, 1)) / 4096;
+    let c = zns(&["--device", &uri, "ftl", "check"]);
+    assert_eq!(c.code, 4, "{} {}", c.stdout, c.stderr);
+    assert!(c.stderr.contains(&format!("zone 0 at block {block}:")), "{}", c.stderr);
+    assert!(c.stderr.contains("a repair would lose blocks"), "{}", c.stderr);
+    let r = zns(&["--device", &uri, "ftl", "check", "--repair"]);
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nothing was changed") && r.stderr.contains("--accept-loss"));
+    assert!(r.stdout.contains(&format!("zone 0 block {block}:")), "{}", r.stdout);
+    // Nothing was changed: the same answer again.
+    assert_eq!(zns(&["--device", &uri, "ftl", "check"]).stderr, c.stderr);
+    let a = ok(zns(&["--device", &uri, "ftl", "check", "--repair", "--accept-loss"]));
+    assert!(a.stdout.contains("the loss was accepted"), "{}", a.stdout);
+    ok(zns(&["--device", &uri, "ftl", "check", "--read-all"]));
+    let u = zns(&["--device", &uri, "ftl", "check", "--accept-loss"]);
+    assert_eq!(u.code, 2, "--accept-loss needs --repair: {}", u.stderr);
 }
 
 /// The image's first block whose page starts with the FTL's magic and has
@@ -263,7 +313,9 @@ fn a_damaged_ftl_header_is_named_never_taken_for_an_empty_device() {
     ok(zns(&["emu", "create", path.to_str().unwrap(), "--profile", "small"]));
     let uri = format!("emu:file={}", path.display());
     ok(zns(&["--device", &uri, "ftl", "format"]));
+    // Both copies of the header: one alone is recovered from the other.
     flip_byte(&path, ftl_page(&path, 1) + 40);
+    flip_byte(&path, ftl_page(&path, 1) + 4096 + 40);
     let zones = ok(zns(&["--device", &uri, "report-zones", "--format", "csv"])).stdout;
     // (`ftl serve` and `serve --ftl` open the FTL through the same path;
     // they are not run here, since a server that did start would not stop.)
@@ -282,7 +334,7 @@ fn a_damaged_ftl_header_is_named_never_taken_for_an_empty_device() {
     // The check names it too, and as JSON for scripts; a repair cannot
     // rebuild the layout and says so; nothing on the device changed.
     let c = zns(&["--device", &uri, "ftl", "check", "--json"]);
-    assert_eq!(c.code, 1, "{}", c.stderr);
+    assert_eq!(c.code, 4, "{}", c.stderr);
     assert!(c.stderr.contains("header page (its superblock"), "{}", c.stderr);
     let v = json(&c);
     assert_eq!((v["ok"].as_bool(), v["opened"].as_bool()), (Some(false), Some(false)), "{v}");
@@ -293,7 +345,7 @@ fn a_damaged_ftl_header_is_named_never_taken_for_an_empty_device() {
     let reason = v["damage"]["reason"].as_str().unwrap();
     assert!(reason.contains("Unrecovered Read Error"), "{v}");
     let r = zns(&["--device", &uri, "ftl", "check", "--repair"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("cannot be rebuilt"), "{}", r.stderr);
     let f = zns(&["--device", &uri, "ftl", "format"]);
     assert_eq!(f.code, 1, "{}", f.stderr);

@@ -154,6 +154,18 @@ pub enum CheckProblem {
         /// The logical block.
         logical: u64,
     },
+    /// A metadata page is damaged that the mount did not need (a header
+    /// copy, a page older than the checkpoint loaded, a page of a
+    /// checkpoint): the state is intact, and `zns ftl check --repair`
+    /// rewrites the log without it.
+    DamagedMetadata {
+        /// Metadata zone.
+        zone: u32,
+        /// Block in the zone.
+        block: u32,
+        /// What is wrong and what the page held.
+        reason: String,
+    },
     /// Reading mapped blocks back failed (`read_all`).
     ReadFailed {
         /// Zone.
@@ -182,6 +194,7 @@ impl CheckProblem {
             CheckProblem::OpenZonesWritten { .. } => "open-zones-written",
             CheckProblem::ZoneCount { .. } => "zone-count",
             CheckProblem::ReadFailed { .. } => "read-failed",
+            CheckProblem::DamagedMetadata { .. } => "damaged-metadata",
             CheckProblem::WrongTag { .. } => "wrong-tag",
             CheckProblem::DamagedData { .. } => "damaged-data",
         }
@@ -198,7 +211,8 @@ impl CheckProblem {
             | CheckProblem::ZoneState { zone, .. }
             | CheckProblem::ReadFailed { zone, .. }
             | CheckProblem::WrongTag { zone, .. }
-            | CheckProblem::DamagedData { zone, .. } => Some(zone),
+            | CheckProblem::DamagedData { zone, .. }
+            | CheckProblem::DamagedMetadata { zone, .. } => Some(zone),
             _ => None,
         }
     }
@@ -207,6 +221,11 @@ impl CheckProblem {
 impl fmt::Display for CheckProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            CheckProblem::DamagedMetadata { zone, block, reason } => write!(
+                f,
+                "metadata zone {zone} block {block}: {reason}; the FTL's state is intact, and \
+                 `--repair` rewrites the log without it"
+            ),
             CheckProblem::MapOutOfRange { logical, pba, reason } => {
                 write!(f, "logical block {logical} maps to physical block {pba}, {reason}")
             }
@@ -315,6 +334,15 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// Whether every problem found is damaged metadata the mount did not
+    /// need ([`CheckProblem::DamagedMetadata`]): a repair restores
+    /// everything.
+    pub fn only_repairable(&self) -> bool {
+        !self.is_ok()
+            && self.problems_total == self.problems.len() as u64
+            && self.problems.iter().all(|p| matches!(p, CheckProblem::DamagedMetadata { .. }))
+    }
+
     /// True when no problem was found.
     pub fn is_ok(&self) -> bool {
         self.problems_total == 0
@@ -570,6 +598,13 @@ impl Ftl {
                     });
                 }
             }
+        }
+        for (zone, block, reason) in &s.mount_damage {
+            r.problem(CheckProblem::DamagedMetadata {
+                zone: *zone,
+                block: *block,
+                reason: reason.clone(),
+            });
         }
         if read_all {
             read_back(s, &mut r)?;

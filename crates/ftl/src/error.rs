@@ -94,6 +94,17 @@ pub enum FtlError {
         /// What failed.
         why: &'static str,
     },
+    /// A repair cannot account for every block (map changes in damaged
+    /// log pages are unknown, mappings would be dropped, or blocks fail
+    /// their checksum), and the loss was not accepted: nothing was
+    /// written. The report says what would be lost.
+    #[error(
+        "a repair cannot account for every block ({}); nothing was changed. Repair accepting \
+         the loss explicitly (`zns ftl check --repair --accept-loss`), or keep the device as it \
+         is for a closer look",
+        .0.summary()
+    )]
+    RepairLoses(Box<crate::recovery::RepairReport>),
     /// The FTL stopped after an earlier device failure; reopen it to
     /// recover.
     #[error("the FTL stopped after an earlier failure: {0}")]

@@ -17,7 +17,7 @@ use crate::journal::{records_per_page, Journal, Superblock};
 use crate::layout::Layout;
 use crate::map::Map;
 use crate::meta::{meta_zone_plan, LogZrwa, MetaCtx, MetaWriter};
-use crate::recovery::RepairReport;
+use crate::recovery::{Mode, RepairReport};
 use crate::stats::{Counters, FtlStats, PoolCounts};
 use crate::tag::{self, Tag, Tagging};
 use crate::zones::{Grant, Pool, Who, Zones};
@@ -106,6 +106,8 @@ pub(crate) struct Shared {
     pub write_seq: AtomicU64,
     /// How blocks are tagged: the FTL instance's key, data checksums.
     pub tagging: Tagging,
+    /// Damaged metadata pages the mount passed over (see [`Parts`]).
+    pub mount_damage: Vec<crate::recovery::Damage>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -173,6 +175,9 @@ pub(crate) struct Parts {
     /// The mount generation: write sequence numbers start at
     /// [`crate::tag::first_seq`] of it.
     pub generation: u32,
+    /// Damaged metadata pages the mount passed over because they held
+    /// nothing it needed (reported by [`Ftl::check`]).
+    pub damage: Vec<crate::recovery::Damage>,
 }
 
 /// Most records a background log write waits for: 2 MiB of journal in
@@ -202,7 +207,7 @@ impl Shared {
     pub(crate) fn new(dev: Arc<dyn ZonedDevice>, config: FtlConfig, parts: Parts) -> Result<Self> {
         let budget = open_budget(dev.as_ref()).saturating_sub(1);
         let plan = StreamPlan::new(&config, budget)?;
-        let Parts { layout, map, meta, pools, resume, clock, generation } = parts;
+        let Parts { layout, map, meta, pools, resume, clock, generation, damage } = parts;
         let zones = Zones::new(&layout, &plan, config.gc_low, config.gc_high, pools, resume);
         let hot_threshold = ((layout.logical as f64 * config.hot_threshold) as u64).max(1);
         let persist_batch = persist_batch(&layout);
@@ -224,6 +229,7 @@ impl Shared {
             hot_threshold,
             persist_batch,
             write_seq: AtomicU64::new(crate::tag::first_seq(generation)),
+            mount_damage: damage,
             layout,
             config,
         })
@@ -805,7 +811,7 @@ impl FormatPlan {
         let all_caps: Vec<u32> =
             report.iter().filter(|z| usable(z)).map(|z| z.capacity as u32).collect();
         let upper = exposed_blocks(&all_caps, stride, &plan, config.op)?;
-        let needed = meta_zone_plan(upper, info.block_size as usize, caps[0]).0;
+        let needed = meta_zone_plan(upper, info.block_size as usize, caps[0], 2).0;
         let meta_zones = config.meta_zones.unwrap_or(needed);
         if meta_zones < needed {
             return Err(FtlError::Config(format!(
@@ -880,7 +886,7 @@ impl Ftl {
             meta_zones,
             stride,
             op_ppm: (config.op * 1e6) as u32,
-            features: crate::journal::FEATURE_DATA_CRC,
+            features: crate::journal::FEATURE_DATA_CRC | crate::journal::FEATURE_BACKUP_HEADER,
         };
         let pools: Vec<Pool> = report
             .iter()
@@ -905,7 +911,16 @@ impl Ftl {
             zrwa,
         )?;
         let map = Map::new(&layout);
-        let parts = Parts { layout, map, meta, pools, resume: Vec::new(), clock: 0, generation: 1 };
+        let parts = Parts {
+            layout,
+            map,
+            meta,
+            pools,
+            resume: Vec::new(),
+            clock: 0,
+            generation: 1,
+            damage: Vec::new(),
+        };
         let shared = Shared::new(dev, config, parts)?;
         {
             let mut m = shared.meta.lock();
@@ -921,24 +936,32 @@ impl Ftl {
     /// device; the rest of `config` applies from now on.
     pub fn open(dev: Arc<dyn ZonedDevice>, config: FtlConfig) -> Result<Ftl> {
         config.validate()?;
-        let (shared, _) = crate::recovery::recover(dev, config, false)?;
+        let (shared, _) = crate::recovery::recover(dev, config, Mode::Mount)?;
         Ok(Ftl::start(shared))
     }
 
     /// Opens the FTL on `dev` like [`Ftl::open`], but where the metadata
-    /// log is damaged, rolls it back to the page before the damage instead
-    /// of failing: the blocks' tags bring back what they can (blocks
-    /// written after the kept log), mappings whose block's tag names
-    /// another logical block are dropped, and a checkpoint in a fresh
+    /// log is damaged, rebuilds the map from every intact source instead
+    /// of failing: any complete checkpoint, the log pages on both sides of
+    /// a damaged one, and the blocks' tags (blocks written after the log,
+    /// and where damaged pages' map changes are unknown, every version
+    /// newer than what the kept log maps); mappings whose block's tag
+    /// names another logical block are dropped. A checkpoint in a fresh
     /// metadata zone makes the repaired state the FTL's. Returns what was
-    /// lost (`None`: nothing, the FTL was intact). Explicit only: nothing
-    /// repairs on [`Ftl::open`].
-    pub fn repair(
+    /// found (`None`: the FTL was intact).
+    ///
+    /// A repair that cannot account for every block
+    /// ([`RepairReport::loses`]) writes nothing and fails with
+    /// [`FtlError::RepairLoses`] unless `accept_loss`. Explicit only:
+    /// nothing repairs on [`Ftl::open`].
+    pub fn repair_with(
         dev: Arc<dyn ZonedDevice>,
         config: FtlConfig,
+        accept_loss: bool,
     ) -> Result<(Ftl, Option<RepairReport>)> {
         config.validate()?;
-        let (shared, report) = crate::recovery::recover(dev, config, true)?;
+        let mode = Mode::Repair { accept_loss };
+        let (shared, report) = crate::recovery::recover(dev, config, mode)?;
         let ftl = Ftl::start(shared);
         {
             let s = &ftl.shared;
@@ -946,6 +969,26 @@ impl Ftl {
             m.checkpoint(&s.meta_ctx())?;
         }
         Ok((ftl, report))
+    }
+
+    /// [`Ftl::repair_with`] without accepting a loss: a repair that cannot
+    /// account for every block changes nothing and fails with
+    /// [`FtlError::RepairLoses`].
+    pub fn repair(
+        dev: Arc<dyn ZonedDevice>,
+        config: FtlConfig,
+    ) -> Result<(Ftl, Option<RepairReport>)> {
+        Ftl::repair_with(dev, config, false)
+    }
+
+    /// What [`Ftl::repair_with`] would find and restore on `dev`, writing
+    /// nothing (`None`: the FTL is intact). The report's
+    /// [`RepairReport::loses`] tells a repair that restores everything
+    /// from one that loses blocks.
+    pub fn diagnose(dev: &dyn ZonedDevice, config: &FtlConfig) -> Result<Option<RepairReport>> {
+        config.validate()?;
+        let a = crate::recovery::analyze(dev, config, Mode::Diagnose)?;
+        Ok((!a.repair.is_clean()).then_some(a.repair))
     }
 
     /// Opens the FTL on `dev`, or formats the device when it holds nothing

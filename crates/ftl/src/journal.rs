@@ -115,7 +115,8 @@ pub(crate) struct Superblock {
     pub stride: u32,
     /// Over-provisioning at format, in parts per million (informational).
     pub op_ppm: u32,
-    /// Format features ([`FEATURE_DATA_CRC`]); 0 in headers written before
+    /// Format features ([`FEATURE_DATA_CRC`], [`FEATURE_BACKUP_HEADER`]); 0
+    /// in headers written before
     /// the field existed.
     pub features: u32,
 }
@@ -124,8 +125,25 @@ pub(crate) struct Superblock {
 /// [`crate::tag`]).
 pub(crate) const FEATURE_DATA_CRC: u32 = 1;
 
+/// Feature: every metadata zone starts with two header pages, the
+/// superblock and its copy, so one damaged copy is recovered from the
+/// other (as file systems keep backup superblocks). FTLs formatted
+/// before it have one header page per zone and are still read.
+pub(crate) const FEATURE_BACKUP_HEADER: u32 = 2;
+
 /// Features this version understands; a header with others is refused.
-pub(crate) const KNOWN_FEATURES: u32 = FEATURE_DATA_CRC;
+pub(crate) const KNOWN_FEATURES: u32 = FEATURE_DATA_CRC | FEATURE_BACKUP_HEADER;
+
+impl Superblock {
+    /// Header pages at the start of every metadata zone: two with
+    /// [`FEATURE_BACKUP_HEADER`], else one.
+    pub fn header_pages(&self) -> u32 {
+        match self.features & FEATURE_BACKUP_HEADER {
+            0 => 1,
+            _ => 2,
+        }
+    }
+}
 
 /// Header payload before `features` existed (still read).
 const SUPERBLOCK_V1: usize = 8 + 8 + 4 + 8 + 4 + 4 + 4 + 4;

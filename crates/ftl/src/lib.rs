@@ -26,7 +26,7 @@
 //! | `map` | packed L2P and P2L maps, per-zone valid counts |
 //! | `zones` | free / open / full / victim pools, write heads within the open-zone limits |
 //! | `gc` | background garbage collection, victim policies, Copy-based relocation |
-//! | `journal`, `meta`, `recovery` | the checksummed metadata log, checkpoints, crash recovery |
+//! | `journal`, `meta`, `logread`, `recovery` | the checksummed metadata log, checkpoints, crash recovery and repair |
 //! | [`testkit`] | a device wrapper that stops all I/O at a chosen command, for crash tests |
 //!
 //! Design notes, measurements and the on-device format are in
@@ -44,6 +44,7 @@ mod ftl;
 mod gc;
 mod journal;
 mod layout;
+mod logread;
 mod map;
 mod meta;
 mod recovery;
@@ -57,6 +58,6 @@ pub use check::{CheckProblem, CheckReport, MAX_PROBLEMS};
 pub use config::{FtlConfig, StreamLayout, VictimPolicy, WriteMode, ZrwaUse};
 pub use error::{FtlError, Result};
 pub use ftl::Ftl;
-pub use recovery::RepairReport;
+pub use recovery::{Damage, RepairReport};
 pub use stats::{FtlStats, PoolCounts};
 pub use zns_ftl_core::UnknownPolicy;

@@ -63,9 +63,14 @@ pub(crate) fn checkpoint_pages(logical: u64, block_size: usize) -> u64 {
 /// for the next mount; after a checkpoint two zones stay live (the one
 /// holding its Begin record and the current one), which leaves one zone of
 /// log between checkpoints.
-pub(crate) fn meta_zone_plan(logical: u64, block_size: usize, cap: u32) -> (u32, u32) {
-    let t = checkpoint_pages(logical, block_size).div_ceil((cap as u64).saturating_sub(1).max(1))
-        as u32;
+pub(crate) fn meta_zone_plan(
+    logical: u64,
+    block_size: usize,
+    cap: u32,
+    header_pages: u32,
+) -> (u32, u32) {
+    let room = (cap as u64).saturating_sub(header_pages as u64).max(1);
+    let t = checkpoint_pages(logical, block_size).div_ceil(room) as u32;
     (t + 5, t + 2)
 }
 
@@ -214,7 +219,12 @@ impl MetaWriter {
         let buf = q
             .alloc(layout.mdts_blocks as usize * layout.block_size as usize)
             .map_err(FtlError::device("allocate a metadata buffer"))?;
-        let (_, trigger) = meta_zone_plan(sb.logical, layout.block_size as usize, layout.cap(0));
+        let (_, trigger) = meta_zone_plan(
+            sb.logical,
+            layout.block_size as usize,
+            layout.cap(0),
+            sb.header_pages(),
+        );
         let side = match zrwa {
             Some(_) => Some(
                 q.alloc(layout.mdts_blocks as usize * layout.block_size as usize)
@@ -492,15 +502,20 @@ impl MetaWriter {
             let mut n = 0usize;
             if offset == 0 {
                 self.first_seq[zone as usize] = Some(self.next_seq);
+            }
+            // The zone's header pages first: the superblock and, where
+            // the format keeps one, its copy (also when a zone was left
+            // with the first only, by a power cut between the two).
+            while n < room && offset + (n as u32) < self.sb.header_pages() {
                 let page = Page {
                     seq: self.next_seq,
                     generation: self.generation,
                     watermark,
                     body: Body::Header(self.sb),
                 };
-                page.encode(&mut self.buf[..bs]);
+                page.encode(&mut self.buf[n * bs..(n + 1) * bs]);
                 self.next_seq += 1;
-                n = 1;
+                n += 1;
             }
             while n < room {
                 let Some(body) = it.next() else { break };

@@ -72,13 +72,19 @@ fn a_half_written_last_page_is_damage_not_a_torn_write() {
     drop(q);
     let reason = refused_at(&dev, wp);
     assert!(reason.contains("write pointer") && reason.contains("--repair"), "{reason}");
-    // Repair drops it, knowingly, and loses nothing: the page held nothing.
-    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    // What the page held cannot be known: a repair refuses to lose it
+    // silently, and writes nothing.
+    match Ftl::repair(Arc::clone(&dev), FtlConfig::default()) {
+        Err(FtlError::RepairLoses(r)) => assert_eq!(r.unknown_pages.len(), 1, "{r:?}"),
+        other => panic!("{:?}", other.map(|(_, r)| r)),
+    }
+    refused_at(&dev, wp);
+    // Accepted, it drops the page and loses nothing else: it held nothing.
+    let (ftl, report) = Ftl::repair_with(Arc::clone(&dev), FtlConfig::default(), true).unwrap();
     let report = report.expect("the repair reports the damage");
     assert_eq!(report.damage.len(), 1, "{report:?}");
     assert_eq!((report.damage[0].0 as u64) * 64 + report.damage[0].1 as u64, wp);
-    assert_eq!(report.dropped_pages, 1);
-    assert_eq!((report.lost_map_records, report.lost_unmap_records), (0, 0));
+    assert_eq!(report.unknown_pages.len(), 1);
     assert!(report.unmapped.is_empty() && report.damaged_blocks.is_empty(), "{report:?}");
     common::compare_all(&ftl, &model);
     // The repaired FTL goes on, and opens without repair from now on.
@@ -121,9 +127,9 @@ fn a_flipped_byte_in_the_newest_durable_page_fails_the_mount_and_repair_rolls_ba
     assert!(reason.contains("checksum"), "{reason}");
     // The blocks' tags are newer than the kept log: the repair adopts them
     // and nothing is lost but the page itself.
-    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let (ftl, report) = Ftl::repair_with(Arc::clone(&dev), FtlConfig::default(), true).unwrap();
     let report = report.expect("damage reported");
-    assert_eq!(report.dropped_pages, 1, "{report:?}");
+    assert_eq!(report.unknown_pages.len(), 1, "{report:?}");
     assert!(report.adopted >= 30, "{report:?}");
     common::compare_all(&ftl, &after);
     drop(ftl);
@@ -136,7 +142,7 @@ fn without_the_tags_rescan_a_repair_rolls_back_to_the_older_versions() {
     flip(&dev, page, 4000);
     refused_at(&dev, page);
     let config = FtlConfig { rescan: false, ..FtlConfig::default() };
-    let (ftl, report) = Ftl::repair(Arc::clone(&dev), config).unwrap();
+    let (ftl, report) = Ftl::repair_with(Arc::clone(&dev), config, true).unwrap();
     let report = report.expect("damage reported");
     assert_eq!(report.adopted, 0);
     // The damaged page's records are unreadable: the batch is lost, and
@@ -171,12 +177,12 @@ fn unreadable_log_pages_are_damage_named_and_repaired() {
     // Error, as a drive's ECC failure or a device image's data checksum
     // gives) is a damaged page: named, and rolled back by a repair.
     let (dev, _, meta) = prepared(100);
-    let (start, _) = current_meta_zone(dev.as_ref(), meta);
+    let (_, wp) = current_meta_zone(dev.as_ref(), meta);
     let emu = Arc::clone(dev.emulator().unwrap());
-    emu.namespaces()[0].inject_read_error(start + 1);
+    emu.namespaces()[0].inject_read_error(wp - 1);
     match Ftl::open(Arc::clone(&dev), FtlConfig::default()) {
         Err(FtlError::Corrupt { zone, block, reason }) => {
-            assert_eq!(zone * 64 + block, start + 1, "{reason}");
+            assert_eq!(zone * 64 + block, wp - 1, "{reason}");
             assert!(reason.contains("Unrecovered Read Error"), "{reason}");
         }
         other => panic!("expected a damaged page, got {other:?}"),
@@ -187,9 +193,9 @@ fn unreadable_log_pages_are_damage_named_and_repaired() {
     Arc::clone(dev.emulator().unwrap()).namespaces()[0].inject_read_error(page);
     let reason = refused_at(&dev, page);
     assert!(reason.contains("Unrecovered Read Error"), "{reason}");
-    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let (ftl, report) = Ftl::repair_with(Arc::clone(&dev), FtlConfig::default(), true).unwrap();
     let report = report.expect("damage reported");
-    assert_eq!(report.dropped_pages, 1, "{report:?}");
+    assert_eq!(report.unknown_pages.len(), 1, "{report:?}");
     common::compare_all(&ftl, &after);
 }
 
@@ -218,7 +224,9 @@ fn a_device_of_another_geometry_or_without_ftl_is_refused() {
 #[test]
 fn a_damaged_header_page_is_damage_not_an_unformatted_device() {
     let (dev, model, _) = prepared(50);
+    // Both copies: one alone is recovered from the other.
     flip(&dev, 0, 40);
+    flip(&dev, 1, 40);
     let reason = refused_at(&dev, 0);
     assert!(
         reason.contains("header page (its superblock") && reason.contains("checksum"),
@@ -231,6 +239,10 @@ fn a_damaged_header_page_is_damage_not_an_unformatted_device() {
     let e = Ftl::open_or_format(Arc::clone(&dev), FtlConfig::default()).map(|_| ()).unwrap_err();
     assert!(matches!(e, FtlError::Corrupt { zone: 0, block: 0, .. }), "{e}");
     assert!(Ftl::written_zones(dev.as_ref()).unwrap() > 1, "nothing was reset");
+    flip(&dev, 1, 40);
+    let ftl = Ftl::open(Arc::clone(&dev), FtlConfig::default()).expect("one copy restored");
+    common::compare_all(&ftl, &model);
+    drop(ftl);
     flip(&dev, 0, 40);
     let ftl = Ftl::open(dev, FtlConfig::default()).expect("the header restored, the FTL opens");
     common::compare_all(&ftl, &model);
@@ -276,7 +288,8 @@ fn damaged_metadata_is_never_reformatted() {
     match Ftl::open_or_format(Arc::clone(&dev), FtlConfig::default()) {
         Err(FtlError::NotEmpty { written_zones }) => assert_eq!(written_zones, written),
         Err(FtlError::Corrupt { .. }) => {}
-        Ok(_) => panic!("a device with damaged metadata was reformatted"),
+        // The header's copy is intact: opened, with every block.
+        Ok(ftl) => common::compare_all(&ftl, &model),
         Err(e) => panic!("unexpected error {e}"),
     }
     // Nothing was reset: the data zones still hold the blocks.
@@ -304,7 +317,7 @@ fn only_an_empty_device_is_formatted_by_open_or_format() {
 }
 
 #[test]
-fn a_damaged_end_page_with_no_older_checkpoint_is_repaired_from_the_log_and_tags() {
+fn a_damaged_end_page_with_no_older_checkpoint_is_known_by_its_place_or_repaired_from_the_tags() {
     let dev = common::device("emu:tiny,metadata=16");
     let ftl = Ftl::format(Arc::clone(&dev), FtlConfig::default()).unwrap();
     let model = MemoryBlockDevice::new(ftl.block_size(), ftl.capacity_blocks());
@@ -328,8 +341,18 @@ fn a_damaged_end_page_with_no_older_checkpoint_is_repaired_from_the_log_and_tags
         })
         .expect("the End page");
     flip(&dev, end, 40);
+    // Alone, the End page is known by its place (right after the
+    // checkpoint's last page, followed by a page of the same mount): the
+    // checkpoint is whole, and the mount passes over the damage.
+    let ftl = Ftl::open(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    common::compare_all(&ftl, &model);
+    assert_eq!(ftl.check(false).unwrap().problems[0].kind(), "damaged-metadata");
+    drop(ftl);
+    // With the page after it damaged too, nothing tells what the End page
+    // was, and no complete checkpoint is left.
+    flip(&dev, end + 1, 40);
     refused_at(&dev, end);
-    let (ftl, report) = Ftl::repair(Arc::clone(&dev), FtlConfig::default()).unwrap();
+    let (ftl, report) = Ftl::repair_with(Arc::clone(&dev), FtlConfig::default(), true).unwrap();
     let report = report.expect("damage reported");
     assert!(report.partial_checkpoint, "{report:?}");
     assert_eq!(report.damage[0].1 as u64, end);
