@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
-use zns_emulator::image::check::{check, CheckReport};
+use zns_emulator::image::check::{check, CheckReport, Verdict};
 use zns_emulator::image::DeviceImage;
 use zns_emulator::profile::Profile;
 
@@ -27,17 +27,20 @@ pub enum EmuCommand {
         no_checksums: bool,
     },
     /// Verify a device image end to end: superblock, profile, layout,
-    /// length, zone-state slots and every readable block's data checksum;
-    /// exit status 1 when anything is damaged.
+    /// length, zone-state slots and every readable block's data and
+    /// metadata checksums. Exit status: 0 clean, 3 damaged and --repair
+    /// restores everything, 4 data or zone state lost, 1 the check could
+    /// not run.
     Check {
         /// Image file.
         path: PathBuf,
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
-        /// Repair what can be: keep the newest valid state, extend a file cut
-        /// short, rewrite a damaged zone-state slot; report what is lost.
-        /// Never done without this flag (nor on open).
+        /// Repair what can be: write the zone state the newest valid slot and
+        /// the data prove as the next record, extend a file cut short,
+        /// rebuild a lost zone state from the data checksums; report what
+        /// is lost. Never done without this flag (nor on open).
         #[arg(long)]
         repair: bool,
     },
@@ -138,20 +141,54 @@ fn check_image(path: &Path, as_json: bool, repair: bool, out: &mut dyn Write) ->
     } else {
         print_report(&r, out)?;
     }
-    if !r.is_ok() {
-        out.flush()?;
-        bail!("device image {} is damaged: {} problem(s)", path.display(), r.problems.len());
+    let why = match r.verdict() {
+        Verdict::Clean => return Ok(()),
+        Verdict::Repairable => format!(
+            "device image {} is damaged: {} problem(s); --repair restores everything",
+            path.display(),
+            r.problems.len()
+        ),
+        Verdict::Lost if r.problems.is_empty() => format!(
+            "device image {}: the repair kept what it could; data or zone state was lost (see \
+             the repair lines)",
+            path.display()
+        ),
+        Verdict::Lost => format!(
+            "device image {} is damaged: {} problem(s); data or zone state is lost",
+            path.display(),
+            r.problems.len()
+        ),
+    };
+    // The exit status tells clean, repairable and lost apart, which the
+    // one failure status of other commands cannot.
+    out.flush()?;
+    eprintln!("zns: {why}");
+    std::process::exit(exit_status(r.verdict()))
+}
+
+/// `zns emu check`'s exit status for a verdict: 0 clean, 3 repairable
+/// without loss, 4 lost (1 is left to a check that could not run).
+fn exit_status(v: Verdict) -> i32 {
+    match v {
+        Verdict::Clean => 0,
+        Verdict::Repairable => 3,
+        Verdict::Lost => 4,
     }
-    Ok(())
 }
 
 fn report_json(r: &CheckReport, repair: bool) -> Value {
     let mut v = json!({
         "image": r.path,
         "ok": r.is_ok(),
+        "verdict": match r.verdict() {
+            Verdict::Clean => "clean",
+            Verdict::Repairable => "repairable",
+            Verdict::Lost => "lost",
+        },
         "version": r.version,
         "profile": r.profile,
         "data_checksums": r.data_checksums,
+        "metadata_checksums": r.metadata_checksums,
         "length": r.length,
         "expected_length": r.expected_length,
         "namespaces": r.namespaces.iter().map(|n| json!({
@@ -159,16 +196,26 @@ fn report_json(r: &CheckReport, repair: bool) -> Value {
             "kind": if n.zoned { "zoned" } else { "conventional" },
             "slots": n.slots,
             "sequence": n.sequence,
+            "changed_zones": n.changed_zones.iter().map(|c| json!({
+                "zone": c.zone,
+                "recorded_blocks": c.before,
+                "proven_blocks": c.after,
+                "reset": c.reset,
+            })).collect::<Vec<_>>(),
+            "unaccounted_blocks": n.unaccounted_blocks,
             "readable_blocks": n.readable_blocks,
             "checked_blocks": n.checked_blocks,
             "damaged_blocks": n.damaged_blocks,
             "damaged_total": n.damaged_total,
+            "damaged_metadata": n.damaged_metadata,
+            "damaged_metadata_total": n.damaged_metadata_total,
             "unverified_blocks": n.unverified_blocks,
         })).collect::<Vec<_>>(),
         "problems": r.problems.iter().map(|p| json!({
             "kind": p.kind,
             "namespace": p.nsid,
             "message": p.message,
+            "repairable": p.repairable,
         })).collect::<Vec<_>>(),
     });
     if repair {
@@ -182,6 +229,9 @@ fn print_report(r: &CheckReport, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "repair: {line}")?;
     }
     let format = match (r.version, r.data_checksums) {
+        (Some(v), true) if r.metadata_checksums => {
+            format!("format {v}, data and metadata checksums")
+        }
         (Some(v), true) => format!("format {v}, data checksums"),
         (Some(v), false) => format!("format {v}, no data checksums: data not verified"),
         (None, _) => "format unknown".to_string(),
@@ -211,9 +261,13 @@ fn print_report(r: &CheckReport, out: &mut dyn Write) -> Result<()> {
             0 => String::new(),
             u => format!(", {u} unverified (a write was interrupted; --repair checksums them)"),
         };
+        let metadata = match n.damaged_metadata_total {
+            0 => String::new(),
+            m => format!(", {m} with damaged metadata"),
+        };
         writeln!(
             out,
-            "namespace {} ({}): {state}{} readable blocks, {} verified, {} damaged{unverified}{slots}",
+            "namespace {} ({}): {state}{} readable blocks, {} verified, {} damaged{metadata}{unverified}{slots}",
             n.nsid,
             if n.zoned { "zoned" } else { "conventional" },
             n.readable_blocks,

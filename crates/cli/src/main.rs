@@ -224,7 +224,8 @@ fn main() -> ExitCode {
             }
     );
     // Servers report dropped connections and failed requests; every
-    // command says when a device image fell back to an older state.
+    // command says when a device image opened read-only (its zone state
+    // rebuilt from the data because a zone-state slot is damaged).
     init_logging(cli.log.as_deref(), if serving { "warn" } else { "off,zns_emulator::image=warn" });
     let mut out = std::io::stdout().lock();
     match run(cli, device_given, &mut out).and_then(|()| out.flush().map_err(Into::into)) {

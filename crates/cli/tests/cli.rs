@@ -776,8 +776,8 @@ fn a_damaged_or_truncated_image_is_an_error_not_a_fresh_device() {
     std::fs::OpenOptions::new().write(true).open(&img.path).unwrap().set_len(1_500_000).unwrap();
     let e = img.run(&["read", "--lba", "0"]).failed();
     assert!(e.contains("truncated: 1500000 bytes"), "{e}");
-    // The newest slot damaged, the older one intact: its state, and a
-    // warning saying so.
+    // The newest slot damaged, the older one intact: the state the older
+    // one and the data prove, read-only, and a warning saying so.
     let img = Image::new();
     img.run_in(&["write", "--lba", "0"], &pattern(16 * 4096, 3)).ok();
     img.run(&["zone", "reset", "--all"]).ok();
@@ -799,7 +799,11 @@ fn a_damaged_or_truncated_image_is_an_error_not_a_fresh_device() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let want = format!("slot {} fails its checksum (sequence {})", newer.0, newer.2);
     assert!(out.stderr.contains(&want), "{}", out.stderr);
-    assert!(out.stderr.contains("the newer zone state in it is lost"), "{}", out.stderr);
+    assert!(out.stderr.contains("the image is read-only"), "{}", out.stderr);
+    let out = img.run_in(&["write", "--lba", "0"], &pattern(4096, 4));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let e = out.stderr.lines().last().unwrap_or_default();
+    assert!(e.contains("Namespace is Write Protected"), "{}", out.stderr);
 }
 
 /// A conventional twin identifies as a conventional drive: no ZNS data, no

@@ -1,6 +1,7 @@
 //! `zns emu check` on clean and damaged device images: the summary, the
-//! exit status, the JSON, `--repair`; and what the damage looks like to a
-//! `zns read` (Unrecovered Read Error, exit status 1).
+//! exit status (0 clean, 3 repairable, 4 lost, 1 not checked), the JSON,
+//! `--repair`; and what the damage looks like to a `zns read`
+//! (Unrecovered Read Error, exit status 1).
 
 mod common;
 
@@ -66,7 +67,13 @@ fn flip(path: &Path, at: u64) {
 /// Failed: exit status 1 and one `zns:` line on stderr.
 #[track_caller]
 fn failed(o: &common::Out) -> String {
-    assert_eq!(o.code, 1, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    failed_with(o, 1)
+}
+
+/// Failed with exit status `code` and one `zns:` line on stderr.
+#[track_caller]
+fn failed_with(o: &common::Out, code: i32) -> String {
+    assert_eq!(o.code, code, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
     assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
     assert!(o.stderr.starts_with("zns: "), "{}", o.stderr);
     o.stderr.trim_end().to_string()
@@ -84,6 +91,7 @@ fn a_clean_image_is_clean() {
     let (code, v) = img.json(&[]);
     assert_eq!(code, 0);
     assert_eq!(v["ok"], true);
+    assert_eq!(v["verdict"], "clean");
     assert_eq!(v["version"], 3);
     assert_eq!(v["data_checksums"], true);
     assert_eq!(v["length"], v["expected_length"]);
@@ -105,20 +113,21 @@ fn a_flipped_data_bit_is_a_media_error_and_damage() {
     assert!(e.contains("Unrecovered Read Error"), "{e}");
     assert!(o.stdout.is_empty(), "no data of a failed read is written out");
     ok(zns(&["-d", &dev, "read", "--lba", "8", "--blocks", "8"]));
-    // The check names it.
+    // The check names it: its data is lost (exit status 4).
     let o = img.check(&[]);
-    let e = failed(&o);
-    assert!(e.contains("is damaged: 1 problem(s)"), "{e}");
+    let e = failed_with(&o, 4);
+    assert!(e.contains("is damaged: 1 problem(s); data or zone state is lost"), "{e}");
     assert!(o.stdout.contains("problem: namespace 1: 1 block fails its data checksum"));
     let (code, v) = img.json(&[]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4);
     assert_eq!(v["ok"], false);
+    assert_eq!(v["verdict"], "lost");
     assert_eq!(v["problems"][0]["kind"], "data");
     assert_eq!(v["problems"][0]["namespace"], 1);
     assert_eq!(v["namespaces"][0]["damaged_blocks"], serde_json::json!([7]));
-    // Repair cannot bring data back: it says so, and the status stays 1.
+    // Repair cannot bring data back: it says so, and the status stays 4.
     let (code, v) = img.json(&["--repair"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4);
     assert!(v["repairs"][0].as_str().unwrap().starts_with("not repaired"), "{v}");
 }
 
@@ -128,15 +137,31 @@ fn damaged_slots_are_found_and_one_is_repaired_from_the_other() {
     let l = img.layout[0];
     let (_, v) = img.json(&[]);
     let seq = v["namespaces"][0]["sequence"].as_u64().unwrap();
-    // The older slot: the image still opens, but the check reports it.
+    // The older slot: the image opens read-only, and the check reports
+    // it as repairable (exit status 3).
     let older = l.zone_state_offset + ((seq - 1) % 2) * l.slot_bytes;
     img.flip(older + 200);
     let (code, v) = img.json(&[]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["verdict"], "repairable");
     assert_eq!(v["problems"][0]["kind"], "slot");
+    assert_eq!(v["problems"][0]["repairable"], true);
+    let dev = format!("emu:file={}", img.p());
+    let o = zns(&["-d", &dev, "report-zones", "--count", "1"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("read-only"), "{}", o.stderr);
+    let input = img.path.with_extension("in");
+    std::fs::write(&input, [7u8; 4096]).unwrap();
+    let o = zns(&["-d", &dev, "write", "--lba", "16", "--input", input.to_str().unwrap()]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("read-only"), "the warning says why: {}", o.stderr);
+    let e = o.stderr.lines().last().unwrap();
+    assert!(e.starts_with("zns: write at LBA 0x10: Namespace is Write Protected"), "{e}");
     // Repaired: both slots valid, the newest state kept.
     let o = ok(img.check(&["--repair"]));
-    assert!(o.stdout.contains("repair: namespace 1: slot"), "{}", o.stdout);
+    let want = "repair: namespace 1: zone-state slot B fails its checksum (sequence 1): slot B \
+                rewritten with the zone state of sequence 2 (the data proves nothing newer)";
+    assert!(o.stdout.contains(want), "{}", o.stdout);
     let (code, v) = img.json(&[]);
     assert_eq!(code, 0, "{v}");
     assert!(v["namespaces"][0]["slots"]
@@ -153,12 +178,15 @@ fn damaged_slots_are_found_and_one_is_repaired_from_the_other() {
     let e = failed(&zns(&["-d", &dev, "report-zones"]));
     assert!(e.contains("no valid zone-state slot"), "{e}");
     let (code, v) = img.json(&[]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4);
     let kinds: Vec<&str> =
         v["problems"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["slot", "slot", "zone-state"]);
+    // The rebuild keeps every block but cannot prove attributes and
+    // states that leave no data: the repair says so, with status 4.
     let (code, v) = img.json(&["--repair"]);
-    assert_eq!(code, 0, "{v}");
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0, "{v}");
     assert!(v["repairs"][0].as_str().unwrap().contains("rebuilt from the data checksums"), "{v}");
     let back = img.path.with_extension("out");
     let out = back.to_str().unwrap();
@@ -174,12 +202,12 @@ fn truncation_and_damaged_structures_are_damage() {
     f.set_len(img.layout[0].data_offset + 8 * 4096).unwrap();
     drop(f);
     let (code, v) = img.json(&[]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4);
     assert_eq!(v["problems"][0]["kind"], "length");
     assert!(v["problems"][0]["message"].as_str().unwrap().contains("truncated"));
     // Repair extends it; the blocks cut off now fail their checksum.
     let o = img.check(&["--repair"]);
-    failed(&o);
+    failed_with(&o, 4);
     assert!(o.stdout.contains("repair: extended the file"), "{}", o.stdout);
     let (_, v) = img.json(&[]);
     assert_eq!(v["length"], v["expected_length"]);
@@ -189,7 +217,7 @@ fn truncation_and_damaged_structures_are_damage() {
         let img = Image::new();
         img.flip(at);
         let (code, v) = img.json(&[]);
-        assert_eq!(code, 1);
+        assert_eq!(code, 4);
         assert_eq!(v["problems"][0]["kind"], kind);
         assert!(v["namespaces"].as_array().unwrap().is_empty());
         let o = img.check(&[]);

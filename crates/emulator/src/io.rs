@@ -53,6 +53,9 @@ pub(crate) fn execute(
         return flush_all(ctrl);
     }
     let ns = ctrl.namespace(sqe.nsid).ok_or(StatusCode::InvalidNamespaceOrFormat)?;
+    if ns.write_protected && changes_media(op, sqe) {
+        return Err(StatusCode::NamespaceWriteProtected.into());
+    }
     let r = match op {
         IoOpcode::Flush => flush(ns).inspect(|_| note(info, || Op::Flush)),
         IoOpcode::Read => read(ctrl, host, ns, sqe, bounce, info),
@@ -66,6 +69,22 @@ pub(crate) fn execute(
         _ => Err(StatusCode::InvalidOpcode),
     };
     r.map_err(Status::from)
+}
+
+/// Whether command `op` would change data or zone state (refused on a
+/// write-protected namespace). Dataset Management changes something only
+/// when it deallocates.
+fn changes_media(op: IoOpcode, sqe: &SubmissionEntry) -> bool {
+    match op {
+        IoOpcode::Write
+        | IoOpcode::WriteZeroes
+        | IoOpcode::WriteUncorrectable
+        | IoOpcode::ZoneAppend
+        | IoOpcode::ZoneMgmtSend
+        | IoOpcode::Copy => true,
+        IoOpcode::DatasetManagement => sqe.cdw11 & 0x4 != 0,
+        _ => false,
+    }
 }
 
 /// Hints the media that `sqe`, if a well-formed Read, is about to run, so

@@ -24,8 +24,10 @@
 //! - Faults: power cuts that drop unflushed writes, zones going read-only or
 //!   offline, unrecoverable reads ([`Controller::power_cut`], [`Namespace`]).
 //! - Data checksums ([`media::Checksummed`]): on device images every written
-//!   block carries a CRC32C; a block that fails it reads as Unrecovered Read
-//!   Error, counted in the SMART / Health log.
+//!   block (and its metadata) carries a CRC32C bound to its LBA and its
+//!   zone's write generation; a block that fails it reads as Unrecovered
+//!   Read Error, counted in the SMART / Health log. An image whose zone
+//!   state cannot be trusted opens read-only ([`image`]).
 //!
 //! ```
 //! use zns_emulator::{Emulator, host::ProcessMemory};
@@ -199,50 +201,25 @@ impl EmulatorBuilder {
                 }));
             }
         }
-        let mut namespaces = Vec::new();
+        // Zone states first: the media's checksums are bound to the zones'
+        // write generations.
         let mut seqs = Vec::new();
-        let mut states = Vec::new();
+        let mut zone_states = Vec::new();
+        let mut read_only = false;
         for (i, p) in self.profile.namespaces.iter().enumerate() {
             let nsid = i as u32 + 1;
-            let geometry =
-                MediaGeometry::new(p.block_size, p.metadata_size as u32, p.media_blocks())?;
-            let media: Arc<dyn Media> = match (&self.media, &image) {
-                // No data, nothing to check.
-                (MediaChoice::Null, _) => Arc::new(NullMedia::new(geometry)?),
-                (MediaChoice::Image(_), Some(img)) => {
-                    let l = img.layouts[i];
-                    let file = img.file()?;
-                    let m = FileMedia::new(file, geometry, l.data_offset, l.metadata_offset)?;
-                    match l.checksum_offset {
-                        Some(at) => Arc::new(Checksummed::in_file(m, &img.file()?, at)?),
-                        None => Arc::new(m),
-                    }
-                }
-                _ => {
-                    let m = RamMedia::new(geometry)?;
-                    match self.profile.controller.data_checksums {
-                        Some(true) => Arc::new(Checksummed::in_memory(m)?),
-                        _ => Arc::new(m),
-                    }
-                }
-            };
             let stored = match &image {
-                Some(img) if p.kind == NamespaceKind::Zoned => img.load_zone_state(nsid)?,
+                Some(img) if p.kind == NamespaceKind::Zoned => Some(img.load_zone_state(nsid)?),
                 _ => None,
             };
-            seqs.push(stored.as_ref().map_or(0, |(s, _)| *s));
-            states.push((nsid, p.clone(), media, stored.map(|(_, d)| d)));
-        }
-        let sink: Option<Arc<dyn ZoneStateSink>> = match &image {
-            Some(img) => Some(Arc::new(img.sink(seqs)?)),
-            None => None,
-        };
-        for (nsid, p, media, stored) in states {
+            read_only |= stored.as_ref().is_some_and(|s| s.read_only.is_some());
+            seqs.push(stored.as_ref().map_or(0, |s| s.sequence));
             let zones = match p.kind {
                 NamespaceKind::Conventional => None,
                 NamespaceKind::Zoned => {
-                    let g = zone_geometry(&p);
-                    let z = match stored {
+                    let g = zone_geometry(p);
+                    let payload = stored.and_then(|s| s.payload);
+                    let mut z = match payload {
                         // An empty record: the fresh state a new image starts with.
                         Some(bytes) if !bytes.is_empty() => Zones::decode_durable(g, &bytes)
                             .map_err(|e| {
@@ -259,9 +236,58 @@ impl EmulatorBuilder {
                         _ => Zones::new(g)
                             .map_err(|e| EmulatorError::ZoneState { nsid, why: e.to_string() })?,
                     };
+                    // Images made before generations: every checksum is of
+                    // generation 0, and stays so.
+                    if image.as_ref().is_some_and(|img| !img.generations()) {
+                        z.fix_generations();
+                    }
                     Some(z)
                 }
             };
+            zone_states.push(zones);
+        }
+        let mut namespaces = Vec::new();
+        let mut states = Vec::new();
+        for ((i, p), zones) in self.profile.namespaces.iter().enumerate().zip(zone_states) {
+            let nsid = i as u32 + 1;
+            let geometry =
+                MediaGeometry::new(p.block_size, p.metadata_size as u32, p.media_blocks())?;
+            let generations = zones.as_ref().map(|z| Arc::clone(z.generations()));
+            let media: Arc<dyn Media> = match (&self.media, &image) {
+                // No data, nothing to check.
+                (MediaChoice::Null, _) => Arc::new(NullMedia::new(geometry)?),
+                (MediaChoice::Image(_), Some(img)) => {
+                    let l = img.layouts[i];
+                    let file = img.file()?;
+                    let m = FileMedia::new(file, geometry, l.data_offset, l.metadata_offset)?;
+                    match (l.checksum_offset, l.metadata_checksum_offset) {
+                        (Some(at), md) => {
+                            let mut c = Checksummed::in_file(m, &img.file()?, at)?;
+                            if let Some(md) = md {
+                                c = c.metadata_in_file(&img.file()?, md)?;
+                            }
+                            Arc::new(bind(c, &generations))
+                        }
+                        (None, _) => Arc::new(m),
+                    }
+                }
+                _ => {
+                    let m = RamMedia::new(geometry)?;
+                    match self.profile.controller.data_checksums {
+                        Some(true) => Arc::new(bind(Checksummed::in_memory(m)?, &generations)),
+                        _ => Arc::new(m),
+                    }
+                }
+            };
+            states.push((nsid, p.clone(), media, zones));
+        }
+        // An image whose zone state cannot be trusted is never written:
+        // no sink, and every command that would change it fails.
+        let sink: Option<Arc<dyn ZoneStateSink>> = match &image {
+            Some(img) if !read_only => Some(Arc::new(img.sink(seqs)?)),
+            _ => None,
+        };
+        for (nsid, p, media, zones) in states {
             let ftl = match &p.ftl {
                 Some(f) => Some(Firmware::new(
                     f,
@@ -272,10 +298,20 @@ impl EmulatorBuilder {
                 )?),
                 None => None,
             };
-            namespaces.push(Namespace::new(nsid, p, zones, ftl, media, sink.clone()));
+            let mut ns = Namespace::new(nsid, p, zones, ftl, media, sink.clone());
+            ns.write_protected = read_only;
+            namespaces.push(ns);
         }
         let clock = if timed { self.clock } else { ClockMode::Real };
         Ok(Controller::with_namespaces(self.profile, host, namespaces, timed, clock))
+    }
+}
+
+/// Binds a checksummed medium to its zones' write generations, if it has zones.
+fn bind<M: Media>(c: Checksummed<M>, g: &Option<Arc<media::Generations>>) -> Checksummed<M> {
+    match g {
+        Some(g) => c.with_generations(Arc::clone(g)),
+        None => c,
     }
 }
 

@@ -29,6 +29,10 @@ pub struct Namespace {
     pub(crate) ftl: Option<Firmware>,
     pub(crate) media: Arc<dyn Media>,
     pub(crate) sink: Option<Arc<dyn ZoneStateSink>>,
+    /// Commands that would change data or zone state fail with Namespace
+    /// is Write Protected: the device image's zone state could not be
+    /// trusted, and writing would overwrite the evidence.
+    pub(crate) write_protected: bool,
     /// Blocks that fail reads with Unrecovered Read Error until rewritten.
     bad_blocks: Mutex<BTreeSet<u64>>,
     has_bad_blocks: AtomicBool,
@@ -54,6 +58,7 @@ impl Namespace {
             ftl,
             media,
             sink,
+            write_protected: false,
             bad_blocks: Mutex::new(BTreeSet::new()),
             has_bad_blocks: AtomicBool::new(false),
         }
@@ -93,6 +98,13 @@ impl Namespace {
     /// addressed by physical block).
     pub fn media(&self) -> &Arc<dyn Media> {
         &self.media
+    }
+
+    /// Whether commands that would change data or zone state fail (an
+    /// image opened read-only because its zone state could not be
+    /// trusted).
+    pub fn write_protected(&self) -> bool {
+        self.write_protected
     }
 
     /// Size in logical blocks.

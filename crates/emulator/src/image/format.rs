@@ -10,13 +10,18 @@
 //! | 12..16 | profile text length | all |
 //! | 16..20 | CRC32C of the profile text | 2, 3 |
 //! | 20..24 | CRC32C of the superblock: bytes 0..20 (version 2); all 4096 bytes with this field zero (version 3) | 2, 3 |
-//! | 24..28 | feature flags: bit 0 data checksums | 3 |
+//! | 24..28 | feature flags: bit 0 data checksums, bit 1 metadata checksums, bit 2 zone write generations | 3 |
 //! | 28..32 | namespaces in the layout table | 3 |
 //! | 32.. | layout table: 64 bytes per namespace | 3 |
 //!
 //! A layout table entry: zone-state offset, slot size, metadata offset,
-//! checksum offset (0: none), data offset, end of the data region (six
-//! u64), then 16 reserved bytes. Opening checks the table against the
+//! checksum offset (0: none), data offset, end of the data region,
+//! metadata checksum offset (0: none; images with feature bit 1), seven
+//! u64, then 8 reserved bytes.
+//!
+//! Feature bits 1 and 2 came later within version 3; images without them
+//! open as before (metadata unchecked, every block in write generation 0),
+//! and a reader that does not know a bit refuses the image. Opening checks the table against the
 //! layout the profile gives, so an image is never read with its regions in
 //! other places than where they were written.
 
@@ -41,6 +46,14 @@ const ALIGN: u64 = 1 << 20;
 pub(crate) const SLOT_HEADER: usize = 24;
 /// Feature flag: every written block has a CRC32C in the checksum region.
 pub(crate) const FLAG_DATA_CHECKSUMS: u32 = 1;
+/// Feature flag: every block's metadata has a CRC32C in the metadata
+/// checksum region.
+pub(crate) const FLAG_METADATA_CHECKSUMS: u32 = 2;
+/// Feature flag: zone states carry each zone's write generation and data
+/// checksums are bound to it (see [`crate::media::Generations`]).
+pub(crate) const FLAG_GENERATIONS: u32 = 4;
+/// Every feature flag this version knows.
+const KNOWN_FLAGS: u32 = FLAG_DATA_CHECKSUMS | FLAG_METADATA_CHECKSUMS | FLAG_GENERATIONS;
 /// Bytes of one data checksum (a CRC32C per block).
 pub(crate) const CHECKSUM_BYTES: u64 = 4;
 /// Offset of the layout table in a version 3 superblock.
@@ -66,6 +79,29 @@ pub struct NamespaceLayout {
     pub data_offset: u64,
     /// End of the data region: the image must be at least this long.
     pub data_end: u64,
+    /// Offset of the metadata checksum region (a CRC32C per block's
+    /// metadata), when the image has metadata checksums and the namespace
+    /// has metadata.
+    pub metadata_checksum_offset: Option<u64>,
+}
+
+/// Which checksums an image keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Features {
+    /// A CRC32C per written block.
+    pub data_checksums: bool,
+    /// A CRC32C per block's metadata.
+    pub metadata_checksums: bool,
+}
+
+impl Features {
+    /// What a new image gets: both checksums, or neither.
+    pub fn new_image(checksums: bool) -> Features {
+        Features { data_checksums: checksums, metadata_checksums: checksums }
+    }
+
+    /// Neither (versions 1 and 2).
+    pub const NONE: Features = Features { data_checksums: false, metadata_checksums: false };
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -82,10 +118,11 @@ fn slot_bytes(ns: &NamespaceProfile) -> u64 {
     round_up(SLOT_HEADER as u64 + 4096 + ns.zones as u64 * per_zone, 4096)
 }
 
-/// The layout of every namespace of `profile`: slots, metadata, data
-/// checksums (when `checksums`), data, each region on a 1 MiB boundary.
-/// Without checksums it is the layout of versions 1 and 2.
-pub(crate) fn layout_for(profile: &Profile, checksums: bool) -> Vec<NamespaceLayout> {
+/// The layout of every namespace of `profile`: slots, metadata, metadata
+/// checksums, data checksums, data (the checksum regions when `features`
+/// has them), each region on a 1 MiB boundary. Without checksums it is the
+/// layout of versions 1 and 2.
+pub(crate) fn layout_for(profile: &Profile, features: Features) -> Vec<NamespaceLayout> {
     let mut at = round_up(SUPERBLOCK + PROFILE_AREA, ALIGN);
     profile
         .namespaces
@@ -97,7 +134,13 @@ pub(crate) fn layout_for(profile: &Profile, checksums: bool) -> Vec<NamespaceLay
             at = round_up(at + 2 * slot, ALIGN);
             let metadata_offset = at;
             at = round_up(at + blocks * ns.metadata_size as u64, ALIGN);
-            let checksum_offset = checksums.then(|| {
+            let metadata_checksum_offset = (features.metadata_checksums && ns.metadata_size > 0)
+                .then(|| {
+                    let o = at;
+                    at = round_up(at + blocks * CHECKSUM_BYTES, ALIGN);
+                    o
+                });
+            let checksum_offset = features.data_checksums.then(|| {
                 let o = at;
                 at = round_up(at + blocks * CHECKSUM_BYTES, ALIGN);
                 o
@@ -112,6 +155,7 @@ pub(crate) fn layout_for(profile: &Profile, checksums: bool) -> Vec<NamespaceLay
                 checksum_offset,
                 data_offset,
                 data_end,
+                metadata_checksum_offset,
             }
         })
         .collect()
@@ -151,15 +195,35 @@ impl Superblock {
         self.flags & FLAG_DATA_CHECKSUMS != 0
     }
 
-    /// The superblock of a new image: version 3, `profile_text`, `layouts`.
+    /// Which checksums the image keeps.
+    pub fn features(&self) -> Features {
+        Features {
+            data_checksums: self.checksums(),
+            metadata_checksums: self.flags & FLAG_METADATA_CHECKSUMS != 0,
+        }
+    }
+
+    /// Whether zone states carry write generations and checksums are
+    /// bound to them.
+    pub fn generations(&self) -> bool {
+        self.flags & FLAG_GENERATIONS != 0
+    }
+
+    /// The superblock of a new image: version 3, `profile_text`, `layouts`
+    /// (with checksums: data, metadata and generations).
     pub fn encode_new(profile_text: &str, layouts: &[NamespaceLayout]) -> Vec<u8> {
+        let checksums = layouts.iter().any(|l| l.checksum_offset.is_some());
+        Superblock::encode(profile_text, layouts, if checksums { KNOWN_FLAGS } else { 0 })
+    }
+
+    /// A version 3 superblock with these feature `flags` (images made
+    /// before some features existed have fewer).
+    pub fn encode(profile_text: &str, layouts: &[NamespaceLayout], flags: u32) -> Vec<u8> {
         let mut sb = vec![0u8; SUPERBLOCK as usize];
         sb[0..8].copy_from_slice(MAGIC);
         sb[8..12].copy_from_slice(&VERSION.to_le_bytes());
         sb[12..16].copy_from_slice(&(profile_text.len() as u32).to_le_bytes());
         sb[16..20].copy_from_slice(&crc32c::crc32c(profile_text.as_bytes()).to_le_bytes());
-        let checksums = layouts.iter().any(|l| l.checksum_offset.is_some());
-        let flags = if checksums { FLAG_DATA_CHECKSUMS } else { 0 };
         sb[24..28].copy_from_slice(&flags.to_le_bytes());
         sb[28..32].copy_from_slice(&(layouts.len() as u32).to_le_bytes());
         for (i, l) in layouts.iter().enumerate() {
@@ -171,6 +235,7 @@ impl Superblock {
                 l.checksum_offset.unwrap_or(0),
                 l.data_offset,
                 l.data_end,
+                l.metadata_checksum_offset.unwrap_or(0),
             ];
             for (k, v) in fields.iter().enumerate() {
                 sb[e + 8 * k..e + 8 * k + 8].copy_from_slice(&v.to_le_bytes());
@@ -219,7 +284,7 @@ impl Superblock {
             return Ok(Superblock { version, profile_len, profile_crc, flags: 0, table: None });
         }
         let flags = le32(sb, 24);
-        if flags & !FLAG_DATA_CHECKSUMS != 0 {
+        if flags & !KNOWN_FLAGS != 0 {
             return Err(format!("unknown feature flags {flags:#x} (made by a newer znskit?)"));
         }
         let count = le32(sb, 28) as usize;
@@ -237,6 +302,7 @@ impl Superblock {
                     checksum_offset: (f(3) != 0).then(|| f(3)),
                     data_offset: f(4),
                     data_end: f(5),
+                    metadata_checksum_offset: (f(6) != 0).then(|| f(6)),
                 }
             })
             .collect();
@@ -248,7 +314,7 @@ impl Superblock {
     /// the checksum flag.
     pub fn layouts(&self, profile: &Profile) -> Result<Vec<NamespaceLayout>, String> {
         let Some(table) = &self.table else {
-            return Ok(layout_for(profile, false));
+            return Ok(layout_for(profile, Features::NONE));
         };
         let wanted = profile.controller.data_checksums.unwrap_or(true);
         if wanted != self.checksums() {
@@ -258,7 +324,7 @@ impl Superblock {
                 wanted
             ));
         }
-        let computed = layout_for(profile, self.checksums());
+        let computed = layout_for(profile, self.features());
         if table.len() != computed.len() {
             return Err(format!(
                 "the layout table lists {} namespaces, the profile has {}",
@@ -284,10 +350,12 @@ impl Superblock {
 /// A layout in one phrase, for error messages.
 fn describe(l: &NamespaceLayout) -> String {
     format!(
-        "slots at {} ({} bytes each), metadata at {}, checksums at {}, data {}..{}",
+        "slots at {} ({} bytes each), metadata at {}, metadata checksums at {}, checksums at {}, \
+         data {}..{}",
         l.zone_state_offset,
         l.slot_bytes,
         l.metadata_offset,
+        l.metadata_checksum_offset.map_or("none".to_string(), |o| o.to_string()),
         l.checksum_offset.map_or("none".to_string(), |o| o.to_string()),
         l.data_offset,
         l.data_end
@@ -303,7 +371,7 @@ mod tests {
         for name in Profile::built_in_names() {
             let p = Profile::by_name(name).unwrap();
             for checksums in [false, true] {
-                let ls = layout_for(&p, checksums);
+                let ls = layout_for(&p, Features::new_image(checksums));
                 let mut end = SUPERBLOCK + PROFILE_AREA;
                 for (l, ns) in ls.iter().zip(&p.namespaces) {
                     let blocks = ns.capacity_blocks();
@@ -311,6 +379,12 @@ mod tests {
                     assert!(l.zone_state_offset + 2 * l.slot_bytes <= l.metadata_offset);
                     let mut next = l.metadata_offset + blocks * ns.metadata_size as u64;
                     assert_eq!(l.checksum_offset.is_some(), checksums);
+                    let md = checksums && ns.metadata_size > 0;
+                    assert_eq!(l.metadata_checksum_offset.is_some(), md, "{name}");
+                    if let Some(m) = l.metadata_checksum_offset {
+                        assert!(m >= next && m % ALIGN == 0);
+                        next = m + blocks * CHECKSUM_BYTES;
+                    }
                     if let Some(c) = l.checksum_offset {
                         assert!(c >= next && c % ALIGN == 0);
                         next = c + blocks * CHECKSUM_BYTES;
@@ -327,7 +401,7 @@ mod tests {
     fn superblock_round_trips_and_rejects_damage() {
         let p = Profile::by_name("tiny").unwrap();
         let text = p.to_toml();
-        let ls = layout_for(&p, true);
+        let ls = layout_for(&p, Features::new_image(true));
         let sb = Superblock::encode_new(&text, &ls);
         let d = Superblock::decode(&sb).unwrap();
         assert_eq!(d.version, VERSION);
@@ -348,11 +422,11 @@ mod tests {
         // A table that disagrees with the profile, its checksum made valid.
         let mut other = p.clone();
         other.namespaces[1].blocks *= 2;
-        let forged = Superblock::encode_new(&text, &layout_for(&other, true));
+        let forged = Superblock::encode_new(&text, &layout_for(&other, Features::new_image(true)));
         let e = Superblock::decode(&forged).unwrap().layouts(&p).unwrap_err();
         assert!(e.contains("layout table does not match the profile: namespace 2"), "{e}");
         // The checksum flag and the profile's setting disagree.
-        let plain = Superblock::encode_new(&text, &layout_for(&p, false));
+        let plain = Superblock::encode_new(&text, &layout_for(&p, Features::NONE));
         let e = Superblock::decode(&plain).unwrap().layouts(&p).unwrap_err();
         assert!(e.contains("data checksums are off"), "{e}");
     }

@@ -10,8 +10,18 @@
 //!
 //! Zone state is written alternately to slot A and B, each with a sequence
 //! number and a checksum, so a write torn by a crash leaves the other slot
-//! intact; opening picks the newest valid slot. Data and metadata regions
+//! intact; opening uses the newest valid slot. Data and metadata regions
 //! are addressed by LBA, holes read as zeros.
+//!
+//! Opening never writes what it could not validate: when a slot is
+//! damaged, blank beside a later record, or not the neighbour of the other
+//! in sequence, the newest valid record may not be the last one written.
+//! The zone state is then rebuilt from it and what the data region proves
+//! (the `recover` module: checksums bound to each block's LBA and its
+//! zone's write generation), and the device opens read-only (commands that
+//! would write fail with Namespace is Write Protected), the evidence left
+//! for [`check::check`]; when the data cannot prove the state, opening
+//! fails, naming what may be lost.
 //!
 //! An image never passes for something it is not:
 //! - the superblock carries a CRC32C of itself and one of the profile
@@ -28,7 +38,9 @@
 //! - every written block has a CRC32C in the checksum region, verified on
 //!   every read: a block that fails it reads as Unrecovered Read Error
 //!   (version 3, unless the profile says `data_checksums = false`; see
-//!   [`crate::media::Checksummed`]).
+//!   [`crate::media::Checksummed`]); bound to the zone's write generation
+//!   and with metadata checksummed too in images with feature bits 2 and 1
+//!   (images made since; older version 3 images open as before).
 //!
 //! Versions 1 and 2 still open: there, blocks carry no checksums, and in
 //! version 1 two never-written slots mean a fresh device.
@@ -47,13 +59,15 @@ use crate::profile::{NamespaceKind, Profile, ProfileError};
 
 pub mod check;
 mod format;
+mod recover;
 mod slot;
 
 pub use format::NamespaceLayout;
 use format::{
-    image_end, layout_for, Superblock, MAX_NAMESPACES, PROFILE_AREA, SLOT_HEADER, SUPERBLOCK,
-    VERSION, VERSION_LEGACY,
+    image_end, layout_for, Features, Superblock, MAX_NAMESPACES, PROFILE_AREA, SLOT_HEADER,
+    SUPERBLOCK, VERSION, VERSION_LEGACY,
 };
+pub use recover::ZoneChange;
 use slot::{legacy_slot_record, read_slot, slot_record, Slot, SLOT_NAMES};
 
 /// Problems with a device image.
@@ -100,7 +114,7 @@ pub(crate) fn lock(file: &File, path: &str) -> Result<(), ImageError> {
 /// The layout of every namespace of a new image of `profile` (data
 /// checksums unless the profile says `data_checksums = false`).
 pub fn layout(profile: &Profile) -> Vec<NamespaceLayout> {
-    layout_for(profile, profile.controller.data_checksums.unwrap_or(true))
+    layout_for(profile, Features::new_image(profile.controller.data_checksums.unwrap_or(true)))
 }
 
 /// What the fixed part of an image says: its superblock, profile and the
@@ -183,6 +197,23 @@ pub struct DeviceImage {
     /// Format version (1: before checksums and the fresh record; 2: before
     /// the layout table and data checksums).
     version: u32,
+    /// Zone states carry write generations (feature flag).
+    generations: bool,
+}
+
+/// The zone state opening an image gives a zoned namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneStateLoad {
+    /// Sequence number of the record it comes from (0: none).
+    pub sequence: u64,
+    /// The durable zone image; `None` for a version 1 image whose slots
+    /// were never written, empty for the fresh record of a new image.
+    pub payload: Option<Vec<u8>>,
+    /// Why the image must not be written, when its slots cannot be
+    /// trusted: the state is then rebuilt from the newest valid record and
+    /// the data region, and nothing may change until `image::check`
+    /// repairs it (a write would overwrite the evidence).
+    pub read_only: Option<String>,
 }
 
 impl DeviceImage {
@@ -222,7 +253,15 @@ impl DeviceImage {
             }
         }
         file.sync_all().map_err(io)?;
-        Ok(DeviceImage { profile: profile.clone(), layouts, file, path: p, version: VERSION })
+        let generations = layouts.iter().any(|l| l.checksum_offset.is_some());
+        Ok(DeviceImage {
+            profile: profile.clone(),
+            layouts,
+            file,
+            path: p,
+            version: VERSION,
+            generations,
+        })
     }
 
     /// Opens an existing image: its superblock, profile and layout table
@@ -241,7 +280,15 @@ impl DeviceImage {
             return Err(invalid(truncated(actual, end, &s.profile)));
         }
         let version = s.superblock.version;
-        Ok(DeviceImage { profile: s.profile, layouts: s.layouts, file, path: p, version })
+        let generations = s.superblock.generations();
+        Ok(DeviceImage {
+            profile: s.profile,
+            layouts: s.layouts,
+            file,
+            path: p,
+            version,
+            generations,
+        })
     }
 
     /// The image's format version.
@@ -264,46 +311,86 @@ impl DeviceImage {
         self.file.try_clone().map_err(|source| ImageError::Io { path: self.path.clone(), source })
     }
 
-    /// Both zone-state slots of namespace `nsid` (1-based), A first.
-    fn slots(&self, nsid: u32) -> Result<[Slot; 2], ImageError> {
-        let i = (nsid - 1) as usize;
-        let (l, ns) = (&self.layouts[i], &self.profile.namespaces[i]);
-        let read = |k: u64| {
-            read_zone_slot(&self.file, l, k, ns, self.version)
-                .map_err(|source| ImageError::Io { path: self.path.clone(), source })
-        };
-        Ok([read(0)?, read(1)?])
+    /// Whether zone states carry write generations that data checksums
+    /// are bound to (images made before them do not).
+    pub fn generations(&self) -> bool {
+        self.generations
     }
 
-    /// The newest valid zone-state record of namespace `nsid` (1-based):
-    /// its sequence number and payload (empty for the fresh record a new
-    /// image starts with); `None` only for a version 1 image whose slots
-    /// were never written. A namespace without a valid slot is an error
-    /// naming what is wrong with each, never a fresh device.
-    pub fn load_zone_state(&self, nsid: u32) -> Result<Option<(u64, Vec<u8>)>, ImageError> {
-        let choice = choose_slot(&self.slots(nsid)?);
-        match choice.newest {
-            Some(b) => {
-                for w in &choice.damaged {
-                    let lost = match choice.lost_newer {
-                        true => ": the newer zone state in it is lost",
-                        false => "",
-                    };
-                    tracing::warn!(
-                        "device image {}: namespace {nsid}: {w}; using the other slot \
-                         (sequence {}){lost}",
-                        self.path,
-                        b.0
-                    );
-                }
-                Ok(Some(b))
+    /// The zone state of namespace `nsid` (1-based) as opening uses it:
+    /// the newest valid record when both slots can be trusted. When they
+    /// cannot (a damaged slot, records that are not neighbours), the state
+    /// rebuilt from the newest valid record and the data region, and the
+    /// image must open read-only: nothing is written, so the evidence
+    /// stays for `image::check`. A namespace without a valid slot, or
+    /// whose state the data cannot prove (no data checksums, blocks no
+    /// checksum accounts for), is an error naming what is wrong, never a
+    /// fresh device or fewer blocks.
+    pub fn load_zone_state(&self, nsid: u32) -> Result<ZoneStateLoad, ImageError> {
+        let i = (nsid - 1) as usize;
+        let (l, ns) = (&self.layouts[i], &self.profile.namespaces[i]);
+        let io = |source| ImageError::Io { path: self.path.clone(), source };
+        let a = recover::assess(&self.file, l, ns, self.version, self.generations).map_err(io)?;
+        let invalid = |why: String| ImageError::Invalid { path: self.path.clone(), why };
+        let Some((seq, payload)) = a.choice.newest.clone() else {
+            if self.version == VERSION_LEGACY && a.choice.damaged.is_empty() {
+                return Ok(ZoneStateLoad { sequence: 0, payload: None, read_only: None });
             }
-            None if self.version == VERSION_LEGACY && choice.damaged.is_empty() => Ok(None),
-            None => Err(ImageError::Invalid {
-                path: self.path.clone(),
-                why: no_valid_slot(nsid, &choice.all),
-            }),
+            return Err(invalid(format!(
+                "{}; `zns emu check --repair` rebuilds it from the data checksums",
+                no_valid_slot(nsid, &a.choice.all)
+            )));
+        };
+        let only_older = a.only_older_damaged();
+        let Some(recovery) = a.recovery else {
+            return Ok(ZoneStateLoad { sequence: seq, payload: Some(payload), read_only: None });
+        };
+        let trouble = a.trouble.join("; ");
+        if recovery.is_err() && only_older {
+            let why = format!(
+                "namespace {nsid}: {trouble}; it held an older record than sequence {seq}, which \
+                 is used; the image is read-only (writes fail with Namespace is Write Protected) \
+                 until `zns emu check --repair`"
+            );
+            tracing::warn!("device image {}: {why}", self.path);
+            return Ok(ZoneStateLoad {
+                sequence: seq,
+                payload: Some(payload),
+                read_only: Some(why),
+            });
         }
+        let r = recovery.map_err(|why| {
+            invalid(format!(
+                "namespace {nsid}: {trouble}; {why}: the image is not opened (`zns emu check` \
+                 tells what is lost, `zns emu check --repair` keeps what is left)"
+            ))
+        })?;
+        if r.unaccounted_total > 0 {
+            let listed: Vec<String> =
+                r.unaccounted.iter().map(|(z, lba)| format!("{lba:#x} (zone {z})")).collect();
+            return Err(invalid(format!(
+                "namespace {nsid}: {trouble}; {} blocks beyond the write pointers the data \
+                 proves hold data no checksum accounts for ({}{}): they may be lost, the image \
+                 is not opened (`zns emu check` tells what is lost, `zns emu check --repair` \
+                 keeps what is left)",
+                r.unaccounted_total,
+                listed.join(", "),
+                if r.unaccounted_total > listed.len() as u64 { ", ..." } else { "" }
+            )));
+        }
+        let rebuilt = match r.changes.is_empty() {
+            true => format!("the data proves nothing beyond sequence {seq}"),
+            false => format!(
+                "rebuilt from sequence {seq} and the data: {}",
+                r.changes.iter().map(ZoneChange::describe).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let why = format!(
+            "namespace {nsid}: {trouble}; {rebuilt}; the image is read-only (writes fail with \
+             Namespace is Write Protected) until `zns emu check --repair`"
+        );
+        tracing::warn!("device image {}: {why}", self.path);
+        Ok(ZoneStateLoad { sequence: seq, payload: Some(r.payload), read_only: Some(why) })
     }
 
     /// A sink that stores zone state into this image, continuing after
@@ -328,11 +415,23 @@ pub(crate) fn read_zone_slot(
     k: u64,
     ns: &crate::profile::NamespaceProfile,
     version: u32,
+    generations: bool,
 ) -> std::io::Result<Slot> {
     let slot = read_slot(file, l.zone_state_offset + k * l.slot_bytes, l.slot_bytes, version)?;
     Ok(match slot {
         Slot::Valid(seq, data) if !data.is_empty() => {
-            match crate::zns::Zones::decode_durable(crate::zone_geometry(ns), &data) {
+            let g = crate::zone_geometry(ns);
+            match crate::zns::Zones::decode_durable(g.clone(), &data) {
+                // Generations in an image that has none: not its record.
+                Ok(z) if !generations && (0..g.zones).any(|i| z.generations().get(i) != 0) => {
+                    Slot::Damaged(
+                        format!(
+                            "holds write generations, which this image does not keep (sequence \
+                             {seq})"
+                        ),
+                        seq,
+                    )
+                }
                 Ok(_) => Slot::Valid(seq, data),
                 Err(e) => Slot::Damaged(
                     format!("holds a zone state that does not decode (sequence {seq}: {e})"),
@@ -435,6 +534,13 @@ mod tests {
         states().0
     }
 
+    /// The state opening uses, as (sequence, payload), and whether it is
+    /// read-only.
+    fn loaded(img: &DeviceImage) -> (Option<(u64, Vec<u8>)>, bool) {
+        let s = img.load_zone_state(1).unwrap();
+        (s.payload.map(|p| (s.sequence, p)), s.read_only.is_some())
+    }
+
     fn second() -> Vec<u8> {
         states().1
     }
@@ -448,7 +554,7 @@ mod tests {
         sink.save(1, &first()).unwrap();
         // A record with a valid slot checksum that is no zone state.
         sink.save(1, b"not a zone state").unwrap();
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((2, first())));
+        assert_eq!(loaded(&img), (Some((2, first())), true));
     }
 
     #[test]
@@ -459,20 +565,21 @@ mod tests {
         let img = DeviceImage::create(&path, &profile).unwrap();
         assert!(matches!(DeviceImage::create(&path, &profile), Err(ImageError::Exists(_))));
         // A new image holds the fresh record, in slot B.
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, Vec::new())));
+        assert_eq!(loaded(&img), (Some((1, Vec::new())), false));
         let sink = img.sink(vec![1, 0]).unwrap();
         sink.save(1, &first()).unwrap();
         sink.save(1, &second()).unwrap();
         drop((img, sink));
         let img = DeviceImage::open(&path).unwrap();
         assert_eq!(img.profile, profile);
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((3, second())));
-        // Tear the newest slot (B, odd sequence): the older one wins.
+        assert_eq!(loaded(&img), (Some((3, second())), false));
+        // Tear the newest slot (B, odd sequence): the older one is the
+        // base, the data proves nothing newer, and the image is read-only.
         let l = img.layouts[0];
         img.file
             .write_all_at(b"X", l.zone_state_offset + l.slot_bytes + SLOT_HEADER as u64)
             .unwrap();
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((2, first())));
+        assert_eq!(loaded(&img), (Some((2, first())), true));
     }
 
     /// A `tiny` image with two saved records; returns its directory, path
@@ -563,7 +670,7 @@ mod tests {
             let own = crc32c::crc32c(&sb[..20]);
             sb[20..24].copy_from_slice(&own.to_le_bytes());
         }
-        let layouts = layout_for(profile, false);
+        let layouts = layout_for(profile, Features::NONE);
         let f = OpenOptions::new().read(true).write(true).create_new(true).open(path).unwrap();
         f.write_all_at(&sb, 0).unwrap();
         f.write_all_at(text.as_bytes(), SUPERBLOCK).unwrap();
@@ -586,18 +693,45 @@ mod tests {
         let img = DeviceImage::open(&path).unwrap();
         assert_eq!((img.version(), img.data_checksums()), (1, false));
         assert_eq!(img.layouts, layouts);
-        assert_eq!(img.load_zone_state(1).unwrap(), None);
+        assert_eq!(loaded(&img), (None, false));
         let sink = img.sink(vec![0, 0]).unwrap();
         sink.save(1, &first()).unwrap();
         drop((img, sink));
         let img = DeviceImage::open(&path).unwrap();
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, first())));
+        assert_eq!(loaded(&img), (Some((1, first())), false));
         // Version 2: the fresh record, no data checksums.
         let path = dir.path().join("v2.img");
         old_image(&path, &profile, format::VERSION_SLOT_CHECKSUMS);
         let img = DeviceImage::open(&path).unwrap();
         assert_eq!((img.version(), img.data_checksums()), (2, false));
-        assert_eq!(img.load_zone_state(1).unwrap(), Some((1, Vec::new())));
+        assert_eq!(loaded(&img), (Some((1, Vec::new())), false));
+    }
+
+    #[test]
+    fn without_data_checksums_only_a_damaged_older_slot_opens_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = Profile::by_name("tiny").unwrap();
+        for (k, newer) in [(0u64, false), (1, true)] {
+            let path = dir.path().join(format!("v2-{k}.img"));
+            let l = old_image(&path, &profile, format::VERSION_SLOT_CHECKSUMS)[0];
+            let img = DeviceImage::open(&path).unwrap();
+            let sink = img.sink(vec![1, 0]).unwrap();
+            sink.save(1, &first()).unwrap();
+            sink.save(1, &second()).unwrap();
+            // Slot A holds sequence 2, B sequence 3; the header survives.
+            let at = l.zone_state_offset + k * l.slot_bytes + SLOT_HEADER as u64 + 5;
+            img.file.write_all_at(b"X", at).unwrap();
+            match newer {
+                false => assert_eq!(loaded(&img), (Some((3, second())), true)),
+                true => {
+                    let e = img.load_zone_state(1).unwrap_err().to_string();
+                    assert!(
+                        e.contains("keeps no data checksums") && e.contains("not opened"),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Data checksums: a medium whose every written block carries a CRC32C,
-//! verified on every read.
+//! verified on every read, bound to the block's LBA and to the write
+//! generation of its zone; optionally its metadata too.
 
 use std::fs::File;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
 
 use super::sums::SumTable;
 use super::{Media, MediaError, MediaGeometry};
@@ -20,68 +23,205 @@ pub const LOST: u32 = u32::MAX;
 /// and `--repair` checksums them as they are).
 pub const PENDING: u32 = u32::MAX - 1;
 
-/// The checksum entry of block `lba` holding `data`: CRC32C of the LBA
-/// (little-endian) followed by the data, so a block found at another LBA
-/// fails too. Never [`NO_CHECKSUM`], [`LOST`] or [`PENDING`] (those map to 1).
+/// Multiplier that spreads a generation over the 32 bits of an entry (odd,
+/// so the map is a bijection and [`generation_of`] can invert it).
+const MIX: u32 = 0x9E37_79B1;
+/// The inverse of [`MIX`] modulo 2^32 (Newton's iteration doubles the
+/// correct low bits each step: 5 steps give 32).
+const UNMIX: u32 = {
+    let mut inv = MIX;
+    let mut i = 0;
+    while i < 5 {
+        inv = inv.wrapping_mul(2u32.wrapping_sub(MIX.wrapping_mul(inv)));
+        i += 1;
+    }
+    inv
+};
+
+/// The checksum entry of block `lba` holding `data` in write generation 0:
+/// CRC32C of the LBA (little-endian) followed by the data, so a block found
+/// at another LBA fails too. Never [`NO_CHECKSUM`], [`LOST`] or [`PENDING`]
+/// (those map to 1).
 #[inline]
 pub fn block_checksum(lba: u64, data: &[u8]) -> u32 {
-    match super::crc::block_crc(lba, data) {
+    generation_checksum(lba, 0, data)
+}
+
+/// The checksum entry of block `lba` holding `data` written in zone write
+/// generation `generation`: [`block_checksum`]'s CRC32C with the
+/// generation, spread over 32 bits, folded in by XOR. Generation 0 gives
+/// exactly the entries of images made before generations existed; a block
+/// left over from before a zone reset (an older generation) never passes
+/// for the zone's current data, whatever its contents.
+#[inline]
+pub fn generation_checksum(lba: u64, generation: u16, data: &[u8]) -> u32 {
+    match super::crc::block_crc(lba, data) ^ u32::from(generation).wrapping_mul(MIX) {
         NO_CHECKSUM | LOST | PENDING => 1,
         c => c,
     }
 }
 
+/// The write generation in which `data` at `lba` was given checksum entry
+/// `entry`, when there is one (the entry is a valid checksum of this data
+/// in some generation); what a rebuild of lost zone state uses to tell
+/// current blocks from stale ones.
+pub fn generation_of(lba: u64, data: &[u8], entry: u32) -> Option<u16> {
+    if matches!(entry, NO_CHECKSUM | LOST | PENDING) {
+        return None;
+    }
+    let g = (super::crc::block_crc(lba, data) ^ entry).wrapping_mul(UNMIX);
+    let g = u16::try_from(g).ok()?;
+    (generation_checksum(lba, g, data) == entry).then_some(g)
+}
+
 /// Whether `data` is what a block at `lba` with checksum entry `entry`
-/// may hold.
+/// may hold (generation 0).
 #[inline]
 pub fn block_matches(lba: u64, data: &[u8], entry: u32) -> bool {
+    generation_matches(lba, 0, data, entry)
+}
+
+/// Whether `data` is what a block at `lba` of write generation
+/// `generation` with checksum entry `entry` may hold.
+#[inline]
+pub fn generation_matches(lba: u64, generation: u16, data: &[u8], entry: u32) -> bool {
     match entry {
         NO_CHECKSUM => is_zero(data),
         PENDING => true,
-        e => e == block_checksum(lba, data),
+        e => e == generation_checksum(lba, generation, data),
     }
 }
 
 fn is_zero(data: &[u8]) -> bool {
-    // Eight bytes at a time (blocks are multiples of 512 bytes).
+    // Eight bytes at a time when the length allows (blocks are multiples
+    // of 512 bytes; metadata units may be any size).
     let mut words = data.chunks_exact(8);
     words.all(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) == 0)
         && words.remainder().iter().all(|&b| b == 0)
 }
 
-/// A medium that keeps a CRC32C of every written block (see
-/// [`block_checksum`]) in a table beside it, in the device image or in
-/// memory, and verifies it on every read.
+/// The write generation of every zone of a namespace: a counter per zone
+/// that a reset (or Offline) advances, so checksums of the zone's blocks
+/// written before and after it differ. Kept in the zone state (saved in
+/// every zone-state slot of an image) and read by [`Checksummed`] on every
+/// block; shared, lock-free.
 ///
-/// - Writes store the data, then each block's checksum.
+/// A table made `fixed` never advances: images made before generations
+/// existed keep generation 0 everywhere, exactly as they were written.
+#[derive(Debug)]
+pub struct Generations {
+    zone_size: u64,
+    zones: Box<[AtomicU16]>,
+    fixed: bool,
+}
+
+impl Generations {
+    /// `zones` zones of `zone_size` blocks, every one in generation 0; a
+    /// `fixed` table never advances.
+    pub fn new(zone_size: u64, zones: u32, fixed: bool) -> Self {
+        Generations {
+            zone_size: zone_size.max(1),
+            zones: (0..zones).map(|_| AtomicU16::new(0)).collect(),
+            fixed,
+        }
+    }
+
+    /// Whether resets advance generations (false for older images).
+    pub fn advancing(&self) -> bool {
+        !self.fixed
+    }
+
+    /// The generation of the zone holding `lba` (0 past the last zone).
+    #[inline]
+    pub fn of_lba(&self, lba: u64) -> u16 {
+        self.zones.get((lba / self.zone_size) as usize).map_or(0, |g| g.load(Ordering::Acquire))
+    }
+
+    /// The generation of zone `zone` (0 past the last zone).
+    pub fn get(&self, zone: u32) -> u16 {
+        self.zones.get(zone as usize).map_or(0, |g| g.load(Ordering::Acquire))
+    }
+
+    /// Sets zone `zone`'s generation (as a zone state read back says);
+    /// ignored on a fixed table or past the last zone.
+    pub fn set(&self, zone: u32, generation: u16) {
+        if let (false, Some(g)) = (self.fixed, self.zones.get(zone as usize)) {
+            g.store(generation, Ordering::Release);
+        }
+    }
+
+    /// Moves zone `zone` to its next generation (wrapping after 65535: a
+    /// block would have to survive 65536 resets of its zone undeallocated
+    /// to pass again).
+    pub fn advance(&self, zone: u32) {
+        if let (false, Some(g)) = (self.fixed, self.zones.get(zone as usize)) {
+            g.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A medium that keeps a CRC32C of every written block (see
+/// [`generation_checksum`]) in a table beside it, in the device image or in
+/// memory, and verifies it on every read; optionally one of every block's
+/// metadata too, in a second table.
+///
+/// - Writes store the data, then each block's checksum; metadata the same
+///   way in its own table.
 /// - Reads fail with [`MediaError::Checksum`], naming the first block
-///   whose data does not match its checksum. A block never written (or
-///   deallocated) has no checksum and must read as zeros. A mismatch is
-///   read again once before it counts, so a read racing a write of the
-///   same block is not taken for damage.
-/// - Deallocation forgets the checksums with the data.
-/// - Metadata is not covered (it is written independently of the data).
+///   whose data (or metadata) does not match its checksum. A block never
+///   written (or deallocated) has no checksum and must read as zeros. A
+///   mismatch is read again once before it counts, so a read racing a
+///   write of the same block is not taken for damage.
+/// - Deallocation forgets the checksums with the data and metadata.
+/// - With [`Checksummed::with_generations`], each checksum is bound to the
+///   write generation of the block's zone, so data from before a reset
+///   never passes for current data.
 ///
 /// Takes no locks and allocates nothing per request.
 #[derive(Debug)]
 pub struct Checksummed<M> {
     inner: M,
     sums: SumTable,
+    meta_sums: Option<SumTable>,
+    generations: Option<Arc<Generations>>,
 }
 
 impl<M: Media> Checksummed<M> {
-    /// Checksums kept in memory, for the life of the medium.
+    /// Checksums kept in memory, for the life of the medium (metadata's
+    /// too, when the geometry has metadata).
     pub fn in_memory(inner: M) -> Result<Self, MediaError> {
-        let sums = SumTable::in_memory(inner.geometry().blocks)?;
-        Ok(Checksummed { inner, sums })
+        let g = inner.geometry();
+        let sums = SumTable::in_memory(g.blocks)?;
+        let meta_sums = match g.metadata_size {
+            0 => None,
+            _ => Some(SumTable::in_memory(g.blocks)?),
+        };
+        Ok(Checksummed { inner, sums, meta_sums, generations: None })
     }
 
     /// Checksums kept in `file` from byte `offset` (page aligned), four
-    /// bytes per block: the checksum region of a device image.
+    /// bytes per block: the checksum region of a device image. Metadata is
+    /// not covered unless [`Checksummed::metadata_in_file`] says where.
     pub fn in_file(inner: M, file: &File, offset: u64) -> Result<Self, MediaError> {
         let sums = SumTable::in_file(file, offset, inner.geometry().blocks)
             .map_err(|e| MediaError::InvalidLayout(format!("checksum region: {e}")))?;
-        Ok(Checksummed { inner, sums })
+        Ok(Checksummed { inner, sums, meta_sums: None, generations: None })
+    }
+
+    /// Keeps metadata checksums in `file` from byte `offset` (page
+    /// aligned), four bytes per block: the metadata checksum region of a
+    /// device image.
+    pub fn metadata_in_file(mut self, file: &File, offset: u64) -> Result<Self, MediaError> {
+        let t = SumTable::in_file(file, offset, self.inner.geometry().blocks)
+            .map_err(|e| MediaError::InvalidLayout(format!("metadata checksum region: {e}")))?;
+        self.meta_sums = Some(t);
+        Ok(self)
+    }
+
+    /// Binds every checksum to the write generation of its block's zone.
+    pub fn with_generations(mut self, generations: Arc<Generations>) -> Self {
+        self.generations = Some(generations);
+        self
     }
 
     /// The medium holding the data.
@@ -96,14 +236,34 @@ impl<M: Media> Checksummed<M> {
         Ok(self.sums.get(lba))
     }
 
+    #[inline]
+    fn generation(&self, lba: u64) -> u16 {
+        self.generations.as_ref().map_or(0, |g| g.of_lba(lba))
+    }
+
     /// Verifies block `lba` of `buf` (already read), reading it again once
     /// on a mismatch.
     fn verify(&self, lba: u64, block: &mut [u8]) -> Result<(), MediaError> {
-        if block_matches(lba, block, self.sums.get(lba)) {
+        let g = self.generation(lba);
+        if generation_matches(lba, g, block, self.sums.get(lba)) {
             return Ok(());
         }
         self.inner.read(lba, block)?;
-        match block_matches(lba, block, self.sums.get(lba)) {
+        match generation_matches(lba, g, block, self.sums.get(lba)) {
+            true => Ok(()),
+            false => Err(MediaError::Checksum { lba }),
+        }
+    }
+
+    /// Verifies the metadata of block `lba` (already read into `unit`),
+    /// reading it again once on a mismatch.
+    fn verify_metadata(&self, t: &SumTable, lba: u64, unit: &mut [u8]) -> Result<(), MediaError> {
+        let g = self.generation(lba);
+        if generation_matches(lba, g, unit, t.get(lba)) {
+            return Ok(());
+        }
+        self.inner.read_metadata(lba, unit)?;
+        match generation_matches(lba, g, unit, t.get(lba)) {
             true => Ok(()),
             false => Err(MediaError::Checksum { lba }),
         }
@@ -136,26 +296,52 @@ impl<M: Media> Media for Checksummed<M> {
         self.inner.write(lba, data)?;
         for (i, block) in data.chunks_exact(bs).enumerate() {
             let at = lba + i as u64;
-            self.sums.set(at, block_checksum(at, block));
+            self.sums.set(at, generation_checksum(at, self.generation(at), block));
         }
         Ok(())
     }
 
     fn read_metadata(&self, lba: u64, buf: &mut [u8]) -> Result<(), MediaError> {
-        self.inner.read_metadata(lba, buf)
+        self.inner.read_metadata(lba, buf)?;
+        let (Some(t), ms) = (&self.meta_sums, self.geometry().metadata_size as usize) else {
+            return Ok(());
+        };
+        for (i, unit) in buf.chunks_exact_mut(ms.max(1)).enumerate() {
+            self.verify_metadata(t, lba + i as u64, unit)?;
+        }
+        Ok(())
     }
 
     fn write_metadata(&self, lba: u64, data: &[u8]) -> Result<(), MediaError> {
-        self.inner.write_metadata(lba, data)
+        let Some(t) = &self.meta_sums else { return self.inner.write_metadata(lba, data) };
+        self.geometry().check_metadata(lba, data.len())?;
+        // Pending first, as for data: a killed process leaves the old or
+        // the new metadata readable, never a mismatch.
+        let ms = (self.geometry().metadata_size as usize).max(1);
+        for i in 0..(data.len() / ms) as u64 {
+            t.set(lba + i, PENDING);
+        }
+        self.inner.write_metadata(lba, data)?;
+        for (i, unit) in data.chunks_exact(ms).enumerate() {
+            let at = lba + i as u64;
+            t.set(at, generation_checksum(at, self.generation(at), unit));
+        }
+        Ok(())
     }
 
     fn deallocate(&self, lba: u64, blocks: u64) -> Result<(), MediaError> {
         self.geometry().check_range(lba, blocks)?;
         for i in 0..blocks {
             self.sums.set(lba + i, PENDING);
+            if let Some(t) = &self.meta_sums {
+                t.set(lba + i, PENDING);
+            }
         }
         self.inner.deallocate(lba, blocks)?;
         self.sums.clear(lba, blocks);
+        if let Some(t) = &self.meta_sums {
+            t.clear(lba, blocks);
+        }
         Ok(())
     }
 
@@ -274,11 +460,52 @@ mod tests {
         // RAM cannot be damaged from outside; damage its checksum instead.
         let corrupt = |lba: u64| m.sums.set(lba, m.sums.get(lba) ^ 1);
         check_media(&m, &corrupt);
-        // Metadata passes through unchecked.
-        m.write_metadata(3, &[7; 16]).unwrap();
-        let mut md = [0u8; 16];
+        // Metadata is checked too: damage to its checksum fails the read.
+        m.write_metadata(3, &[7; 8]).unwrap();
+        let mut md = [0u8; 8];
         m.read_metadata(3, &mut md).unwrap();
-        assert_eq!(md, [7; 16]);
+        assert_eq!(md, [7; 8]);
+        let t = m.meta_sums.as_ref().unwrap();
+        t.set(3, t.get(3) ^ 1);
+        assert!(matches!(m.read_metadata(3, &mut md), Err(MediaError::Checksum { lba: 3 })));
+        m.deallocate(3, 1).unwrap();
+        m.read_metadata(3, &mut md).unwrap();
+        assert_eq!(md, [0; 8]);
+    }
+
+    #[test]
+    fn generations_bind_checksums_and_can_be_read_back() {
+        let data = fill(4096, 3);
+        // Generation 0 is the checksum images had before generations.
+        assert_eq!(generation_checksum(9, 0, &data), block_checksum(9, &data));
+        for g in [0u16, 1, 2, 77, u16::MAX] {
+            let e = generation_checksum(9, g, &data);
+            assert_eq!(generation_of(9, &data, e), Some(g));
+            assert!(generation_matches(9, g, &data, e));
+            // Stale data (another generation) never passes, nor another LBA.
+            assert!(!generation_matches(9, g.wrapping_add(1), &data, e));
+            assert!(!generation_matches(10, g, &data, e));
+        }
+        assert_eq!(generation_of(9, &fill(4096, 4), generation_checksum(9, 5, &data)), None);
+        assert_eq!(generation_of(9, &data, NO_CHECKSUM), None);
+        // A medium bound to generations checks each block in its zone's.
+        let g = MediaGeometry::new(4096, 0, 16).unwrap();
+        let gens = Arc::new(Generations::new(8, 2, false));
+        let m = Checksummed::in_memory(RamMedia::new(g).unwrap())
+            .unwrap()
+            .with_generations(Arc::clone(&gens));
+        m.write(8, &data).unwrap();
+        assert_eq!(m.checksum(8).unwrap(), generation_checksum(8, 0, &data));
+        gens.advance(1);
+        assert!(matches!(m.read(8, &mut vec![0; 4096]), Err(MediaError::Checksum { lba: 8 })));
+        m.write(8, &data).unwrap();
+        assert_eq!(m.checksum(8).unwrap(), generation_checksum(8, 1, &data));
+        m.read(8, &mut vec![0; 4096]).unwrap();
+        // A fixed table (an image from before generations) never advances.
+        let fixed = Generations::new(8, 2, true);
+        fixed.advance(0);
+        fixed.set(1, 4);
+        assert_eq!((fixed.get(0), fixed.get(1), fixed.advancing()), (0, 0, false));
     }
 
     #[test]

@@ -49,7 +49,10 @@ mod null;
 mod ram;
 mod sums;
 
-pub use checked::{block_checksum, block_matches, Checksummed, LOST, NO_CHECKSUM, PENDING};
+pub use checked::{
+    block_checksum, block_matches, generation_checksum, generation_matches, generation_of,
+    Checksummed, Generations, LOST, NO_CHECKSUM, PENDING,
+};
 pub use file::FileMedia;
 pub use null::NullMedia;
 pub use ram::RamMedia;

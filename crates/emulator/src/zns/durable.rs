@@ -25,8 +25,13 @@
 //! | 4 | descriptor extension bytes |
 //! | 1 | read across zone boundaries (0 or 1) |
 //! | 3 | reserved (0) |
-//! | per zone | state (1), attributes (1), reserved (2), written blocks (8), extension |
+//! | per zone | state (1), attributes (1), write generation (2), written blocks (8), extension |
 //! | 4 | CRC-32C of everything before |
+//!
+//! The write generation of a zone (see [`crate::media::Generations`]) took
+//! two bytes that were reserved and zero before; a zone that never saw a
+//! reset since generations exist is in generation 0, so older images read
+//! the same.
 
 use zns_spec::{ZoneAttributes, ZoneState};
 
@@ -161,7 +166,7 @@ impl Zones {
 
         // The resources lock freezes every zone's state while we read them.
         let _res = self.resources.lock();
-        for m in self.zones.iter() {
+        for (index, m) in self.zones.iter().enumerate() {
             let mut z: Zone = m.lock().clone();
             z.wp = z.durable_wp;
             z.attrs.0 &= !ZoneAttributes::ZRWA_VALID;
@@ -171,7 +176,7 @@ impl Zones {
             }
             out.push(state as u8);
             out.push(z.attrs.0);
-            out.extend_from_slice(&[0; 2]);
+            out.extend_from_slice(&self.generations.get(index as u32).to_le_bytes());
             out.extend_from_slice(&(z.wp - z.start).to_le_bytes());
             out.extend_from_slice(&z.ext);
         }
@@ -226,9 +231,7 @@ impl Zones {
             let attrs = ZoneAttributes(body[at + 1]);
             let written = u64_at(at + 4);
             let ext = &body[at + ZONE_FIXED..at + stride];
-            if body[at + 2..at + 4] != [0, 0] {
-                return Err(bad("reserved bytes set"));
-            }
+            let generation = u16::from_le_bytes([body[at + 2], body[at + 3]]);
             if attrs.0 & !KNOWN_ATTRIBUTES != 0 {
                 return Err(bad("unknown attribute bits"));
             }
@@ -270,6 +273,8 @@ impl Zones {
             z.wp = z.start + written;
             z.durable_wp = z.wp;
             z.ext.copy_from_slice(ext);
+            drop(z);
+            zones.generations.set(index, generation);
         }
         if let Some(max) = g.max_active {
             if active > max {
@@ -278,6 +283,78 @@ impl Zones {
         }
         zones.resources.lock().active = active;
         Ok(zones)
+    }
+}
+
+/// What the data of one zone proves about it, for [`Zones::amended`]: how
+/// many blocks from its start hold current data, and in which write
+/// generation they were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProvenZone {
+    /// Zone index.
+    pub zone: u32,
+    /// Blocks written from the zone's start.
+    pub written: u64,
+    /// Their write generation.
+    pub generation: u16,
+    /// The zone was reset after the state amended: its attributes and
+    /// descriptor extension go.
+    pub reset: bool,
+}
+
+impl Zones {
+    /// This power-on zone state with the zones in `proven` changed to what
+    /// their data proves: a zone reset since (its attributes and descriptor
+    /// extension go) holds `written` blocks of its new generation; another
+    /// holds `written` blocks, its attributes kept. Either way it is Empty, Closed or Full by its
+    /// count. What leaves no data (Finish, Offline, attributes set later)
+    /// cannot be proven and is not changed.
+    ///
+    /// Errors: a count past the zone capacity, a zone that cannot hold data
+    /// (Read Only, Offline), more Closed zones than Max Active Resources.
+    pub fn amended(&self, proven: &[ProvenZone]) -> Result<Zones, DurableError> {
+        let g = self.geometry.clone();
+        let mut out = Zones::decode_durable(g.clone(), &self.encode_durable())?;
+        if !self.generations.advancing() {
+            out.fix_generations();
+        }
+        for p in proven {
+            let bad = |reason| DurableError::Zone { zone: p.zone, reason };
+            if p.zone >= g.zones {
+                return Err(DurableError::GeometryMismatch);
+            }
+            if p.written > g.zone_capacity {
+                return Err(bad("write pointer past the zone capacity"));
+            }
+            let mut z = out.lock(p.zone);
+            if matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline) {
+                return Err(bad("data proven in a Read Only or Offline zone"));
+            }
+            if p.reset {
+                z.clear();
+            }
+            z.wp = z.start + p.written;
+            z.durable_wp = z.wp;
+            z.window_end = z.wp;
+            let zdev = z.attrs.has(ZoneAttributes::EXTENSION_VALID);
+            z.state = match p.written {
+                w if w == g.zone_capacity => ZoneState::Full,
+                0 if !zdev => ZoneState::Empty,
+                _ => ZoneState::Closed,
+            };
+            if z.state != ZoneState::Full {
+                z.attrs.0 &= !ZoneAttributes::FINISHED_BY_CONTROLLER;
+            }
+            drop(z);
+            out.generations.set(p.zone, p.generation);
+        }
+        // Everything checked again as a stored state would be.
+        let image = out.encode_durable();
+        let mut z = Zones::decode_durable(g, &image)?;
+        if !self.generations.advancing() {
+            z.fix_generations();
+        }
+        Ok(z)
     }
 }
 
@@ -291,9 +368,19 @@ impl Zones {
     /// Errors: a count per zone missing or past the zone capacity, more
     /// partly written (Closed) zones than Max Active Resources.
     pub fn rebuilt(geometry: ZoneGeometry, written: &[u64]) -> Result<Zones, DurableError> {
+        Zones::rebuilt_in(geometry, written, &vec![0; written.len()])
+    }
+
+    /// [`Zones::rebuilt`] with each zone's write generation (what its
+    /// blocks' checksums were made in).
+    pub fn rebuilt_in(
+        geometry: ZoneGeometry,
+        written: &[u64],
+        generations: &[u16],
+    ) -> Result<Zones, DurableError> {
         let zones = Zones::new(geometry.clone())?;
         let g = &geometry;
-        if written.len() != g.zones as usize {
+        if written.len() != g.zones as usize || generations.len() != written.len() {
             return Err(DurableError::GeometryMismatch);
         }
         let mut active = 0u32;
@@ -315,6 +402,8 @@ impl Zones {
             z.state = state;
             z.wp = z.start + w;
             z.durable_wp = z.wp;
+            drop(z);
+            zones.generations.set(index, generations[index as usize]);
         }
         if let Some(max) = g.max_active {
             if active > max {

@@ -72,16 +72,18 @@ use std::fmt;
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use zns_spec::{StatusCode, ZoneDescriptor, ZoneState};
 
-pub use durable::DurableError;
+pub use durable::{DurableError, ProvenZone};
 pub use geometry::{GeometryError, ZoneGeometry, ZrwaGeometry, MAX_DESCRIPTOR_EXTENSION_BYTES};
 pub use io::WriteOutcome;
 pub use send::SendOutcome;
 pub use zone::ZoneInfo;
 
+use crate::media::Generations;
 use resources::Resources;
 use zone::Zone;
 
@@ -144,6 +146,9 @@ pub struct Zones {
     resources: Mutex<Resources>,
     changed: Mutex<ChangedZones>,
     change_count: ChangeCount,
+    /// Each zone's write generation (advanced by Reset and Offline), shared
+    /// with the data checksums of the namespace's media.
+    generations: Arc<Generations>,
 }
 
 impl fmt::Debug for Zones {
@@ -160,6 +165,7 @@ impl Zones {
     /// All zones Empty.
     pub fn new(geometry: ZoneGeometry) -> Result<Self, GeometryError> {
         geometry.validate()?;
+        let (geometry_zone_size, zone_count) = (geometry.zone_size, geometry.zones);
         let zones = (0..geometry.zones)
             .map(|i| {
                 ZoneCell::new(Zone::new(
@@ -177,7 +183,22 @@ impl Zones {
             zones,
             resources: Mutex::new(Resources::default()),
             change_count: ChangeCount::default(),
+            generations: Arc::new(Generations::new(geometry_zone_size, zone_count, false)),
         })
+    }
+
+    /// The zones' write generations (shared with the media's checksums).
+    pub fn generations(&self) -> &Arc<Generations> {
+        &self.generations
+    }
+
+    /// Makes the write generations fixed at what they are: resets no
+    /// longer advance them. For device images made before generations
+    /// existed, whose checksums all belong to generation 0.
+    pub fn fix_generations(&mut self) {
+        let g = &self.geometry;
+        let fixed = Generations::new(g.zone_size, g.zones, true);
+        self.generations = Arc::new(fixed);
     }
 
     /// The geometry this namespace was built with.

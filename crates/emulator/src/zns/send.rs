@@ -305,6 +305,8 @@ impl Zones {
             (ZoneSendAction::Reset, ImplicitlyOpen | ExplicitlyOpen | Closed | Full) => {
                 res.transition(index, z, Empty);
                 z.clear();
+                // Blocks written from now on are told from the old ones.
+                self.generations.advance(index);
                 out.released.push((z.start, g.zone_size));
             }
             (ZoneSendAction::Reset, Empty) => {}
@@ -312,6 +314,7 @@ impl Zones {
             (ZoneSendAction::Offline, ReadOnly) => {
                 res.transition(index, z, Offline);
                 z.clear();
+                self.generations.advance(index);
                 out.released.push((z.start, g.zone_size));
             }
             (ZoneSendAction::Offline, Offline) => {}
