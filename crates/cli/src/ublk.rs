@@ -9,6 +9,11 @@
 //! without `file=`) is formatted at start, any other must hold an FTL
 //! (`zns ftl format`); at the end the FTL is closed with a checkpoint.
 //!
+//! With `--id N` it serves device N: if that device exists and its
+//! server was killed (the kernel keeps such a device, quiesced, since
+//! every device is added with user recovery), it takes it over, and the
+//! requests the device held are served; otherwise it adds device N.
+//!
 //! The first line printed is the block device's path alone
 //! (`/dev/ublkb0`), for scripts; a description follows. Needs root and
 //! the kernel's ublk driver (`modprobe ublk_drv`; Linux 6.6+ for zoned
@@ -29,6 +34,11 @@ pub struct UblkArgs {
     #[arg(long, default_value_t = 64, value_name = "D",
           value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub depth: u16,
+    /// Serve ublk device number N (/dev/ublkbN). When it exists and its
+    /// server is gone (killed), take it over: the requests it holds are
+    /// served, on the queues and depth it has. Otherwise add it as N.
+    #[arg(long, value_name = "N")]
+    pub id: Option<u32>,
 }
 
 #[cfg(feature = "ublk")]
@@ -76,7 +86,7 @@ mod imp {
 
     impl UblkArgs {
         fn config(&self) -> Config {
-            Config { queues: self.queues, depth: self.depth, ..Config::default() }
+            Config { queues: self.queues, depth: self.depth, id: self.id, ..Config::default() }
         }
     }
 
@@ -99,11 +109,12 @@ mod imp {
         } else {
             "a conventional namespace, not zoned".to_string()
         };
+        taken_over(&ublk, out)?;
         writeln!(
             out,
             "{uri}: {what}, {} in {bs}-byte blocks; {} (SIGINT or SIGTERM removes it)",
             human_size(info.namespace_blocks * bs),
-            queues(args)
+            queues(&ublk)
         )?;
         out.flush()?;
         wait_and_stop(ublk, &stop, out)
@@ -131,13 +142,14 @@ mod imp {
         if formatted {
             writeln!(out, "formatted a new FTL on {uri} (it lives as long as this process)")?;
         }
+        taken_over(&ublk, out)?;
         writeln!(
             out,
             "the FTL on {uri}: {} in {}-byte blocks; {} (SIGINT or SIGTERM removes it, then \
              closes the FTL with a checkpoint)",
             human_size(ftl.capacity_bytes()),
             ftl.block_size(),
-            queues(args)
+            queues(&ublk)
         )?;
         out.flush()?;
         let result = wait_and_stop(ublk, &stop, out);
@@ -146,9 +158,26 @@ mod imp {
         result
     }
 
-    fn queues(args: &UblkArgs) -> String {
-        let s = if args.queues == 1 { "" } else { "s" };
-        format!("{} queue{s} of depth {}", args.queues, args.depth)
+    fn queues(ublk: &UblkDevice) -> String {
+        describe_queues(ublk.queues(), ublk.depth())
+    }
+
+    fn describe_queues(queues: u16, depth: u16) -> String {
+        let s = if queues == 1 { "" } else { "s" };
+        format!("{queues} queue{s} of depth {depth}")
+    }
+
+    /// Says so when the device was taken over from a server that was gone.
+    fn taken_over(ublk: &UblkDevice, out: &mut dyn Write) -> Result<()> {
+        if ublk.recovered() {
+            writeln!(
+                out,
+                "took over {} from a server that was gone (user recovery): the requests it \
+                 held are served now",
+                ublk.block_path().display()
+            )?;
+        }
+        Ok(())
     }
 
     /// Waits for SIGINT or SIGTERM, then removes the device and says what
@@ -191,11 +220,10 @@ mod imp {
             assert_eq!(serving_uri("emu:small"), "emu:small");
             assert_eq!(serving_uri("emu:zn540,clock=virtual"), "emu:zn540,clock=virtual");
             assert_eq!(serving_uri("pcie:0000:00:04.0"), "pcie:0000:00:04.0");
-            let args = |queues, depth| UblkArgs { queues, depth };
-            assert_eq!(queues(&args(1, 64)), "1 queue of depth 64");
-            assert_eq!(queues(&args(4, 32)), "4 queues of depth 32");
-            let c = args(2, 16).config();
-            assert_eq!((c.queues, c.depth), (2, 16));
+            assert_eq!(describe_queues(1, 64), "1 queue of depth 64");
+            assert_eq!(describe_queues(4, 32), "4 queues of depth 32");
+            let c = UblkArgs { queues: 2, depth: 16, id: Some(3) }.config();
+            assert_eq!((c.queues, c.depth, c.id), (2, 16, Some(3)));
         }
     }
 }

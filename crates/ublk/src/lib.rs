@@ -15,8 +15,10 @@
 //!   [`UblkDevice::stop`] (or drop) removes it.
 //! - [`Config`]: queue count and depth, largest request.
 //! - [`Error`]: typed; a kernel without ublk is
-//!   [`Error::KernelLacksUblk`] ("/dev/ublk-control is missing: modprobe
-//!   ublk_drv ..."), not a bare errno.
+//!   [`Error::KernelLacksUblk`] ("/dev/ublk-control is missing: the
+//!   kernel's ublk driver is not loaded; load it as root with `modprobe
+//!   ublk_drv` ..., this kernel is ..."), one without zoned ublk
+//!   [`Error::KernelLacksFeature`], not a bare errno.
 //! - [`request`], [`zone`], [`errno`], [`layout`]: the translations,
 //!   pure and unit-tested: ublk requests to device commands, zones to
 //!   `struct blk_zone`, failures to errnos, devices to ublk parameters.
@@ -43,9 +45,13 @@
 //! devices, `UBLK_F_ZONED` (Linux 6.6+). The server thread blocks every
 //! asynchronous signal: the application's other threads receive them.
 //!
-//! **Not yet.** No user recovery: if the process is killed (SIGKILL),
-//! the kernel stops the device and its number stays taken until it is
-//! deleted (`UBLK_CMD_DEL_DEV`, e.g. ublksrv's `ublk del -n N`).
+//! **Crashes.** Devices are added with user recovery
+//! (`UBLK_F_USER_RECOVERY` with reissue): if the serving process is
+//! killed, the kernel keeps `/dev/ublkbN` and holds its requests; a new
+//! [`UblkDevice::start`] with [`Config::id`] N on the same device takes
+//! it over, and the requests the dead server had taken are sent again.
+//! It refuses a device of another geometry, one still served, or one
+//! added without recovery ([`Error::Takeover`]).
 
 #![warn(missing_docs)]
 
@@ -53,6 +59,7 @@ pub mod errno;
 mod error;
 mod handler;
 pub mod layout;
+mod recovery;
 pub mod request;
 mod server;
 pub mod zone;

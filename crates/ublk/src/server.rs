@@ -24,6 +24,7 @@ use zns_ftl::BlockDevice;
 use crate::error::{Error, Result, CREATE};
 use crate::handler::{BlockHandler, Counters, DataPort, Done, Handler, Stats, ZonedHandler};
 use crate::layout::Layout;
+use crate::recovery::{self, Plan};
 use crate::request::Request;
 use crate::CONTROL_PATH;
 
@@ -69,12 +70,24 @@ pub struct Config {
     pub max_request_bytes: u32,
     /// The target name ublk records for the device.
     pub name: String,
+    /// The device number N (`/dev/ublkbN`) to serve; `None` lets the
+    /// kernel choose. When device N exists and its server is gone
+    /// (killed: the device waits, quiesced), [`UblkDevice::start`] takes
+    /// it over (user recovery) with the queues and depth it has;
+    /// otherwise it adds device N.
+    pub id: Option<u32>,
 }
 
 impl Default for Config {
     /// One queue of depth 64, requests of up to 512 KiB.
     fn default() -> Self {
-        Config { queues: 1, depth: 64, max_request_bytes: 512 << 10, name: "znskit".into() }
+        Config {
+            queues: 1,
+            depth: 64,
+            max_request_bytes: 512 << 10,
+            name: "znskit".into(),
+            id: None,
+        }
     }
 }
 
@@ -104,6 +117,9 @@ impl Config {
 pub struct UblkDevice {
     id: u32,
     zoned: bool,
+    recovered: bool,
+    queues: u16,
+    depth: u16,
     layout: Layout,
     ctrl: Arc<UblkCtrl>,
     counters: Arc<Counters>,
@@ -117,12 +133,15 @@ impl std::fmt::Debug for UblkDevice {
 }
 
 impl UblkDevice {
-    /// Adds a ublk device serving `target` and starts it: when this
-    /// returns, [`UblkDevice::block_path`] is a block device (zoned,
-    /// host-managed, where the target is). Needs root and the kernel's
-    /// `ublk_drv` (Linux 6.5+ for the user copy it relies on, 6.6+ for
-    /// zoned devices): without it the error is
-    /// [`Error::KernelLacksUblk`], not a bare errno.
+    /// Adds a ublk device serving `target` and starts it, or takes over
+    /// device [`Config::id`] when its server is gone: when this returns,
+    /// [`UblkDevice::block_path`] is a block device (zoned, host-managed,
+    /// where the target is). Needs root and the kernel's `ublk_drv`
+    /// (Linux 6.5+ for the user copy it relies on, 6.6+ for zoned
+    /// devices): without it the error is [`Error::KernelLacksUblk`], not
+    /// a bare errno. A device it adds has user recovery where the driver
+    /// has it: if this process is killed, the device waits for another
+    /// server to take it over (see [`Config::id`]).
     pub fn start(target: Target, config: &Config) -> Result<UblkDevice> {
         config.check()?;
         let layout = match &target {
@@ -133,22 +152,56 @@ impl UblkDevice {
         };
         check_control(Path::new(CONTROL_PATH))?;
         let zoned = layout.zoned.is_some();
-        check_features(libublk::ctrl::UblkCtrl::get_features(), zoned)?;
+        let features = libublk::ctrl::UblkCtrl::get_features();
+        check_features(features, zoned)?;
+        let params = layout.params();
+        let plan = match config.id {
+            None => Plan::Add(None),
+            Some(id) => {
+                let existing = recovery::probe(id)?;
+                let alive =
+                    existing.as_ref().is_some_and(|e| recovery::process_alive(e.server_pid));
+                recovery::plan(id, existing.as_ref(), alive, &params)?
+            }
+        };
+        // A device taken over keeps the queues and depth it was added
+        // with: the kernel's queues wait for exactly those.
+        let (queues, depth) = match &plan {
+            Plan::Recover { existing, .. } => (existing.queues, existing.depth),
+            Plan::Add(_) => (config.queues, config.depth),
+        };
         let counters = Arc::new(Counters::default());
-        let handlers = handlers(&target, &layout, config, &counters)?;
-        let mut flags = u64::from(sys::UBLK_F_USER_COPY);
-        if zoned {
-            flags |= u64::from(sys::UBLK_F_ZONED);
-        }
-        let ctrl = UblkCtrlBuilder::default()
-            .name(&config.name)
-            .nr_queues(config.queues)
-            .depth(config.depth)
-            .io_buf_bytes(layout.io_buf_bytes())
-            .ctrl_flags(flags)
-            .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV)
-            .build()
-            .map_err(|e| Error::from_libublk(CREATE, e))?;
+        let handlers = handlers(&target, &layout, queues, depth, &counters)?;
+        let recovered = matches!(plan, Plan::Recover { .. });
+        let builder = UblkCtrlBuilder::default().name(&config.name).nr_queues(queues).depth(depth);
+        let ctrl = match plan {
+            Plan::Recover { id, existing: e } => {
+                let ctrl = builder
+                    .id(id as i32)
+                    .io_buf_bytes(e.io_buf_bytes)
+                    .ctrl_flags(e.flags)
+                    .dev_flags(UblkFlags::UBLK_DEV_F_RECOVER_DEV)
+                    .build()
+                    .map_err(|e| Error::from_libublk("open the ublk device to take it over", e))?;
+                // START_USER_RECOVERY: libublk retries while the driver
+                // says EBUSY (the dead server's files not yet released,
+                // the device not yet quiesced), for up to 30 s.
+                let what = "take over the ublk device (START_USER_RECOVERY)";
+                let r = ctrl.start_user_recover().map_err(|e| Error::from_libublk(what, e))?;
+                if r < 0 {
+                    return Err(Error::Kernel { what, errno: -r });
+                }
+                tracing::debug!("ublk device {id}: taking it over");
+                ctrl
+            }
+            Plan::Add(id) => builder
+                .id(id.map_or(-1, |n| n as i32))
+                .io_buf_bytes(layout.io_buf_bytes())
+                .ctrl_flags(add_flags(features, zoned))
+                .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV)
+                .build()
+                .map_err(|e| Error::from_libublk(CREATE, e))?,
+        };
         let ctrl = Arc::new(ctrl);
         let (tx, rx) = mpsc::channel();
         let server = {
@@ -161,7 +214,17 @@ impl UblkDevice {
                 .map_err(|e| Error::Server(format!("cannot start: {e}")))?
         };
         match rx.recv() {
-            Ok(id) => Ok(UblkDevice { id, zoned, layout, ctrl, counters, server: Some(server) }),
+            Ok(id) => Ok(UblkDevice {
+                id,
+                zoned,
+                recovered,
+                queues,
+                depth,
+                layout,
+                ctrl,
+                counters,
+                server: Some(server),
+            }),
             // The server ended before the device started: its error.
             Err(_) => match server.join() {
                 Ok(Err(e)) => Err(e),
@@ -189,6 +252,22 @@ impl UblkDevice {
     /// True when the block device is zoned (host-managed).
     pub fn zoned(&self) -> bool {
         self.zoned
+    }
+
+    /// True when this server took the device over from a server that was
+    /// gone (user recovery), false when it added the device.
+    pub fn recovered(&self) -> bool {
+        self.recovered
+    }
+
+    /// The device's queues (a device taken over keeps its own).
+    pub fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    /// Requests each queue holds (a device taken over keeps its own).
+    pub fn depth(&self) -> u16 {
+        self.depth
     }
 
     /// What the kernel was told about the device.
@@ -221,9 +300,10 @@ impl UblkDevice {
         let killed = self.ctrl.kill_dev();
         let served = server.join().map_err(|_| Error::Server("panicked".into()))?;
         killed.map_err(|e| Error::from_libublk("stop the ublk device", e))?;
-        // DEL_DEV: the control's drop deletes the device it added, now
-        // that nothing else holds it.
-        tracing::debug!("ublk device {} stopped", self.id);
+        // DEL_DEV, now that nothing else holds the device: a control that
+        // took a device over would not delete it when dropped.
+        self.ctrl.del_dev().map_err(|e| Error::from_libublk("delete the ublk device", e))?;
+        tracing::debug!("ublk device {} stopped and deleted", self.id);
         served
     }
 }
@@ -242,9 +322,10 @@ impl Drop for UblkDevice {
 pub fn check_control(control: &Path) -> Result<()> {
     match std::fs::OpenOptions::new().read(true).write(true).open(control) {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            Err(Error::KernelLacksUblk { control: control.to_path_buf() })
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::KernelLacksUblk {
+            control: control.to_path_buf(),
+            running: crate::error::running_kernel(),
+        }),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             Err(Error::PermissionDenied { path: control.to_path_buf() })
         }
@@ -264,31 +345,50 @@ fn check_features(features: Option<u64>, zoned: bool) -> Result<()> {
         return Err(Error::KernelLacksFeature {
             feature: "UBLK_F_USER_COPY",
             needs: "Linux 6.5 or later",
+            running: crate::error::running_kernel(),
         });
     }
     if zoned && !has(sys::UBLK_F_ZONED) {
         return Err(Error::KernelLacksFeature {
             feature: "UBLK_F_ZONED",
-            needs: "Linux 6.6 or later, built with CONFIG_BLK_DEV_ZONED",
+            needs: "Linux 6.6 or later, built with CONFIG_BLK_DEV_ZONED (serve a conventional \
+                    device, or the FTL with `zns ftl ublk`, on this one)",
+            running: crate::error::running_kernel(),
         });
     }
     Ok(())
 }
 
-/// A handler for each queue, in queue order.
+/// The flags of a device this server adds: user copy (the data path),
+/// zoned for a zoned target, and user recovery with reissue where the
+/// driver has them (`features`), so that a killed server's device waits
+/// for the next one and the requests the dead one had taken are sent
+/// again.
+fn add_flags(features: Option<u64>, zoned: bool) -> u64 {
+    let recovery = u64::from(sys::UBLK_F_USER_RECOVERY | sys::UBLK_F_USER_RECOVERY_REISSUE);
+    let mut flags = u64::from(sys::UBLK_F_USER_COPY) | (features.unwrap_or(0) & recovery);
+    if zoned {
+        flags |= u64::from(sys::UBLK_F_ZONED);
+    }
+    flags
+}
+
+/// A handler for each of `queues` queues of `depth`, in queue order.
 fn handlers(
     target: &Target,
     layout: &Layout,
-    config: &Config,
+    queues: u16,
+    depth: u16,
     counters: &Arc<Counters>,
 ) -> Result<Vec<Option<Box<dyn Handler>>>> {
     let bytes = layout.max_request_bytes as usize;
-    (0..config.queues)
+    (0..queues)
         .map(|_| -> Result<Option<Box<dyn Handler>>> {
             Ok(Some(match target {
                 Target::Zoned(dev) => {
-                    let q = dev.queue(usize::from(config.depth)).map_err(|source| {
-                        Error::Device { what: "create a device queue", source }
+                    let q = dev.queue(usize::from(depth)).map_err(|source| Error::Device {
+                        what: "create a device queue",
+                        source,
                     })?;
                     let h = ZonedHandler::new(q, layout.geometry, bytes, Arc::clone(counters))
                         .map_err(|source| Error::Device { what: "allocate a buffer", source })?;
@@ -448,11 +548,14 @@ mod tests {
     fn a_missing_control_device_says_to_load_ublk_drv() {
         let e = check_control(Path::new("/nonexistent/ublk-control")).unwrap_err();
         assert!(matches!(e, Error::KernelLacksUblk { .. }));
-        assert_eq!(
-            e.to_string(),
-            "/nonexistent/ublk-control is missing: modprobe ublk_drv (Linux 6.0+; zoned devices \
-             need 6.6+)"
-        );
+        let m = e.to_string();
+        assert!(m.starts_with("/nonexistent/ublk-control is missing: "), "{m}");
+        for words in
+            ["modprobe ublk_drv", "as root", "Linux 6.5 or later", "6.6 or later for zoned"]
+        {
+            assert!(m.contains(words), "{words:?} not in {m}");
+        }
+        assert!(m.ends_with(&format!("this kernel is {})", crate::error::running_kernel())));
     }
 
     #[test]
@@ -465,6 +568,17 @@ mod tests {
         assert!(e.to_string().contains("UBLK_F_ZONED: Linux 6.6 or later"), "{e}");
         let e = check_features(None, false).unwrap_err();
         assert!(e.to_string().contains("UBLK_F_USER_COPY"), "{e}");
+    }
+
+    #[test]
+    fn added_devices_have_user_recovery_where_the_driver_does() {
+        let copy = u64::from(sys::UBLK_F_USER_COPY);
+        let zoned = u64::from(sys::UBLK_F_ZONED);
+        let rec = u64::from(sys::UBLK_F_USER_RECOVERY | sys::UBLK_F_USER_RECOVERY_REISSUE);
+        assert_eq!(add_flags(Some(copy | zoned | rec), true), copy | zoned | rec);
+        assert_eq!(add_flags(Some(copy | rec), false), copy | rec);
+        assert_eq!(add_flags(Some(copy | zoned), true), copy | zoned);
+        assert_eq!(add_flags(None, false), copy);
     }
 
     #[test]

@@ -55,14 +55,29 @@ pub fn init_script(modules: &[String], nvmf_port: u16) -> String {
         false,
     );
     s.push_str(&connect_lines(nvmf_port, NQN, 2));
-    s.push_str(&format!(
+    s.push_str(
         r#"Z=/dev/nvme$(suffix_of 1)
 C=/dev/nvme$(suffix_of 2)
 say "$Z: zoned=$(cat /sys/block/$(basename $Z)/queue/zoned) zones=$(cat /sys/block/$(basename $Z)/queue/nr_zones); $C: $(cat /sys/block/$(basename $C)/size) sectors"
 expect f2fs-zoned-ns host-managed cat /sys/block/$(basename $Z)/queue/zoned
 expect f2fs-metadata-ns none cat /sys/block/$(basename $C)/queue/zoned
 echo mq-deadline > /sys/block/$(basename $Z)/queue/scheduler
-# run, keeping the output, which must also hold $2.
+"#,
+    );
+    s.push_str(&fs_lines("$Z", "$C", FIO_MIB_PER_JOB));
+    s.push_str(&format!("run nvme-disconnect nvme disconnect -n {NQN}\n"));
+    s.push_str(&end_lines());
+    s
+}
+
+/// The f2fs lines on zoned block device `zoned` and conventional
+/// (metadata) device `conventional` (shell expressions): `mkfs.f2fs -m`
+/// with the zoned device added by `-c`, mount, fio's two jobs writing
+/// and verifying `mib_per_job` MiB each (crc32c), umount, zones found
+/// full, `fsck.f2fs` clean.
+pub fn fs_lines(zoned: &str, conventional: &str, mib_per_job: u32) -> String {
+    format!(
+        r#"# run, keeping the output, which must also hold $2.
 checked() {{
     label=$1; want=$2; shift 2
     say "RUN $label: $*"
@@ -74,19 +89,16 @@ checked() {{
     if [ $rc -ne 0 ]; then fail=1; say "FAILED $label"; fi
     grep -qF -- "$want" /tmp/$label.out || {{ fail=1; echo "FAIL $label: '$want' not in its output"; }}
 }}
-checked mkfs-f2fs "Host-managed zoned block device" mkfs.f2fs -f -m -c $Z $C
-run mount-f2fs mount -t f2fs $C /mnt
+checked mkfs-f2fs "Host-managed zoned block device" mkfs.f2fs -f -m -c {zoned} {conventional}
+run mount-f2fs mount -t f2fs {conventional} /mnt
 expect f2fs-mounted " /mnt f2fs " cat /proc/mounts
-run fio-f2fs fio --name=f2fs --directory=/mnt --ioengine=psync --rw=randwrite --bs=64k --size={FIO_MIB_PER_JOB}m --numjobs=2 --fsync=8 --verify=crc32c --do_verify=1 --minimal
+run fio-f2fs fio --name=f2fs --directory=/mnt --ioengine=psync --rw=randwrite --bs=64k --size={mib_per_job}m --numjobs=2 --fsync=8 --verify=crc32c --do_verify=1 --minimal
 run umount-f2fs umount /mnt
-expect f2fs-zones-written "(fu)" blkzone report $Z
-checked fsck-f2fs "[FSCK] other corrupted bugs" fsck.f2fs -f --dry-run $C
+expect f2fs-zones-written "(fu)" blkzone report {zoned}
+checked fsck-f2fs "[FSCK] other corrupted bugs" fsck.f2fs -f --dry-run {conventional}
 if grep -qF "[Fail]" /tmp/fsck-f2fs.out; then fail=1; echo "FAIL fsck-f2fs: [Fail] in its output"; fi
-run nvme-disconnect nvme disconnect -n {NQN}
 "#
-    ));
-    s.push_str(&end_lines());
-    s
+    )
 }
 
 #[cfg(test)]

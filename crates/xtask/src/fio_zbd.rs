@@ -294,26 +294,37 @@ pub fn slowest(times: &BTreeMap<u32, u64>, k: usize) -> String {
 /// What the results say against the expectations, for `wanted` (the tests
 /// run): a line per problem (empty when the run passes).
 pub fn check(results: &BTreeMap<u32, (Status, String)>, wanted: &[u32]) -> Vec<String> {
+    check_against(results, wanted, EXPECTED_FAILURES, EXPECTED_SKIPS)
+}
+
+/// [`check`] against the expected failures and skips of another device
+/// (`expected_failures`, `expected_skips`: test and reason).
+pub fn check_against(
+    results: &BTreeMap<u32, (Status, String)>,
+    wanted: &[u32],
+    expected_failures: &[(u32, &str)],
+    expected_skips: &[(u32, &str)],
+) -> Vec<String> {
     let listed = |list: &[(u32, &str)], n: u32| list.iter().any(|(t, _)| *t == n);
     let mut problems = Vec::new();
     for &n in wanted {
         match results.get(&n) {
             None => problems.push(format!("fio zbd test {n}: no result (the script stopped?)")),
             Some((Status::Pass, _)) => {
-                if listed(EXPECTED_FAILURES, n) {
+                if listed(expected_failures, n) {
                     problems.push(format!(
                         "fio zbd test {n} passed but is listed as an expected failure"
                     ));
                 }
-                if listed(EXPECTED_SKIPS, n) {
+                if listed(expected_skips, n) {
                     problems
                         .push(format!("fio zbd test {n} passed but is listed as an expected skip"));
                 }
             }
-            Some((Status::Fail, _)) if !listed(EXPECTED_FAILURES, n) => {
+            Some((Status::Fail, _)) if !listed(expected_failures, n) => {
                 problems.push(format!("fio zbd test {n} FAILED (not an expected failure)"));
             }
-            Some((Status::Skip, why)) if !listed(EXPECTED_SKIPS, n) => {
+            Some((Status::Skip, why)) if !listed(expected_skips, n) => {
                 problems.push(format!("fio zbd test {n} skipped unexpectedly: {why}"));
             }
             Some(_) => {}

@@ -19,7 +19,9 @@
 //! - `cargo xtask ublk`: znskit devices as the guest kernel's block
 //!   devices through ublk: `zns ublk` on an emulated ZNS SSD (a
 //!   host-managed zoned device: blkzone, dd with direct I/O), then `zns
-//!   ftl ublk` (ext4, fsck).
+//!   ftl ublk` (ext4, fsck); kill -9 and takeover cycles (user recovery);
+//!   fio's zbd tests, zonefs, f2fs, btrfs on the zoned device, ext4 with
+//!   SQLite on the FTL's.
 //! - `cargo xtask engines`: in the same guest, queue-depth-1 latency of
 //!   4 KiB random reads, sequential writes and zone appends through
 //!   `pcie:`, `ng:`, `zbd:` and fio's psync, libaio and io_uring engines;
@@ -42,6 +44,8 @@ mod server;
 mod source;
 mod twins;
 mod ublk;
+mod ublk_clients;
+mod ublk_crash;
 mod vmtest;
 mod zonefs;
 
@@ -103,7 +107,8 @@ commands:
            divergences accepted exactly; `cargo xtask nvmet --help`
   ublk     znskit devices as the guest kernel's block devices through ublk: zns ublk
            on an emulated ZNS SSD (host-managed zoned: blkzone, dd), zns ftl ublk
-           (mkfs.ext4, a file written and read back, fsck); `cargo xtask ublk --help`
+           (mkfs.ext4, fsck); kill -9 and takeover cycles; fio's zbd tests, zonefs,
+           f2fs, btrfs, ext4 with SQLite; `cargo xtask ublk --help`
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
