@@ -61,10 +61,16 @@ pub struct ServeArgs {
     /// connect --dhchap-ctrl-secret`) gets the controller proven too.
     #[arg(long = "dhchap-ctrl-secret", value_name = "HOSTNQN=DHHC-1:..")]
     pub dhchap_ctrl_secret: Vec<String>,
-    /// Connections (queues) served at once; more are closed at accept.
-    #[arg(long, default_value_t = 256, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(2..=65536))]
+    /// Connections (queues) open at once; more are closed at accept. An
+    /// idle connection costs a few KiB and one descriptor, no thread.
+    #[arg(long, default_value_t = 1024, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
     pub max_connections: u64,
+    /// Worker threads: how many connections run commands at the same
+    /// moment (the others wait in the poller, for their host or a worker).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: u64,
     /// Also export the FTL on this device as a conventional NVM namespace
     /// (repeat for several), after the `--device` namespaces. A device that
     /// lives only in this process is formatted; any other must hold an FTL
@@ -72,8 +78,8 @@ pub struct ServeArgs {
     #[arg(long = "ftl", value_name = "URI")]
     pub ftl: Vec<String>,
     /// Each queue polls its socket this many microseconds for the next
-    /// command before it sleeps: lower latency for a busy core per
-    /// active queue (0: never poll).
+    /// command before it gives its worker back: lower latency for a busy
+    /// core per active queue (0: never poll).
     #[arg(long, default_value_t = 0, value_name = "US",
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub poll_us: u64,
@@ -204,6 +210,7 @@ pub fn run(
     }
     let config = TargetConfig {
         max_connections: args.max_connections as usize,
+        workers: args.workers as usize,
         poll: std::time::Duration::from_micros(args.poll_us),
         stall_timeout: stall_timeout(args.stall_timeout)?,
     };

@@ -346,7 +346,7 @@ fn target_cpu_ns() -> u64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
     for t in tasks.flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("nvmf-conn") {
+        if !(comm.starts_with("nvmf-worker") || comm.starts_with("nvmf-poll")) {
             continue;
         }
         let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();

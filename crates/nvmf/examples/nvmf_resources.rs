@@ -38,7 +38,7 @@
 //!    (no data) and on `emu:small` (data), target in this process with
 //!    the default configuration (no polling). Target CPU is the time on a
 //!    CPU (`/proc/self/task/<tid>/schedstat`, ns) of the target's
-//!    `nvmf-conn-*` threads over the measured window (after a 0.2 s
+//!    `nvmf-worker-*` and `nvmf-poll` threads over the measured window (after a 0.2 s
 //!    warm-up), divided by the reads completed; the time of any other
 //!    thread but the benchmark's own (the initiator's) is reported as
 //!    `other_threads_cpu_us_per_io`. Beside it, the kernel's floor: the
@@ -507,7 +507,7 @@ fn cpu_per_read(dur: Duration) -> Value {
             let d = ns - cpu0.get(tid).map_or(0, |c| c.1);
             if *tid == me {
                 client += d;
-            } else if name.starts_with("nvmf-conn") {
+            } else if name.starts_with("nvmf-worker") || name.starts_with("nvmf-poll") {
                 conn += d;
                 conn_threads += usize::from(d > 0);
             } else {
@@ -605,7 +605,9 @@ fn cpu_while_waiting(dur: Duration) -> Value {
         }
         let conn: u64 = cpu1
             .iter()
-            .filter(|(_, (name, _))| name.starts_with("nvmf-conn"))
+            .filter(|(_, (name, _))| {
+                name.starts_with("nvmf-worker") || name.starts_with("nvmf-poll")
+            })
             .map(|(tid, (_, ns))| ns - cpu0.get(tid).map_or(0, |c| c.1))
             .sum();
         let secs = (t1 - t0).as_secs_f64();

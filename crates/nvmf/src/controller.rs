@@ -8,15 +8,15 @@
 //! its admin queue's connection does, and no longer than its Keep Alive
 //! Timeout without a command (any command on any of its queues restarts
 //! the timer: traffic-based keep alive). Its I/O queues end with it: their
-//! sockets are shut down when it is removed.
+//! connections are closed when it is removed.
 
 use std::collections::HashMap;
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use zns_server::Closer;
 use zns_spec::event::{AsyncEvent, AEC_ZONE_DESCRIPTOR_CHANGED};
 use zns_spec::log::ChangedZoneList;
 use zns_spec::regs::{offset, Cap};
@@ -63,9 +63,10 @@ pub(crate) struct Controller {
     /// Milliseconds from `epoch` to the last command on any of the
     /// controller's queues (the Keep Alive timer's restart).
     last_command_ms: AtomicU64,
-    /// The connected I/O queues by QID, with their sockets (to end them
-    /// with the controller); `None` once the controller is gone.
-    io_queues_open: Mutex<Option<Vec<(u16, TcpStream)>>>,
+    /// The connected I/O queues by QID, with what closes their
+    /// connections (they end with the controller); `None` once the
+    /// controller is gone.
+    io_queues_open: Mutex<Option<Vec<(u16, Closer)>>>,
 }
 
 /// Why an I/O queue's Connect was refused by its controller.
@@ -214,14 +215,15 @@ impl Controller {
         Some(self.epoch + Duration::from_millis(last + kato as u64))
     }
 
-    /// Joins I/O queue `qid` (its socket `stream`) to the controller.
-    pub fn join(&self, qid: u16, stream: TcpStream) -> Result<(), JoinError> {
+    /// Joins I/O queue `qid` (its connection closed by `closer`) to the
+    /// controller.
+    pub fn join(&self, qid: u16, closer: Closer) -> Result<(), JoinError> {
         let mut open = self.io_queues_open.lock();
         let Some(list) = open.as_mut() else { return Err(JoinError::Gone) };
         if list.iter().any(|(q, _)| *q == qid) {
             return Err(JoinError::InUse);
         }
-        list.push((qid, stream));
+        list.push((qid, closer));
         Ok(())
     }
 
@@ -233,12 +235,13 @@ impl Controller {
     }
 
     /// The controller is gone: no queue joins any more, and the connected
-    /// ones are shut down (their connections end at their next read).
+    /// ones are closed (at once if they wait, after their current work if
+    /// they run).
     fn end(&self) {
         let Some(list) = self.io_queues_open.lock().take() else { return };
-        for (qid, s) in list {
+        for (qid, closer) in list {
             tracing::debug!(cntlid = self.cntlid, qid, "I/O queue ended with its controller");
-            let _ = s.shutdown(Shutdown::Both);
+            closer.close();
         }
     }
 }

@@ -124,7 +124,7 @@ struct Watched {
 /// The subsystem's reader of its devices' zone changes.
 ///
 /// Thread safety: `Send + Sync`; [`ZoneWatch::refresh`] from any
-/// connection thread (one at a time takes the changes).
+/// connection (one at a time takes the changes).
 pub(crate) struct ZoneWatch {
     watched: Vec<Watched>,
     taking: Mutex<()>,

@@ -28,7 +28,7 @@
 //!
 //! | module | concern |
 //! |---|---|
-//! | `connection` | one queue: initialization, capsules, R2T, data, responses |
+//! | `connection` | one queue as a session of the event-driven server: initialization, capsules, R2T, data, responses |
 //! | `controller` | controllers, their registers and features |
 //! | `events` | Changed Zone Lists and Zone Descriptor Changed events |
 //! | `admin` | admin commands and log pages |
@@ -37,7 +37,7 @@
 //! | `inflight` | reads and writes in flight on the device, answered as they complete |
 //! | `block` | I/O commands on block namespaces (the FTL) |
 //! | [`subsystem`] | the subsystem, its namespaces and Identify data |
-//! | `target` | listening, connection threads, shutdown |
+//! | `target` | listening, the worker pool, shutdown |
 
 #![warn(missing_docs)]
 

@@ -1,12 +1,13 @@
-//! The listening target on zns-server's skeleton: one thread per
-//! connection (each connection is one queue), a bounded number of them.
+//! The listening target on zns-server's event-driven core: each
+//! connection (one queue) is a session that a bounded pool of worker
+//! threads runs while it has work and the poller holds while it waits.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zns_server::TcpServer;
+use zns_server::{EventServer, ServerConfig, Session};
 
 use crate::admin::Listener;
 use crate::connection::Connection;
@@ -18,11 +19,15 @@ use crate::subsystem::Subsystem;
 /// Settings of a target.
 #[derive(Debug, Clone)]
 pub struct TargetConfig {
-    /// Connections (queues) served at once; further ones are closed at
-    /// accept.
+    /// Connections (queues) open at once; further ones are closed at
+    /// accept. An idle connection costs its memory (a few KiB) and one
+    /// descriptor, no thread.
     pub max_connections: usize,
+    /// Worker threads: how many connections run commands at the same
+    /// moment (the others wait for one, or for their host, in the poller).
+    pub workers: usize,
     /// How long a connection polls its socket for the next capsule
-    /// before it sleeps in a blocking read, and spins looking for the
+    /// before it gives its worker back, and spins looking for the
     /// completions of its commands in flight before it sleeps between
     /// looks (at least 20 µs). Zero (the default) never polls for
     /// capsules; a few tens of microseconds take the scheduler's wake-up
@@ -43,7 +48,8 @@ pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 impl Default for TargetConfig {
     fn default() -> Self {
         TargetConfig {
-            max_connections: 256,
+            max_connections: 1024,
+            workers: 8,
             poll: Duration::ZERO,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
         }
@@ -83,6 +89,29 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Counts and logs how a connection ended.
+    pub(crate) fn count_end(&self, result: &Result<()>, peer: &str, stopping: bool) {
+        match result {
+            Ok(()) => tracing::debug!(%peer, "NVMe/TCP connection closed"),
+            Err(NvmfError::Pdu(e)) => {
+                self.transport_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, error = %e, "NVMe/TCP connection terminated");
+            }
+            Err(e @ NvmfError::Timeout(_)) => {
+                self.timeouts.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, error = %e, "NVMe/TCP connection closed");
+            }
+            Err(e @ NvmfError::KeepAliveExpired { .. }) => {
+                self.keep_alive_expirations.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, error = %e, "controller torn down with its queues");
+            }
+            Err(e) if stopping => {
+                tracing::debug!(%peer, error = %e, "NVMe/TCP connection closed by shutdown");
+            }
+            Err(e) => tracing::info!(%peer, error = %e, "NVMe/TCP connection ended"),
+        }
+    }
+
     /// Hands the devices' new zone changes to every controller.
     pub(crate) fn refresh_zone_changes(&self) {
         self.zone_watch.refresh(&self.registry);
@@ -108,7 +137,7 @@ impl Shared {
 /// [`NvmfTarget::stop`].
 pub struct NvmfTarget {
     shared: Arc<Shared>,
-    server: TcpServer,
+    server: EventServer,
 }
 
 impl std::fmt::Debug for NvmfTarget {
@@ -150,11 +179,15 @@ impl NvmfTarget {
             keep_alive_expirations: AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);
-        let server =
-            TcpServer::serve(listener, "nvmf", config.max_connections, move |stream, c| {
-                serve(stream, &s, c)
-            })
-            .map_err(bind_err)?;
+        let server_config = ServerConfig {
+            max_connections: config.max_connections,
+            workers: config.workers,
+            ..ServerConfig::default()
+        };
+        let server = EventServer::serve(listener, "nvmf", server_config, move |stream, peer| {
+            session(stream, peer, &s)
+        })
+        .map_err(bind_err)?;
         tracing::info!(addr = %local, nqn = shared.subsystem.nqn(), "NVMe/TCP target listening");
         Ok(NvmfTarget { shared, server })
     }
@@ -187,37 +220,13 @@ impl NvmfTarget {
     }
 }
 
-fn serve(stream: TcpStream, shared: &Shared, c: &zns_server::Connection<'_>) {
-    let peer = c.peer;
-    let _ = stream.set_nodelay(true);
-    let mut conn = match Connection::new(stream, shared) {
-        Ok(c) => c,
+/// The session of an accepted connection.
+fn session(stream: TcpStream, peer: &str, shared: &Arc<Shared>) -> Option<Box<dyn Session>> {
+    match Connection::new(stream, Arc::clone(shared)) {
+        Ok(c) => Some(Box::new(c)),
         Err(e) => {
             tracing::warn!(%peer, error = %e, "NVMe/TCP connection setup failed");
-            return;
+            None
         }
-    };
-    let result = conn.run();
-    if let Some(cntlid) = conn.owned_controller() {
-        shared.registry.remove(cntlid);
-    }
-    match result {
-        Ok(()) => tracing::debug!(%peer, "NVMe/TCP connection closed"),
-        Err(NvmfError::Pdu(e)) => {
-            shared.transport_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, error = %e, "NVMe/TCP connection terminated");
-        }
-        Err(e @ NvmfError::Timeout(_)) => {
-            shared.timeouts.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, error = %e, "NVMe/TCP connection closed");
-        }
-        Err(e @ NvmfError::KeepAliveExpired { .. }) => {
-            shared.keep_alive_expirations.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, error = %e, "controller torn down with its queues");
-        }
-        Err(e) if c.stopping() => {
-            tracing::debug!(%peer, error = %e, "NVMe/TCP connection closed by shutdown");
-        }
-        Err(e) => tracing::info!(%peer, error = %e, "NVMe/TCP connection ended"),
     }
 }

@@ -438,3 +438,61 @@ fn the_initiator_refuses_a_target_pdu_larger_than_it_asked_for() {
     drop(qp);
     j.join().unwrap();
 }
+
+/// Runs `f` on its own thread; fails if it takes longer than `bound`.
+fn within(bound: Duration, what: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(bound).unwrap_or_else(|_| panic!("{what} took more than {bound:?}"));
+}
+
+#[test]
+fn hosts_that_stall_mid_pdu_mid_transfer_or_never_read_hold_no_worker() {
+    // One worker, and a stall timeout longer than the test: nothing here
+    // is closed for stalling; the good host must be served beside them.
+    let dev = zns_device::open("emu:small").unwrap();
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let config =
+        TargetConfig { workers: 1, stall_timeout: Duration::from_secs(60), ..Default::default() };
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
+    let addr = t.local_addr();
+    let capsule = write_capsule(Digests::default(), &pattern(4096, 7));
+    let mut held: Vec<TcpStream> = (0..20)
+        .map(|i| {
+            let mut h = connected(addr, Digests::default());
+            h.s.write_all(&capsule[..1 + i * 7]).unwrap();
+            h.s
+        })
+        .collect();
+    // Writes whose R2T is answered by nothing.
+    let (_admin, cntlid) = admin(addr, Digests::default());
+    for qid in 1..=3 {
+        let mut q = io_queue(addr, cntlid, qid, Digests::default());
+        let mut sqe = ReadWrite::new(1, 0, 4).write().unwrap();
+        sqe.set_cid(9);
+        SglDescriptor::transport(16384).store_in(&mut sqe);
+        q.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), &[]);
+        let (ty, ..) = q.recv();
+        assert_eq!(ty, PduType::R2t);
+        held.push(q.s);
+    }
+    // A host that asks for 16 MiB of reads and takes none of it.
+    let mut greedy = io_queue(addr, cntlid, 4, Digests::default());
+    let _ = socket2::SockRef::from(&greedy.s).set_recv_buffer_size(4096);
+    for i in 0..128u16 {
+        let mut sqe = ReadWrite::new(1, 0, 32).read().unwrap();
+        sqe.set_cid(100 + i);
+        SglDescriptor::transport(128 * 1024).store_in(&mut sqe);
+        greedy.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), &[]);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    within(Duration::from_secs(10), "a good host's round trip", move || {
+        good_host_round_trip(addr, 8);
+    });
+    drop(held);
+    drop(greedy);
+    assert_eq!(t.stop().timeouts, 0);
+}

@@ -1,7 +1,10 @@
 //! # zns-server
 //!
-//! The TCP server skeleton of znskit's exports (`zns-nbd`, `zns-nvmf`):
-//! an accept thread, one thread per connection up to a limit (further
+//! The TCP server skeleton of znskit's exports, in two forms:
+//! [`EventServer`] (module [`event`], used by `zns-nvmf`), where a
+//! bounded pool of workers runs connections as sessions and a poller
+//! holds the ones that wait; and [`TcpServer`] (used by `zns-nbd`): an
+//! accept thread, one thread per connection up to a limit (further
 //! connections are closed at accept), and a stop that wakes the accept
 //! thread, shuts every open connection down and waits for its thread. A
 //! connection thread unregisters itself however it ends, a panic
@@ -30,6 +33,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
+
+pub mod event;
+
+pub use event::{Closer, EventServer, Resume, ServerConfig, Session, Wait};
 
 /// What a connection handler knows besides its stream.
 ///
@@ -188,7 +195,7 @@ impl Drop for TcpServer {
 
 /// Where to connect to reach a listener on `addr` (an unspecified
 /// address listens on loopback too).
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
+pub(crate) fn wake_addr(addr: SocketAddr) -> SocketAddr {
     let mut a = addr;
     if a.ip().is_unspecified() {
         a.set_ip(match a {
@@ -281,7 +288,7 @@ where
 /// keep failing (the usual cause, no descriptors left, lasts until a
 /// connection ends), back to 10 ms after a success.
 #[derive(Debug, Default)]
-struct AcceptBackoff {
+pub(crate) struct AcceptBackoff {
     failures: u32,
 }
 
@@ -289,13 +296,13 @@ impl AcceptBackoff {
     const FIRST: std::time::Duration = std::time::Duration::from_millis(10);
     const MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
-    fn next(&mut self) -> std::time::Duration {
+    pub(crate) fn next(&mut self) -> std::time::Duration {
         let pause = Self::FIRST.saturating_mul(1 << self.failures.min(16)).min(Self::MAX);
         self.failures = self.failures.saturating_add(1);
         pause
     }
 
-    fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 }

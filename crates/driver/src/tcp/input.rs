@@ -24,7 +24,13 @@ use std::time::Instant;
 #[derive(Debug)]
 pub struct SocketInput {
     stream: TcpStream,
+    /// Empty while released ([`SocketInput::release`]); `capacity` bytes
+    /// once input is received.
     buf: Box<[u8]>,
+    capacity: usize,
+    /// The size the buffer is made at (again, after a release); it grows
+    /// to `capacity` as messages need ([`SocketInput::reserve`]).
+    initial: usize,
     /// Unread bytes are `buf[pos..end]`.
     pos: usize,
     end: usize,
@@ -40,6 +46,8 @@ impl SocketInput {
         SocketInput {
             stream,
             buf: vec![0u8; capacity.max(1)].into_boxed_slice(),
+            capacity: capacity.max(1),
+            initial: capacity.max(1),
             pos: 0,
             end: 0,
             closed: false,
@@ -75,6 +83,21 @@ impl SocketInput {
         }
     }
 
+    /// Waits until the socket itself is readable (whatever is buffered)
+    /// or `until` passes; `false` when it passed first. For a caller that
+    /// holds part of a message and waits for the rest, or for something
+    /// else at the same time (a device's completions).
+    pub fn wait_readable(&mut self, until: Option<Instant>) -> bool {
+        let timeout = match until {
+            None => None,
+            Some(t) => match t.checked_duration_since(Instant::now()) {
+                Some(d) if !d.is_zero() => Some(d),
+                _ => return false,
+            },
+        };
+        readable(&self.stream, timeout)
+    }
+
     /// The socket.
     pub fn get_ref(&self) -> &TcpStream {
         &self.stream
@@ -95,6 +118,7 @@ impl SocketInput {
         }
         self.pos = 0;
         self.end = 0;
+        self.allocate();
         let sock = socket2::SockRef::from(&self.stream);
         // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout, and
         // `recv` only writes initialized bytes into the slice; the buffer
@@ -112,6 +136,92 @@ impl SocketInput {
             Err(e) if e.kind() == ErrorKind::WouldBlock => false,
             Err(e) if e.kind() == ErrorKind::Interrupted => false,
             Err(_) => true,
+        }
+    }
+
+    /// Receives what the socket holds without waiting, after the bytes
+    /// buffered already (moved to the buffer's start first): how many
+    /// came. `Ok(0)` when none did; [`SocketInput::is_closed`] tells
+    /// whether that is the peer's end. A connection served by an event
+    /// loop gathers a whole message this way before it reads any of it.
+    pub fn fill_more(&mut self) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(0);
+        }
+        self.allocate();
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            (self.pos, self.end) = (0, self.end - self.pos);
+        }
+        if self.end == self.buf.len() {
+            return Ok(0);
+        }
+        let sock = socket2::SockRef::from(&self.stream);
+        // SAFETY: as in `try_fill`: the slice is initialized memory and
+        // `recv` writes only initialized bytes into it.
+        let spare =
+            unsafe { &mut *(&mut self.buf[self.end..] as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        match sock.recv_with_flags(spare, libc::MSG_DONTWAIT) {
+            Ok(0) => {
+                self.closed = true;
+                Ok(0)
+            }
+            Ok(n) => {
+                self.end += n;
+                Ok(n)
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The peer has closed its side (seen by a receive).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The buffer's size: the longest message [`SocketInput::fill_more`]
+    /// can gather whole.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Frees the buffer while nothing is buffered (a connection that goes
+    /// idle keeps no memory for input); the next receive makes it again.
+    pub fn release(&mut self) {
+        if self.pos == self.end && !self.buf.is_empty() {
+            self.buf = Box::default();
+            (self.pos, self.end) = (0, 0);
+        }
+    }
+
+    /// Makes the buffer `initial` bytes (at most the capacity) now and
+    /// after each release: a connection that sends small messages keeps
+    /// a small buffer; [`SocketInput::reserve`] grows it for a larger one.
+    pub fn start_small(&mut self, initial: usize) {
+        self.initial = initial.clamp(1, self.capacity);
+        if self.pos == self.end && self.buf.len() > self.initial {
+            self.buf = Box::default();
+            (self.pos, self.end) = (0, 0);
+        }
+    }
+
+    /// Makes room for a message of `n` bytes (up to the capacity) from
+    /// the start of what is buffered, keeping the buffered bytes.
+    pub fn reserve(&mut self, n: usize) {
+        let n = n.min(self.capacity);
+        if self.buf.len() >= n {
+            return;
+        }
+        let mut bigger = vec![0u8; n].into_boxed_slice();
+        let have = self.end - self.pos;
+        bigger[..have].copy_from_slice(&self.buf[self.pos..self.end]);
+        (self.buf, self.pos, self.end) = (bigger, 0, have);
+    }
+
+    fn allocate(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; self.initial].into_boxed_slice();
         }
     }
 
@@ -167,7 +277,7 @@ impl Read for SocketInput {
         // A large read with nothing buffered goes straight to the caller
         // (not when a deadline bounds the wait: the buffer's path keeps it).
         if self.pos == self.end
-            && out.len() >= self.buf.len()
+            && out.len() >= self.capacity
             && !self.closed
             && self.deadline.is_none()
         {
@@ -200,6 +310,7 @@ impl BufRead for SocketInput {
                 return Ok(&self.buf[self.pos..self.end]);
             }
             // Nothing changes on an error (a read timeout among them).
+            self.allocate();
             let n = self.stream.read(&mut self.buf)?;
             (self.pos, self.end) = (0, n);
             self.closed = n == 0;

@@ -81,6 +81,17 @@ impl PduReader {
         }
     }
 
+    /// The length of the PDU `buffered` begins with, once its common
+    /// header is there (`None` before), after the checks [`PduReader::read`]
+    /// makes of that header: a PDU the transport forbids is refused before
+    /// any more of it is awaited.
+    pub fn pdu_len(&self, buffered: &[u8]) -> std::result::Result<Option<usize>, PduError> {
+        let Some(head) = buffered.get(..8) else { return Ok(None) };
+        let ch = CommonHeader::from_bytes(head.try_into().expect("8 bytes"))?;
+        ch.layout(self.digests, self.limit(ch.pdu_type))?;
+        Ok(Some(ch.plen as usize))
+    }
+
     /// Reads one whole PDU.
     pub fn read<R: Read>(&mut self, r: &mut R) -> Result<Received> {
         self.damaged = None;

@@ -1,0 +1,338 @@
+//! PDUs in and out of a connection: whole PDUs from the input buffer,
+//! R2T transfers, and the output buffer the socket drains without
+//! blocking.
+
+use std::io::Write;
+use std::time::Instant;
+
+use zns_driver::tcp::{write_pdu, Received, TcpError};
+use zns_spec::tcp::{
+    self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, TermReq, FLAG_DATA_LAST,
+};
+use zns_spec::{CompletionEntry, Status, StatusField, SubmissionEntry};
+
+use super::{Capsule, Connection, Transfer, MAX_H2C_DATA};
+use crate::error::Result;
+use crate::inflight::{self, Finished};
+use crate::subsystem::{IN_CAPSULE_DATA, QUEUE_ENTRIES};
+
+/// In-capsule data the admin queue accepts (hosts send up to 8 KiB there
+/// whatever IOCCSZ says).
+pub(super) const ADMIN_IN_CAPSULE: usize = 8192;
+
+/// Bytes waiting in the output past which the connection runs no more
+/// commands until the host takes some: with the commands in flight
+/// (at most `inflight::DEPTH` buffers), the output of a host that does
+/// not read is bounded.
+const OUTPUT_HIGH: usize = 256 * 1024;
+
+/// Bytes for the host that the socket has not taken yet.
+#[derive(Debug, Default)]
+pub(super) struct Output {
+    buf: Vec<u8>,
+    sent: usize,
+    /// When a send last found no room.
+    blocked: Option<Instant>,
+}
+
+impl Output {
+    pub(super) fn is_empty(&self) -> bool {
+        self.sent == self.buf.len()
+    }
+
+    /// Enough waits that no more commands run until the host takes it.
+    pub(super) fn full(&self) -> bool {
+        self.buf.len() - self.sent > OUTPUT_HIGH
+    }
+
+    /// When the host stopped taking responses, if it has.
+    pub(super) fn blocked_since(&self) -> Option<Instant> {
+        self.blocked
+    }
+
+    /// Frees a large buffer once everything has gone.
+    pub(super) fn release(&mut self) {
+        if self.is_empty() {
+            super::shrink(&mut self.buf);
+            self.sent = 0;
+        }
+    }
+}
+
+/// A PDU from the input buffer, or one whose data failed its digest (its
+/// header intact, all of it consumed: the stream stays framed).
+pub(super) enum Got {
+    Pdu(Received),
+    Damaged(Received),
+}
+
+impl Connection {
+    /// The next PDU if the input buffer holds it whole (no system call).
+    /// Its header is checked as soon as it is there: a PDU the transport
+    /// forbids fails before more of it is awaited.
+    pub(super) fn buffered_pdu(&mut self) -> Result<Option<Got>> {
+        let buffered = self.r.buffer().len();
+        match self.reader.pdu_len(self.r.buffer())? {
+            Some(len) if buffered >= len => {}
+            found => {
+                // The buffer grows to hold the PDU whole (its length was
+                // checked against its limit, so this is bounded).
+                if let Some(len) = found {
+                    self.r.reserve(len);
+                }
+                if buffered > 0 && self.partial_since.is_none() {
+                    self.partial_since = Some(Instant::now());
+                }
+                return Ok(None);
+            }
+        }
+        self.partial_since = None;
+        match self.reader.read(&mut self.r) {
+            Ok(p) => Ok(Some(Got::Pdu(p))),
+            Err(TcpError::Pdu(e @ PduError::DataDigest { .. })) => match self.reader.take_damaged()
+            {
+                Some(p) => {
+                    tracing::warn!(error = %e, "data digest error");
+                    Ok(Some(Got::Damaged(p)))
+                }
+                None => Err(e.into()),
+            },
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Acts on one PDU from the host.
+    pub(super) fn on_pdu(&mut self, got: Got) -> Result<()> {
+        let (p, damaged) = match got {
+            Got::Pdu(p) => (p, false),
+            Got::Damaged(p) => (p, true),
+        };
+        if !self.initialized {
+            return self.icreq(&p);
+        }
+        match p.ch.pdu_type {
+            PduType::CapsuleCmd if self.transfer.is_some() || !self.pending.is_empty() => {
+                if self.pending.len() >= QUEUE_ENTRIES as usize {
+                    return Err(PduError::Unexpected(PduType::CapsuleCmd).into());
+                }
+                let data = Some(self.reader.data(p.data_len).to_vec());
+                self.pending.push_back(Capsule { sqe: entry_of(&p), data, damaged });
+                Ok(())
+            }
+            PduType::CapsuleCmd => {
+                // Straight into the data buffer: no copy of its own.
+                self.host.clear();
+                if !damaged {
+                    self.host.extend_from_slice(self.reader.data(p.data_len));
+                }
+                self.command(Capsule { sqe: entry_of(&p), data: None, damaged })
+            }
+            PduType::H2cData if self.transfer.is_some() => self.h2c_data(&p, damaged),
+            PduType::H2cTermReq => {
+                let t = TermReq::from_bytes(p.specific()[..16].try_into().expect("16 bytes"));
+                tracing::info!(fes = t.fes, fei = t.fei, "host terminated the connection");
+                self.closing = true;
+                Ok(())
+            }
+            other => Err(PduError::Unexpected(other).into()),
+        }
+    }
+
+    /// ICReq in, ICResp out.
+    fn icreq(&mut self, p: &Received) -> Result<()> {
+        if p.ch.pdu_type != PduType::IcReq {
+            return Err(PduError::Unexpected(p.ch.pdu_type).into());
+        }
+        let mut whole = [0u8; tcp::IC_PDU_SIZE];
+        whole[..p.ch.hlen as usize].copy_from_slice(&p.header[..p.ch.hlen as usize]);
+        let req = IcReq::from_bytes(&whole);
+        if req.pfv != 0 {
+            return Err(field("unsupported PDU format version", 8, true).into());
+        }
+        // C2H data would have to be padded to the host's alignment; every
+        // host in use asks for none.
+        if req.hpda != 0 {
+            return Err(field("host PDU data alignment is not supported", 10, true).into());
+        }
+        self.digests = req.digests;
+        let resp = IcResp { pfv: 0, cpda: 0, digests: req.digests, maxh2cdata: MAX_H2C_DATA };
+        self.out.buf.extend_from_slice(&resp.to_bytes());
+        self.reader.digests = req.digests;
+        // What IOCCSZ and MAXH2CDATA advertise, and nothing more.
+        self.reader.max_data = MAX_H2C_DATA as usize;
+        self.reader.max_capsule_data = IN_CAPSULE_DATA.max(ADMIN_IN_CAPSULE);
+        self.initialized = true;
+        tracing::debug!(digests = ?req.digests, "NVMe/TCP connection initialized");
+        Ok(())
+    }
+
+    /// Asks for `len` bytes of the command's data with one R2T; the
+    /// H2CData PDUs that answer it arrive as the host sends them.
+    pub(super) fn request_data(&mut self, sqe: SubmissionEntry, len: u32) -> Result<()> {
+        self.next_ttag = self.next_ttag.wrapping_add(1);
+        let ttag = self.next_ttag;
+        let r2t = tcp::R2t { cccid: sqe.cid(), ttag, r2to: 0, r2tl: len };
+        write_pdu(&mut self.out.buf, self.digests, PduType::R2t, 0, &r2t.to_bytes(), &[])?;
+        self.host.clear();
+        self.host.resize(len as usize, 0);
+        self.transfer =
+            Some(Transfer { sqe, ttag, len, got: 0, intact: true, last: Instant::now() });
+        Ok(())
+    }
+
+    /// One H2CData PDU of the transfer; the last one runs its command.
+    fn h2c_data(&mut self, p: &Received, damaged: bool) -> Result<()> {
+        let t = self.transfer.as_mut().expect("a transfer");
+        let cid = t.sqe.cid();
+        let h = DataHeader::from_bytes(p.specific()[..16].try_into().expect("16"));
+        if h.cccid != cid || h.ttag != t.ttag {
+            return Err(field("H2CData for an unknown transfer", 10, false).into());
+        }
+        let end = h.datao.checked_add(h.datal);
+        if h.datao != t.got || h.datal as usize != p.data_len || end.is_none_or(|e| e > t.len) {
+            let e = PduError::DataOutOfRange { offset: h.datao, len: h.datal, limit: t.len };
+            return Err(e.into());
+        }
+        let (s, e) = (t.got as usize, (t.got + h.datal) as usize);
+        if damaged {
+            t.intact = false;
+        } else {
+            self.host[s..e].copy_from_slice(self.reader.data(p.data_len));
+        }
+        t.got += h.datal;
+        t.last = Instant::now();
+        if t.got < t.len {
+            return Ok(());
+        }
+        if p.ch.flags & FLAG_DATA_LAST == 0 {
+            tracing::debug!(cid, "last H2CData without LAST_PDU");
+        }
+        let t = self.transfer.take().expect("a transfer");
+        self.run_with_data(t.sqe, t.intact)
+    }
+
+    /// Sends the data and responses of the commands in flight that have
+    /// completed; returns how many. Never blocks on the device.
+    pub(super) fn finish_inflight(&mut self) -> Result<usize> {
+        let Some(q) = self.queue.as_mut() else { return Ok(0) };
+        let (w, digests, qid, sqhd) = (&mut self.out.buf, self.digests, q.qid, q.sqhd);
+        let mut failed = None;
+        let n = inflight::complete(&mut q.io, &q.ctrl, &mut |f: Finished<'_>| {
+            if failed.is_some() {
+                return;
+            }
+            tracing::trace!(cid = f.cid, status = ?f.done.status, data = f.data.len(), "command in flight done");
+            let sent = write_data(w, digests, f.cid, f.data).and_then(|()| {
+                write_response(w, digests, qid, sqhd, f.cid, f.done.status, f.done.result)
+            });
+            if let Err(e) = sent {
+                failed = Some(e);
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+
+    /// Completes held Asynchronous Event Requests with the controller's
+    /// waiting zone events (admin queues only).
+    pub(super) fn deliver_events(&mut self) -> Result<()> {
+        loop {
+            let Some(q) = self.queue.as_mut().filter(|q| q.qid == 0 && !q.aer.held.is_empty())
+            else {
+                return Ok(());
+            };
+            self.shared.refresh_zone_changes();
+            let Some(event) = q.ctrl.next_zone_event() else { return Ok(()) };
+            let cid = q.aer.held.remove(0);
+            tracing::debug!(cid, nsid = event.nsid, "Zone Descriptor Changed event");
+            self.respond(cid, Status::SUCCESS, event.to_result())?;
+        }
+    }
+
+    /// Sends what the socket takes now; the rest waits for room.
+    pub(super) fn flush(&mut self) -> Result<()> {
+        let o = &mut self.out;
+        while o.sent < o.buf.len() {
+            match self.r.get_ref().write(&o.buf[o.sent..]) {
+                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into()),
+                Ok(n) => {
+                    o.sent += n;
+                    o.blocked = None;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    o.blocked.get_or_insert_with(Instant::now);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        o.buf.clear();
+        o.sent = 0;
+        o.blocked = None;
+        Ok(())
+    }
+
+    /// One C2HData PDU with the first `len` bytes of the data buffer.
+    pub(super) fn send_data(&mut self, cid: u16, len: usize) -> Result<()> {
+        write_data(&mut self.out.buf, self.digests, cid, &self.data[..len])
+    }
+
+    /// The response capsule.
+    pub(super) fn respond(&mut self, cid: u16, status: Status, result: u64) -> Result<()> {
+        let (qid, sqhd) = self.queue.as_ref().map(|q| (q.qid, q.sqhd)).unwrap_or((0, 0));
+        write_response(&mut self.out.buf, self.digests, qid, sqhd, cid, status, result)
+    }
+
+    /// Sends a C2HTermReq for `e` (best effort: the connection ends anyway).
+    pub(super) fn terminate(&mut self, e: &PduError) {
+        let (fes, fei) = e.fatal();
+        let t = TermReq { fes: fes.raw(), fei };
+        tracing::warn!(error = %e, "terminating the NVMe/TCP connection");
+        let _ = write_pdu(
+            &mut self.out.buf,
+            Digests::default(),
+            PduType::C2hTermReq,
+            0,
+            &t.to_bytes(),
+            &[],
+        );
+    }
+}
+
+/// One C2HData PDU carrying `data` (none when it is empty).
+fn write_data(w: &mut impl Write, digests: Digests, cid: u16, data: &[u8]) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: data.len() as u32 };
+    write_pdu(w, digests, PduType::C2hData, FLAG_DATA_LAST, &h.to_bytes(), data)?;
+    Ok(())
+}
+
+/// A response capsule.
+fn write_response(
+    w: &mut impl Write,
+    digests: Digests,
+    qid: u16,
+    sqhd: u16,
+    cid: u16,
+    status: Status,
+    result: u64,
+) -> Result<()> {
+    let field = StatusField::new(status, false, !status.is_success());
+    let cqe = CompletionEntry::new(result, sqhd, qid, cid, field, false);
+    write_pdu(w, digests, PduType::CapsuleResp, 0, &cqe.to_bytes(), &[])?;
+    Ok(())
+}
+
+/// The submission entry of a command capsule.
+fn entry_of(p: &Received) -> SubmissionEntry {
+    SubmissionEntry::from_bytes(p.specific()[..64].try_into().expect("64 bytes"))
+}
+
+fn field(what: &'static str, offset: u32, unsupported: bool) -> PduError {
+    PduError::Field { what, offset, unsupported }
+}
