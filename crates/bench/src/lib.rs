@@ -9,6 +9,9 @@
 //!   occupancy, interference), as `results.json` and an HTML report.
 //! - [`fit`]: an emulator profile fitted to a characterization's figures
 //!   (`zns emu fit`), with its residuals and cross-validation.
+//! - [`probe`]: a CPU-bound probe timing fixed work, for how slow a host
+//!   (a guest under emulation) is against a reference: the time dilation
+//!   factor to run the emulator with.
 //! - [`ezns`]: the eZNS experiments, static striping against elastic
 //!   logical zones on one device, as `ezns.json` and SVG plots.
 
@@ -17,3 +20,4 @@ pub mod clock;
 pub mod ezns;
 pub mod fit;
 pub mod overhead;
+pub mod probe;

@@ -78,6 +78,42 @@ pub struct CharacterizeArgs {
     /// against it and the plots draw its values over the measured curves.
     #[arg(long, value_name = "RESULTS.json")]
     pub reference: Option<PathBuf>,
+    /// The device's time dilation factor when the device does not say
+    /// (a dilated emulator behind `zns serve`, reached with `tcp:`): every
+    /// device time is divided by it. An `emu:...,dilation=F` device in
+    /// this process gives its own.
+    #[arg(long, value_name = "F")]
+    pub dilation: Option<f64>,
+    /// Measure real-time fidelity instead of one run: the suite on the
+    /// `emu:` device (a) in process on the virtual clock, (b) in process on
+    /// the real clock, (c) served over NVMe/TCP from this process and
+    /// reached with the `tcp:` initiator; writes each run and
+    /// fidelity.json into --out and prints each path's headline figures
+    /// as ratios to (a), or why a path does not carry one.
+    #[arg(long, conflicts_with_all = ["compare", "reference"])]
+    pub fidelity: bool,
+    /// With --fidelity: the paths to run (comma separated, from a, b, c;
+    /// a is always run).
+    #[arg(long, value_delimiter = ',', value_name = "LIST", requires = "fidelity")]
+    pub paths: Vec<String>,
+    /// With --fidelity: results.json of the same suite run from inside a
+    /// guest against the served device (`ng:` or `zbd:`), added as path
+    /// (d).
+    #[arg(long, value_name = "RESULTS.json", requires = "fidelity")]
+    pub guest: Option<PathBuf>,
+    /// With --fidelity: the target's poll time for path (c), µs (as `zns
+    /// serve --poll-us`).
+    #[arg(long, default_value_t = 0, value_name = "US", requires = "fidelity")]
+    pub target_poll_us: u64,
+    /// Time a fixed CPU-bound workload instead of measuring a device and
+    /// print how slow this host is against the reference (JSON): the
+    /// dilation factor to give a device this host measures.
+    #[arg(long, conflicts_with_all = ["compare", "fidelity"])]
+    pub probe: bool,
+    /// With --probe: the reference host's probe time, ns (its own --probe
+    /// output), instead of the built-in one.
+    #[arg(long, value_name = "NS", requires = "probe")]
+    pub probe_reference: Option<u64>,
     /// Compare two results.json files instead of measuring: prints figure,
     /// A, B and B/A.
     #[arg(long, num_args = 2, value_names = ["A.json", "B.json"],
@@ -171,6 +207,14 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
     if let Some(files) = &args.compare {
         return compare_files(&files[0], &files[1], args.html.as_deref(), out);
     }
+    if args.probe {
+        let p = zns_bench::probe::run(5, args.probe_reference);
+        writeln!(out, "{}", serde_json::to_string_pretty(&p)?)?;
+        return Ok(());
+    }
+    if args.fidelity {
+        return run_fidelity(uri, args, out);
+    }
     let Some(suite) = args.suite.suite() else {
         bail!("--suite compare takes a ZNS device and a conventional one (--device twice)");
     };
@@ -205,6 +249,8 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
         force: args.force,
         grid,
         reference: reference.map(|(_, r)| r),
+        dilation: args.dilation,
+        late_source: None,
     };
     let progress = TerminalProgress::stderr();
     let results = characterize::run(dev.as_ref(), &opts, &progress).context("characterize")?;
@@ -220,7 +266,7 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
     Ok(())
 }
 
-fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
+pub(crate) fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
         "{} on {} (clock {}): {} points, {:.2} s device time, {:.2} s wall time",
@@ -231,6 +277,17 @@ fn summary(r: &Results, out: &mut dyn Write) -> Result<()> {
         r.duration.device_ns as f64 / 1e9,
         r.host.wall_ns as f64 / 1e9
     )?;
+    if r.device.dilation != 1.0 {
+        writeln!(
+            out,
+            "dilated device: every device time was divided by {} (figures are the modelled \
+             drive's)",
+            r.device.dilation
+        )?;
+    }
+    if let Some(l) = &r.host.late_completions {
+        writeln!(out, "late completions: {}", late_line(l))?;
+    }
     writeln!(
         out,
         "{:<20} {:>6} {:>10} {:>10}  status",
@@ -419,5 +476,120 @@ fn compare_summary(r: &versus::CompareResults, out: &mut dyn Write) -> Result<()
         r.duration.wall_ns as f64 / 1e9
     )?;
     write!(out, "{}", versus::to_text(r))?;
+    Ok(())
+}
+
+/// One line on the late completions of a run.
+pub(crate) fn late_line(l: &characterize::results::LateCompletions) -> String {
+    if l.late == 0 {
+        format!(
+            "none of {} (> {} µs past due; max {:.1} µs)",
+            l.completions, l.late_after_us, l.max_us
+        )
+    } else {
+        format!(
+            "{} of {} posted more than {} µs past due (p99 {:.1} µs, max {:.1} µs): the host did \
+             not collect them in time, and figures measured from them are inflated",
+            l.late, l.completions, l.late_after_us, l.p99_us, l.max_us
+        )
+    }
+}
+
+/// `zns characterize --fidelity`: the suite over paths (a), (b), (c) (and
+/// a guest's run as (d)) to the same emulated drive, and the table of
+/// their headline figures (`zns_bench::characterize::fidelity`).
+fn run_fidelity(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()> {
+    use zns_bench::characterize::fidelity::{self, PathRun};
+    use zns_device::DeviceUri;
+
+    let Some(suite) = args.suite.suite() else {
+        bail!("--fidelity runs the smoke, quick or full suite, not compare");
+    };
+    let base = match uri.parse::<DeviceUri>() {
+        Ok(DeviceUri::Emulator(e)) if e.file.is_none() => e,
+        _ => bail!(
+            "--fidelity measures an emulated drive over several paths: give --device \
+             emu:PROFILE (a timed profile such as zn540); a guest's run on the served device \
+             comes in with --guest"
+        ),
+    };
+    if base.clock.is_some() {
+        bail!("--fidelity chooses the clock of each path itself: leave clock= out of {uri}");
+    }
+    let paths: Vec<String> = if args.paths.is_empty() {
+        vec!["a".into(), "b".into(), "c".into()]
+    } else {
+        args.paths.clone()
+    };
+    if let Some(p) = paths.iter().find(|p| !matches!(p.as_str(), "a" | "b" | "c")) {
+        bail!("--paths: unknown path {p:?} (a, b, c; a guest's run comes with --guest)");
+    }
+    let grid = args.grid.as_deref().map(read_grid).transpose()?;
+    let opts = |dilation: Option<f64>, late_source| Options {
+        suite,
+        seed: args.seed,
+        only: args.only.clone(),
+        force: args.force,
+        grid: grid.clone(),
+        reference: None,
+        dilation,
+        late_source,
+    };
+    let real = format!("{uri},clock=real");
+    let mut runs: Vec<PathRun> = Vec::new();
+    let progress = TerminalProgress::stderr();
+    let mut one = |path: &str, label: &str, results: Results, out: &mut dyn Write| -> Result<()> {
+        let dir = args.out.join(path);
+        characterize::write_outputs(&results, &dir)?;
+        writeln!(out, "({path}) {label}: wrote {}", dir.display())?;
+        runs.push(PathRun { path: path.into(), label: label.into(), results });
+        Ok(())
+    };
+    // (a): the model's own figures.
+    let dev = zns_device::open(uri)?;
+    if !dev.emulator().is_some_and(|e| e.is_timed()) {
+        bail!("--fidelity: {uri} has no timing model (use a timed profile such as emu:zn540)");
+    }
+    let r = characterize::run(dev.as_ref(), &opts(None, None), &progress).context("path (a)")?;
+    drop(dev);
+    one("a", "in process, virtual clock", r, out)?;
+    if paths.iter().any(|p| p == "b") {
+        let dev = zns_device::open(&real)?;
+        let r =
+            characterize::run(dev.as_ref(), &opts(None, None), &progress).context("path (b)")?;
+        drop(dev);
+        one("b", "in process, real clock", r, out)?;
+    }
+    if paths.iter().any(|p| p == "c") {
+        let dev = zns_device::open(&real)?;
+        let emulator = dev.emulator().cloned();
+        let dilation = emulator.as_ref().map(|e| e.clock().dilation().factor());
+        let nqn = "nqn.2026-11.io.znskit:fidelity";
+        let sub =
+            zns_nvmf::Subsystem::with_backends(nqn.to_string(), zns_nvmf::Backend::of_device(dev))?;
+        let config = zns_nvmf::TargetConfig {
+            poll: std::time::Duration::from_micros(args.target_poll_us),
+            ..Default::default()
+        };
+        let target = zns_nvmf::NvmfTarget::bind("127.0.0.1:0", sub, config)
+            .context("serve the device on loopback for path (c)")?;
+        let tcp = format!("tcp:{}/{nqn}", target.local_addr());
+        let result = zns_device::open(&tcp).map_err(anyhow::Error::from).and_then(|remote| {
+            characterize::run(remote.as_ref(), &opts(dilation, emulator), &progress)
+                .context("path (c)")
+        });
+        target.stop();
+        one("c", "zns serve (real clock) and the tcp: initiator, loopback", result?, out)?;
+    }
+    if let Some(path) = &args.guest {
+        let r = characterize::read_results(path)?;
+        one("d", "from inside the guest (kernel nvme-tcp)", r, out)?;
+    }
+    let table = fidelity::table(&runs);
+    let json = args.out.join("fidelity.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&table)? + "\n")
+        .with_context(|| format!("write {}", json.display()))?;
+    write!(out, "{}", fidelity::to_text(&table))?;
+    writeln!(out, "wrote {}", json.display())?;
     Ok(())
 }

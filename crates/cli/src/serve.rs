@@ -180,11 +180,16 @@ pub fn run(
 ) -> Result<()> {
     let stop = stop_flag()?;
     let mut backends = Vec::new();
+    // Timed emulators served, to report their late completions at the end.
+    let mut timed: Vec<(String, Arc<zns_emulator::Controller>)> = Vec::new();
     // Without --device, `--ftl` alone chooses what is served.
     let zoned = if device_given || args.ftl.is_empty() { uris } else { &[] };
     for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
+        if let Some(e) = dev.emulator().filter(|e| e.is_timed()) {
+            timed.push((served.clone(), Arc::clone(e)));
+        }
         // Its zoned namespace and its conventional one where it has one; a
         // device that is not zoned is one conventional namespace.
         backends.extend(Backend::of_device(dev));
@@ -260,6 +265,12 @@ pub fn run(
         stats.keep_alive_expirations,
         if closed > 0 { format!("; {closed} FTL checkpoint(s) written") } else { String::new() }
     )?;
+    for (uri, e) in &timed {
+        if let Some(l) = e.lateness() {
+            let l = zns_bench::characterize::results::LateCompletions::of(&l);
+            writeln!(out, "  {uri}: late completions: {}", crate::characterize::late_line(&l))?;
+        }
+    }
     Ok(())
 }
 
@@ -268,13 +279,17 @@ fn describe(ns: &zns_nvmf::Namespace, out: &mut dyn Write) -> Result<()> {
     match (&ns.backend, ns.info()) {
         (Backend::Zoned(dev), Some(i)) => writeln!(
             out,
-            "  namespace {}: {} ({} zones of {}, {}-byte blocks, {})",
+            "  namespace {}: {} ({} zones of {}, {}-byte blocks, {}{})",
             ns.nsid,
             i.uri,
             i.zone_count,
             human_size(i.zone_size * i.block_size as u64),
             i.block_size,
             dev.clock_name(),
+            match dev.emulator().map(|e| e.clock().dilation()) {
+                Some(d) if !d.is_none() => format!(", dilation {d}"),
+                _ => String::new(),
+            },
         )?,
         _ => writeln!(
             out,

@@ -19,7 +19,7 @@ use std::str::FromStr;
 use std::sync::{Arc, RwLock};
 
 use zns_driver::PciAddress;
-pub use zns_emulator::clock::ClockMode;
+pub use zns_emulator::clock::{ClockMode, Dilation};
 use zns_emulator::profile::{valid_block_size, Profile};
 
 use crate::error::DeviceError;
@@ -76,8 +76,10 @@ pub fn schemes() -> Vec<&'static str> {
 pub const ZONED_BLOCK_OPTIONS: &[&str] = &["io"];
 
 /// Options an `emu:` URI accepts.
-pub const EMULATOR_OPTIONS: &[&str] =
-    &["profile", "file", "media", "timing", "clock", "zones", "metadata", "lba", "op", "zrwa"];
+pub const EMULATOR_OPTIONS: &[&str] = &[
+    "profile", "file", "media", "timing", "clock", "dilation", "zones", "metadata", "lba", "op",
+    "zrwa",
+];
 
 /// Zone random write areas an `emu:` URI gives the zoned namespace
 /// (`zrwa=SIZE/GRANULARITY/RESOURCES`, in blocks of the final block size):
@@ -181,6 +183,8 @@ pub struct EmulatorUri {
     pub timing: Option<Timing>,
     /// Clock of a timed emulator; `None` = virtual.
     pub clock: Option<ClockMode>,
+    /// Factor stretching every modelled duration; `None` = 1.
+    pub dilation: Option<Dilation>,
     /// Number of zones of the zoned namespace, instead of the profile's.
     pub zones: Option<u32>,
     /// Metadata bytes per block of the zoned namespace, instead of the
@@ -596,6 +600,12 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                     _ => return Err(one_of(key, value, &["virtual", "real"])),
                 });
             }
+            "dilation" => {
+                if u.dilation.is_some() {
+                    return Err(dup());
+                }
+                u.dilation = Some(value.parse::<Dilation>()?);
+            }
             "metadata" => {
                 if u.metadata.is_some() {
                     return Err(dup());
@@ -686,6 +696,9 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
     if u.timing == Some(Timing::Off) && u.clock.is_some() {
         return Err("clock= needs the timing model; it does not combine with timing=off".into());
     }
+    if u.timing == Some(Timing::Off) && u.dilation.is_some() {
+        return Err("dilation= needs the timing model; it does not combine with timing=off".into());
+    }
     Ok(u)
 }
 
@@ -748,6 +761,9 @@ impl fmt::Display for DeviceUri {
                 }
                 if let Some(c) = u.clock {
                     parts.push(format!("clock={}", c.name()));
+                }
+                if let Some(d) = u.dilation {
+                    parts.push(format!("dilation={d}"));
                 }
                 if let Some(n) = u.zones {
                     parts.push(format!("zones={n}"));
@@ -940,6 +956,9 @@ mod tests {
         assert!(err("emu:zn540,clock=fast").contains("valid values: virtual, real"));
         assert!(err("emu:zn540,timing=off,clock=real").contains("does not combine"));
         assert!(err("emu:zn540,clock=real,clock=real").contains("twice"));
+        assert!(err("emu:zn540,dilation=0.5").contains("from 1"));
+        assert!(err("emu:zn540,timing=off,dilation=2").contains("does not combine"));
+        assert_eq!(emu("emu:zn540,dilation=4").dilation, Dilation::new(4.0).ok());
         assert!(err("emu:tiny,profile=small").contains("twice"));
         assert!(err("emu:tiny,,media=null").contains("empty option"));
         assert!(err("emu:tiny,null").contains("key=value"));

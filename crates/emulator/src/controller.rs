@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use zns_spec::regs::{self, Aqa, Cap, Cc, Csts, Doorbell, Version};
 use zns_spec::{CompletionEntry, IoOpcode, Status, StatusCode, StatusField, SubmissionEntry};
 
-use crate::clock::{Clock, ClockMode};
+use crate::clock::{Clock, LatenessStats};
 use crate::host::HostMemory;
 use crate::namespace::Namespace;
 use crate::profile::Profile;
@@ -101,11 +101,11 @@ impl Controller {
         host: Arc<dyn HostMemory>,
         namespaces: Vec<Namespace>,
         timed: bool,
-        clock: ClockMode,
+        clock: Clock,
     ) -> Arc<Controller> {
         let c = &profile.controller;
         let queues = c.max_io_queues as usize + 1;
-        let clock = Arc::new(Clock::new(clock));
+        let clock = Arc::new(clock);
         let timing = match (&profile.timing, timed) {
             (Some(t), true) => {
                 Some(Timing::new(t, &profile.namespaces, queues, Arc::clone(&clock)))
@@ -150,6 +150,13 @@ impl Controller {
     /// or real), or a real clock when it has no timing model.
     pub fn clock(&self) -> &Arc<Clock> {
         &self.clock
+    }
+
+    /// Completions the timing model posted, by how late they were posted
+    /// after their due time ([`crate::clock::Lateness`]); `None` without a
+    /// timing model.
+    pub fn lateness(&self) -> Option<LatenessStats> {
+        self.timing.as_ref().map(|t| t.lateness().snapshot())
     }
 
     /// True when commands complete at times the timing model gives them.

@@ -60,7 +60,7 @@ mod queue;
 pub use controller::{Controller, PAGE_SIZE};
 pub use namespace::{Namespace, ZoneStateSink};
 
-use clock::ClockMode;
+use clock::{Clock, ClockMode, Dilation};
 use conv::Firmware;
 use host::HostMemory;
 use image::{DeviceImage, ImageError};
@@ -135,11 +135,18 @@ pub struct EmulatorBuilder {
     media: MediaChoice,
     timing: Option<bool>,
     clock: ClockMode,
+    dilation: Dilation,
 }
 
 impl EmulatorBuilder {
     fn new(profile: Profile, media: MediaChoice) -> Self {
-        EmulatorBuilder { profile, media, timing: None, clock: ClockMode::Virtual }
+        EmulatorBuilder {
+            profile,
+            media,
+            timing: None,
+            clock: ClockMode::Virtual,
+            dilation: Dilation::NONE,
+        }
     }
 
     /// Switches the timing model on or off. By default it is on exactly
@@ -153,6 +160,13 @@ impl EmulatorBuilder {
     /// The clock of a timed controller: virtual (the default) or real.
     pub fn clock(mut self, mode: ClockMode) -> Self {
         self.clock = mode;
+        self
+    }
+
+    /// Stretches every modelled duration by a factor (see
+    /// [`clock`](crate::clock#dilation)); no effect without a timing model.
+    pub fn dilation(mut self, dilation: Dilation) -> Self {
+        self.dilation = dilation;
         self
     }
 
@@ -302,7 +316,11 @@ impl EmulatorBuilder {
             ns.write_protected = read_only;
             namespaces.push(ns);
         }
-        let clock = if timed { self.clock } else { ClockMode::Real };
+        let clock = if timed {
+            Clock::dilated(self.clock, self.dilation)
+        } else {
+            Clock::new(ClockMode::Real)
+        };
         Ok(Controller::with_namespaces(self.profile, host, namespaces, timed, clock))
     }
 }

@@ -21,6 +21,7 @@ use zns_device::{
     Completion, DeviceError, DeviceInfo, IoBuffer, ReportFilter, Target, ZoneAction, ZoneOp,
     ZoneQueue, ZoneState, ZonedDevice,
 };
+use zns_emulator::clock::{Dilation, LatenessStats};
 
 use super::clock;
 use super::stats::LatencyHistogram;
@@ -42,12 +43,43 @@ pub(crate) struct Ctx<'a> {
     pub rng: SmallRng,
     /// Byte written into every data buffer (varies per run with the seed).
     pub fill_byte: u8,
+    /// The device's time dilation: device time is divided by it.
+    pub dilation: Dilation,
+    /// The emulated controller whose late completions are counted.
+    pub late_source: Option<std::sync::Arc<zns_emulator::Controller>>,
+    /// Late completions of measured commands since the last point taken
+    /// ([`Ctx::take_late`]).
+    pub late: LatenessStats,
 }
 
 impl Ctx<'_> {
-    /// Device time now.
+    /// Device time now, undilated (model time of a dilated emulator).
     pub fn now(&self) -> u64 {
-        clock::now_ns(self.dev)
+        self.dilation.to_model(clock::now_ns(self.dev))
+    }
+
+    /// Lets `ns` of (undilated) device time pass.
+    pub fn wait_ns(&self, ns: u64) {
+        self.dev.wait_ns(self.dilation.to_clock(ns));
+    }
+
+    /// The late-completion counts now, when they are counted.
+    pub fn late_reading(&self) -> Option<LatenessStats> {
+        self.late_source.as_ref().and_then(|c| c.lateness())
+    }
+
+    /// Adds what happened since `before` to the current point's counts.
+    fn late_since(&mut self, before: Option<LatenessStats>) {
+        if let (Some(b), Some(now)) = (before, self.late_reading()) {
+            self.late.add(&now.since(&b));
+        }
+    }
+
+    /// The late completions counted for the point just measured (`None`
+    /// when the device's are not counted); starts the next point's.
+    pub fn take_late(&mut self) -> Option<LatenessStats> {
+        self.late_source.as_ref()?;
+        Some(std::mem::take(&mut self.late))
     }
 
     /// Largest write or read the device takes in one command, in bytes,
@@ -68,6 +100,7 @@ impl Ctx<'_> {
             return Err(CharacterizeError::Internal("single command on a busy queue".into()));
         }
         let what = describe(&op);
+        let late0 = self.late_reading();
         let t0 = self.now();
         self.q.submit(op, buffer, 0).map_err(|r| CharacterizeError::command(&what, r.error))?;
         self.q.ring();
@@ -84,6 +117,7 @@ impl Ctx<'_> {
             }
         }
         let t1 = self.now();
+        self.late_since(late0);
         let c = done.expect("loop ends with a completion");
         c.result.map_err(|e| CharacterizeError::command(&what, e))?;
         Ok((t1.saturating_sub(t0), c.buffer))
@@ -552,6 +586,15 @@ struct InFlight {
 /// Runs the streams until every non-background stream is done (background
 /// streams then stop submitting), then waits for everything in flight.
 pub(crate) fn run(ctx: &mut Ctx<'_>, streams: &mut [Stream]) -> Result<(), CharacterizeError> {
+    // Only measured streams' late completions matter to a point; a fill's
+    // do not change any figure.
+    let late0 = if streams.iter().any(|s| s.record) { ctx.late_reading() } else { None };
+    let r = run_streams(ctx, streams);
+    ctx.late_since(late0);
+    r
+}
+
+fn run_streams(ctx: &mut Ctx<'_>, streams: &mut [Stream]) -> Result<(), CharacterizeError> {
     let virtual_clock = clock::is_virtual(ctx.dev);
     let capacity = ctx.q.capacity();
     let wanted: usize = streams.iter().map(|s| s.depth).sum();

@@ -5,13 +5,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rand::SeedableRng;
 use zns_device::{Target, ZoneAction, ZoneOp, ZonedDevice, DEFAULT_TIMEOUT};
+use zns_emulator::clock::Dilation;
 
 use super::engine::{run as run_streams, Ctx, Stream, Work, WriteZone, ZonePool};
 use super::plan::{Plan, EXPERIMENTS};
 use super::progress::Observer;
 use super::results::{
-    DeviceDescription, Duration, ExperimentRecord, HistogramData, Host, Point, Results, Tool,
-    SCHEMA_VERSION,
+    DeviceDescription, Duration, ExperimentRecord, HistogramData, Host, LateCompletions, Point,
+    Results, Tool, SCHEMA_VERSION,
 };
 use super::stats::LatencyHistogram;
 use super::{clock, overhead, reference, size_label, CharacterizeError, Options};
@@ -113,6 +114,12 @@ pub(crate) fn run(
     if pool.available() < 2 {
         return Err(CharacterizeError::NoZones);
     }
+    let dilation = match opts.dilation {
+        Some(f) => Dilation::new(f).map_err(CharacterizeError::Dilation)?,
+        None => dev.emulator().map_or(Dilation::NONE, |e| e.clock().dilation()),
+    };
+    let late_source = opts.late_source.clone().or_else(|| dev.emulator().cloned());
+    let late0 = late_source.as_ref().and_then(|c| c.lateness());
     let ctx = Ctx {
         dev,
         q,
@@ -120,6 +127,9 @@ pub(crate) fn run(
         pool,
         rng: rand::rngs::SmallRng::seed_from_u64(opts.seed),
         fill_byte: (opts.seed as u8) ^ 0x5a,
+        dilation,
+        late_source,
+        late: Default::default(),
     };
     let plan = Plan::with_grid(opts.suite, opts.grid.as_ref());
     let mut r = Runner {
@@ -185,6 +195,10 @@ pub(crate) fn run(
             }
         };
     obs.suite_finished();
+    let late_completions = match (late0, r.ctx.late_reading()) {
+        (Some(a), Some(b)) => Some(LateCompletions::of(&b.since(&a))),
+        _ => None,
+    };
     let summary = summarize(&r.points);
     let mut results = Results {
         schema_version: SCHEMA_VERSION,
@@ -197,6 +211,7 @@ pub(crate) fn run(
             uri: info.uri.clone(),
             clock: clock_name.into(),
             profile: dev.emulator().map(|c| c.profile().name.clone()),
+            dilation: dilation.factor(),
             info: serde_json::to_value(&info).unwrap_or(serde_json::Value::Null),
         },
         duration: Duration { device_ns },
@@ -209,6 +224,7 @@ pub(crate) fn run(
             wall_ns: wall0.elapsed().as_nanos() as u64,
             experiments_wall_ns,
             overhead,
+            late_completions,
         },
     };
     results.reference = match &opts.reference {
@@ -271,6 +287,7 @@ fn point(experiment: &str, id: String, op: &str) -> Point {
         mib_s: 0.0,
         latency: Default::default(),
         histogram: HistogramData::default(),
+        late: None,
     }
 }
 
@@ -329,6 +346,12 @@ impl Samples {
 }
 
 impl Runner<'_> {
+    /// Keeps a measured point, with the late completions of its commands.
+    fn push_point(&mut self, mut p: Point) {
+        p.late = self.ctx.take_late().map(|l| LateCompletions::of(&l));
+        self.points.push(p);
+    }
+
     fn begin(&self, steps: u64) {
         self.obs.experiment_started(self.index, steps);
     }
@@ -489,7 +512,7 @@ impl Runner<'_> {
                 p.block_bytes = Some(bs as u64);
                 p.queue_depth = Some(1);
                 p.zones = Some(1);
-                self.points.push(merged(p, &s));
+                self.push_point(merged(p, &s));
                 self.ctx.release_zones()?;
                 self.step();
             }
@@ -540,7 +563,7 @@ impl Runner<'_> {
                 p.block_bytes = Some(bs as u64);
                 p.queue_depth = Some(qd as u32);
                 p.zones = Some(1);
-                self.points.push(merged(p, &s));
+                self.push_point(merged(p, &s));
                 self.ctx.release_zones()?;
                 self.step();
             }
@@ -587,7 +610,7 @@ impl Runner<'_> {
                     p.block_bytes = Some(bs as u64);
                     p.queue_depth = Some(k as u32);
                     p.zones = Some(k as u32);
-                    self.points.push(merged(p, &streams));
+                    self.push_point(merged(p, &streams));
                     self.ctx.release_zones()?;
                     self.step();
                 }
@@ -660,7 +683,7 @@ impl Runner<'_> {
             }
             p.queue_depth = Some(1);
             p.zones = Some(1);
-            self.points.push(s.into_point(p));
+            self.push_point(s.into_point(p));
         }
         Ok(())
     }
@@ -760,7 +783,7 @@ impl Runner<'_> {
                 p.occupancy_label = Some(occ.to_string());
                 p.queue_depth = Some(1);
                 p.zones = Some(1);
-                self.points.push(s.into_point(p));
+                self.push_point(s.into_point(p));
             }
         }
         for (cond, s) in [("after_write", close_after_write), ("after_open", close_after_open)] {
@@ -770,7 +793,7 @@ impl Runner<'_> {
             let mut p = point("zone_mgmt", format!("zone_mgmt/close/{cond}"), "close");
             p.condition = Some(cond.into());
             p.queue_depth = Some(1);
-            self.points.push(s.into_point(p));
+            self.push_point(s.into_point(p));
         }
         Ok(())
     }
@@ -779,7 +802,7 @@ impl Runner<'_> {
     /// (device time: on a virtual clock it passes at once).
     fn mgmt_settle(&mut self) {
         if self.plan.mgmt_settle_ns > 0 {
-            self.ctx.dev.wait_ns(self.plan.mgmt_settle_ns);
+            self.ctx.wait_ns(self.plan.mgmt_settle_ns);
         }
     }
 
@@ -892,7 +915,7 @@ impl Runner<'_> {
             p.block_bytes = Some(bs as u64);
             p.queue_depth = Some(1);
             p.zones = Some(extents.len() as u32);
-            self.points.push(merged(p, &s));
+            self.push_point(merged(p, &s));
             self.step();
         }
         for &bs in &rand_sizes {
@@ -908,7 +931,7 @@ impl Runner<'_> {
                 p.block_bytes = Some(bs as u64);
                 p.queue_depth = Some(qd as u32);
                 p.zones = Some(extents.len() as u32);
-                self.points.push(merged(p, &s));
+                self.push_point(merged(p, &s));
                 self.step();
             }
         }
@@ -924,7 +947,7 @@ impl Runner<'_> {
                 p.block_bytes = Some(bs as u64);
                 p.queue_depth = Some(qd as u32);
                 p.zones = Some(extents.len() as u32);
-                self.points.push(merged(p, &s));
+                self.push_point(merged(p, &s));
                 self.step();
             }
         }
@@ -969,7 +992,7 @@ impl Runner<'_> {
                 p.block_bytes = Some(bs as u64);
                 p.queue_depth = Some(total_qd as u32);
                 p.zones = Some(k as u32);
-                self.points.push(merged(p, &streams));
+                self.push_point(merged(p, &streams));
                 self.step();
             }
         }
@@ -1021,7 +1044,7 @@ impl Runner<'_> {
                 p.zones = Some(writers as u32);
                 let p = merged(p, &w);
                 let bw = p.mib_s;
-                self.points.push(p);
+                self.push_point(p);
                 self.ctx.release_zones()?;
                 bw
             }
@@ -1076,7 +1099,7 @@ impl Runner<'_> {
         p.zones = Some(extents.len() as u32);
         p.rate_fraction = Some(frac);
         p.target_mib_s = target;
-        self.points.push(merged(p, &streams[..1]));
+        self.push_point(merged(p, &streams[..1]));
         if frac > 0.0 {
             let mut p = point(
                 "read_under_write",
@@ -1092,7 +1115,7 @@ impl Runner<'_> {
             p.zones = Some(writers as u32);
             p.rate_fraction = Some(frac);
             p.target_mib_s = target;
-            self.points.push(merged(p, &streams[1..]));
+            self.push_point(merged(p, &streams[1..]));
         }
         self.ctx.release_zones()?;
         self.step();
@@ -1184,7 +1207,7 @@ impl Runner<'_> {
                 p.occupancy = Some(occ_blocks as f64 / cap as f64);
                 p.zones = Some(targets as u32);
                 p.queue_depth = Some(1);
-                self.points.push(merged_sequential(p, s));
+                self.push_point(merged_sequential(p, s));
             }
         }
         for &kind in &kinds[1..] {
@@ -1203,7 +1226,7 @@ impl Runner<'_> {
                 p.condition = Some(cond.into());
                 p.block_bytes = Some(bs as u64);
                 p.queue_depth = Some(qd as u32);
-                self.points.push(merged_sequential(p, s));
+                self.push_point(merged_sequential(p, s));
             }
         }
         Ok(())

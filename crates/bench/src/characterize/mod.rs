@@ -31,6 +31,7 @@ pub mod clock;
 pub mod compare;
 mod engine;
 mod experiments;
+pub mod fidelity;
 pub mod overhead;
 mod plan;
 pub mod plot;
@@ -117,6 +118,16 @@ pub struct Options {
     /// Another run to measure against instead of the profile's built-in
     /// reference figures; its block size must be the device's.
     pub reference: Option<RunReference>,
+    /// The device's time dilation factor: every device time measured is
+    /// divided by it, so the figures are the modelled drive's. `None`: the
+    /// emulator's own (1 for devices that are not emulated in process);
+    /// give it for a dilated emulator reached through a target
+    /// (`tcp:` to `zns serve --device emu:...,dilation=F`).
+    pub dilation: Option<f64>,
+    /// The emulated controller whose late completions the run counts
+    /// (see [`zns_emulator::clock::Lateness`]) when it is not the device's
+    /// own: the one behind a target served from this process.
+    pub late_source: Option<std::sync::Arc<zns_emulator::Controller>>,
 }
 
 /// Why a run failed.
@@ -167,6 +178,9 @@ pub enum CharacterizeError {
     /// The host FTL of the comparison failed.
     #[error("host FTL: {0}")]
     Ftl(#[from] zns_ftl::FtlError),
+    /// A dilation factor that is not one.
+    #[error("dilation: {0}")]
+    Dilation(String),
     /// A bug in the suite.
     #[error("internal error: {0}")]
     Internal(String),

@@ -70,6 +70,9 @@ pub(crate) fn measure(
         pool,
         rng: rand::rngs::SmallRng::seed_from_u64(1),
         fill_byte: 0x5a,
+        dilation: Default::default(),
+        late_source: None,
+        late: Default::default(),
     };
     let (mut engine_best, mut bare_best) = (f64::INFINITY, f64::INFINITY);
     for pass in 0..passes {

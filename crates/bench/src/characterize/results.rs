@@ -68,6 +68,55 @@ pub struct Host {
     /// could not be measured).
     #[serde(default)]
     pub overhead: Option<Overhead>,
+    /// Completions the emulator posted after their due time during the
+    /// run (absent when the device is not an emulator this process can
+    /// read): on a real clock, how far the host kept up with the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_completions: Option<LateCompletions>,
+}
+
+/// Completions posted after their due time (see
+/// `zns_emulator::clock::Lateness`), in undilated device time.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LateCompletions {
+    /// Completions posted by the timing model.
+    pub completions: u64,
+    /// Of those, posted more than `late_after_us` after their due time.
+    pub late: u64,
+    /// The threshold, µs.
+    pub late_after_us: f64,
+    /// 99th percentile of the delay past the due time, µs (within a
+    /// factor of 2: a histogram bucket's upper edge).
+    pub p99_us: f64,
+    /// Longest delay, µs.
+    pub max_us: f64,
+    /// Mean delay over every completion, µs.
+    pub mean_us: f64,
+}
+
+impl LateCompletions {
+    /// The summary of a reading.
+    pub fn of(s: &zns_emulator::clock::LatenessStats) -> LateCompletions {
+        LateCompletions {
+            completions: s.delivered,
+            late: s.late,
+            late_after_us: zns_emulator::clock::LATE_AFTER_NS as f64 / 1e3,
+            p99_us: s.quantile_ns(0.99) as f64 / 1e3,
+            max_us: s.max_ns as f64 / 1e3,
+            mean_us: s.mean_ns() / 1e3,
+        }
+    }
+
+    /// Late completions as a fraction of all (0 with none).
+    pub fn late_fraction(&self) -> f64 {
+        if self.completions == 0 {
+            0.0
+        } else {
+            self.late as f64 / self.completions as f64
+        }
+    }
 }
 
 /// The characterization engine's own cost per I/O, in host (wall) time,
@@ -126,6 +175,11 @@ pub struct DeviceDescription {
     pub clock: String,
     /// The emulator profile, for emulated devices.
     pub profile: Option<String>,
+    /// The time dilation factor the device ran with: every device time
+    /// was divided by it, so the figures are the modelled drive's (1: not
+    /// dilated).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub dilation: f64,
     /// Geometry, limits and capabilities (the device layer's `DeviceInfo`).
     pub info: serde_json::Value,
 }
@@ -214,6 +268,18 @@ pub struct Point {
     pub latency: LatencyStats,
     /// The latency histogram.
     pub histogram: HistogramData,
+    /// Completions the emulator posted late while this point's commands
+    /// ran (absent when they are not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late: Option<LateCompletions>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 impl Point {
@@ -453,6 +519,7 @@ pub(crate) mod test_runs {
             mib_s: iops * 4096.0 / 1048576.0,
             latency: h.stats(),
             histogram: HistogramData::of(&h),
+            late: None,
         }
     }
 
@@ -471,6 +538,7 @@ pub(crate) mod test_runs {
                 uri: "emu:tiny".into(),
                 clock: "virtual".into(),
                 profile: Some("tiny".into()),
+                dilation: 1.0,
                 info: serde_json::json!({ "block_size": 4096 }),
             },
             duration: Duration::default(),

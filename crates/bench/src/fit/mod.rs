@@ -220,6 +220,7 @@ fn measure(profile: &Profile, target: &Target) -> Result<Results, FitError> {
         force: false,
         grid: target.grid.clone(),
         reference: None,
+        ..Default::default()
     };
     Ok(characterize::run(&dev, &opts, &NoProgress)?)
 }

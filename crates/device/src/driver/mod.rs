@@ -123,6 +123,18 @@ impl DriverDevice {
             }
             builder = builder.clock(clock);
         }
+        if let Some(d) = uri.dilation {
+            if !builder.timed() {
+                return Err(DeviceError::uri(
+                    text,
+                    format!(
+                        "dilation={d} needs the timing model, and the {:?} profile has none",
+                        builder.profile().name
+                    ),
+                ));
+            }
+            builder = builder.dilation(d);
+        }
         let host: Arc<dyn HostMemory> = memory.clone();
         let emu = builder.build(host)?;
         Self::from_emulator(emu, memory, text)

@@ -69,6 +69,13 @@ pub const URI_FORMS: &[UriForm] = &[
         example: "emu:zn540,clock=real",
     },
     UriForm {
+        form: "emu:PROFILE,dilation=F",
+        device: "the timed emulator's modelled durations stretched `F` times (`F` ≥ 1), for a \
+                 host `F` times slower than the one the model stands for; figures measured on it \
+                 are divided by `F` (`zns characterize` does)",
+        example: "emu:zn540,clock=real,dilation=4",
+    },
+    UriForm {
         form: "emu:PROFILE,zones=N",
         device: "the profile's zoned namespace cut (or grown) to `N` zones, geometry and timing \
                  unchanged",

@@ -93,6 +93,11 @@
 //!
 //! The simulation is event driven (module `sim`); completions are posted when
 //! the controller's [`Clock`] reaches them. Admin commands are not timed.
+//! The model runs on model time: the clock's time divided by its dilation
+//! factor ([`crate::clock::Dilation`]), so on a dilated clock every
+//! modelled duration lasts that many times longer. Each completion posted
+//! is counted with how long after its due time it was posted
+//! ([`crate::clock::Lateness`]).
 
 pub mod calibration;
 mod profile;
@@ -108,7 +113,7 @@ use zns_spec::{CompletionEntry, ZoneSendAction, ZoneState};
 
 pub use profile::TimingProfile;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Lateness};
 use crate::conv::{GcEvent, Placement};
 use sim::{NsGeometry, Sim};
 
@@ -226,6 +231,8 @@ pub(crate) struct Timing {
     profile: TimingProfile,
     ns: Vec<NsGeometry>,
     queues: usize,
+    /// Completions posted, by how late (atomics: read without the lock).
+    lateness: Lateness,
 }
 
 impl Timing {
@@ -253,7 +260,13 @@ impl Timing {
             profile: profile.clone(),
             ns,
             queues,
+            lateness: Lateness::default(),
         }
+    }
+
+    /// Completions posted so far, by how late they were posted.
+    pub fn lateness(&self) -> &Lateness {
+        &self.lateness
     }
 
     /// Hands the commands of one doorbell to the model: they arrive now,
@@ -268,7 +281,7 @@ impl Timing {
         namespaces: &[crate::Namespace],
     ) {
         let mut sim = self.sim.lock();
-        let now = self.clock.now_ns().max(sim.now());
+        let now = self.clock.model_now_ns().max(sim.now());
         sim.set_wall(std::time::Instant::now());
         sim.run_until(now);
         let mut events: Vec<GcEvent> = Vec::new();
@@ -294,7 +307,7 @@ impl Timing {
     /// time): see [`crate::clock`].
     pub fn take_ready(&self, cqid: u16, out: &mut Vec<CompletionEntry>, waiting: bool) {
         let mut sim = self.sim.lock();
-        let now = self.clock.now_ns().max(sim.now());
+        let now = self.clock.model_now_ns().max(sim.now());
         let wall = std::time::Instant::now();
         sim.set_wall(wall);
         sim.run_until(now);
@@ -307,12 +320,16 @@ impl Timing {
             let before = sim.completions();
             while sim.completions() == before {
                 match sim.step() {
-                    Some(t) => self.clock.advance_to(t),
+                    Some(t) => self.clock.advance_to(self.clock.dilation().to_clock(t)),
                     None => break,
                 }
             }
         }
-        sim.take(cqid, out);
+        // Posted now: lateness is model time since each fell due (on the
+        // virtual clock 0 unless the host let time pass without polling).
+        let at = sim.now();
+        let lateness = &self.lateness;
+        sim.take(cqid, out, |due| lateness.record(at.saturating_sub(due)));
     }
 
     /// Commands of `cqid` submitted and not yet completed.

@@ -619,7 +619,8 @@ pub(crate) struct Sim {
     buffer_waiters: VecDeque<(u32, u64)>,
     zones: BTreeMap<ZoneKey, ZoneSim>,
     next_gen: u32,
-    ready: Vec<VecDeque<CompletionEntry>>,
+    /// Completions due, with the model time they fell due at.
+    ready: Vec<VecDeque<(CompletionEntry, u64)>>,
     /// When each queue's ready list last became non-empty (real time).
     ready_since: Vec<Option<std::time::Instant>>,
     /// Real time of the call processing events (for `ready_since`).
@@ -694,10 +695,13 @@ impl Sim {
     }
 
     /// Moves the completions of `cqid` whose time has come into `out`,
-    /// oldest first.
-    pub fn take(&mut self, cqid: u16, out: &mut Vec<CompletionEntry>) {
+    /// oldest first, telling `due` the model time each fell due at.
+    pub fn take(&mut self, cqid: u16, out: &mut Vec<CompletionEntry>, mut due: impl FnMut(u64)) {
         if let Some(r) = self.ready.get_mut(cqid as usize) {
-            out.extend(r.drain(..));
+            out.extend(r.drain(..).map(|(c, t)| {
+                due(t);
+                c
+            }));
             self.ready_since[cqid as usize] = None;
         }
     }
@@ -767,7 +771,7 @@ impl Sim {
             None => self.ready.iter_mut().for_each(|r| r.clear()),
             Some(q) => {
                 for r in self.ready.iter_mut() {
-                    r.retain(|c| c.sq_id != q);
+                    r.retain(|(c, _)| c.sq_id != q);
                 }
             }
         }
@@ -1482,7 +1486,7 @@ impl Sim {
                             if r.is_empty() {
                                 self.ready_since[job.cqid as usize] = self.wall;
                             }
-                            r.push_back(job.cqe);
+                            r.push_back((job.cqe, self.now));
                         }
                         if let Some(n) = self.inflight.get_mut(job.cqid as usize) {
                             *n = n.saturating_sub(1);

@@ -785,3 +785,124 @@ fn an_explicit_open_brings_the_write_context_in_and_a_close_drops_it() {
     let reopened = b.latency_us(Bench::write(a + 3, 1));
     assert!(reopened > again + 2.0, "{reopened} vs {again} us");
 }
+
+/// A zn540 controller without data on `clock`, dilated by `dilation`,
+/// behind a harness.
+fn timed_harness(clock: crate::clock::ClockMode, dilation: f64) -> crate::harness::Harness {
+    use crate::host::ProcessMemory;
+    let memory = ProcessMemory::new();
+    let ctrl = crate::Emulator::builder("zn540")
+        .unwrap()
+        .media(crate::MediaChoice::Null)
+        .clock(clock)
+        .dilation(crate::clock::Dilation::new(dilation).unwrap())
+        .build(memory.clone())
+        .unwrap();
+    ctrl.set_data_transfer(false);
+    crate::harness::Harness::start(ctrl, memory, 64).unwrap()
+}
+
+/// Submits `n` 1-block writes at `lba`, `lba + 1`, ... at once.
+fn push_writes(h: &mut crate::harness::Harness, lba: u64, n: u64) {
+    for i in 0..n {
+        h.io.push(&h.memory, Bench::write(lba + i, 1));
+    }
+    h.io.ring(&h.ctrl);
+}
+
+/// Reaps `n` completions, spinning.
+fn reap(h: &mut crate::harness::Harness, n: usize) {
+    for _ in 0..n {
+        let e = loop {
+            if let Some(e) = h.io.reap(&h.ctrl, &h.memory) {
+                break e;
+            }
+            std::hint::spin_loop();
+        };
+        assert!(e.status().is_success());
+    }
+}
+
+#[test]
+fn a_host_that_polls_at_once_gets_no_late_completion_on_the_virtual_clock() {
+    let mut h = timed_harness(crate::clock::ClockMode::Virtual, 1.0);
+    for i in 0..50 {
+        push_writes(&mut h, i, 1);
+        reap(&mut h, 1);
+    }
+    push_writes(&mut h, 50, 16);
+    reap(&mut h, 16);
+    let l = h.ctrl.lateness().unwrap();
+    assert_eq!((l.delivered, l.late, l.max_ns), (66, 0, 0));
+}
+
+#[test]
+fn a_host_busy_elsewhere_gets_late_completions_counted_by_how_late() {
+    let mut h = timed_harness(crate::clock::ClockMode::Virtual, 1.0);
+    push_writes(&mut h, 0, 8);
+    let t0 = h.ctrl.clock().now_ns();
+    // The host spends 1 ms elsewhere: all eight fell due meanwhile.
+    h.ctrl.clock().advance_to(t0 + 1_000_000);
+    reap(&mut h, 8);
+    let l = h.ctrl.lateness().unwrap();
+    assert_eq!((l.delivered, l.late), (8, 8));
+    // Due within the first 100 µs: each late by 0.9 to 1 ms.
+    assert!((900_000..1_000_000).contains(&l.max_ns), "{l:?}");
+    assert!(l.quantile_ns(0.5) >= 512 * 1024, "{l:?}");
+}
+
+#[test]
+fn real_clock_lateness_is_counted_when_the_host_falls_behind_and_not_when_it_keeps_up() {
+    let mut h = timed_harness(crate::clock::ClockMode::Real, 1.0);
+    // Overloaded: 16 writes, due within 200 µs, collected after 3 ms.
+    push_writes(&mut h, 0, 16);
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    reap(&mut h, 16);
+    let over = h.ctrl.lateness().unwrap();
+    assert_eq!(over.late, 16, "{over:?}");
+    assert!(over.max_ns >= 2_000_000, "{over:?}");
+    // Light: QD 1, polled without pause. A scheduler that takes the core
+    // away for longer than the threshold makes a completion late for
+    // real, so a few attempts are allowed; one must be clean.
+    let mut lba = 16;
+    let clean = (0..5).any(|_| {
+        let before = h.ctrl.lateness().unwrap();
+        for _ in 0..100 {
+            push_writes(&mut h, lba, 1);
+            reap(&mut h, 1);
+            lba += 1;
+        }
+        let d = h.ctrl.lateness().unwrap().since(&before);
+        assert_eq!(d.delivered, 100);
+        d.late == 0
+    });
+    assert!(clean, "every light run had late completions: {:?}", h.ctrl.lateness());
+}
+
+#[test]
+fn a_dilated_clock_stretches_every_modelled_duration() {
+    use crate::clock::ClockMode;
+    let run = |f: f64| {
+        let mut h = timed_harness(ClockMode::Virtual, f);
+        let mut spans = Vec::new();
+        for i in 0..20 {
+            let t0 = h.ctrl.clock().now_ns();
+            push_writes(&mut h, i * 8, 8);
+            reap(&mut h, 8);
+            spans.push(h.ctrl.clock().now_ns() - t0);
+        }
+        let t0 = h.ctrl.clock().now_ns();
+        let e = h.io(Bench::send(0, ZoneSendAction::Reset));
+        assert!(e.status().is_success());
+        spans.push(h.ctrl.clock().now_ns() - t0);
+        assert_eq!(h.ctrl.lateness().unwrap().late, 0);
+        spans
+    };
+    let plain = run(1.0);
+    let dilated = run(4.0);
+    for (p, d) in plain.iter().zip(&dilated) {
+        // Model times are whole nanoseconds: the clock's are 4 times them,
+        // rounded up once per step.
+        assert!(d.abs_diff(4 * p) <= 8, "{p} ns undilated, {d} ns at 4");
+    }
+}

@@ -371,6 +371,7 @@ fn run_side(
             uri: info.uri.clone(),
             clock: dev.clock_name().into(),
             profile: dev.emulator().map(|c| c.profile().name.clone()),
+            dilation: dev.emulator().map_or(1.0, |c| c.clock().dilation().factor()),
             info: serde_json::to_value(info).unwrap_or(serde_json::Value::Null),
         },
         gc: gc.into(),
