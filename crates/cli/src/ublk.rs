@@ -39,6 +39,10 @@ pub struct UblkArgs {
     /// served, on the queues and depth it has. Otherwise add it as N.
     #[arg(long, value_name = "N")]
     pub id: Option<u32>,
+    /// Keep each queue's thread on the CPUs whose requests it serves (the
+    /// kernel's queue map), instead of letting it run on any free CPU.
+    #[arg(long)]
+    pub pin_queues: bool,
 }
 
 #[cfg(feature = "ublk")]
@@ -86,7 +90,13 @@ mod imp {
 
     impl UblkArgs {
         fn config(&self) -> Config {
-            Config { queues: self.queues, depth: self.depth, id: self.id, ..Config::default() }
+            Config {
+                queues: self.queues,
+                depth: self.depth,
+                id: self.id,
+                pin_queues: self.pin_queues,
+                ..Config::default()
+            }
         }
     }
 
@@ -222,8 +232,8 @@ mod imp {
             assert_eq!(serving_uri("pcie:0000:00:04.0"), "pcie:0000:00:04.0");
             assert_eq!(describe_queues(1, 64), "1 queue of depth 64");
             assert_eq!(describe_queues(4, 32), "4 queues of depth 32");
-            let c = UblkArgs { queues: 2, depth: 16, id: Some(3) }.config();
-            assert_eq!((c.queues, c.depth, c.id), (2, 16, Some(3)));
+            let c = UblkArgs { queues: 2, depth: 16, id: Some(3), pin_queues: true }.config();
+            assert_eq!((c.queues, c.depth, c.id, c.pin_queues), (2, 16, Some(3), true));
         }
     }
 }

@@ -76,6 +76,13 @@ pub struct Config {
     /// it over (user recovery) with the queues and depth it has;
     /// otherwise it adds device N.
     pub id: Option<u32>,
+    /// Keep each queue's thread on the CPUs whose requests the queue
+    /// serves (libublk's placement, from the kernel's queue map). Off by
+    /// default: a request then wakes its queue's thread on whichever CPU
+    /// is free, so the server runs beside the application instead of
+    /// taking turns with it on the application's CPU (with one
+    /// application thread, every request of its CPU goes to one queue).
+    pub pin_queues: bool,
 }
 
 impl Default for Config {
@@ -87,6 +94,7 @@ impl Default for Config {
             max_request_bytes: 512 << 10,
             name: "znskit".into(),
             id: None,
+            pin_queues: false,
         }
     }
 }
@@ -208,9 +216,10 @@ impl UblkDevice {
             let ctrl = Arc::clone(&ctrl);
             let params = layout.params();
             let handlers = Arc::new(Mutex::new(handlers));
+            let pin = config.pin_queues;
             std::thread::Builder::new()
                 .name("ublk-server".into())
-                .spawn(move || serve(&ctrl, params, handlers, tx))
+                .spawn(move || serve(&ctrl, params, handlers, pin, tx))
                 .map_err(|e| Error::Server(format!("cannot start: {e}")))?
         };
         match rx.recv() {
@@ -414,6 +423,7 @@ fn serve(
     ctrl: &UblkCtrl,
     params: sys::ublk_params,
     handlers: Handlers,
+    pin: bool,
     started: mpsc::Sender<u32>,
 ) -> Result<()> {
     // The queue threads inherit this thread's signal mask.
@@ -427,7 +437,7 @@ fn serve(
     let queue = move |qid: u16, dev: &UblkDev| {
         let handler = handlers.lock().ok().and_then(|mut h| h.get_mut(usize::from(qid))?.take());
         match handler {
-            Some(h) => serve_queue(qid, dev, h),
+            Some(h) => serve_queue(qid, dev, h, pin),
             None => tracing::error!("ublk queue {qid}: no handler"),
         }
     };
@@ -440,7 +450,9 @@ fn serve(
 }
 
 /// Serves queue `qid` until the device stops.
-fn serve_queue(qid: u16, dev: &UblkDev, mut handler: Box<dyn Handler>) {
+/// Unless `pin`, the queue's thread may run on any CPU (see
+/// [`Config::pin_queues`]).
+fn serve_queue(qid: u16, dev: &UblkDev, mut handler: Box<dyn Handler>, pin: bool) {
     let cdev = match char_device(dev) {
         Ok(f) => f,
         Err(e) => {
@@ -457,7 +469,18 @@ fn serve_queue(qid: u16, dev: &UblkDev, mut handler: Box<dyn Handler>) {
             return;
         }
     };
+    let mut placed = pin;
     queue.wait_and_handle_io(|q: &UblkQueue, tag: u16, _: &UblkIOCtx| {
+        // libublk pins the thread from its own thread once the queue
+        // thread has started, racing with anything done before; the
+        // first request comes only after the device has started, when
+        // that is done.
+        if !placed {
+            placed = true;
+            if let Err(e) = unpin_thread() {
+                tracing::debug!("ublk queue {qid}: staying on its CPUs: {e}");
+            }
+        }
         let iod = q.get_iod(tag);
         let mut port =
             UserCopy { cdev: &cdev, pos: UblkIOCtx::ublk_user_copy_pos(q.get_qid(), tag, 0) };
@@ -474,6 +497,25 @@ fn serve_queue(qid: u16, dev: &UblkDev, mut handler: Box<dyn Handler>) {
         }
     });
     tracing::debug!("ublk queue {qid} ended");
+}
+
+/// Lets the calling thread run on every CPU.
+fn unpin_thread() -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes within
+    // it for indices below CPU_SETSIZE; sched_setaffinity reads the set
+    // of the size given (CPUs the machine lacks are ignored).
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// The ublk character device libublk opened (a second open is refused),

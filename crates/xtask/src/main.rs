@@ -28,6 +28,8 @@
 //!   writes `docs/engines.json` and `docs/engines.svg`. See
 //!   `cargo xtask engines --help`.
 
+mod apps;
+mod apps_guest;
 mod clients;
 mod cpio;
 mod crash;
@@ -46,6 +48,7 @@ mod twins;
 mod ublk;
 mod ublk_clients;
 mod ublk_crash;
+mod ublk_perf;
 mod vmtest;
 mod zonefs;
 
@@ -109,6 +112,12 @@ commands:
            on an emulated ZNS SSD (host-managed zoned: blkzone, dd), zns ftl ublk
            (mkfs.ext4, fsck); kill -9 and takeover cycles; fio's zbd tests, zonefs,
            f2fs, btrfs, ext4 with SQLite; `cargo xtask ublk --help`
+  ublk-perf  4 KiB random reads at QD 1 and 32 through ublk, NBD, nvme-tcp and
+           null_blk in that guest (`cargo xtask ublk --parts perf`); writes
+           docs/ublk-perf.json
+  apps     RocksDB's db_bench in a guest on f2fs over a ZNS model and on ext4/XFS over
+           its conventional twin (nvme-tcp to zns serve); writes apps.json, apps.svg;
+           `cargo xtask apps --help` (`--smoke`: one short run per side)
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
@@ -134,6 +143,17 @@ fn main() -> ExitCode {
         }),
         Some("ublk") => ublk::parse(args).and_then(|o| match o {
             Some(o) => ublk::run(&o),
+            None => Ok(()),
+        }),
+        Some("ublk-perf") => {
+            ublk::parse(["--parts".to_string(), "perf".to_string()].into_iter().chain(args))
+                .and_then(|o| match o {
+                    Some(o) => ublk::run(&o),
+                    None => Ok(()),
+                })
+        }
+        Some("apps") => apps::parse(args).and_then(|o| match o {
+            Some(o) => apps::run(&o),
             None => Ok(()),
         }),
         Some("engines") => engines::Options::parse(args).and_then(|o| match o {

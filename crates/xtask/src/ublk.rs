@@ -24,6 +24,9 @@
 //!   results checked both ways against a table of expected outcomes;
 //!   zonefs, f2fs and btrfs mounted, written and checked on zoned ublk
 //!   devices; ext4 with fio, SQLite and fsck on the FTL's.
+//! - `perf` (not run by default; also `cargo xtask ublk-perf`): 4 KiB
+//!   random reads through ublk, NBD, nvme-tcp and null_blk
+//!   ([`crate::ublk_perf`]), written to `docs/ublk-perf.json`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -33,7 +36,7 @@ use std::time::{Duration, Instant};
 use crate::guest::RESULT_MARKER;
 use crate::kernel::Flavour;
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{clients, fio_zbd, kernel, ublk_clients, ublk_crash, Error, Result};
+use crate::{clients, fio_zbd, kernel, ublk_clients, ublk_crash, ublk_perf, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask ublk [OPTIONS]
 
@@ -57,6 +60,9 @@ options:
                        f2fs     f2fs on the zoned device, the FTL's as metadata device
                        btrfs    btrfs in zoned mode
                        ftl-fs   ext4 on the FTL: fio, SQLite, fsck
+                       perf     not by default (cargo xtask ublk-perf): 4 KiB random
+                                reads at QD 1 and 32 through ublk, NBD, nvme-tcp
+                                and null_blk; writes docs/ublk-perf.json
   --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
                      (1-29,33-58)
   --cycles N         crash cycles on each device (default: 12 zoned, 10 FTL;
@@ -71,7 +77,11 @@ options:
 const MODULES: &[&str] = &["ublk_drv", "ext4"];
 
 /// The parts of the task, in the order they run.
-pub const PARTS: &[&str] = &["basic", "crash", "fio-zbd", "zonefs", "f2fs", "btrfs", "ftl-fs"];
+pub const PARTS: &[&str] =
+    &["basic", "crash", "fio-zbd", "zonefs", "f2fs", "btrfs", "ftl-fs", ublk_perf::PART];
+
+/// The parts a run without `--parts` runs: all but the benchmark.
+const DEFAULT_PARTS: usize = PARTS.len() - 1;
 
 /// The guest's line with a part's duration: `UBLK-PART NAME SECONDS`.
 const PART_TIME: &str = "UBLK-PART ";
@@ -104,7 +114,7 @@ pub struct Options {
 pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
     let mut o = VmOptions::default();
     o.timeout = Duration::from_secs(900);
-    let mut parts: Vec<String> = PARTS.iter().map(|p| p.to_string()).collect();
+    let mut parts: Vec<String> = PARTS[..DEFAULT_PARTS].iter().map(|p| p.to_string()).collect();
     let mut cycles = None;
     let mut zbd_tests = Vec::new();
     while let Some(a) = args.next() {
@@ -180,6 +190,10 @@ pub fn run(opts: &Options) -> Result<()> {
         tools.extend(ublk_clients::tools(p));
         wanted_modules.extend_from_slice(ublk_clients::modules(p));
         entries.extend(ublk_clients::entries(p, zonefs_uuid()));
+        if p == ublk_perf::PART {
+            tools.extend_from_slice(ublk_perf::TOOLS);
+            wanted_modules.extend_from_slice(ublk_perf::MODULES);
+        }
     }
     tools.sort_unstable();
     tools.dedup();
@@ -230,6 +244,7 @@ pub fn run(opts: &Options) -> Result<()> {
     let mut part_times: Vec<(String, u64)> = Vec::new();
     let mut zbd_results = BTreeMap::new();
     let mut zbd_times = BTreeMap::new();
+    let mut perf = Vec::new();
     let outcome = vmtest::boot_watched(&kernel, &initramfs, &[], o, &log, &mut |line| {
         if let Some(t) = parse_part_time(line) {
             part_times.push(t);
@@ -237,6 +252,8 @@ pub fn run(opts: &Options) -> Result<()> {
             zbd_results.insert(n, (status, why));
         } else if let Some((n, secs)) = fio_zbd::parse_time(line) {
             zbd_times.insert(n, secs);
+        } else if let Some(sample) = ublk_perf::parse_line(line) {
+            perf.push(sample);
         }
     })?;
     let guest_time = guest_start.elapsed();
@@ -268,6 +285,12 @@ pub fn run(opts: &Options) -> Result<()> {
                 failures += 1;
                 println!("ublk: part {part}: did not finish");
             }
+        }
+    }
+    if opts.parts.iter().any(|p| p == ublk_perf::PART) {
+        if let Err(e) = ublk_perf::report(&perf, &root, o.smp) {
+            failures += 1;
+            println!("{e}");
         }
     }
     let pass = outcome.result == Some(true) && failures == 0;
@@ -344,6 +367,7 @@ fn init_script(modules: &[String], mke2fs: &Path, dd: &Path, plan: &Plan) -> Str
                 let ftl = plan.cycles.unwrap_or(ublk_crash::FTL_CYCLES);
                 ublk_crash::zoned_lines(&dd, zoned) + &ublk_crash::ftl_lines(&dd, &mke2fs, ftl)
             }
+            ublk_perf::PART => ublk_perf::lines(&dd),
             p if ublk_clients::PARTS.contains(&p) => {
                 ublk_clients::lines(p, &plan.zbd_tests, &mke2fs)
             }
@@ -500,7 +524,10 @@ mod tests {
         assert_eq!((o.vm.timeout, o.vm.kvm), (Duration::from_secs(60), true));
         assert_eq!(
             (o.parts.as_slice(), o.cycles),
-            (PARTS.iter().map(|p| p.to_string()).collect::<Vec<_>>().as_slice(), None)
+            (
+                PARTS[..DEFAULT_PARTS].iter().map(|p| p.to_string()).collect::<Vec<_>>().as_slice(),
+                None
+            )
         );
         let o = p(&["--parts", "crash", "--cycles", "3"]).unwrap().unwrap();
         assert_eq!((o.parts.as_slice(), o.cycles), (&["crash".to_string()][..], Some(3)));

@@ -1,0 +1,513 @@
+//! The guest side of `cargo xtask apps`: the `/init` script that runs
+//! RocksDB's `db_bench` on each stack, and the parsing of what it prints.
+//!
+//! Every measurement reaches the host as a console line with a prefix:
+//! `APPS-STAT SIDE POINT KEY VALUE` for a counter read at a point of the
+//! run (sectors the kernel wrote to a namespace, the controller's SMART
+//! data units written, the filesystem's size and use, f2fs's garbage
+//! collection counters), and `APPS-DB SIDE PHASE LINE` for each line
+//! `db_bench` printed in a phase.
+
+use std::collections::BTreeMap;
+
+use crate::clients::{end_lines, start_lines};
+
+/// Prefix of a counter line.
+pub const STAT: &str = "APPS-STAT ";
+/// Prefix of a line with the controller's SMART log as nvme-cli's JSON.
+pub const SMART: &str = "APPS-SMART ";
+/// Prefix of a line of `db_bench`'s output.
+pub const DB: &str = "APPS-DB ";
+
+/// The db_bench phases, in the order they run on each side.
+pub const PHASES: [&str; 3] = ["fillrandom", "overwrite", "readwhilewriting"];
+
+/// One stack the guest measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Side {
+    /// Its name in the results (`f2fs-zns`, `ext4-conv`, `xfs-conv`).
+    pub name: String,
+    /// The filesystem.
+    pub fs: &'static str,
+    /// The subsystem its namespaces are in.
+    pub nqn: String,
+    /// The host's port of that subsystem's target.
+    pub port: u16,
+}
+
+impl Side {
+    /// Whether this is the zoned side (f2fs with a metadata namespace).
+    pub fn zoned(&self) -> bool {
+        self.fs == "f2fs"
+    }
+}
+
+/// What the guest runs on each side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Keys db_bench writes (fillrandom) and overwrites.
+    pub num: u64,
+    /// Value size, bytes (keys are 16 bytes).
+    pub value_size: u32,
+    /// The filesystem's use the filler file and the database aim at
+    /// before the overwrite, percent of its size (0: no filler).
+    pub fill_percent: u32,
+    /// Seconds of readwhilewriting (0: not run).
+    pub rww_seconds: u32,
+    /// Run overwrite after fillrandom.
+    pub overwrite: bool,
+    /// Write the conventional namespace whole before mkfs (a drive in
+    /// use, not one fresh from the factory).
+    pub precondition: bool,
+    /// db_bench's seed.
+    pub seed: u64,
+}
+
+impl Workload {
+    /// The phases this workload runs.
+    pub fn phases(&self) -> Vec<&'static str> {
+        let mut p = vec![PHASES[0]];
+        if self.overwrite {
+            p.push(PHASES[1]);
+        }
+        if self.rww_seconds > 0 {
+            p.push(PHASES[2]);
+        }
+        p
+    }
+
+    /// MiB of keys and values db_bench writes in one pass.
+    pub fn db_mib(&self) -> u64 {
+        (self.num * (16 + self.value_size as u64)).div_ceil(1 << 20)
+    }
+}
+
+/// The db_bench options every phase shares: no compression, small
+/// memtables and files (flushes and compactions within seconds), direct
+/// I/O for flush and compaction (the device sees them, not the guest's
+/// page cache), histograms for the tails.
+pub fn db_bench_common(w: &Workload) -> String {
+    format!(
+        "db_bench --db=$MNT/db --wal_dir=$MNT/db --key_size=16 --value_size={} --num={} \
+         --compression_type=none --write_buffer_size=4194304 --target_file_size_base=4194304 \
+         --max_bytes_for_level_base=16777216 --max_background_jobs=2 --cache_size=8388608 \
+         --use_direct_io_for_flush_and_compaction=true --bytes_per_sync=1048576 \
+         --histogram=1 --threads=1 --seed={}",
+        w.value_size, w.num, w.seed
+    )
+}
+
+/// The guest's `/init`: for each side, connect to its target, find its
+/// namespaces by subsystem and namespace ID, (precondition,) mkfs, mount,
+/// filler file, db_bench's phases with the counters read around each,
+/// umount, disconnect.
+pub fn init_script(modules: &[String], sides: &[Side], w: &Workload, mke2fs: &str) -> String {
+    let mut s = start_lines(
+        "RocksDB's db_bench on f2fs over a ZNS model and on ext4/XFS over its conventional \
+         twin, counters around each phase, a result marker, power off.",
+        modules,
+        false,
+    );
+    s.push_str(&format!("MKE2FS={mke2fs}\n"));
+    s.push_str(&helpers());
+    for side in sides {
+        s.push_str(&side_lines(side, w));
+    }
+    s.push_str(&end_lines());
+    s
+}
+
+/// Shell helpers: namespaces and controllers by subsystem NQN, counters.
+fn helpers() -> String {
+    format!(
+        r#"mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+# The block device of namespace $2 of subsystem $1, and the controller.
+disk_of() {{
+    for d in /sys/block/nvme*n*; do
+        if [ "$(cat $d/device/subsysnqn 2>/dev/null)" = "$1" ] && [ "$(cat $d/nsid 2>/dev/null)" = "$2" ]; then
+            basename $d; return
+        fi
+    done
+}}
+ctrl_of() {{
+    for c in /sys/class/nvme/nvme*; do
+        if [ "$(cat $c/subsysnqn 2>/dev/null)" = "$1" ]; then basename $c; return; fi
+    done
+}}
+apps_stat() {{ echo "{STAT}$SIDE $1 $2 $3"; }}
+# Counters at point $1: sectors written to each namespace, the SMART
+# log's data units written, the filesystem's size and use, f2fs's GC.
+counters() {{
+    apps_stat $1 data_sectors $(awk '{{print $7}}' /sys/block/$D/stat)
+    [ -n "$META" ] && apps_stat $1 meta_sectors $(awk '{{print $7}}' /sys/block/$META/stat)
+    echo "{SMART}$SIDE $1 $(nvme smart-log /dev/$CTRL -o json 2>&1 | tr -d '\n')"
+    if grep -q " $MNT " /proc/mounts; then
+        set -- $1 $(df -k $MNT | tail -n 1)
+        apps_stat $1 fs_kib $3
+        apps_stat $1 fs_used_kib $4
+        apps_stat $1 fs_avail_kib $5
+    fi
+    if [ "$FS" = f2fs ]; then
+        for f in /sys/fs/f2fs/$FSDEV/lifetime_write_kbytes /sys/fs/f2fs/$FSDEV/moved_blocks_foreground /sys/fs/f2fs/$FSDEV/moved_blocks_background /sys/fs/f2fs/$FSDEV/gc_foreground_calls /sys/fs/f2fs/$FSDEV/gc_background_calls; do
+            [ -r $f ] && apps_stat $1 f2fs_$(basename $f) $(cat $f)
+        done
+        st=/sys/kernel/debug/f2fs/status
+        if [ -r $st ]; then
+            gc=$(sed -n 's/^GC calls: *\([0-9]*\).*/\1/p' $st | head -n 1)
+            [ -n "$gc" ] && apps_stat $1 f2fs_debug_gc_calls $gc
+            mv=$(sed -n 's/^Try to move *\([0-9]*\) blocks.*/\1/p' $st | head -n 1)
+            [ -n "$mv" ] && apps_stat $1 f2fs_debug_gc_moved_blocks $mv
+        fi
+    fi
+    if [ "$FS" = ext4 ] && [ -r /sys/fs/ext4/$D/lifetime_write_kbytes ]; then
+        apps_stat $1 ext4_lifetime_write_kbytes $(cat /sys/fs/ext4/$D/lifetime_write_kbytes)
+    fi
+}}
+# db_bench phase $1 with options $2..., its output on the console.
+phase() {{
+    p=$1; shift
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    counters before-$p
+    say "RUN db_bench-$SIDE-$p: $*"
+    t0=$(now)
+    "$@" > /tmp/db.out 2>&1 < /dev/null
+    rc=$?
+    sed "s/^/{DB}$SIDE $p /" /tmp/db.out
+    sync
+    say "END db_bench-$SIDE-$p rc=$rc ($(( $(now) - t0 )) s)"
+    if [ $rc -ne 0 ]; then fail=1; say "FAILED db_bench-$SIDE-$p"; fi
+    counters after-$p
+}}
+"#
+    )
+}
+
+/// The lines of one side.
+fn side_lines(side: &Side, w: &Workload) -> String {
+    let common = db_bench_common(w);
+    let name = &side.name;
+    let nqn = &side.nqn;
+    let port = side.port;
+    let fs = side.fs;
+    let mut s = format!(
+        r#"# ---- {name}: {fs} ----
+SIDE={name}; FS={fs}; MNT=/mnt/{name}; META=; FSDEV=
+run connect-{name} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn}
+i=0
+while [ $i -lt 100 ] && {{ [ -z "$(disk_of {nqn} 1)" ] || [ "$(cat /sys/block/$(disk_of {nqn} 1)/size 2>/dev/null)" = 0 ]; }}; do sleep 0.1; i=$((i + 1)); done
+D=$(disk_of {nqn} 1); CTRL=$(ctrl_of {nqn})
+say "{name}: data namespace $D ($(cat /sys/block/$D/queue/zoned 2>/dev/null), $(cat /sys/block/$D/size 2>/dev/null) sectors) on $CTRL"
+mkdir -p $MNT
+"#
+    );
+    if side.zoned() {
+        s.push_str(&format!(
+            r#"i=0
+while [ $i -lt 100 ] && [ -z "$(disk_of {nqn} 2)" ]; do sleep 0.1; i=$((i + 1)); done
+META=$(disk_of {nqn} 2)
+say "{name}: metadata namespace $META ($(cat /sys/block/$META/size 2>/dev/null) sectors)"
+expect zoned-{name} host-managed cat /sys/block/$D/queue/zoned
+echo mq-deadline > /sys/block/$D/queue/scheduler
+counters mkfs
+run mkfs-{name} mkfs.f2fs -q -f -m -c /dev/$D /dev/$META
+run mount-{name} mount -t f2fs /dev/$META $MNT
+FSDEV=$(ls /sys/fs/f2fs | grep -v '^features$' | head -n 1)
+"#
+        ));
+    } else {
+        let mkfs = match fs {
+            "xfs" => "mkfs.xfs -f -q -K /dev/$D",
+            _ => "$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D",
+        };
+        if w.precondition {
+            s.push_str(&format!(
+                "run precondition-{name} dd if=/dev/zero of=/dev/$D bs=1M count=$(( $(cat /sys/block/$D/size) / 2048 )) conv=fsync\n"
+            ));
+        }
+        s.push_str(&format!(
+            r#"expect conventional-{name} none cat /sys/block/$D/queue/zoned
+counters mkfs
+run mkfs-{name} {mkfs}
+run mount-{name} mount -t {fs} /dev/$D $MNT
+"#
+        ));
+    }
+    s.push_str("counters mounted\n");
+    if w.fill_percent > 0 {
+        let (pct, db) = (w.fill_percent, w.db_mib());
+        // The fill ratio is of the space free after mkfs (what df calls
+        // available): f2fs on zones whose capacity is below their size
+        // counts the gaps as used.
+        s.push_str(&format!(
+            r#"set -- $(df -k $MNT | tail -n 1)
+filler=$(( $4 * {pct} / 100 / 1024 - {db} ))
+[ $filler -lt 0 ] && filler=0
+say "{name}: $(( $4 / 1024 )) MiB free after mkfs: a filler file of $filler MiB, then a database of {db} MiB"
+# In fsynced 6 MiB steps: f2fs on Linux 6.12 writes a large dirty file
+# back into every zone it spans at once, past the drive's active zones.
+filler_write() {{
+    n=0
+    while [ $n -lt $1 ]; do
+        c=$(( $1 - n )); [ $c -gt 6 ] && c=6
+        dd if=/dev/zero of=$MNT/filler bs=1M count=$c seek=$n conv=notrunc,fsync 2>/dev/null || return 1
+        n=$(( n + c ))
+    done
+}}
+run filler-{name} filler_write $filler
+counters filled
+"#
+        ));
+    }
+    for p in w.phases() {
+        let extra = match p {
+            "fillrandom" => "--benchmarks=fillrandom --use_existing_db=0".to_string(),
+            "overwrite" => "--benchmarks=overwrite --use_existing_db=1".to_string(),
+            _ => format!(
+                "--benchmarks=readwhilewriting --use_existing_db=1 --duration={}",
+                w.rww_seconds
+            ),
+        };
+        s.push_str(&format!("phase {p} {common} {extra}\n"));
+    }
+    s.push_str(&format!(
+        r#"run umount-{name} umount $MNT
+counters end
+run disconnect-{name} nvme disconnect -n {nqn}
+"#
+    ));
+    s
+}
+
+/// What db_bench reported for one phase.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DbFigures {
+    /// Operations per second.
+    pub ops_per_sec: Option<f64>,
+    /// MB/s as db_bench prints it (fillrandom, overwrite).
+    pub mb_per_sec: Option<f64>,
+    /// Microseconds per operation, average.
+    pub micros_per_op: Option<f64>,
+    /// Operations done.
+    pub operations: Option<u64>,
+    /// Latency percentiles of the phase's measured operation (writes, or
+    /// reads for readwhilewriting), µs.
+    pub p50_us: Option<f64>,
+    /// 99th percentile, µs.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile, µs.
+    pub p999_us: Option<f64>,
+}
+
+/// Parses db_bench's output of `phase`: its result line (`fillrandom :
+/// 6.6 micros/op 151466 ops/sec 0.4 seconds 65536 operations; 16.8
+/// MB/s`) and the percentiles of the histogram of the operation the
+/// phase measures (`Microseconds per write:` or `per read:`).
+pub fn parse_db_bench(phase: &str, lines: &[String]) -> DbFigures {
+    let mut f = DbFigures::default();
+    let number = |s: &str| s.trim_end_matches([';', ',']).parse::<f64>().ok();
+    for l in lines {
+        let t = l.trim();
+        if let Some(rest) = t.strip_prefix(phase) {
+            let Some(rest) = rest.trim_start().strip_prefix(':') else { continue };
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            for (i, w) in words.iter().enumerate() {
+                let prev = if i > 0 { number(words[i - 1]) } else { None };
+                match *w {
+                    "micros/op" => f.micros_per_op = prev,
+                    "ops/sec" => f.ops_per_sec = prev,
+                    "operations;" | "operations" => f.operations = prev.map(|v| v as u64),
+                    "MB/s" => f.mb_per_sec = prev,
+                    _ => {}
+                }
+            }
+        }
+    }
+    let wanted = if phase == "readwhilewriting" {
+        "Microseconds per read:"
+    } else {
+        "Microseconds per write:"
+    };
+    if let Some(at) = lines.iter().position(|l| l.trim() == wanted) {
+        if let Some(p) = lines[at..].iter().find(|l| l.trim_start().starts_with("Percentiles:")) {
+            let words: Vec<&str> = p.split_whitespace().collect();
+            for pair in words.windows(2) {
+                let v = number(pair[1]);
+                match pair[0] {
+                    "P50:" => f.p50_us = v,
+                    "P99:" => f.p99_us = v,
+                    "P99.9:" => f.p999_us = v,
+                    _ => {}
+                }
+            }
+        }
+    }
+    f
+}
+
+/// The console lines of a run, by side.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// Counters: side -> point -> key -> value.
+    pub stats: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
+    /// db_bench's lines: (side, phase) -> lines.
+    pub db: BTreeMap<(String, String), Vec<String>>,
+    /// SMART lines without data units written, as printed.
+    pub smart_errors: Vec<String>,
+}
+
+impl Collected {
+    /// Takes `line` if it is one of the run's.
+    pub fn watch(&mut self, line: &str) {
+        let line = line.trim_end_matches(['\r', '\n']);
+        if let Some(rest) = line.strip_prefix(STAT) {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            if let [side, point, key, value] = w[..] {
+                if let Ok(v) = value.parse::<u64>() {
+                    self.stats
+                        .entry(side.into())
+                        .or_default()
+                        .entry(point.into())
+                        .or_default()
+                        .insert(key.into(), v);
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix(SMART) {
+            let mut it = rest.splitn(3, ' ');
+            if let (Some(side), Some(point), Some(json)) = (it.next(), it.next(), it.next()) {
+                let duw = json
+                    .find('{')
+                    .and_then(|at| serde_json::from_str::<serde_json::Value>(&json[at..]).ok())
+                    .and_then(|v| {
+                        // nvme-cli prints the 128-bit counters as strings.
+                        let d = &v["data_units_written"];
+                        d.as_u64().or_else(|| d.as_str().and_then(|s| s.parse().ok()))
+                    });
+                match duw {
+                    Some(v) => {
+                        self.stats
+                            .entry(side.into())
+                            .or_default()
+                            .entry(point.into())
+                            .or_default()
+                            .insert("smart_data_units_written".into(), v);
+                    }
+                    None => self.smart_errors.push(format!("{side} {point}: {json}")),
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix(DB) {
+            let mut it = rest.splitn(3, ' ');
+            if let (Some(side), Some(phase)) = (it.next(), it.next()) {
+                let text = it.next().unwrap_or("").to_string();
+                self.db.entry((side.into(), phase.into())).or_default().push(text);
+            }
+        }
+    }
+
+    /// Counter `key` of `side` at `point`.
+    pub fn stat(&self, side: &str, point: &str, key: &str) -> Option<u64> {
+        self.stats.get(side)?.get(point)?.get(key).copied()
+    }
+
+    /// `key` at `to` less `key` at `from`.
+    pub fn delta(&self, side: &str, from: &str, to: &str, key: &str) -> Option<u64> {
+        Some(self.stat(side, to, key)?.saturating_sub(self.stat(side, from, key)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload() -> Workload {
+        Workload {
+            num: 1000,
+            value_size: 1000,
+            fill_percent: 80,
+            rww_seconds: 5,
+            overwrite: true,
+            precondition: true,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn the_script_runs_each_side_with_counters_around_each_phase() {
+        let sides = [
+            Side { name: "f2fs-zns".into(), fs: "f2fs", nqn: "nqn.z".into(), port: 4420 },
+            Side { name: "ext4-conv".into(), fs: "ext4", nqn: "nqn.c".into(), port: 4421 },
+        ];
+        let s = init_script(&["f2fs.ko".into()], &sides, &workload(), "/sbin/mke2fs");
+        assert!(s.starts_with("#!/bin/sh\n") && s.trim_end().ends_with("poweroff -f"));
+        let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} not in {s}"));
+        assert!(at("-s 4420 -n nqn.z") < at("mkfs.f2fs -q -f -m -c /dev/$D /dev/$META"));
+        assert!(at("mkfs.f2fs") < at("phase fillrandom db_bench"));
+        assert!(
+            at("phase fillrandom") < at("phase overwrite")
+                && at("phase overwrite") < at("phase readwhilewriting")
+        );
+        assert!(at("nvme disconnect -n nqn.z") < at("-s 4421 -n nqn.c"));
+        assert!(at("precondition-ext4-conv dd") < at("$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D"));
+        assert!(s.contains("--duration=5") && s.contains("--num=1000") && s.contains("--seed=7"));
+        let smoke = Workload {
+            fill_percent: 0,
+            rww_seconds: 0,
+            overwrite: false,
+            precondition: false,
+            ..workload()
+        };
+        assert_eq!(smoke.phases(), ["fillrandom"]);
+        let s = init_script(&[], &sides, &smoke, "/sbin/mke2fs");
+        assert!(
+            !s.contains("phase overwrite") && !s.contains("filler") && !s.contains("precondition-")
+        );
+    }
+
+    #[test]
+    fn db_bench_figures_come_from_its_result_line_and_histogram() {
+        let out = "Keys:       16 bytes each
+fillrandom   :      12.500 micros/op 80000 ops/sec 0.819 seconds 65536 operations;   79.4 MB/s
+Microseconds per write:
+Count: 65536 Average: 12.1  StdDev: 80.00
+Min: 1  Median: 4.1  Max: 9000
+Percentiles: P50: 4.12 P75: 5.50 P99: 20.10 P99.9: 1200.00 P99.99: 4000.50
+------------------------------------------------------";
+        let lines: Vec<String> = out.lines().map(String::from).collect();
+        let f = parse_db_bench("fillrandom", &lines);
+        assert_eq!(f.ops_per_sec, Some(80000.0));
+        assert_eq!(f.mb_per_sec, Some(79.4));
+        assert_eq!(f.operations, Some(65536));
+        assert_eq!((f.p50_us, f.p99_us, f.p999_us), (Some(4.12), Some(20.1), Some(1200.0)));
+        let rww = "readwhilewriting :      50.0 micros/op 20000 ops/sec 5.0 seconds 100000 operations; (60000 of 100000 found)
+Microseconds per read:
+Count: 100000 Average: 49
+Percentiles: P50: 30.00 P75: 40.00 P99: 300.00 P99.9: 900.00 P99.99: 2000.00";
+        let lines: Vec<String> = rww.lines().map(String::from).collect();
+        let f = parse_db_bench("readwhilewriting", &lines);
+        assert_eq!((f.ops_per_sec, f.mb_per_sec, f.p999_us), (Some(20000.0), None, Some(900.0)));
+        assert_eq!(parse_db_bench("overwrite", &lines), DbFigures::default());
+    }
+
+    #[test]
+    fn console_lines_are_collected_by_side() {
+        let mut c = Collected::default();
+        c.watch("APPS-STAT f2fs-zns before-fillrandom data_sectors 100\r");
+        c.watch("APPS-STAT f2fs-zns after-fillrandom data_sectors 300");
+        c.watch("APPS-DB f2fs-zns fillrandom fillrandom   :  1 micros/op");
+        c.watch("vmtest: something else");
+        c.watch(
+            r#"APPS-SMART f2fs-zns end {  "critical_warning":0,  "data_units_written":"42",  "x":1}"#,
+        );
+        c.watch("APPS-SMART f2fs-zns mkfs Usage: nvme smart-log");
+        assert_eq!(c.stat("f2fs-zns", "end", "smart_data_units_written"), Some(42));
+        assert_eq!(c.smart_errors.len(), 1);
+        assert_eq!(
+            c.delta("f2fs-zns", "before-fillrandom", "after-fillrandom", "data_sectors"),
+            Some(200)
+        );
+        assert_eq!(
+            c.db[&("f2fs-zns".to_string(), "fillrandom".to_string())],
+            ["fillrandom   :  1 micros/op"]
+        );
+        assert_eq!(c.stat("ext4-conv", "end", "data_sectors"), None);
+    }
+}
