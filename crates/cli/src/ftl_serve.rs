@@ -40,10 +40,17 @@ pub struct ServeArgs {
     /// Refuse writes, trims and zeroing (EPERM).
     #[arg(long)]
     pub read_only: bool,
-    /// Connections served at once; more are closed at accept.
-    #[arg(long, default_value_t = 64, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    /// Connections open at once; more are closed at accept. An idle one
+    /// costs its socket and a few hundred bytes, no thread.
+    #[arg(long, default_value_t = 1024, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Worker threads: how many connections carry out requests at the
+    /// same moment (the others wait in the poller, for their client or a
+    /// worker).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: u64,
     /// A client must send a request or option whole within this many
     /// seconds once it has begun, and take each reply within it; past it
     /// the connection is closed (an idle client is never closed).
@@ -127,6 +134,7 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
         .read_only(args.read_only);
     let config = ServerConfig {
         max_connections: args.max_connections as usize,
+        workers: args.workers as usize,
         stall_timeout: crate::serve::stall_timeout(args.stall_timeout)?,
         tls: tls.clone(),
     };

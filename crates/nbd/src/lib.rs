@@ -55,11 +55,12 @@
 pub mod client;
 mod error;
 mod export;
-mod input;
 mod negotiate;
 pub mod server;
+mod session;
 pub mod tls;
 mod transmit;
+mod transport;
 pub mod wire;
 
 pub use client::{export_info, list_exports, ExportInfo, NbdClient};

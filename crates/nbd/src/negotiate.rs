@@ -9,18 +9,17 @@
 //! and `NBD_OPT_ABORT` until the client has started it (see [`crate::tls`]).
 //!
 //! Each option (and the client's flags) must arrive whole within the stall
-//! timeout of the server's first wait on it, like a request; the whole
-//! phase must end within [`NEGOTIATION_STALLS`] stall timeouts of the
-//! connection's start (the caller sets that deadline on the input), so a
-//! peer that connects and sends nothing, or idles between options, does
-//! not hold its connection either.
+//! timeout of its first byte, like a request; the whole phase must end
+//! within [`NEGOTIATION_STALLS`] stall timeouts of the connection's start
+//! (the session keeps both deadlines), so a peer that connects and sends
+//! nothing, or idles between options, does not hold its connection
+//! either. The session hands this module whole options only.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 use crate::error::{NbdError, Result};
 use crate::export::Export;
-use crate::input::Input;
 use crate::tls::TlsError;
 use crate::wire::{self, handshake, info, opt, rep};
 
@@ -74,8 +73,8 @@ pub(crate) enum Outcome {
 
 /// The negotiation phase of one connection.
 #[derive(Debug)]
-pub(crate) struct Negotiation<'a> {
-    exports: &'a [Arc<Export>],
+pub(crate) struct Negotiation {
+    exports: Vec<Arc<Export>>,
     tls: Tls,
     fixed: bool,
     no_zeroes: bool,
@@ -85,119 +84,21 @@ pub(crate) struct Negotiation<'a> {
     pub(crate) refused_for_tls: bool,
 }
 
-impl<'a> Negotiation<'a> {
-    /// Sends the greeting and reads the client's flags; `Ok(None)` when
-    /// the client went away instead. With `tls_required` the client must
-    /// start TLS before anything else.
-    pub(crate) fn start<R: Read, W: Write>(
-        r: &mut Input<R>,
-        w: &mut W,
-        exports: &'a [Arc<Export>],
-        tls_required: bool,
-    ) -> Result<Option<Negotiation<'a>>> {
-        w.write_all(&wire::NBD_MAGIC.to_be_bytes())?;
-        w.write_all(&wire::IHAVEOPT.to_be_bytes())?;
-        w.write_all(&(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes())?;
-        w.flush()?;
-        if !r.next_message()? {
-            return Ok(None);
-        }
-        let mut cf = [0u8; 4];
-        r.read_exact(&mut cf)?;
-        let client_flags = u32::from_be_bytes(cf);
-        if client_flags & !wire::client::KNOWN != 0 {
-            return Err(NbdError::Protocol(format!("unknown client flags {client_flags:#x}")));
-        }
-        Ok(Some(Negotiation {
-            exports,
-            tls: if tls_required { Tls::Required } else { Tls::Off },
-            fixed: client_flags & wire::client::FIXED_NEWSTYLE != 0,
-            no_zeroes: client_flags & wire::client::NO_ZEROES != 0,
-            options: 0,
-            refused_for_tls: false,
-        }))
-    }
-
-    /// Negotiation goes on inside TLS from now on.
-    pub(crate) fn tls_started(&mut self) {
-        self.tls = Tls::Active;
-    }
-
-    /// Answers options until one chooses an export, starts TLS, or ends
-    /// the session.
-    pub(crate) fn options<R: Read, W: Write>(
-        &mut self,
-        r: &mut Input<R>,
-        w: &mut W,
-    ) -> Result<Outcome> {
-        let exports = self.exports;
-        while self.options < MAX_OPTIONS {
-            self.options += 1;
-            let Some((option, data)) = read_option(r)? else { return Ok(Outcome::End) };
-            tracing::debug!(option = opt::name(option), len = data.len(), "NBD option");
-            match option {
-                opt::EXPORT_NAME if self.tls == Tls::Required => {
-                    return Err(TlsError::NotStarted.into());
-                }
-                opt::EXPORT_NAME => {
-                    return Ok(match export_name(w, exports, &data, self.no_zeroes)? {
-                        Some(session) => Outcome::Go(session),
-                        None => Outcome::End,
-                    });
-                }
-                opt::ABORT => {
-                    // The client may already have closed; the ACK is a courtesy.
-                    let _ = reply(w, option, rep::ACK, &[]).and_then(|_| Ok(w.flush()?));
-                    return Ok(Outcome::End);
-                }
-                _ if !self.fixed => {
-                    return Err(NbdError::Protocol(format!(
-                        "{} from a client that does not speak fixed newstyle",
-                        opt::name(option)
-                    )));
-                }
-                opt::STARTTLS => match self.tls {
-                    Tls::Off => reply(w, option, rep::ERR_UNSUP, b"TLS is not supported")?,
-                    Tls::Active => reply(w, option, rep::ERR_INVALID, b"TLS is already active")?,
-                    Tls::Required if !data.is_empty() => {
-                        reply(w, option, rep::ERR_INVALID, b"NBD_OPT_STARTTLS carries no data")?
-                    }
-                    Tls::Required => {
-                        reply(w, option, rep::ACK, &[])?;
-                        w.flush()?;
-                        return Ok(Outcome::StartTls);
-                    }
-                },
-                _ if self.tls == Tls::Required => {
-                    self.refused_for_tls = true;
-                    let msg = "this server requires TLS: send NBD_OPT_STARTTLS first";
-                    reply(w, option, rep::ERR_TLS_REQD, msg.as_bytes())?;
-                }
-                opt::LIST => list(w, exports, &data)?,
-                opt::INFO | opt::GO => {
-                    if let Some(session) = info_or_go(w, exports, option, &data)? {
-                        return Ok(Outcome::Go(session));
-                    }
-                }
-                _ => {
-                    let msg = format!("{} is not supported", opt::name(option));
-                    reply(w, option, rep::ERR_UNSUP, msg.as_bytes())?;
-                }
-            }
-            w.flush()?;
-        }
-        Err(NbdError::Protocol(format!("no export chosen after {MAX_OPTIONS} options")))
-    }
+/// The server's greeting: `NBDMAGIC`, `IHAVEOPT` and its handshake flags.
+pub(crate) fn greeting() -> Vec<u8> {
+    let mut g = Vec::with_capacity(18);
+    g.extend_from_slice(&wire::NBD_MAGIC.to_be_bytes());
+    g.extend_from_slice(&wire::IHAVEOPT.to_be_bytes());
+    g.extend_from_slice(&(handshake::FIXED_NEWSTYLE | handshake::NO_ZEROES).to_be_bytes());
+    g
 }
 
-/// Reads one option: its code and data; `None` when the client went away
-/// instead.
-fn read_option<R: Read>(r: &mut Input<R>) -> Result<Option<(u32, Vec<u8>)>> {
-    if !r.next_message()? {
-        return Ok(None);
-    }
-    let mut h = [0u8; wire::OPTION_LEN];
-    r.read_exact(&mut h)?;
+/// Bytes of the client's flags, which answer the greeting.
+pub(crate) const CLIENT_FLAGS_LEN: usize = 4;
+
+/// The code and data length an option header announces, checked: the
+/// magic, and at most [`MAX_OPTION`] bytes of data.
+pub(crate) fn option_header(h: &[u8]) -> Result<(u32, usize)> {
     if wire::be64(&h[0..8]) != wire::IHAVEOPT {
         return Err(NbdError::Protocol("option without the IHAVEOPT magic".into()));
     }
@@ -209,9 +110,102 @@ fn read_option<R: Read>(r: &mut Input<R>) -> Result<Option<(u32, Vec<u8>)>> {
             opt::name(option)
         )));
     }
-    let mut data = vec![0u8; len as usize];
-    r.read_exact(&mut data)?;
-    Ok(Some((option, data)))
+    Ok((option, len as usize))
+}
+
+impl Negotiation {
+    /// The negotiation of a client that sent `client_flags`. With
+    /// `tls_required` the client must start TLS before anything else.
+    pub(crate) fn new(
+        client_flags: &[u8],
+        exports: Vec<Arc<Export>>,
+        tls_required: bool,
+    ) -> Result<Negotiation> {
+        let client_flags = wire::be32(client_flags);
+        if client_flags & !wire::client::KNOWN != 0 {
+            return Err(NbdError::Protocol(format!("unknown client flags {client_flags:#x}")));
+        }
+        Ok(Negotiation {
+            exports,
+            tls: if tls_required { Tls::Required } else { Tls::Off },
+            fixed: client_flags & wire::client::FIXED_NEWSTYLE != 0,
+            no_zeroes: client_flags & wire::client::NO_ZEROES != 0,
+            options: 0,
+            refused_for_tls: false,
+        })
+    }
+
+    /// Negotiation goes on inside TLS from now on.
+    pub(crate) fn tls_started(&mut self) {
+        self.tls = Tls::Active;
+    }
+
+    /// Answers one option (its replies appended to `w`): `None` while no
+    /// export is chosen, TLS not started and the session not ended.
+    pub(crate) fn option(
+        &mut self,
+        option: u32,
+        data: &[u8],
+        w: &mut Vec<u8>,
+    ) -> Result<Option<Outcome>> {
+        if self.options >= MAX_OPTIONS {
+            return Err(NbdError::Protocol(format!(
+                "no export chosen after {MAX_OPTIONS} options"
+            )));
+        }
+        self.options += 1;
+        tracing::debug!(option = opt::name(option), len = data.len(), "NBD option");
+        let exports = &self.exports;
+        match option {
+            opt::EXPORT_NAME if self.tls == Tls::Required => {
+                return Err(TlsError::NotStarted.into());
+            }
+            opt::EXPORT_NAME => {
+                return Ok(Some(match export_name(w, exports, data, self.no_zeroes)? {
+                    Some(session) => Outcome::Go(session),
+                    None => Outcome::End,
+                }));
+            }
+            opt::ABORT => {
+                // The client may already have closed; the ACK is a courtesy.
+                reply(w, option, rep::ACK, &[])?;
+                return Ok(Some(Outcome::End));
+            }
+            _ if !self.fixed => {
+                return Err(NbdError::Protocol(format!(
+                    "{} from a client that does not speak fixed newstyle",
+                    opt::name(option)
+                )));
+            }
+            opt::STARTTLS => match self.tls {
+                Tls::Off => reply(w, option, rep::ERR_UNSUP, b"TLS is not supported")?,
+                Tls::Active => reply(w, option, rep::ERR_INVALID, b"TLS is already active")?,
+                Tls::Required if !data.is_empty() => {
+                    reply(w, option, rep::ERR_INVALID, b"NBD_OPT_STARTTLS carries no data")?
+                }
+                Tls::Required => {
+                    reply(w, option, rep::ACK, &[])?;
+                    return Ok(Some(Outcome::StartTls));
+                }
+            },
+            _ if self.tls == Tls::Required => {
+                self.refused_for_tls = true;
+                let msg = "this server requires TLS: send NBD_OPT_STARTTLS first";
+                reply(w, option, rep::ERR_TLS_REQD, msg.as_bytes())?;
+            }
+            opt::LIST => list(w, exports, data)?,
+            opt::INFO | opt::GO => {
+                if let Some(session) = info_or_go(w, exports, option, data)? {
+                    return Ok(Some(Outcome::Go(session)));
+                }
+            }
+            _ => {
+                let msg = format!("{} is not supported", opt::name(option));
+                reply(w, option, rep::ERR_UNSUP, msg.as_bytes())?;
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// Sends one option reply.

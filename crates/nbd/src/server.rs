@@ -1,4 +1,6 @@
-//! The NBD server on zns-server's skeleton: a thread per connection.
+//! The NBD server on zns-server's event-driven core: each connection is
+//! a session (`session`) that a bounded pool of worker threads runs while
+//! it has a whole message to act on and the poller holds while it waits.
 //!
 //! Each connection negotiates on its own and then serves its requests in
 //! order; connections to the same export run in parallel on the
@@ -13,53 +15,61 @@
 //! writes against each other (an aligned write racing a partial write of
 //! the same block is, as between any two overlapping writes, unordered).
 //!
-//! What a hostile client can hold: a connection keeps its two socket
-//! buffers ([`IO_BUFFER`] each; with TLS, [`TLS_BUFFER`] more) and at most
-//! one [`CHUNK`](crate::CHUNK) plus one block of payload buffer, whatever
-//! the requests' sizes ([`NbdServer::buffered_bytes`] sums them). A message (an option, or a
-//! request with its payload) the server has begun reading must arrive
-//! whole within [`ServerConfig::stall_timeout`], and a reply the client
-//! does not read must make progress within it; negotiation must end within
-//! twice that, a TLS handshake within the stall timeout of its start.
-//! Otherwise the connection is closed and counted in
+//! What a hostile client can hold: a connection keeps an input buffer
+//! ([`IO_BUFFER`], grown to one [`CHUNK`](crate::CHUNK) of a write's
+//! payload while one comes), its output (at most 256 KiB waiting before
+//! it starts nothing more, plus one chunk of a read), one block of
+//! scratch and, with TLS, [`TLS_BUFFER`] more, whatever the requests'
+//! sizes ([`NbdServer::buffered_bytes`] sums them); no thread. A message
+//! (the client's flags, an option, a request header, a piece of a write's
+//! payload of up to a chunk) must arrive whole within
+//! [`ServerConfig::stall_timeout`] of its first byte, and a reply the
+//! client does not read must make progress within it; negotiation must
+//! end within twice that, a TLS handshake within the stall timeout of its
+//! start. Otherwise the connection is closed and counted in
 //! [`ServerStats::timeouts`]. A client idle between requests is never
-//! closed: NBD has no keep-alive, and idling costs the server a sleeping
-//! thread that wakes once every quarter of a stall timeout.
+//! closed: NBD has no keep-alive, and an idle connection costs its session
+//! and its socket (its buffers are freed 100 ms after its last request).
 
-use std::io::{BufWriter, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use zns_server::{Connection, TcpServer};
+use zns_server::{EventServer, Session};
 
 use crate::error::{NbdError, Result};
 use crate::export::Export;
-use crate::input::{self, Input};
-use crate::negotiate::{Negotiation, Outcome, Session, NEGOTIATION_STALLS};
-use crate::tls::{self, TlsConfig, TlsError, TLS_BUFFER};
-use crate::transmit::Transmission;
+use crate::session::Connection;
+#[cfg(doc)]
+use crate::tls::TLS_BUFFER;
+use crate::tls::{TlsConfig, TlsError};
 
-/// Socket buffer sizes of a connection: room for a pipelined batch of
-/// requests and for large reads.
-pub const IO_BUFFER: usize = 256 * 1024;
+/// The input buffer of a connection between large messages: room for a
+/// pipelined batch of requests (it grows for a piece of a write's
+/// payload, up to a [`CHUNK`](crate::CHUNK)).
+pub const IO_BUFFER: usize = 64 * 1024;
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Connections served at once; further ones are closed at accept.
+    /// Connections open at once; further ones are closed at accept.
     pub max_connections: usize,
+    /// Worker threads: how many connections act on requests at the same
+    /// moment (the others wait in the poller, for their client or for a
+    /// worker).
+    pub workers: usize,
     /// How long a client may take over one message once the server waits
     /// on it: an option, or a request with its payload, must arrive whole
     /// within this time of the server's first wait for its rest (time the
     /// server spends on the device meanwhile not counted), and a reply
     /// must make progress (the client read some of it) within it.
     /// Negotiation as a whole must end within twice this. A client that
-    /// breaks either rule is disconnected (it holds a thread, and the
-    /// connection limit's worth of such clients would lock everyone else
-    /// out); one idle between requests is not. Default 30 s; values under
-    /// 1 ms count as 1 ms.
+    /// breaks either rule is disconnected (it holds a connection slot, and
+    /// the connection limit's worth of such clients would lock everyone
+    /// else out); one idle between requests is not. Default 30 s; values
+    /// under 1 ms count as 1 ms.
     pub stall_timeout: Duration,
     /// TLS, required of every client when set: options before
     /// `NBD_OPT_STARTTLS` are refused with `NBD_REP_ERR_TLS_REQD`, and
@@ -71,7 +81,12 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { max_connections: 64, stall_timeout: Duration::from_secs(30), tls: None }
+        ServerConfig {
+            max_connections: 1024,
+            workers: 8,
+            stall_timeout: Duration::from_secs(30),
+            tls: None,
+        }
     }
 }
 
@@ -82,9 +97,11 @@ impl Default for ServerConfig {
 pub struct Counters {
     protocol_errors: AtomicU64,
     timeouts: AtomicU64,
-    tls_refused: AtomicU64,
+    pub(crate) tls_refused: AtomicU64,
     /// Bytes of buffers the open connections hold.
     buffered: AtomicU64,
+    /// The most `buffered` has been.
+    peak: AtomicU64,
     requests: AtomicU64,
     errors: AtomicU64,
     bytes_read: AtomicU64,
@@ -107,7 +124,8 @@ impl Counters {
     /// A connection's buffers went from `was` to `now` bytes.
     pub(crate) fn buffers(&self, was: usize, now: usize) {
         if now > was {
-            self.buffered.fetch_add((now - was) as u64, Ordering::Relaxed);
+            let after = self.buffered.fetch_add((now - was) as u64, Ordering::Relaxed);
+            self.peak.fetch_max(after + (now - was) as u64, Ordering::Relaxed);
         } else {
             self.buffered.fetch_sub((was - now) as u64, Ordering::Relaxed);
         }
@@ -161,13 +179,42 @@ pub struct ServerStats {
 }
 
 /// State the connections share.
-struct Shared {
-    exports: Vec<Arc<Export>>,
-    counters: Counters,
+pub(crate) struct Shared {
+    pub(crate) exports: Vec<Arc<Export>>,
+    pub(crate) counters: Arc<Counters>,
     /// [`ServerConfig::stall_timeout`], at least a millisecond.
-    stall: Duration,
+    pub(crate) stall: Duration,
     /// [`ServerConfig::tls`].
-    tls: Option<TlsConfig>,
+    pub(crate) tls: Option<TlsConfig>,
+}
+
+impl Shared {
+    /// Counts and logs how a connection ended.
+    pub(crate) fn count_end(&self, result: &Result<()>, peer: &str, stopping: bool) {
+        let c = &self.counters;
+        match result {
+            Ok(()) => tracing::info!(%peer, "NBD client disconnected"),
+            Err(NbdError::Protocol(why)) => {
+                c.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, "NBD connection closed: {why}");
+            }
+            Err(e) if stopping => {
+                tracing::debug!(%peer, error = %e, "NBD connection closed by shutdown");
+            }
+            Err(e @ NbdError::Tls(TlsError::Handshake(_) | TlsError::NotStarted)) => {
+                c.tls_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, "NBD connection closed: {e}");
+            }
+            Err(e) if stalled(e) => {
+                c.timeouts.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, "NBD connection closed, the client stalled: {e}");
+            }
+            Err(e @ NbdError::ReadAborted { .. }) => {
+                tracing::warn!(%peer, "NBD connection closed: {e}");
+            }
+            Err(e) => tracing::info!(%peer, error = %e, "NBD connection ended"),
+        }
+    }
 }
 
 /// A running NBD server.
@@ -176,7 +223,7 @@ struct Shared {
 /// [`NbdServer::stop`].
 pub struct NbdServer {
     shared: Arc<Shared>,
-    server: TcpServer,
+    server: EventServer,
 }
 
 impl std::fmt::Debug for NbdServer {
@@ -200,15 +247,22 @@ impl NbdServer {
         let shown = format!("{addr:?}");
         let shared = Arc::new(Shared {
             exports: exports.into_iter().map(Arc::new).collect(),
-            counters: Counters::default(),
+            counters: Arc::default(),
             stall: config.stall_timeout.max(Duration::from_millis(1)),
             tls: config.tls,
         });
         let s = Arc::clone(&shared);
-        let server = TcpServer::bind(addr, "nbd", config.max_connections, move |stream, conn| {
-            serve(stream, &s, conn)
+        let bind_err = |source| NbdError::Bind { addr: shown.clone(), source };
+        let listener = TcpListener::bind(&addr).map_err(bind_err)?;
+        let server_config = zns_server::ServerConfig {
+            max_connections: config.max_connections,
+            workers: config.workers,
+            ..zns_server::ServerConfig::default()
+        };
+        let server = EventServer::serve(listener, "nbd", server_config, move |stream, peer| {
+            session(stream, peer, &s)
         })
-        .map_err(|source| NbdError::Bind { addr: shown, source })?;
+        .map_err(bind_err)?;
         let tls = shared.tls.is_some();
         tracing::info!(addr = %server.local_addr(), tls, "NBD server listening");
         Ok(NbdServer { shared, server })
@@ -230,12 +284,18 @@ impl NbdServer {
         self.server.open_connections()
     }
 
-    /// Bytes of buffers the open connections hold now: each its two socket
-    /// buffers ([`IO_BUFFER`] each), with TLS [`TLS_BUFFER`] more, and, in
-    /// transmission, its payload buffer (at most a [`CHUNK`](crate::CHUNK))
-    /// and one block of scratch.
+    /// Bytes of buffers the open connections hold now: each its input
+    /// buffer (from [`IO_BUFFER`] to a [`CHUNK`](crate::CHUNK) and a
+    /// request), its output, one block of scratch, and with TLS
+    /// [`TLS_BUFFER`] more; none for a connection idle 100 ms.
     pub fn buffered_bytes(&self) -> u64 {
         self.shared.counters.buffered.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes of buffers the connections have held at once since
+    /// the server started (see [`NbdServer::buffered_bytes`]).
+    pub fn peak_buffered_bytes(&self) -> u64 {
+        self.shared.counters.peak.load(Ordering::Relaxed)
     }
 
     /// Stops accepting, closes every connection (a request being served
@@ -272,106 +332,15 @@ fn validate(exports: &[Export]) -> Result<()> {
     Ok(())
 }
 
-/// Serves one connection to its end.
-fn serve(stream: TcpStream, shared: &Shared, conn: &Connection<'_>) {
-    let peer = conn.peer;
-    let result = session(stream, shared, peer);
-    match result {
-        Ok(()) => tracing::info!(%peer, "NBD client disconnected"),
-        Err(NbdError::Protocol(why)) => {
-            shared.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, "NBD connection closed: {why}");
+/// The session of an accepted connection.
+fn session(stream: TcpStream, peer: &str, shared: &Arc<Shared>) -> Option<Box<dyn Session>> {
+    match Connection::new(stream, Arc::clone(shared)) {
+        Ok(c) => Some(Box::new(c)),
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "NBD connection setup failed");
+            None
         }
-        Err(e) if conn.stopping() => {
-            tracing::debug!(%peer, error = %e, "NBD connection closed by shutdown");
-        }
-        Err(e @ NbdError::Tls(TlsError::Handshake(_) | TlsError::NotStarted)) => {
-            shared.counters.tls_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, "NBD connection closed: {e}");
-        }
-        Err(e) if stalled(&e) => {
-            shared.counters.timeouts.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, "NBD connection closed, the client stalled: {e}");
-        }
-        Err(e @ NbdError::ReadAborted { .. }) => {
-            tracing::warn!(%peer, "NBD connection closed: {e}");
-        }
-        Err(e) => tracing::info!(%peer, error = %e, "NBD connection ended"),
     }
-}
-
-/// Negotiates (starting TLS where the server requires it) and serves the
-/// transmission phase.
-fn session(stream: TcpStream, shared: &Shared, peer: &str) -> Result<()> {
-    let _ = stream.set_nodelay(true);
-    // Both set once per connection: the receive timeout is only the tick
-    // at which a waiting read checks its deadline (see `input`), the send
-    // timeout bounds a reply the client does not read.
-    stream.set_read_timeout(Some(input::tick(shared.stall)))?;
-    stream.set_write_timeout(Some(shared.stall))?;
-    let _held = Held::new(&shared.counters, 2 * IO_BUFFER);
-    let limit = Instant::now() + shared.stall * NEGOTIATION_STALLS;
-    let mut r = Input::new(stream.try_clone()?, IO_BUFFER, shared.stall);
-    let mut w = BufWriter::with_capacity(IO_BUFFER, stream);
-    r.set_limit(Some(limit));
-    let exports = &shared.exports;
-    let Some(mut n) = Negotiation::start(&mut r, &mut w, exports, shared.tls.is_some())? else {
-        return Ok(());
-    };
-    match n.options(&mut r, &mut w)? {
-        Outcome::Go(session) => return transmit(session, &mut r, &mut w, shared, peer, false),
-        Outcome::End => return ended(&n, shared, peer),
-        Outcome::StartTls => {}
-    }
-    let Some(config) = &shared.tls else {
-        return Err(NbdError::Protocol("TLS started on a server without TLS".into()));
-    };
-    // The client must wait for the acknowledgement before its handshake:
-    // nothing can have been buffered past the option.
-    if r.buffered() != 0 {
-        return Err(NbdError::Protocol("data sent after NBD_OPT_STARTTLS before its reply".into()));
-    }
-    drop(r);
-    let stream = w.into_inner().map_err(|e| e.into_error())?;
-    let _tls_held = Held::new(&shared.counters, TLS_BUFFER);
-    let (tr, tw) = tls::accept(config, stream, (Instant::now() + shared.stall).min(limit))?.split();
-    n.tls_started();
-    let mut r = Input::new(tr, IO_BUFFER, shared.stall);
-    let mut w = BufWriter::with_capacity(IO_BUFFER, tw);
-    r.set_limit(Some(limit));
-    let result = match n.options(&mut r, &mut w)? {
-        Outcome::Go(session) => transmit(session, &mut r, &mut w, shared, peer, true),
-        Outcome::End | Outcome::StartTls => Ok(()),
-    };
-    if result.is_ok() {
-        let _ = w.flush();
-        w.get_ref().close();
-    }
-    result
-}
-
-/// Serves the transmission phase on the chosen export.
-fn transmit<R: Read, W: Write>(
-    session: Session,
-    r: &mut Input<R>,
-    w: &mut W,
-    shared: &Shared,
-    peer: &str,
-    tls: bool,
-) -> Result<()> {
-    r.set_limit(None);
-    tracing::info!(%peer, export = %session.export.name, tls, "NBD client connected");
-    Transmission::new(session, &shared.counters).run(r, w)
-}
-
-/// Negotiation ended without an export: a client told that TLS is
-/// required that gave up is counted.
-fn ended(n: &Negotiation<'_>, shared: &Shared, peer: &str) -> Result<()> {
-    if n.refused_for_tls {
-        shared.counters.tls_refused.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(%peer, "NBD client left without starting TLS, which this server requires");
-    }
-    Ok(())
 }
 
 /// The client stalled: the input's timeout, or a reply that could not be
@@ -381,24 +350,5 @@ fn stalled(e: &NbdError) -> bool {
         NbdError::Timeout(_) => true,
         NbdError::Io(io) => matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
         _ => false,
-    }
-}
-
-/// Bytes counted in the server's buffered total while it lives.
-struct Held<'a> {
-    counters: &'a Counters,
-    bytes: usize,
-}
-
-impl<'a> Held<'a> {
-    fn new(counters: &'a Counters, bytes: usize) -> Self {
-        counters.buffers(0, bytes);
-        Held { counters, bytes }
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.counters.buffers(self.bytes, 0);
     }
 }

@@ -10,15 +10,11 @@
 //!
 //! The handshake is bounded like any message: it must be over within the
 //! stall timeout of the acknowledgement (and within the negotiation's own
-//! deadline). After it, the stall timeout works as without TLS: the
-//! socket's receive timeout still wakes a waiting read every tick, and a
-//! read of the TLS layer that waited a tick without completing a record
-//! reports a tick ([`std::io::ErrorKind::WouldBlock`]) to the input, so
-//! a peer trickling a record a byte at a time is bounded too.
-//!
-//! Connections without TLS do not go through this module at all: the
-//! server's plain path is the same code as before, monomorphized for the
-//! bare socket.
+//! deadline). After it, the stall timeout works as without TLS: a message
+//! begun must arrive whole in time, however its records trickle. The
+//! session runs TLS without waiting (rustls's `read_tls`/`write_tls` on
+//! the non-blocking socket, in the server's `transport` module), so a TLS
+//! client holds no thread either.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -35,35 +31,25 @@
 //! server.stop();
 //! ```
 
-use std::cell::RefCell;
-use std::io::{self, BufReader, ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConnection};
+use rustls::RootCertStore;
 
 pub use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::error::{NbdError, Result};
-use crate::input::retry;
-
-/// Bytes of encrypted input a TLS connection buffers: rustls reads the
-/// socket 4 KiB at a time, the buffer lets one system call bring up to
-/// four full records.
-const TLS_READ_BUFFER: usize = 64 * 1024;
+use crate::error::Result;
 
 /// Bytes counted in [`NbdServer::buffered_bytes`](crate::NbdServer::buffered_bytes)
-/// for a TLS connection besides its plain buffers: the encrypted input
-/// buffer and an allowance for rustls's own (at most 64 KiB of encrypted
-/// output, 16 KiB of decrypted input, and one record, or a 64 KiB
-/// handshake message, being reassembled).
-pub const TLS_BUFFER: usize = 256 * 1024;
+/// for a TLS connection besides its plain buffers: an allowance for
+/// rustls's own (at most 64 KiB of encrypted output, 16 KiB of decrypted
+/// input, and one record, or a 64 KiB handshake message, being
+/// reassembled).
+pub const TLS_BUFFER: usize = 160 * 1024;
 
 /// The TLS settings of a server: its certificate chain and private key,
 /// and optionally the certificate authority whose client certificates it
@@ -247,149 +233,9 @@ impl TlsConfig {
     pub fn requires_client_certificates(&self) -> bool {
         self.client_certificates
     }
-}
 
-/// A TLS session over a connection's socket.
-pub(crate) struct TlsStream {
-    conn: ServerConnection,
-    /// The socket: read through a buffer, written directly (`get_mut`).
-    sock: BufReader<TcpStream>,
-}
-
-/// Runs the server side of the TLS handshake on `stream`, which should
-/// time its reads out every tick; fails with [`NbdError::Timeout`] when
-/// it is not over by `deadline`.
-pub(crate) fn accept(
-    config: &TlsConfig,
-    stream: TcpStream,
-    deadline: Instant,
-) -> Result<TlsStream> {
-    let mut conn =
-        ServerConnection::new(Arc::clone(&config.config)).map_err(TlsError::Handshake)?;
-    let mut sock = BufReader::with_capacity(TLS_READ_BUFFER, stream);
-    loop {
-        while conn.wants_write() {
-            conn.write_tls(sock.get_mut())?;
-        }
-        if !conn.is_handshaking() {
-            return Ok(TlsStream { conn, sock });
-        }
-        // Checked after every read, not only after ticks: a peer
-        // trickling its handshake is bounded too.
-        if Instant::now() >= deadline {
-            return Err(NbdError::Timeout("the TLS handshake did not end in time".into()));
-        }
-        match conn.read_tls(&mut sock) {
-            Ok(0) => {
-                return Err(NbdError::Io(io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "the client closed the connection during the TLS handshake",
-                )));
-            }
-            Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
-                    // The alert saying why, if the client still listens.
-                    let _ = conn.write_tls(sock.get_mut());
-                    return Err(TlsError::Handshake(e).into());
-                }
-            }
-            Err(e) if retry(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+    /// The rustls configuration a connection's session starts from.
+    pub(crate) fn rustls(&self) -> &Arc<rustls::ServerConfig> {
+        &self.config
     }
-}
-
-impl TlsStream {
-    /// Splits the session into a read half and a write half for the
-    /// connection's input and output buffers (both on its one thread).
-    pub(crate) fn split(self) -> (TlsHalf, TlsHalf) {
-        let s = Rc::new(RefCell::new(self));
-        (TlsHalf(Rc::clone(&s)), TlsHalf(s))
-    }
-
-    /// Sends what rustls has queued for the peer.
-    fn send_queued(&mut self) -> io::Result<()> {
-        while self.conn.wants_write() {
-            self.conn.write_tls(self.sock.get_mut())?;
-        }
-        Ok(())
-    }
-}
-
-/// One half of a [`TlsStream`]: reads plaintext from it, writes plaintext
-/// to it.
-pub(crate) struct TlsHalf(Rc<RefCell<TlsStream>>);
-
-impl TlsHalf {
-    /// Ends the TLS session with a `close_notify` alert (best effort: the
-    /// client may be gone).
-    pub(crate) fn close(&self) {
-        let mut s = self.0.borrow_mut();
-        s.conn.send_close_notify();
-        let _ = s.send_queued();
-    }
-}
-
-impl Read for TlsHalf {
-    /// Decrypted bytes; `Ok(0)` when the client closed the connection
-    /// (with or without `close_notify`: NBD's framing tells a truncated
-    /// message anyway). Waits on the socket at most once: a wait that
-    /// brings no whole record returns [`ErrorKind::WouldBlock`], a tick to
-    /// the caller, which checks its deadlines and calls again.
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut guard = self.0.borrow_mut();
-        let s = &mut *guard;
-        let mut waited = false;
-        loop {
-            match s.conn.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(0),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-            // Records already buffered are taken without a system call.
-            if s.sock.buffer().is_empty() {
-                if waited {
-                    return Err(ErrorKind::WouldBlock.into());
-                }
-                waited = true;
-            }
-            if s.conn.read_tls(&mut s.sock)? == 0 {
-                // The next `reader().read` reports the end of the stream.
-                s.conn.process_new_packets().map_err(session_error)?;
-                return match s.conn.reader().read(buf) {
-                    Ok(n) => Ok(n),
-                    Err(_) => Ok(0),
-                };
-            }
-            if let Err(e) = s.conn.process_new_packets() {
-                let _ = s.send_queued();
-                return Err(session_error(e));
-            }
-            // A key update, say, to answer.
-            s.send_queued()?;
-        }
-    }
-}
-
-impl Write for TlsHalf {
-    /// Encrypts as much of `buf` as rustls takes and sends it; the socket's
-    /// send timeout bounds a client that does not read.
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self.0.borrow_mut();
-        let n = s.conn.writer().write(buf)?;
-        s.send_queued()?;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        let mut s = self.0.borrow_mut();
-        s.conn.writer().flush()?;
-        s.send_queued()?;
-        s.sock.get_mut().flush()
-    }
-}
-
-fn session_error(e: rustls::Error) -> io::Error {
-    io::Error::new(ErrorKind::InvalidData, TlsError::Session(e))
 }

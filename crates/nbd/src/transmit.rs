@@ -1,34 +1,34 @@
 //! The transmission phase: requests in, simple replies out, one at a time
 //! per connection, in order.
 //!
-//! Replies are buffered and flushed when no further request is already
-//! waiting in the input buffer, so a pipelining client (QEMU keeps many
-//! requests in flight) gets its replies in batches and a synchronous one
-//! gets each at once.
+//! The session hands this module whole request headers and a write's
+//! payload a piece at a time; replies go into the session's output,
+//! which it sends when no further request is already buffered, so a
+//! pipelining client (QEMU keeps many requests in flight) gets its
+//! replies in batches and a synchronous one gets each at once.
 //!
-//! Payloads are streamed in [`CHUNK`]s: a write's payload is read from
-//! the socket a chunk at a time and each chunk written to the device, a
-//! read's data read from the device a chunk at a time and each chunk sent.
-//! A connection's payload buffer therefore grows to at most one chunk
-//! (and is reused: steady-state requests allocate nothing), plus one block
-//! of scratch for the partial blocks of old clients' unaligned requests.
+//! Payloads move in pieces of at most [`CHUNK`]: each piece of a write is
+//! written to the device as it has come whole into the input buffer, each
+//! piece of a read is read from the device straight into the output when
+//! the output has room. A connection therefore holds at most about a
+//! chunk of payload either way, whatever the requests' sizes, plus one
+//! block of scratch for the partial blocks of old clients' unaligned
+//! requests.
 //!
-//! Errors: a failed chunk of a write leaves the rest of its payload to be
-//! read and dropped (the stream keeps its framing) and the reply carries
-//! the errno. A read's first chunk is read before the reply header goes
-//! out, so a read of one chunk (the common case) that fails gets an error
-//! reply; a later chunk that fails cannot be reported any more (the
+//! Errors: a failed piece of a write leaves the rest of its payload to be
+//! taken and dropped (the stream keeps its framing) and the reply carries
+//! the errno. A read's first piece is read before the reply header goes
+//! out, so a read of one piece (the common case) that fails gets an error
+//! reply; a later piece that fails cannot be reported any more (the
 //! header said success and data followed), so the connection is closed
 //! ([`NbdError::ReadAborted`]) and the client sees the disconnection.
 
-use std::io::{Read, Write};
-use std::time::Instant;
+use std::sync::Arc;
 
 use zns_ftl::{BlockDevice, FtlError};
 
 use crate::error::{NbdError, Result};
 use crate::export::{Export, CHUNK, MAX_PAYLOAD};
-use crate::input::Input;
 use crate::negotiate::Session;
 use crate::server::Counters;
 use crate::wire::{self, cmd, cmd_flag, errno, Request};
@@ -40,84 +40,141 @@ struct Range {
 }
 
 /// Per-connection state of the transmission phase.
-pub(crate) struct Transmission<'a> {
+pub(crate) struct Transmission {
     session: Session,
-    counters: &'a Counters,
-    /// One chunk of payload: write data in, read data out, or zeros.
-    buf: Vec<u8>,
+    counters: Arc<Counters>,
+    /// Zeros, for write-zeroes requests (at most one chunk).
+    zeros: Vec<u8>,
     /// One block, for the partial blocks at the ends of unaligned requests.
     block: Vec<u8>,
-    /// Bytes of `buf` and `block` counted in the server's buffered total.
-    held: usize,
 }
 
-/// What the loop does after a request.
-enum Next {
-    /// Serve the next request.
-    Continue,
+/// A request whose payload or data moves a piece at a time.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// A write: bytes `pos..end` of its payload are still to come; the
+    /// verdict so far (an errno once a check or a piece failed).
+    Write { req: Request, pos: u64, end: u64, verdict: std::result::Result<(), u32> },
+    /// A read whose reply header and first piece went out: bytes
+    /// `pos..end` are still to send.
+    Read { req: Request, pos: u64, end: u64 },
+}
+
+/// Where a request stands after [`Transmission::start`].
+pub(crate) enum Started {
+    /// Answered.
+    Done,
+    /// Its payload or data moves a piece at a time.
+    Pending(Pending),
     /// The client disconnected (`NBD_CMD_DISC`).
     Disconnect,
 }
 
-impl<'a> Transmission<'a> {
-    pub(crate) fn new(session: Session, counters: &'a Counters) -> Self {
-        Transmission { session, counters, buf: Vec::new(), block: Vec::new(), held: 0 }
+impl Transmission {
+    pub(crate) fn new(session: Session, counters: Arc<Counters>) -> Self {
+        Transmission { session, counters, zeros: Vec::new(), block: Vec::new() }
     }
 
-    /// Serves requests until the client disconnects or breaks the protocol.
-    pub(crate) fn run<R: Read, W: Write>(&mut self, r: &mut Input<R>, w: &mut W) -> Result<()> {
-        // The client going away between requests is not an error.
-        while r.next_message()? {
-            let mut h = [0u8; wire::REQUEST_LEN];
-            r.read_exact(&mut h)?;
-            let req = Request::decode(&h)
-                .ok_or_else(|| NbdError::Protocol("request without the request magic".into()))?;
-            self.counters.request();
-            if let Next::Disconnect = self.request(r, w, &req)? {
-                w.flush()?;
-                return Ok(());
-            }
-            if r.buffered() == 0 {
-                w.flush()?;
-            }
-        }
-        Ok(())
+    /// Bytes of scratch this connection holds.
+    pub(crate) fn held(&self) -> usize {
+        self.zeros.capacity() + self.block.capacity()
     }
 
-    /// Carries out one request, its payload read and its reply written.
-    fn request<R: Read, W: Write>(
-        &mut self,
-        r: &mut Input<R>,
-        w: &mut W,
-        req: &Request,
-    ) -> Result<Next> {
+    /// Frees the scratch buffers (made again when needed).
+    pub(crate) fn release(&mut self) {
+        self.zeros = Vec::new();
+        self.block = Vec::new();
+    }
+
+    /// Starts one request; a reply that needs nothing more goes to `w`.
+    pub(crate) fn start(&mut self, req: &Request, w: &mut Vec<u8>) -> Result<Started> {
+        self.counters.request();
         let known = req.flags & !cmd_flag::KNOWN == 0;
         let e = match req.kind {
-            cmd::WRITE => self.write(r, req, known)?,
+            cmd::WRITE => return self.start_write(req, known, w),
             _ if !known => errno::EINVAL,
-            cmd::READ => {
-                self.read(w, req)?;
-                return Ok(Next::Continue);
-            }
+            cmd::READ => return self.start_read(req, w),
             cmd::FLUSH => self.flush(),
             cmd::TRIM => self.trim(req),
             cmd::WRITE_ZEROES => self.write_zeroes(req),
-            cmd::DISC => return Ok(Next::Disconnect),
+            cmd::DISC => return Ok(Started::Disconnect),
             other => {
                 tracing::debug!(command = other, "unsupported NBD command");
                 errno::EINVAL
             }
         };
-        self.reply(w, e, req.cookie)?;
-        Ok(Next::Continue)
+        self.reply(w, e, req.cookie);
+        Ok(Started::Done)
     }
 
-    fn reply<W: Write>(&self, w: &mut W, e: u32, cookie: u64) -> Result<()> {
+    /// The next piece of a pending request: its byte offset and length.
+    pub(crate) fn next_piece(&self, p: &Pending) -> (u64, usize) {
+        let (pos, end) = match p {
+            Pending::Write { pos, end, .. } | Pending::Read { pos, end, .. } => (*pos, *end),
+        };
+        piece(pos, end, self.block_size()).expect("a pending request has a piece left")
+    }
+
+    /// Takes the next piece of a write's payload (`data`, exactly
+    /// [`Transmission::next_piece`]'s length); `true` when it was the last
+    /// and the reply is in `w`.
+    pub(crate) fn write_piece(
+        &mut self,
+        p: &mut Pending,
+        data: &[u8],
+        w: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let (offset, _) = self.next_piece(p);
+        let Pending::Write { req, pos, end, verdict } = p else {
+            return Err(NbdError::Protocol("payload for a request that has none".into()));
+        };
+        if verdict.is_ok() {
+            self.reserve_block();
+            if let Err(e) = write_at(&self.session.export, offset, data, &mut self.block) {
+                *verdict = Err(self.failed("write", req, &e));
+            }
+        }
+        *pos += data.len() as u64;
+        if *pos < *end {
+            return Ok(false);
+        }
+        let e = match *verdict {
+            Err(e) => e,
+            Ok(()) => {
+                let e = self.finish("write", req, Ok(()));
+                if e == 0 {
+                    self.counters.write(req.length as u64);
+                }
+                e
+            }
+        };
+        self.reply(w, e, req.cookie);
+        Ok(true)
+    }
+
+    /// Sends the next piece of a read into `w`; `true` when it was the last.
+    pub(crate) fn read_piece(&mut self, p: &mut Pending, w: &mut Vec<u8>) -> Result<bool> {
+        let (offset, n) = self.next_piece(p);
+        let Pending::Read { req, pos, end } = p else {
+            return Err(NbdError::Protocol("data asked of a request that has none".into()));
+        };
+        if let Err(source) = self.read_into(w, offset, n) {
+            self.counters.error();
+            return Err(NbdError::ReadAborted { offset: req.offset, length: req.length, source });
+        }
+        *pos += n as u64;
+        if *pos < *end {
+            return Ok(false);
+        }
+        self.counters.read(req.length as u64);
+        Ok(true)
+    }
+
+    fn reply(&self, w: &mut Vec<u8>, e: u32, cookie: u64) {
         if e != 0 {
             self.counters.error();
         }
-        w.write_all(&wire::simple_reply(e, cookie))?;
-        Ok(())
+        w.extend_from_slice(&wire::simple_reply(e, cookie));
     }
 
     /// Checks a request's range: `Err(errno)` when it is past the end
@@ -148,56 +205,60 @@ impl<'a> Transmission<'a> {
         self.session.export.device.block_size() as u64
     }
 
-    /// Replies to a read: an error, or success and the data, a chunk at a
-    /// time.
-    fn read<W: Write>(&mut self, w: &mut W, req: &Request) -> Result<()> {
+    /// A read: an error reply, or the reply header and the first piece of
+    /// data (the rest pending).
+    fn start_read(&mut self, req: &Request, w: &mut Vec<u8>) -> Result<Started> {
         if req.length > MAX_PAYLOAD {
-            return self.reply(w, errno::EOVERFLOW, req.cookie);
+            self.reply(w, errno::EOVERFLOW, req.cookie);
+            return Ok(Started::Done);
         }
         let range = match self.range(req, errno::EINVAL) {
             Ok(r) => r,
-            Err(e) => return self.reply(w, e, req.cookie),
+            Err(e) => {
+                self.reply(w, e, req.cookie);
+                return Ok(Started::Done);
+            }
         };
-        let mut chunks = chunks(range.offset, range.len, self.block_size());
-        let first = chunks.next();
-        if let Some((offset, n)) = first {
-            if let Err(e) = self.read_chunk(offset, n) {
-                let e = self.failed("read", req, &e);
-                return self.reply(w, e, req.cookie);
-            }
+        let end = range.offset + range.len;
+        let Some((offset, n)) = piece(range.offset, end, self.block_size()) else {
+            w.extend_from_slice(&wire::simple_reply(0, req.cookie));
+            return Ok(Started::Done);
+        };
+        let header = w.len();
+        w.extend_from_slice(&wire::simple_reply(0, req.cookie));
+        if let Err(e) = self.read_into(w, offset, n) {
+            w.truncate(header);
+            let e = self.failed("read", req, &e);
+            self.reply(w, e, req.cookie);
+            return Ok(Started::Done);
         }
-        w.write_all(&wire::simple_reply(0, req.cookie))?;
-        if let Some((_, n)) = first {
-            w.write_all(&self.buf[..n])?;
+        if offset + n as u64 == end {
+            self.counters.read(range.len);
+            return Ok(Started::Done);
         }
-        for (offset, n) in chunks {
-            if let Err(source) = self.read_chunk(offset, n) {
-                self.counters.error();
-                return Err(NbdError::ReadAborted {
-                    offset: req.offset,
-                    length: req.length,
-                    source,
-                });
-            }
-            w.write_all(&self.buf[..n])?;
-        }
-        self.counters.read(range.len);
-        Ok(())
+        Ok(Started::Pending(Pending::Read { req: *req, pos: offset + n as u64, end }))
     }
 
-    /// Reads `n` bytes at byte `offset` into `buf`.
-    fn read_chunk(&mut self, offset: u64, n: usize) -> zns_ftl::Result<()> {
-        self.reserve(n);
+    /// Reads `n` bytes at byte `offset` onto the end of `w` (which keeps
+    /// its length on failure).
+    fn read_into(&mut self, w: &mut Vec<u8>, offset: u64, n: usize) -> zns_ftl::Result<()> {
+        self.reserve_block();
+        let at = w.len();
+        // Exactly: doubling would let the output grow past its bound.
+        w.reserve_exact(n);
+        w.resize(at + n, 0);
         let dev = &*self.session.export.device;
-        read_at(dev, offset, &mut self.buf[..n], &mut self.block)
+        let r = read_at(dev, offset, &mut w[at..], &mut self.block);
+        if r.is_err() {
+            w.truncate(at);
+        }
+        r
     }
 
-    /// Carries out a write, its payload streamed from `r` a chunk at a
-    /// time; returns the errno of the reply. The payload is consumed
-    /// whatever the verdict, or the stream would lose its framing.
-    fn write<R: Read>(&mut self, r: &mut Input<R>, req: &Request, known: bool) -> Result<u32> {
-        // One larger than advertised cannot be a client's mistake worth
-        // reading 4 GiB for: it closes the connection.
+    /// A write: its checks now, its payload taken a piece at a time. One
+    /// larger than advertised cannot be a client's mistake worth reading
+    /// 4 GiB for: it closes the connection.
+    fn start_write(&mut self, req: &Request, known: bool, w: &mut Vec<u8>) -> Result<Started> {
         if req.length > MAX_PAYLOAD {
             return Err(NbdError::Protocol(format!(
                 "write of {} bytes exceeds the advertised maximum of {MAX_PAYLOAD}",
@@ -205,31 +266,20 @@ impl<'a> Transmission<'a> {
             )));
         }
         let checked = if known { Ok(()) } else { Err(errno::EINVAL) };
-        let mut verdict = checked
+        let verdict = checked
             .and_then(|_| self.writable())
             .and_then(|_| self.range(req, errno::ENOSPC))
             .map(|_| ());
-        for (offset, n) in chunks(req.offset, req.length as u64, self.block_size()) {
-            self.reserve(n);
-            r.read_exact(&mut self.buf[..n])?;
-            if verdict.is_ok() {
-                let t = Instant::now();
-                let written =
-                    write_at(&self.session.export, offset, &self.buf[..n], &mut self.block);
-                r.credit(t.elapsed());
-                if let Err(e) = written {
-                    verdict = Err(self.failed("write", req, &e));
-                }
-            }
+        let end = req.offset.saturating_add(req.length as u64);
+        if req.length == 0 {
+            let e = match verdict {
+                Err(e) => e,
+                Ok(()) => self.finish("write", req, Ok(())),
+            };
+            self.reply(w, e, req.cookie);
+            return Ok(Started::Done);
         }
-        if let Err(e) = verdict {
-            return Ok(e);
-        }
-        let e = self.finish("write", req, Ok(()));
-        if e == 0 {
-            self.counters.write(req.length as u64);
-        }
-        Ok(e)
+        Ok(Started::Pending(Pending::Write { req: *req, pos: req.offset, end, verdict }))
     }
 
     fn flush(&mut self) -> u32 {
@@ -289,10 +339,12 @@ impl<'a> Transmission<'a> {
             return Ok(());
         }
         let most = (end - start).min(CHUNK as u64) as usize;
-        self.reserve(most);
-        self.buf[..most].fill(0);
+        self.reserve_block();
+        if self.zeros.len() < most {
+            self.zeros.resize(most, 0);
+        }
         for (offset, n) in chunks(start, end - start, self.block_size()) {
-            write_at(&self.session.export, offset, &self.buf[..n], &mut self.block)?;
+            write_at(&self.session.export, offset, &self.zeros[..n], &mut self.block)?;
         }
         Ok(())
     }
@@ -324,24 +376,11 @@ impl<'a> Transmission<'a> {
         }
     }
 
-    /// Makes `buf` at least `n` bytes (never more than a chunk is asked
-    /// for) and `block` one block, and keeps the server's count of
-    /// buffered bytes up to date.
-    fn reserve(&mut self, n: usize) {
-        if self.buf.len() < n {
-            // Exactly: the amortized doubling of `resize` could overshoot
-            // the chunk.
-            self.buf.reserve_exact(n - self.buf.len());
-            self.buf.resize(n, 0);
-        }
+    /// Makes `block` one block.
+    fn reserve_block(&mut self) {
         let bs = self.block_size() as usize;
         if self.block.len() < bs {
             self.block.resize(bs, 0);
-        }
-        let held = self.buf.capacity() + self.block.capacity();
-        if held != self.held {
-            self.counters.buffers(self.held, held);
-            self.held = held;
         }
     }
 
@@ -358,12 +397,6 @@ impl<'a> Transmission<'a> {
     }
 }
 
-impl Drop for Transmission<'_> {
-    fn drop(&mut self) {
-        self.counters.buffers(self.held, 0);
-    }
-}
-
 /// The pieces a request of `len` bytes at byte `offset` is carried out in,
 /// as (offset, length): at most [`CHUNK`] bytes each, and every boundary
 /// between two of them on a block boundary (only the first may start and
@@ -372,18 +405,23 @@ fn chunks(offset: u64, len: u64, bs: u64) -> impl Iterator<Item = (u64, usize)> 
     let end = offset + len;
     let mut pos = offset;
     std::iter::from_fn(move || {
-        if pos >= end {
-            return None;
-        }
-        let mut stop = end.min(pos + CHUNK as u64);
-        if stop < end {
-            // A chunk is many blocks, so this stays above `pos`.
-            stop -= stop % bs;
-        }
-        let piece = (pos, (stop - pos) as usize);
-        pos = stop;
-        Some(piece)
+        let p = piece(pos, end, bs)?;
+        pos += p.1 as u64;
+        Some(p)
     })
+}
+
+/// The piece of bytes `pos..end` that starts at `pos` (see [`chunks`]).
+fn piece(pos: u64, end: u64, bs: u64) -> Option<(u64, usize)> {
+    if pos >= end {
+        return None;
+    }
+    let mut stop = end.min(pos + CHUNK as u64);
+    if stop < end {
+        // A chunk is many blocks, so this stays above `pos`.
+        stop -= stop % bs;
+    }
+    Some((pos, (stop - pos) as usize))
 }
 
 /// The byte ranges of `len` bytes at `offset` split at block boundaries:

@@ -159,13 +159,13 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// The server's one connection holds its two socket buffers, a payload
-/// buffer of at most a MiB (`zns_nbd::CHUNK`) and one block of scratch:
-/// far below the 32 MiB of a buffer of a whole maximal request.
-fn assert_one_connections_buffers_are_small(server: &NbdServer) {
-    let held = server.buffered_bytes();
-    let most = (2 * IO_BUFFER + MIB + 64 * 1024) as u64;
-    assert!(held > (2 * IO_BUFFER) as u64 && held <= most, "{held} bytes buffered");
+/// The server's one connection holds an input buffer of at most a piece
+/// of payload (`zns_nbd::CHUNK`, a MiB) and a request, an output of at most
+/// 256 KiB and a piece, and one block of scratch: far below the 32 MiB of
+/// a buffer of a whole maximal request.
+fn assert_one_connections_buffers_are_small(held: u64) {
+    let most = (IO_BUFFER + 2 * MIB + 256 * 1024 + 64 * 1024) as u64;
+    assert!(held > 0 && held <= most, "{held} bytes buffered at most");
 }
 
 #[test]
@@ -251,11 +251,11 @@ fn maximal_requests_are_streamed_with_one_chunk_of_buffer() {
     let mut c = NbdClient::connect(server.local_addr(), "mem").unwrap();
     let len = MAX_PAYLOAD as usize;
     let data = pattern(len, 4096, 11);
-    c.write(4096, &data, true).unwrap();
     let mut back = vec![0u8; len];
+    c.write(4096, &data, true).unwrap();
     c.read(4096, &mut back).unwrap();
     assert!(back == data, "32 MiB read back differs");
-    assert_one_connections_buffers_are_small(&server);
+    assert_one_connections_buffers_are_small(server.peak_buffered_bytes());
     drop(c);
     wait_for("the connection's buffers to be freed", || server.buffered_bytes() == 0);
     let stats = server.stop();
@@ -278,12 +278,12 @@ fn unaligned_requests_across_chunks_read_back_as_written() {
     assert!(all == model, "the device holds other data");
     // Read back an unaligned range overlapping the write's ends.
     let (ro, rl) = (777u64, 3 * MIB + 9000);
-    assert_eq!(raw_request(&mut s, cmd::READ, ro, rl as u32, &[]), 0);
     let mut back = vec![0u8; rl];
+    assert_eq!(raw_request(&mut s, cmd::READ, ro, rl as u32, &[]), 0);
     s.read_exact(&mut back).unwrap();
     assert!(back[..] == model[ro as usize..ro as usize + rl], "the read differs");
     // Partial blocks went through one block of scratch, not a chunk's.
-    assert_one_connections_buffers_are_small(&server);
+    assert_one_connections_buffers_are_small(server.peak_buffered_bytes());
     // Zeroes without holes over chunks and partial blocks.
     let wz = wire::Request {
         flags: wire::cmd_flag::NO_HOLE,
@@ -409,4 +409,48 @@ fn qemu_io_streams_maximal_requests() {
     assert_eq!(out.matches("read ").count(), 4, "{out}");
     let stats = server.stop();
     assert_eq!((stats.errors, stats.protocol_errors, stats.timeouts), (0, 0, 0), "{stats:?}");
+}
+
+#[test]
+fn one_worker_serves_a_good_client_beside_stalled_and_greedy_ones() {
+    let dev = Arc::new(MemoryBlockDevice::new(4096, BLOCKS));
+    let export = Export::new("mem", Arc::clone(&dev) as Arc<dyn BlockDevice>);
+    // One worker, and a stall timeout longer than the test: nobody here
+    // is closed for stalling, and none of them may hold the worker.
+    let config =
+        ServerConfig { workers: 1, stall_timeout: Duration::from_secs(60), ..Default::default() };
+    let server = NbdServer::bind("127.0.0.1:0", vec![export], config).unwrap();
+    let addr = server.local_addr();
+    let mut held = Vec::new();
+    // Silent after connecting, half an option, half a request header,
+    // a write with half its payload.
+    held.push(TcpStream::connect(addr).unwrap());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&[0, 0, 0, 3, 0x49, 0x48]).unwrap();
+    held.push(s);
+    let mut s = raw_session(addr);
+    s.write_all(&header(cmd::READ, 0, 4096)[..11]).unwrap();
+    held.push(s);
+    let mut s = raw_session(addr);
+    s.write_all(&header(cmd::WRITE, 0, 2 << 20)).unwrap();
+    s.write_all(&pattern(MIB + 4096, 0, 3)).unwrap();
+    held.push(s);
+    // A client asking for 64 MiB of reads and taking none of it.
+    let mut greedy = raw_session(addr);
+    let _ = socket2::SockRef::from(&greedy).set_recv_buffer_size(4096);
+    for _ in 0..2 {
+        greedy.write_all(&header(cmd::READ, 0, MAX_PAYLOAD)).unwrap();
+    }
+    held.push(greedy);
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut good = NbdClient::connect(addr, "mem").unwrap();
+        check_io(&mut good, 21);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("a good client's I/O within 10 s");
+    drop(held);
+    let stats = server.stop();
+    assert_eq!(stats.timeouts, 0, "{stats:?}");
 }

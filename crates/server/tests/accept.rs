@@ -9,7 +9,23 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use zns_server::{EventServer, Resume, ServerConfig, Session, Wait};
+
 const CHILD: &str = "ZNS_SERVER_ACCEPT_CHILD";
+
+/// Says "hi" and closes.
+struct Hi(TcpStream);
+
+impl Session for Hi {
+    fn resume(&mut self, _ctx: &Resume<'_>) -> Wait {
+        let _ = std::io::Write::write_all(&mut self.0, b"hi");
+        Wait::Close
+    }
+
+    fn socket(&self) -> &TcpStream {
+        &self.0
+    }
+}
 
 #[test]
 fn accept_errors_back_off_and_the_waiting_connection_is_served_later() {
@@ -36,6 +52,11 @@ fn out_of_descriptors() {
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    let config = ServerConfig { workers: 1, ..ServerConfig::default() };
+    let server = EventServer::serve(listener, "test", config, |s, _| {
+        Some(Box::new(Hi(s)) as Box<dyn Session>)
+    })
+    .unwrap();
     // The client's socket exists before the descriptors run out; its
     // connect needs none.
     let client = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
@@ -44,10 +65,6 @@ fn out_of_descriptors() {
         hog.push(f);
     }
     // Every accept fails from the first: no descriptor for the connection.
-    let server = zns_server::TcpServer::serve(listener, "test", 4, |mut s, _| {
-        let _ = std::io::Write::write_all(&mut s, b"hi");
-    })
-    .unwrap();
     client.connect(&addr.into()).unwrap();
     let mut client: TcpStream = client.into();
     std::thread::sleep(Duration::from_millis(1500));
