@@ -305,6 +305,9 @@ fn identify_namespace(ns: &Namespace) -> IdentifyNamespace {
         mc: if p.metadata_size > 0 { 1 << 1 } else { 0 },
         // Deallocated blocks read as zeros.
         dlfeat: 0x01,
+        // NSATTR bit 0: a namespace whose image could not be trusted is
+        // read-only, and hosts are told so.
+        nsattr: u8::from(ns.write_protected),
         mssrl: p.copy_max_range_blocks,
         mcl: p.copy_max_blocks,
         msrc: (p.copy_max_ranges - 1) as u8,

@@ -69,6 +69,18 @@ fn read(h: &mut Harness, lba: u64) -> (Status, Vec<u8>, Vec<u8>) {
     (s, data, meta)
 }
 
+/// NSATTR of Identify Namespace for namespace 1 (bit 0: write protected).
+fn nsattr(h: &mut Harness) -> u8 {
+    let buf = h.buffer(4096);
+    let mut id = SubmissionEntry::new(0x06, 1);
+    id.prp1 = buf.addr();
+    id.cdw10 = 0; // CNS 00h: Identify Namespace
+    assert!(h.admin(id).status().is_success());
+    let mut b = vec![0u8; 4096];
+    h.memory.read(buf.addr(), &mut b).unwrap();
+    b[99]
+}
+
 fn flush(h: &mut Harness) {
     assert!(h.io(SubmissionEntry::new(0x00, 0xFFFF_FFFF)).status().is_success());
 }
@@ -174,6 +186,7 @@ fn a_damaged_newest_slot_opens_read_only_with_every_block_and_writes_nothing() {
     z.cdw13 = 0x02; // Finish
     assert!(h.io(z).status().is(StatusCode::NamespaceWriteProtected));
     assert!(h.ctrl.namespaces()[0].write_protected());
+    assert_eq!(nsattr(&mut h) & 1, 1, "Identify says the namespace is write protected");
     flush(&mut h);
     drop(h);
     assert_eq!(bytes(&path, l.zone_state_offset, 2 * l.slot_bytes as usize), slots);
@@ -194,6 +207,7 @@ fn a_damaged_newest_slot_opens_read_only_with_every_block_and_writes_nothing() {
     assert_eq!(r.namespaces[0].readable_blocks, 28);
     let mut h = open(&path);
     assert!(!h.ctrl.namespaces()[0].write_protected());
+    assert_eq!(nsattr(&mut h) & 1, 0);
     assert!(write(&mut h, 16, 2, None).is_success());
     for lba in (0..16).chain(2048..2052) {
         assert_eq!(read(&mut h, lba).1, pattern(lba, 1), "LBA {lba}");
