@@ -207,6 +207,11 @@ impl NvmfTarget {
         self.shared.registry.len()
     }
 
+    /// Connections (queues) open now, counted against `max_connections`.
+    pub fn open_connections(&self) -> usize {
+        self.server.open_connections()
+    }
+
     /// The totals so far.
     pub fn stats(&self) -> TargetStats {
         self.shared.stats(self.server.totals())

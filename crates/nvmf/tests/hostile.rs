@@ -173,7 +173,7 @@ fn stalled_hosts_at_the_connection_limit_lock_nobody_out_for_long() {
         .collect();
     // Within a few stall timeouts the slots are free again.
     let deadline = Instant::now() + STALL * 3 + Duration::from_secs(5);
-    while t.stats().timeouts < 8 {
+    while t.stats().timeouts < 8 || t.open_connections() > 0 {
         assert!(Instant::now() < deadline, "{:?}", t.stats());
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -333,6 +333,13 @@ fn floods_of_connections_and_disconnects_with_io_in_flight_leave_others_served()
             let _ = s.write_all(&[0xEE; 200]);
         }
     }
+    // Every one is served or, past the limit, refused at accept, and the
+    // dropped ones are closed: their slots are free again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while t.stats().connections + t.stats().refused < 300 || t.open_connections() > 0 {
+        assert!(Instant::now() < deadline, "{:?}, {} open", t.stats(), t.open_connections());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // A queue that sends 32 reads and goes away without reading a reply.
     let (_a, cntlid) = admin(addr, Digests::default());
     let mut q = io_queue(addr, cntlid, 1, Digests::default());
@@ -344,7 +351,6 @@ fn floods_of_connections_and_disconnects_with_io_in_flight_leave_others_served()
     }
     drop(q);
     let deadline = Instant::now() + Duration::from_secs(10);
-    // Every connection is served or, past the limit, refused at accept.
     while t.stats().connections + t.stats().refused < 302 {
         assert!(Instant::now() < deadline, "{:?}", t.stats());
         std::thread::sleep(Duration::from_millis(10));
