@@ -43,11 +43,12 @@
 //! | module | concern |
 //! |---|---|
 //! | [`wire`] | magics, codes, flags and fixed-size messages |
-//! | `input` | reading messages whole within the stall timeout |
 //! | `negotiate` | the handshake and the options |
-//! | `transmit` | the request loop of one connection |
-//! | [`tls`] | TLS settings, the handshake, the encrypted stream |
-//! | [`server`] | listening, connection threads, shutdown, counters |
+//! | `transmit` | the requests, payloads in pieces of at most a chunk |
+//! | `session` | a connection as a session of the event-driven server: each message acted on once buffered whole, deadlines, bounded output |
+//! | `transport` | the socket or TLS over it, without waiting |
+//! | [`tls`] | TLS settings |
+//! | [`server`] | listening, the worker pool, shutdown, counters |
 //! | [`client`] | a small client for tests and benchmarks |
 
 #![warn(missing_docs)]
