@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zns_server::{Resume, Session, Wait};
+use zns_server::{conclude, Resume, Session, Wait};
 
 use crate::error::{NbdError, Result};
 use crate::negotiate::{self, Negotiation, Outcome, CLIENT_FLAGS_LEN, NEGOTIATION_STALLS};
@@ -474,17 +474,7 @@ impl Connection {
 impl Session for Connection {
     fn resume(&mut self, ctx: &Resume<'_>) -> Wait {
         let r = if ctx.stopping() { Ok(Wait::Close) } else { self.step() };
-        let wait = match r {
-            Ok(Wait::Close) => {
-                self.finish(Ok(()), ctx.peer, ctx.stopping());
-                Wait::Close
-            }
-            Ok(w) => w,
-            Err(e) => {
-                self.finish(Err(e), ctx.peer, ctx.stopping());
-                Wait::Close
-            }
-        };
+        let wait = conclude(r, |end| self.finish(end, ctx.peer, ctx.stopping()));
         self.account();
         wait
     }

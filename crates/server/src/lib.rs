@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 
 pub mod event;
 
-pub use event::{Closer, EventServer, Resume, ServerConfig, Session, Wait};
+pub use event::{conclude, Closer, EventServer, Resume, ServerConfig, Session, Wait};
 
 /// Connections accepted and refused so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -190,6 +190,19 @@ fn quote(s: &str) -> String {
 /// applets: call such programs by path), the mounts, and the shell
 /// helpers: `say`, `run LABEL CMD...` (a failed command fails the run),
 /// `expect LABEL TEXT CMD...` (so does output without TEXT).
+/// The parts a `--parts LIST` names (comma separated), each one of
+/// `known`.
+pub fn parse_parts(list: &str, known: &[&str]) -> Result<Vec<String>, crate::Error> {
+    let parts: Vec<String> = list.split(',').map(str::trim).map(str::to_string).collect();
+    if let Some(bad) = parts.iter().find(|p| !known.contains(&p.as_str())) {
+        return Err(crate::Error::new(format!(
+            "--parts: unknown part {bad:?} (known: {})",
+            known.join(", ")
+        )));
+    }
+    Ok(parts)
+}
+
 pub fn shell_start(purpose: &str) -> String {
     format!(
         r#"#!/bin/sh

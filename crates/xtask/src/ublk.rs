@@ -133,14 +133,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> 
                 o.timeout = Duration::from_secs(s.max(1));
             }
             "--parts" => {
-                let v = value("--parts")?;
-                parts = v.split(',').map(str::trim).map(str::to_string).collect();
-                if let Some(bad) = parts.iter().find(|p| !PARTS.contains(&p.as_str())) {
-                    return Err(Error::new(format!(
-                        "--parts: unknown part {bad:?} (known: {})",
-                        PARTS.join(", ")
-                    )));
-                }
+                parts = crate::guest::parse_parts(&value("--parts")?, PARTS)?;
             }
             "--cycles" => {
                 let v = value("--cycles")?;

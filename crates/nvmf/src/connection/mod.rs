@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zns_driver::tcp::{PduReader, SocketInput};
-use zns_server::{Closer, Resume, Session, Wait};
+use zns_server::{conclude, Closer, Resume, Session, Wait};
 use zns_spec::tcp::Digests;
 use zns_spec::SubmissionEntry;
 
@@ -465,17 +465,8 @@ impl Connection {
 
 impl Session for Connection {
     fn resume(&mut self, ctx: &Resume<'_>) -> Wait {
-        match self.step(ctx) {
-            Ok(Wait::Close) => {
-                self.finish(Ok(()), ctx.peer, ctx.stopping());
-                Wait::Close
-            }
-            Ok(w) => w,
-            Err(e) => {
-                self.finish(Err(e), ctx.peer, ctx.stopping());
-                Wait::Close
-            }
-        }
+        let r = self.step(ctx);
+        conclude(r, |end| self.finish(end, ctx.peer, ctx.stopping()))
     }
 
     fn socket(&self) -> &TcpStream {

@@ -53,7 +53,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use self::core::{Core, Msg, PollLoop};
-pub use self::session::{Closer, Resume, Session, Wait};
+pub use self::session::{conclude, Closer, Resume, Session, Wait};
 use crate::{wake_addr, AcceptBackoff, Totals};
 
 /// Settings of an [`EventServer`].

@@ -52,6 +52,24 @@ pub trait Session: Send + 'static {
     fn parking(&mut self) {}
 }
 
+/// The wait a step of a session ends in: `Close` and errors end the
+/// session, and `end` is called once with how (`Ok` for a close); any
+/// other wait is returned as it is. For sessions whose step returns a
+/// `Result`.
+pub fn conclude<E>(step: Result<Wait, E>, end: impl FnOnce(Result<(), E>)) -> Wait {
+    match step {
+        Ok(Wait::Close) => {
+            end(Ok(()));
+            Wait::Close
+        }
+        Ok(w) => w,
+        Err(e) => {
+            end(Err(e));
+            Wait::Close
+        }
+    }
+}
+
 /// What a session knows while it runs.
 ///
 /// Thread safety: borrowed by the one worker running the session.
