@@ -12,7 +12,7 @@
 //! Buffers are made on first need, at most [`DEPTH`] per namespace, and
 //! reused: steady-state I/O allocates nothing.
 
-use zns_device::{Completion, OpKind, ZoneOp};
+use zns_device::{Completion, IoBuffer, OpKind, ZoneOp};
 use zns_spec::command::{ReadWrite, ZoneAppend};
 use zns_spec::{IoOpcode, SubmissionEntry};
 
@@ -56,12 +56,22 @@ impl Inflight {
     }
 }
 
-/// A command in flight completed: its CID, how it ended, and the data for
-/// the host (reads).
-pub(crate) struct Finished<'a> {
+/// A command in flight completed: its CID, how it ended, and its buffer
+/// (for a read, the data for the host are its first `done.data` bytes).
+pub(crate) struct Finished {
     pub cid: u16,
     pub done: IoDone,
-    pub data: &'a [u8],
+    /// The lane it ran on: where its buffer goes back ([`give_back`]).
+    pub lane: usize,
+    pub buffer: Option<IoBuffer>,
+}
+
+/// Returns a buffer of a command in flight to its lane once its data has
+/// gone, for the next command.
+pub(crate) fn give_back(ctx: &mut IoContext, lane: usize, buffer: IoBuffer) {
+    if let Some(Some(l)) = ctx.lanes.get_mut(lane) {
+        l.spare.push(buffer);
+    }
 }
 
 /// Submits `sqe` to its namespace's queue if it qualifies (see the module
@@ -160,11 +170,12 @@ pub(crate) fn ring(ctx: &mut IoContext) {
 }
 
 /// Delivers every completed command in flight to `f` (counted in the
-/// controller's statistics first); returns how many. Never blocks.
+/// controller's statistics first), which keeps its buffer or hands it
+/// back for the next command; returns how many. Never blocks.
 pub(crate) fn complete(
     ctx: &mut IoContext,
     ctrl: &Controller,
-    f: &mut dyn FnMut(Finished<'_>),
+    f: &mut dyn FnMut(Finished) -> Option<IoBuffer>,
 ) -> usize {
     if ctx.inflight.len() == 0 {
         return 0;
@@ -172,10 +183,8 @@ pub(crate) fn complete(
     ring(ctx);
     let mut n = 0;
     let IoContext { lanes, inflight, .. } = ctx;
-    for lane in lanes.iter_mut().flatten() {
-        if lane.queue.outstanding() == 0 {
-            continue;
-        }
+    for (index, lane) in lanes.iter_mut().enumerate() {
+        let Some(lane) = lane.as_mut().filter(|l| l.queue.outstanding() > 0) else { continue };
         let spare = &mut lane.spare;
         lane.queue.poll(usize::MAX, &mut |c: Completion| {
             let tag = c.tag as usize;
@@ -198,14 +207,8 @@ pub(crate) fn complete(
                 &done,
                 if slot.opcode == IoOpcode::Read { 0 } else { slot.len },
             );
-            let data = match (&c.buffer, done.data) {
-                (Some(b), d) if d > 0 => &b.as_slice()[..d],
-                _ => &[][..],
-            };
-            f(Finished { cid: slot.cid, done, data });
-            if let Some(b) = c.buffer {
-                spare.push(b);
-            }
+            let kept = f(Finished { cid: slot.cid, done, lane: index, buffer: c.buffer });
+            spare.extend(kept);
             n += 1;
         });
     }

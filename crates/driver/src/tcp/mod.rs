@@ -15,7 +15,7 @@ mod pdu;
 pub use auth::HostAuth;
 pub use host::{Event, TcpQueuePair, DEFAULT_MAX_DATA, IN_CAPSULE_LIMIT};
 pub use input::{precise_timers, SocketInput};
-pub use pdu::{write_pdu, PduReader, Received, MAX_HLEN};
+pub use pdu::{write_pdu, write_pdu_header, PduReader, Received, MAX_HLEN};
 
 use zns_spec::tcp::PduError;
 use zns_spec::Status;

@@ -160,7 +160,29 @@ pub fn write_pdu<W: Write>(
     specific: &[u8],
     data: &[u8],
 ) -> Result<()> {
-    let ch = CommonHeader::new(pdu_type, digests, data.len(), extra_flags);
+    let data_digest = write_pdu_header(w, digests, pdu_type, extra_flags, specific, data.len())?;
+    if !data.is_empty() {
+        w.write_all(data)?;
+        if data_digest {
+            w.write_all(&tcp::digest(data).to_le_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the header of a PDU that carries `data_len` bytes of data (its
+/// header digest too): the data, and after it its digest when this
+/// returns `true`, are the caller's to write. For a sender that hands
+/// the data to the socket from where it lies instead of copying it.
+pub fn write_pdu_header<W: Write>(
+    w: &mut W,
+    digests: Digests,
+    pdu_type: PduType,
+    extra_flags: u8,
+    specific: &[u8],
+    data_len: usize,
+) -> Result<bool> {
+    let ch = CommonHeader::new(pdu_type, digests, data_len, extra_flags);
     let mut header = [0u8; MAX_HLEN];
     let hlen = ch.hlen as usize;
     header[..8].copy_from_slice(&ch.to_bytes());
@@ -169,13 +191,7 @@ pub fn write_pdu<W: Write>(
     if ch.flags & tcp::FLAG_HDGST != 0 {
         w.write_all(&tcp::digest(&header[..hlen]).to_le_bytes())?;
     }
-    if !data.is_empty() {
-        w.write_all(data)?;
-        if ch.flags & tcp::FLAG_DDGST != 0 {
-            w.write_all(&tcp::digest(data).to_le_bytes())?;
-        }
-    }
-    Ok(())
+    Ok(data_len > 0 && ch.flags & tcp::FLAG_DDGST != 0)
 }
 
 #[cfg(test)]

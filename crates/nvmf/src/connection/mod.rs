@@ -167,6 +167,8 @@ pub(crate) struct Connection {
     active: Instant,
     /// Its buffers may hold memory (not freed since it last had work).
     holding: bool,
+    /// It had work since `active` was last set.
+    worked: bool,
 }
 
 thread_local! {
@@ -201,6 +203,7 @@ impl Connection {
             finished: false,
             active: Instant::now(),
             holding: true,
+            worked: false,
         })
     }
 
@@ -230,8 +233,7 @@ impl Connection {
                 }
             }
             if let Some(got) = self.buffered_pdu()? {
-                self.active = Instant::now();
-                self.holding = true;
+                self.worked = true;
                 self.on_pdu(got)?;
                 continue;
             }
@@ -269,7 +271,11 @@ impl Connection {
     /// Nothing to do until the host sends: how long to wait (a connection
     /// quiet for [`IDLE_RELEASE`] frees its buffers first).
     fn idle(&mut self) -> Wait {
-        if self.holding && self.active.elapsed() >= IDLE_RELEASE {
+        if std::mem::take(&mut self.worked) {
+            // The clock is read once per batch of PDUs, not per PDU.
+            self.active = Instant::now();
+            self.holding = true;
+        } else if self.holding && self.active.elapsed() >= IDLE_RELEASE {
             self.release_buffers();
         }
         Wait::Input { until: self.wake_deadline() }

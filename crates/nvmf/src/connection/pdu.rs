@@ -2,10 +2,11 @@
 //! R2T transfers, and the output buffer the socket drains without
 //! blocking.
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::time::Instant;
 
-use zns_driver::tcp::{write_pdu, Received, TcpError};
+use zns_device::IoBuffer;
+use zns_driver::tcp::{write_pdu, write_pdu_header, Received, TcpError};
 use zns_spec::tcp::{
     self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, TermReq, FLAG_DATA_LAST,
 };
@@ -26,23 +27,51 @@ pub(super) const ADMIN_IN_CAPSULE: usize = 8192;
 /// not read is bounded.
 const OUTPUT_HIGH: usize = 256 * 1024;
 
-/// Bytes for the host that the socket has not taken yet.
+/// Bytes for the host that the socket has not taken yet: a byte buffer
+/// (headers, responses, data copied in) and, between its bytes, the data
+/// of reads in flight left in their device buffers, which the socket takes
+/// from there (one `writev` for a batch, no copy of the data of its own).
 #[derive(Debug, Default)]
 pub(super) struct Output {
     buf: Vec<u8>,
+    /// Device buffers whose data goes out between `buf`'s bytes, in order.
+    held: Vec<Held>,
+    /// Bytes of `held` data.
+    held_bytes: usize,
+    /// Bytes the socket has taken, of `buf` and `held` data in stream order.
     sent: usize,
     /// When a send last found no room.
     blocked: Option<Instant>,
 }
 
+/// A read's data, sent from the buffer the device put it in.
+#[derive(Debug)]
+pub(super) struct Held {
+    /// Where in `Output::buf` the data goes (before the byte there).
+    at: usize,
+    /// Bytes of `buffer` to send.
+    len: usize,
+    /// The lane (namespace index) the buffer goes back to once sent.
+    lane: usize,
+    buffer: IoBuffer,
+}
+
+/// Slices one `writev` hands the socket at most.
+const MAX_SLICES: usize = 2 * inflight::DEPTH + 8;
+
 impl Output {
+    /// Bytes not yet taken by the socket.
+    fn waiting(&self) -> usize {
+        self.buf.len() + self.held_bytes - self.sent
+    }
+
     pub(super) fn is_empty(&self) -> bool {
-        self.sent == self.buf.len()
+        self.waiting() == 0
     }
 
     /// Enough waits that no more commands run until the host takes it.
     pub(super) fn full(&self) -> bool {
-        self.buf.len() - self.sent > OUTPUT_HIGH
+        self.waiting() > OUTPUT_HIGH
     }
 
     /// When the host stopped taking responses, if it has.
@@ -56,6 +85,106 @@ impl Output {
             super::shrink(&mut self.buf);
             self.sent = 0;
         }
+    }
+
+    /// Sends `len` bytes of `buffer` next, from where they are.
+    fn hold(&mut self, lane: usize, buffer: IoBuffer, len: usize) {
+        self.held_bytes += len;
+        self.held.push(Held { at: self.buf.len(), len, lane, buffer });
+    }
+
+    /// Puts the stream's unsent bytes, in order, in `iov` (as many as it
+    /// holds); returns how many slices it filled.
+    fn slices<'a>(&'a self, iov: &mut [IoSlice<'a>; MAX_SLICES]) -> usize {
+        let (mut pos, mut from, mut n) = (0usize, 0usize, 0usize);
+        let segments = self.held.iter().flat_map(|h| {
+            let before = &self.buf[from..h.at];
+            from = h.at;
+            [before, &h.buffer.as_slice()[..h.len]]
+        });
+        for bytes in segments.chain(std::iter::once(&self.buf[self.held_tail()..])) {
+            let start = self.sent.saturating_sub(pos).min(bytes.len());
+            pos += bytes.len();
+            if start < bytes.len() {
+                iov[n] = IoSlice::new(&bytes[start..]);
+                n += 1;
+                if n == MAX_SLICES {
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Where the bytes of `buf` after the last held data begin.
+    fn held_tail(&self) -> usize {
+        self.held.last().map_or(0, |h| h.at)
+    }
+
+    /// Sends what the socket takes now; device buffers fully sent go to
+    /// `give_back`. The rest waits for room.
+    fn send(
+        &mut self,
+        w: &mut impl Write,
+        give_back: &mut dyn FnMut(usize, IoBuffer),
+    ) -> std::io::Result<()> {
+        while !self.is_empty() {
+            let r = if self.held.is_empty() {
+                w.write(&self.buf[self.sent..])
+            } else {
+                let mut iov = [IoSlice::new(&[]); MAX_SLICES];
+                let n = self.slices(&mut iov);
+                w.write_vectored(&iov[..n])
+            };
+            match r {
+                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => {
+                    self.sent += n;
+                    self.blocked = None;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.blocked.get_or_insert_with(Instant::now);
+                    self.return_sent(give_back);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for h in self.held.drain(..) {
+            give_back(h.lane, h.buffer);
+        }
+        self.buf.clear();
+        (self.sent, self.held_bytes, self.blocked) = (0, 0, None);
+        Ok(())
+    }
+
+    /// Gives back the device buffers at the front whose data has gone
+    /// (commands in flight need them while the host is slow to read),
+    /// with the bytes of `buf` sent before them.
+    fn return_sent(&mut self, give_back: &mut dyn FnMut(usize, IoBuffer)) {
+        let (mut done, mut gone_held) = (0, 0);
+        for h in &self.held {
+            // The stream position where this data ends.
+            if h.at + gone_held + h.len > self.sent {
+                break;
+            }
+            gone_held += h.len;
+            done += 1;
+        }
+        if done == 0 {
+            return;
+        }
+        let gone_buf = self.held[done - 1].at;
+        for h in self.held.drain(..done) {
+            give_back(h.lane, h.buffer);
+        }
+        self.buf.drain(..gone_buf);
+        for h in &mut self.held {
+            h.at -= gone_buf;
+        }
+        self.sent -= gone_buf + gone_held;
+        self.held_bytes -= gone_held;
     }
 }
 
@@ -212,22 +341,40 @@ impl Connection {
     }
 
     /// Sends the data and responses of the commands in flight that have
-    /// completed; returns how many. Never blocks on the device.
+    /// completed; returns how many. Never blocks on the device. A read's
+    /// data stays in its device buffer until the socket has taken it.
     pub(super) fn finish_inflight(&mut self) -> Result<usize> {
         let Some(q) = self.queue.as_mut() else { return Ok(0) };
-        let (w, digests, qid, sqhd) = (&mut self.out.buf, self.digests, q.qid, q.sqhd);
+        let (out, digests, qid, sqhd) = (&mut self.out, self.digests, q.qid, q.sqhd);
         let mut failed = None;
-        let n = inflight::complete(&mut q.io, &q.ctrl, &mut |f: Finished<'_>| {
+        let n = inflight::complete(&mut q.io, &q.ctrl, &mut |f: Finished| {
             if failed.is_some() {
-                return;
+                return f.buffer;
             }
-            tracing::trace!(cid = f.cid, status = ?f.done.status, data = f.data.len(), "command in flight done");
-            let sent = write_data(w, digests, f.cid, f.data).and_then(|()| {
-                write_response(w, digests, qid, sqhd, f.cid, f.done.status, f.done.result)
+            tracing::trace!(cid = f.cid, status = ?f.done.status, data = f.done.data, "command in flight done");
+            let (len, mut kept) = (f.done.data, f.buffer);
+            let sent = match kept.take() {
+                Some(b) if len > 0 => hold_data(out, digests, f.cid, f.lane, b, len),
+                b => {
+                    kept = b;
+                    Ok(())
+                }
+            }
+            .and_then(|()| {
+                write_response(
+                    &mut out.buf,
+                    digests,
+                    qid,
+                    sqhd,
+                    f.cid,
+                    f.done.status,
+                    f.done.result,
+                )
             });
             if let Err(e) = sent {
                 failed = Some(e);
             }
+            kept
         });
         match failed {
             Some(e) => Err(e),
@@ -253,25 +400,13 @@ impl Connection {
 
     /// Sends what the socket takes now; the rest waits for room.
     pub(super) fn flush(&mut self) -> Result<()> {
-        let o = &mut self.out;
-        while o.sent < o.buf.len() {
-            match self.r.get_ref().write(&o.buf[o.sent..]) {
-                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into()),
-                Ok(n) => {
-                    o.sent += n;
-                    o.blocked = None;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    o.blocked.get_or_insert_with(Instant::now);
-                    return Ok(());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
+        let mut io = self.queue.as_mut().map(|q| &mut q.io);
+        let mut give_back = |lane: usize, b: IoBuffer| {
+            if let Some(io) = io.as_deref_mut() {
+                inflight::give_back(io, lane, b);
             }
-        }
-        o.buf.clear();
-        o.sent = 0;
-        o.blocked = None;
+        };
+        self.out.send(&mut self.r.get_ref(), &mut give_back)?;
         Ok(())
     }
 
@@ -312,6 +447,33 @@ fn write_data(w: &mut impl Write, digests: Digests, cid: u16, data: &[u8]) -> Re
     Ok(())
 }
 
+/// One C2HData PDU carrying the first `len` bytes of `buffer`, which
+/// the output keeps and sends from where they are.
+fn hold_data(
+    out: &mut Output,
+    digests: Digests,
+    cid: u16,
+    lane: usize,
+    buffer: IoBuffer,
+    len: usize,
+) -> Result<()> {
+    let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: len as u32 };
+    let ddgst = write_pdu_header(
+        &mut out.buf,
+        digests,
+        PduType::C2hData,
+        FLAG_DATA_LAST,
+        &h.to_bytes(),
+        len,
+    )?;
+    let digest = ddgst.then(|| tcp::digest(&buffer.as_slice()[..len]));
+    out.hold(lane, buffer, len);
+    if let Some(d) = digest {
+        out.buf.extend_from_slice(&d.to_le_bytes());
+    }
+    Ok(())
+}
+
 /// A response capsule.
 fn write_response(
     w: &mut impl Write,
@@ -335,4 +497,116 @@ fn entry_of(p: &Received) -> SubmissionEntry {
 
 fn field(what: &'static str, offset: u32, unsupported: bool) -> PduError {
     PduError::Field { what, offset, unsupported }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket that takes at most `room` bytes per call and then says
+    /// it would block until `room` is raised again.
+    struct Trickle {
+        got: Vec<u8>,
+        room: usize,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(b)])
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.room == 0 {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.room - n);
+                self.got.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.room {
+                    break;
+                }
+            }
+            self.room -= n;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn buffer(byte: u8, len: usize) -> IoBuffer {
+        let mut b = IoBuffer::aligned(len).unwrap();
+        b.as_mut_slice().fill(byte);
+        b
+    }
+
+    /// Bytes, held data, bytes, held data, bytes: the stream the host gets.
+    fn output() -> (Output, Vec<u8>) {
+        let mut o = Output::default();
+        o.buf.extend_from_slice(b"head-1");
+        o.hold(0, buffer(0xA1, 4096), 3000);
+        o.buf.extend_from_slice(b"resp-1head-2");
+        o.hold(1, buffer(0xB2, 512), 512);
+        o.buf.extend_from_slice(b"resp-2");
+        let mut want = b"head-1".to_vec();
+        want.extend(std::iter::repeat_n(0xA1, 3000));
+        want.extend_from_slice(b"resp-1head-2");
+        want.extend(std::iter::repeat_n(0xB2, 512));
+        want.extend_from_slice(b"resp-2");
+        (o, want)
+    }
+
+    #[test]
+    fn held_data_goes_out_in_stream_order_in_one_call() {
+        let (mut o, want) = output();
+        assert_eq!(o.waiting(), want.len());
+        let mut sock = Trickle { got: Vec::new(), room: usize::MAX, calls: 0 };
+        let mut back = Vec::new();
+        o.send(&mut sock, &mut |lane, b| back.push((lane, b.len()))).unwrap();
+        assert_eq!(sock.got, want);
+        assert_eq!(sock.calls, 1, "one writev for the whole batch");
+        assert_eq!(back, vec![(0, 4096), (1, 512)]);
+        assert!(o.is_empty() && o.held.is_empty() && o.buf.is_empty());
+    }
+
+    #[test]
+    fn a_socket_taking_a_little_at_a_time_gets_every_byte_and_buffers_come_back_once_sent() {
+        for step in [1usize, 5, 6, 7, 100, 3005, 3006, 3019, 4000] {
+            let (mut o, want) = output();
+            let mut sock = Trickle { got: Vec::new(), room: 0, calls: 0 };
+            let mut back = Vec::new();
+            while !o.is_empty() {
+                sock.room = step;
+                o.send(&mut sock, &mut |lane, _| back.push(lane)).unwrap();
+                assert!(o.blocked_since().is_some() || o.is_empty());
+                // A buffer comes back only once all of its data has gone.
+                let sent = sock.got.len();
+                assert_eq!(back.contains(&0), sent >= 6 + 3000, "step {step}, sent {sent}");
+                assert_eq!(o.waiting(), want.len() - sent, "step {step}");
+                // Bytes added while blocked go after what waits.
+                assert!(o.full() == (o.waiting() > OUTPUT_HIGH));
+            }
+            assert_eq!(sock.got, want, "step {step}");
+            assert_eq!(back, vec![0, 1], "step {step}");
+        }
+    }
+
+    #[test]
+    fn bytes_added_after_a_partial_send_follow_the_rest() {
+        let (mut o, mut want) = output();
+        let mut sock = Trickle { got: Vec::new(), room: 3010, calls: 0 };
+        o.send(&mut sock, &mut |_, _| {}).unwrap();
+        o.buf.extend_from_slice(b"late");
+        o.hold(2, buffer(0xC3, 16), 16);
+        want.extend_from_slice(b"late");
+        want.extend(std::iter::repeat_n(0xC3, 16));
+        sock.room = usize::MAX;
+        o.send(&mut sock, &mut |_, _| {}).unwrap();
+        assert_eq!(sock.got, want);
+    }
 }
