@@ -32,7 +32,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zns_ftl::analytic::{greedy_waf, two_pool_oracle};
 use zns_ftl::bench::Workload;
-use zns_ftl::{BlockDevice, Ftl, FtlConfig, StreamLayout, VictimPolicy, WriteMode};
+use zns_ftl::{Ftl, FtlConfig, StreamLayout, VictimPolicy, WriteMode};
 
 const URI: &str = "emu:small,media=null";
 

@@ -39,7 +39,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use zns_device::{ReportFilter, ZonedDevice};
-use zns_ftl::{BlockDevice, Ftl, FtlConfig, ZrwaUse};
+use zns_ftl::{Ftl, FtlConfig, ZrwaUse};
 
 struct Args {
     device: String,

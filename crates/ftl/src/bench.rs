@@ -73,7 +73,6 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use zns_device::{ReportFilter, Target, ZoneAction, ZoneState, ZonedDevice};
 
-use crate::block::BlockDevice;
 use crate::config::FtlConfig;
 use crate::error::{FtlError, Result};
 use crate::ftl::Ftl;

@@ -1,48 +1,10 @@
-//! The block device interface the FTL offers, and an in-memory reference
-//! implementation of it.
+//! The FTL as a [`BlockDevice`]: the request checks, and its errors in
+//! the classes of [`BlockError`].
 
-use parking_lot::RwLock;
+use zns_block::{BlockDevice, BlockError};
 
 use crate::error::{FtlError, Result};
-
-/// A random-access block device: any number of whole blocks read or
-/// written at any block address.
-///
-/// Reads and writes take buffers whose length is a whole number of
-/// [`BlockDevice::block_size`] blocks; a write is acknowledged when it
-/// returns, and durable (it survives a power cut) once a later
-/// [`BlockDevice::flush`] returns. A block never written, or discarded,
-/// reads as zeros.
-///
-/// Thread safety: implementations are `Send + Sync` and every method may be
-/// called from many threads at once. Concurrent writes to the same block
-/// land in an unspecified order; a read concurrent with a write of the
-/// same block returns the old or the new data, never a mix within a block.
-pub trait BlockDevice: Send + Sync {
-    /// Bytes in one block.
-    fn block_size(&self) -> u32;
-
-    /// Number of blocks.
-    fn capacity_blocks(&self) -> u64;
-
-    /// Reads `buf.len()` bytes (whole blocks) from block `lba`.
-    fn read(&self, lba: u64, buf: &mut [u8]) -> Result<()>;
-
-    /// Writes `buf` (whole blocks) at block `lba`.
-    fn write(&self, lba: u64, buf: &[u8]) -> Result<()>;
-
-    /// Makes every write acknowledged before this call durable.
-    fn flush(&self) -> Result<()>;
-
-    /// Discards (trims) `blocks` blocks from `lba`: they read as zeros and
-    /// their space can be reclaimed.
-    fn discard(&self, lba: u64, blocks: u64) -> Result<()>;
-
-    /// Capacity in bytes.
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity_blocks() * self.block_size() as u64
-    }
-}
+use crate::Ftl;
 
 /// Checks a request against a device's size and block size; returns its
 /// length in blocks.
@@ -63,66 +25,46 @@ pub(crate) fn check_range(lba: u64, blocks: u64, capacity: u64) -> Result<()> {
     Ok(())
 }
 
-/// A block device in memory: the reference the FTL is tested against.
-///
-/// Writes are durable at once; [`BlockDevice::flush`] does nothing.
-///
-/// Thread safety: `Send + Sync`; one lock over all the data, so each call
-/// is atomic with respect to the others.
-#[derive(Debug)]
-pub struct MemoryBlockDevice {
-    block_size: u32,
-    blocks: u64,
-    data: RwLock<Vec<u8>>,
-}
-
-impl MemoryBlockDevice {
-    /// A zero-filled device of `blocks` blocks of `block_size` bytes.
-    pub fn new(block_size: u32, blocks: u64) -> Self {
-        MemoryBlockDevice {
-            block_size,
-            blocks,
-            data: RwLock::new(vec![0; (blocks * block_size as u64) as usize]),
+impl From<FtlError> for BlockError {
+    fn from(e: FtlError) -> BlockError {
+        match e {
+            FtlError::OutOfRange { lba, blocks, capacity } => {
+                BlockError::OutOfRange { lba, blocks, capacity }
+            }
+            FtlError::Misaligned { len, block_size } => BlockError::Misaligned { len, block_size },
+            FtlError::NoSpace => BlockError::NoSpace,
+            e @ FtlError::DamagedData { logical, .. } => {
+                BlockError::Unreadable { lba: logical, source: Box::new(e) }
+            }
+            e @ FtlError::Device { .. } => BlockError::Device { source: Box::new(e) },
+            e => BlockError::Failed { source: Box::new(e) },
         }
     }
-
-    fn span(&self, lba: u64, len: usize) -> Result<std::ops::Range<usize>> {
-        check_request(lba, len, self.block_size, self.blocks)?;
-        let start = (lba * self.block_size as u64) as usize;
-        Ok(start..start + len)
-    }
 }
 
-impl BlockDevice for MemoryBlockDevice {
+impl BlockDevice for Ftl {
     fn block_size(&self) -> u32 {
-        self.block_size
+        Ftl::block_size(self)
     }
 
     fn capacity_blocks(&self) -> u64 {
-        self.blocks
+        Ftl::capacity_blocks(self)
     }
 
-    fn read(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
-        let r = self.span(lba, buf.len())?;
-        buf.copy_from_slice(&self.data.read()[r]);
-        Ok(())
+    fn read(&self, lba: u64, buf: &mut [u8]) -> zns_block::Result<()> {
+        Ok(Ftl::read(self, lba, buf)?)
     }
 
-    fn write(&self, lba: u64, buf: &[u8]) -> Result<()> {
-        let r = self.span(lba, buf.len())?;
-        self.data.write()[r].copy_from_slice(buf);
-        Ok(())
+    fn write(&self, lba: u64, buf: &[u8]) -> zns_block::Result<()> {
+        Ok(Ftl::write(self, lba, buf)?)
     }
 
-    fn flush(&self) -> Result<()> {
-        Ok(())
+    fn flush(&self) -> zns_block::Result<()> {
+        Ok(Ftl::flush(self)?)
     }
 
-    fn discard(&self, lba: u64, blocks: u64) -> Result<()> {
-        check_range(lba, blocks, self.blocks)?;
-        let bs = self.block_size as u64;
-        self.data.write()[(lba * bs) as usize..((lba + blocks) * bs) as usize].fill(0);
-        Ok(())
+    fn discard(&self, lba: u64, blocks: u64) -> zns_block::Result<()> {
+        Ok(Ftl::discard(self, lba, blocks)?)
     }
 }
 
@@ -131,20 +73,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn memory_device_round_trips_and_checks_requests() {
-        let d = MemoryBlockDevice::new(512, 8);
-        assert_eq!(d.capacity_bytes(), 4096);
-        d.write(2, &[7u8; 1024]).unwrap();
-        let mut b = [0u8; 2048];
-        d.read(1, &mut b).unwrap();
-        assert!(b[..512].iter().all(|&x| x == 0));
-        assert!(b[512..1536].iter().all(|&x| x == 7));
-        d.discard(3, 1).unwrap();
-        d.read(3, &mut b[..512]).unwrap();
-        assert!(b[..512].iter().all(|&x| x == 0));
-        assert!(matches!(d.write(7, &[0u8; 1024]), Err(FtlError::OutOfRange { .. })));
-        assert!(matches!(d.read(0, &mut [0u8; 100]), Err(FtlError::Misaligned { .. })));
-        assert!(matches!(d.discard(u64::MAX, 2), Err(FtlError::OutOfRange { .. })));
-        d.flush().unwrap();
+    fn ftl_errors_keep_their_class_and_their_source() {
+        let e: BlockError = FtlError::OutOfRange { lba: 1, blocks: 2, capacity: 2 }.into();
+        assert!(matches!(e, BlockError::OutOfRange { lba: 1, blocks: 2, capacity: 2 }));
+        let e: BlockError = FtlError::Misaligned { len: 3, block_size: 512 }.into();
+        assert!(matches!(e, BlockError::Misaligned { len: 3, block_size: 512 }));
+        assert!(matches!(BlockError::from(FtlError::NoSpace), BlockError::NoSpace));
+        let damaged = FtlError::DamagedData { logical: 7, zone: 2, offset: 3, why: "fails" };
+        let e = BlockError::from(damaged);
+        assert!(matches!(e, BlockError::Unreadable { lba: 7, .. }), "{e}");
+        assert!(matches!(e.source_as::<FtlError>(), Some(FtlError::DamagedData { .. })));
+        let e = BlockError::from(FtlError::NotFormatted);
+        assert!(matches!(e, BlockError::Failed { .. }), "{e}");
+        assert_eq!(e.to_string(), FtlError::NotFormatted.to_string());
     }
 }

@@ -691,7 +691,7 @@ mod tests {
 
     use super::*;
     use crate::tag::{encode, Tag, Tagging};
-    use crate::{BlockDevice, FtlConfig};
+    use crate::FtlConfig;
 
     fn setup() -> (Arc<dyn ZonedDevice>, Ftl) {
         let dev = zns_device::open("emu:tiny").unwrap();

@@ -10,7 +10,7 @@ use zns_device::{
     IoBuffer, ReportFilter, Target, ZoneAction, ZoneOp, ZoneQueue, ZoneState, ZonedDevice,
 };
 
-use crate::block::{check_range, check_request, BlockDevice};
+use crate::block::{check_range, check_request};
 use crate::config::{FtlConfig, Role, StreamPlan, WriteMode};
 use crate::error::{FtlError, Result};
 use crate::journal::{records_per_page, Journal, Superblock};
@@ -1116,28 +1116,42 @@ impl Drop for Ftl {
     }
 }
 
-impl BlockDevice for Ftl {
-    fn block_size(&self) -> u32 {
+/// The block device the FTL offers (also as [`BlockDevice`], whose calls
+/// these are with the FTL's own errors).
+impl Ftl {
+    /// Bytes in one block.
+    pub fn block_size(&self) -> u32 {
         self.shared.layout.block_size
     }
 
-    fn capacity_blocks(&self) -> u64 {
+    /// Number of logical blocks.
+    pub fn capacity_blocks(&self) -> u64 {
         self.shared.layout.logical
     }
 
-    fn read(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
+    /// Capacity in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_blocks() * self.block_size() as u64
+    }
+
+    /// Reads `buf.len()` bytes (whole blocks) from block `lba`.
+    pub fn read(&self, lba: u64, buf: &mut [u8]) -> Result<()> {
         self.shared.do_read(lba, buf)
     }
 
-    fn write(&self, lba: u64, buf: &[u8]) -> Result<()> {
+    /// Writes `buf` (whole blocks) at block `lba`; durable once a later
+    /// [`Ftl::flush`] returns.
+    pub fn write(&self, lba: u64, buf: &[u8]) -> Result<()> {
         self.shared.do_write(lba, buf)
     }
 
-    fn flush(&self) -> Result<()> {
+    /// Makes every write acknowledged before this call durable.
+    pub fn flush(&self) -> Result<()> {
         self.shared.do_flush()
     }
 
-    fn discard(&self, lba: u64, blocks: u64) -> Result<()> {
+    /// Discards `blocks` blocks from `lba`: they read as zeros.
+    pub fn discard(&self, lba: u64, blocks: u64) -> Result<()> {
         self.shared.do_discard(lba, blocks)
     }
 }

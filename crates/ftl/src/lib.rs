@@ -18,7 +18,7 @@
 //!
 //! | module | concern |
 //! |---|---|
-//! | [`block`] | the [`BlockDevice`] trait and [`MemoryBlockDevice`], the reference model |
+//! | `block` | the FTL as a [`BlockDevice`] (the trait is `zns-block`'s, re-exported with [`MemoryBlockDevice`] and [`BlockError`]) |
 //! | [`analytic`] | greedy's analytic write amplification and the two-pool oracle |
 //! | [`Ftl`] | reads, writes, discards, flushes; format and recovery |
 //! | `check` | [`Ftl::check`]: the FTL's invariants against themselves and the device |
@@ -36,7 +36,7 @@
 
 pub mod analytic;
 pub mod bench;
-pub mod block;
+mod block;
 mod check;
 mod config;
 mod error;
@@ -53,11 +53,11 @@ mod tag;
 pub mod testkit;
 mod zones;
 
-pub use block::{BlockDevice, MemoryBlockDevice};
 pub use check::{CheckProblem, CheckReport, MAX_PROBLEMS};
 pub use config::{FtlConfig, StreamLayout, VictimPolicy, WriteMode, ZrwaUse};
 pub use error::{FtlError, Result};
 pub use ftl::Ftl;
 pub use recovery::{Damage, RepairReport};
 pub use stats::{FtlStats, PoolCounts};
+pub use zns_block::{BlockDevice, BlockError, MemoryBlockDevice};
 pub use zns_ftl_core::UnknownPolicy;

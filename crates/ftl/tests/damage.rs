@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use zns_device::{ReportFilter, ZoneState, ZonedDevice};
-use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError, MemoryBlockDevice};
+use zns_ftl::{Ftl, FtlConfig, FtlError, MemoryBlockDevice};
 
 /// Flips one byte of the block at `lba` on the emulated media.
 fn flip(dev: &Arc<dyn ZonedDevice>, lba: u64, byte: usize) {

@@ -33,7 +33,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zns_emulator::image::DeviceImage;
 use zns_emulator::profile::Profile;
-use zns_ftl::{BlockDevice, Ftl, FtlConfig};
+use zns_ftl::{Ftl, FtlConfig};
 
 const IMAGE_ENV: &str = "ZNSKIT_KILL9_IMAGE";
 const FIRST_ROUND_ENV: &str = "ZNSKIT_KILL9_FIRST_ROUND";

@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 use zns_device::uri::DeviceUri;
 use zns_device::{DriverDevice, ZonedDevice};
 use zns_ftl::testkit::{CrashDevice, PowerSwitch};
-use zns_ftl::{BlockDevice, Ftl, FtlConfig, FtlError, StreamLayout, WriteMode, ZrwaUse};
+use zns_ftl::{Ftl, FtlConfig, FtlError, StreamLayout, WriteMode, ZrwaUse};
 
 /// What a block may hold after a power cut.
 #[derive(Debug, Clone, Default)]

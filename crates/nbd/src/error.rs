@@ -39,7 +39,7 @@ pub enum NbdError {
         length: u32,
         /// The device's error.
         #[source]
-        source: zns_ftl::FtlError,
+        source: zns_block::BlockError,
     },
     /// TLS could not be set up (a certificate or key unusable), or a
     /// client's TLS failed or was missing where the server requires it.

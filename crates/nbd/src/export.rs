@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use zns_ftl::BlockDevice;
+use zns_block::BlockDevice;
 
 use crate::wire::tx;
 

@@ -4,7 +4,7 @@
 //!
 //! Each connection negotiates on its own and then serves its requests in
 //! order; connections to the same export run in parallel on the
-//! [`BlockDevice`](zns_ftl::BlockDevice), which is `Sync`. A connection
+//! [`BlockDevice`](zns_block::BlockDevice), which is `Sync`. A connection
 //! that breaks the protocol is closed and logged; the others go on.
 //!
 //! Clients that ask for the block sizes with `NBD_OPT_GO` (QEMU, the Linux

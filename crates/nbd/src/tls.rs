@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use zns_ftl::{BlockDevice, MemoryBlockDevice};
+//! use zns_block::{BlockDevice, MemoryBlockDevice};
 //! use zns_nbd::{Export, NbdServer, ServerConfig, TlsConfig};
 //! let dev: Arc<dyn BlockDevice> = Arc::new(MemoryBlockDevice::new(4096, 1024));
 //! // Clients need a certificate that ca-cert.pem signed; `None` asks none.

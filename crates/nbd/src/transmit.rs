@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 
-use zns_ftl::{BlockDevice, FtlError};
+use zns_block::{BlockDevice, BlockError};
 
 use crate::error::{NbdError, Result};
 use crate::export::{Export, CHUNK, MAX_PAYLOAD};
@@ -241,7 +241,7 @@ impl Transmission {
 
     /// Reads `n` bytes at byte `offset` onto the end of `w` (which keeps
     /// its length on failure).
-    fn read_into(&mut self, w: &mut Vec<u8>, offset: u64, n: usize) -> zns_ftl::Result<()> {
+    fn read_into(&mut self, w: &mut Vec<u8>, offset: u64, n: usize) -> zns_block::Result<()> {
         self.reserve_block();
         let at = w.len();
         // Exactly: doubling would let the output grow past its bound.
@@ -321,7 +321,7 @@ impl Transmission {
         self.finish("write zeroes", req, result)
     }
 
-    fn zero_range(&mut self, range: Range, no_hole: bool) -> zns_ftl::Result<()> {
+    fn zero_range(&mut self, range: Range, no_hole: bool) -> zns_block::Result<()> {
         let bs = self.block_size();
         let (start, end) = (range.offset, range.offset + range.len);
         let (first, last) = (start.div_ceil(bs), end / bs);
@@ -334,7 +334,7 @@ impl Transmission {
     }
 
     /// Writes zeros over bytes `start..end`, a chunk at a time.
-    fn write_zeros(&mut self, start: u64, end: u64) -> zns_ftl::Result<()> {
+    fn write_zeros(&mut self, start: u64, end: u64) -> zns_block::Result<()> {
         if end <= start {
             return Ok(());
         }
@@ -361,7 +361,7 @@ impl Transmission {
     }
 
     /// Flushes after a successful command that asked for `FUA`.
-    fn fua(&self, req: &Request, r: zns_ftl::Result<()>) -> zns_ftl::Result<()> {
+    fn fua(&self, req: &Request, r: zns_block::Result<()>) -> zns_block::Result<()> {
         if r.is_ok() && req.flags & cmd_flag::FUA != 0 {
             return self.session.export.device.flush();
         }
@@ -369,7 +369,7 @@ impl Transmission {
     }
 
     /// The errno of a command's result, `FUA` honoured.
-    fn finish(&self, what: &str, req: &Request, r: zns_ftl::Result<()>) -> u32 {
+    fn finish(&self, what: &str, req: &Request, r: zns_block::Result<()>) -> u32 {
         match self.fua(req, r) {
             Ok(()) => 0,
             Err(e) => self.failed(what, req, &e),
@@ -385,7 +385,7 @@ impl Transmission {
     }
 
     /// Logs a failed command and picks its errno.
-    fn failed(&self, what: &str, req: &Request, e: &FtlError) -> u32 {
+    fn failed(&self, what: &str, req: &Request, e: &BlockError) -> u32 {
         tracing::warn!(
             export = %self.session.export.name,
             offset = req.offset,
@@ -441,7 +441,7 @@ fn read_at(
     offset: u64,
     out: &mut [u8],
     block: &mut [u8],
-) -> zns_ftl::Result<()> {
+) -> zns_block::Result<()> {
     let bs = dev.block_size() as u64;
     let [head, whole, tail] = split(offset, out.len(), bs);
     let part = |(a, b): (u64, u64)| (a - offset) as usize..(b - offset) as usize;
@@ -462,7 +462,7 @@ fn read_at(
 /// blocks at the ends by read-modify-write through `block` (one block),
 /// under the export's lock so two such writes of one block never undo
 /// each other.
-fn write_at(export: &Export, offset: u64, data: &[u8], block: &mut [u8]) -> zns_ftl::Result<()> {
+fn write_at(export: &Export, offset: u64, data: &[u8], block: &mut [u8]) -> zns_block::Result<()> {
     let dev = &export.device;
     let bs = dev.block_size() as u64;
     let [head, whole, tail] = split(offset, data.len(), bs);
@@ -483,10 +483,10 @@ fn write_at(export: &Export, offset: u64, data: &[u8], block: &mut [u8]) -> zns_
 }
 
 /// The errno a device error maps to.
-fn errno_of(e: &FtlError, default: u32) -> u32 {
+fn errno_of(e: &BlockError, default: u32) -> u32 {
     match e {
-        FtlError::NoSpace => errno::ENOSPC,
-        FtlError::OutOfRange { .. } | FtlError::Misaligned { .. } => errno::EINVAL,
+        BlockError::NoSpace => errno::ENOSPC,
+        BlockError::OutOfRange { .. } | BlockError::Misaligned { .. } => errno::EINVAL,
         _ => default,
     }
 }
@@ -495,7 +495,7 @@ fn errno_of(e: &FtlError, default: u32) -> u32 {
 mod tests {
     use std::sync::Arc;
 
-    use zns_ftl::MemoryBlockDevice;
+    use zns_block::MemoryBlockDevice;
 
     use super::*;
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zns_ftl::{BlockDevice, FtlError, MemoryBlockDevice};
+use zns_block::{BlockDevice, BlockError, MemoryBlockDevice};
 use zns_nbd::server::IO_BUFFER;
 use zns_nbd::wire::{self, cmd, errno, opt};
 use zns_nbd::{Export, NbdClient, NbdError, NbdServer, ServerConfig, MAX_PAYLOAD};
@@ -33,8 +33,8 @@ impl Faulty {
         let bad = self.bad.load(Ordering::Relaxed);
         (lba..lba + (len / 4096) as u64).contains(&bad)
     }
-    fn fail(&self) -> FtlError {
-        FtlError::Config("injected failure".into())
+    fn fail(&self) -> BlockError {
+        BlockError::failed("injected failure")
     }
 }
 
@@ -45,22 +45,22 @@ impl BlockDevice for Faulty {
     fn capacity_blocks(&self) -> u64 {
         self.inner.capacity_blocks()
     }
-    fn read(&self, lba: u64, buf: &mut [u8]) -> zns_ftl::Result<()> {
+    fn read(&self, lba: u64, buf: &mut [u8]) -> zns_block::Result<()> {
         if self.hits(lba, buf.len()) {
             return Err(self.fail());
         }
         self.inner.read(lba, buf)
     }
-    fn write(&self, lba: u64, buf: &[u8]) -> zns_ftl::Result<()> {
+    fn write(&self, lba: u64, buf: &[u8]) -> zns_block::Result<()> {
         if self.hits(lba, buf.len()) {
             return Err(self.fail());
         }
         self.inner.write(lba, buf)
     }
-    fn flush(&self) -> zns_ftl::Result<()> {
+    fn flush(&self) -> zns_block::Result<()> {
         Ok(())
     }
-    fn discard(&self, lba: u64, blocks: u64) -> zns_ftl::Result<()> {
+    fn discard(&self, lba: u64, blocks: u64) -> zns_block::Result<()> {
         self.inner.discard(lba, blocks)
     }
 }

@@ -21,7 +21,7 @@ use rcgen::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
-use zns_ftl::{BlockDevice, MemoryBlockDevice};
+use zns_block::{BlockDevice, MemoryBlockDevice};
 use zns_nbd::wire::{self, cmd, opt, rep};
 use zns_nbd::{Export, NbdClient, NbdError, NbdServer, ServerConfig, TlsConfig, TlsError};
 

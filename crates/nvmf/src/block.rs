@@ -8,7 +8,7 @@
 //! completion, as on any drive with a volatile write cache (the target
 //! reports one for these namespaces).
 
-use zns_ftl::{BlockDevice, FtlError};
+use zns_block::{BlockDevice, BlockError};
 use zns_spec::command::{CopyCmd, DatasetManagement, DsmRange, ReadWrite, WriteZeroes};
 use zns_spec::copy::SourceRangeFormat0;
 use zns_spec::{IoOpcode, StatusCode, SubmissionEntry};
@@ -34,7 +34,7 @@ pub(crate) fn execute(
     let r = match op {
         IoOpcode::Read => read(dev, sqe, room, out),
         IoOpcode::Write => write(dev, sqe, host),
-        IoOpcode::Flush => dev.flush().map(|()| IoDone::ok(0, 0)).map_err(|e| ftl_error(&e)),
+        IoOpcode::Flush => dev.flush().map(|()| IoDone::ok(0, 0)).map_err(|e| block_error(&e)),
         IoOpcode::WriteZeroes => write_zeroes(dev, zeros, sqe),
         IoOpcode::DatasetManagement => dataset_management(dev, sqe, host),
         IoOpcode::Copy => copy(dev, zeros, sqe, host),
@@ -45,15 +45,15 @@ pub(crate) fn execute(
     r.unwrap_or_else(|d| d)
 }
 
-/// The status of an FTL error: range and alignment errors are the
-/// host's, a block that fails its checksum is a media error, anything
+/// The status of a block device's error: range and alignment errors are
+/// the host's, a block that cannot be read is a media error, anything
 /// else the target's.
-pub(crate) fn ftl_error(e: &FtlError) -> IoDone {
+pub(crate) fn block_error(e: &BlockError) -> IoDone {
     let code = match e {
-        FtlError::OutOfRange { .. } => StatusCode::LbaOutOfRange,
-        FtlError::Misaligned { .. } => StatusCode::InvalidField,
-        FtlError::DamagedData { .. } => StatusCode::UnrecoveredReadError,
-        FtlError::NoSpace => StatusCode::CapacityExceeded,
+        BlockError::OutOfRange { .. } => StatusCode::LbaOutOfRange,
+        BlockError::Misaligned { .. } => StatusCode::InvalidField,
+        BlockError::Unreadable { .. } => StatusCode::UnrecoveredReadError,
+        BlockError::NoSpace => StatusCode::CapacityExceeded,
         other => {
             tracing::warn!(error = %other, "block namespace failure");
             return IoDone::err(StatusCode::InternalError);
@@ -88,7 +88,7 @@ fn read(
     let c = ReadWrite::decode(sqe);
     let len = span(dev, c.slba, c.blocks, room)?;
     out.resize(len, 0);
-    dev.read(c.slba, &mut out[..len]).map_err(|e| ftl_error(&e))?;
+    dev.read(c.slba, &mut out[..len]).map_err(|e| block_error(&e))?;
     Ok(IoDone::ok(0, len))
 }
 
@@ -103,7 +103,7 @@ fn compare(
     let c = ReadWrite::decode(sqe);
     let len = span(dev, c.slba, c.blocks, host.len())?;
     scratch.resize(scratch.len().max(len), 0);
-    dev.read(c.slba, &mut scratch[..len]).map_err(|e| ftl_error(&e))?;
+    dev.read(c.slba, &mut scratch[..len]).map_err(|e| block_error(&e))?;
     if scratch[..len] != host[..len] {
         return Err(IoDone::err(StatusCode::CompareFailure));
     }
@@ -128,7 +128,7 @@ fn verify(
         let n = per.min(c.blocks as u64 - at);
         let len = (n * bs) as usize;
         scratch.resize(scratch.len().max(len), 0);
-        dev.read(c.slba + at, &mut scratch[..len]).map_err(|e| ftl_error(&e))?;
+        dev.read(c.slba + at, &mut scratch[..len]).map_err(|e| block_error(&e))?;
         at += n;
     }
     Ok(IoDone::ok(0, 0))
@@ -137,10 +137,7 @@ fn verify(
 fn write(dev: &dyn BlockDevice, sqe: &SubmissionEntry, host: &[u8]) -> Result<IoDone, IoDone> {
     let c = ReadWrite::decode(sqe);
     let len = span(dev, c.slba, c.blocks, host.len())?;
-    dev.write(c.slba, &host[..len]).map_err(|e| ftl_error(&e))?;
-    if c.fua {
-        dev.flush().map_err(|e| ftl_error(&e))?;
-    }
+    dev.write_fua(c.slba, &host[..len], c.fua).map_err(|e| block_error(&e))?;
     Ok(IoDone::ok(0, 0))
 }
 
@@ -156,22 +153,13 @@ fn write_zeroes(
     }
     if c.deallocate {
         // Deallocated blocks read as zeroes (DLFEAT).
-        dev.discard(c.slba, blocks).map_err(|e| ftl_error(&e))?;
+        dev.discard(c.slba, blocks).map_err(|e| block_error(&e))?;
     } else {
-        let bs = dev.block_size() as u64;
-        let chunk = (crate::subsystem::BLOCK_MDTS as u64 / bs).max(1);
-        if zeros.len() < (chunk.min(blocks) * bs) as usize {
-            zeros.resize((chunk.min(blocks) * bs) as usize, 0);
-        }
-        let mut at = 0u64;
-        while at < blocks {
-            let k = chunk.min(blocks - at);
-            dev.write(c.slba + at, &zeros[..(k * bs) as usize]).map_err(|e| ftl_error(&e))?;
-            at += k;
-        }
+        zns_block::write_zeroes(dev, c.slba, blocks, zeros, crate::subsystem::BLOCK_MDTS)
+            .map_err(|e| block_error(&e))?;
     }
     if c.fua {
-        dev.flush().map_err(|e| ftl_error(&e))?;
+        dev.flush().map_err(|e| block_error(&e))?;
     }
     Ok(IoDone::ok(0, 0))
 }
@@ -193,7 +181,7 @@ fn dataset_management(
     }
     if c.deallocate {
         for r in ranges.iter().filter(|r| r.blocks > 0) {
-            dev.discard(r.slba, r.blocks as u64).map_err(|e| ftl_error(&e))?;
+            dev.discard(r.slba, r.blocks as u64).map_err(|e| block_error(&e))?;
         }
     }
     Ok(IoDone::ok(0, 0))
@@ -211,10 +199,10 @@ fn copy_through(
     let mut at = 0usize;
     for r in ranges {
         let len = r.blocks as usize * bs;
-        dev.read(r.slba, &mut buf[at..at + len]).map_err(|e| ftl_error(&e))?;
+        dev.read(r.slba, &mut buf[at..at + len]).map_err(|e| block_error(&e))?;
         at += len;
     }
-    dev.write(dest, buf).map_err(|e| ftl_error(&e))
+    dev.write(dest, buf).map_err(|e| block_error(&e))
 }
 
 /// Copy: the source ranges, read in order, written from the destination
@@ -259,7 +247,7 @@ fn copy(
     buf[..bytes].fill(0);
     r?;
     if c.fua {
-        dev.flush().map_err(|e| ftl_error(&e))?;
+        dev.flush().map_err(|e| block_error(&e))?;
     }
     Ok(IoDone::ok(0, 0))
 }
@@ -267,7 +255,7 @@ fn copy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zns_ftl::MemoryBlockDevice;
+    use zns_block::MemoryBlockDevice;
     use zns_spec::command::WriteZeroes;
 
     /// A memory disk whose blocks from `bad` on fail their reads.
@@ -283,27 +271,25 @@ mod tests {
         fn capacity_blocks(&self) -> u64 {
             self.disk.capacity_blocks()
         }
-        fn read(&self, lba: u64, buf: &mut [u8]) -> zns_ftl::Result<()> {
+        fn read(&self, lba: u64, buf: &mut [u8]) -> zns_block::Result<()> {
             // Fill the buffer first, as a device that fails half way may.
             self.disk.read(lba, buf)?;
             let blocks = (buf.len() / self.block_size() as usize) as u64;
             if lba + blocks > self.bad {
-                return Err(FtlError::DamagedData {
-                    logical: self.bad,
-                    zone: 0,
-                    offset: 0,
-                    why: "checksum",
+                return Err(BlockError::Unreadable {
+                    lba: self.bad,
+                    source: "fails its checksum".into(),
                 });
             }
             Ok(())
         }
-        fn write(&self, lba: u64, buf: &[u8]) -> zns_ftl::Result<()> {
+        fn write(&self, lba: u64, buf: &[u8]) -> zns_block::Result<()> {
             self.disk.write(lba, buf)
         }
-        fn flush(&self) -> zns_ftl::Result<()> {
+        fn flush(&self) -> zns_block::Result<()> {
             self.disk.flush()
         }
-        fn discard(&self, lba: u64, blocks: u64) -> zns_ftl::Result<()> {
+        fn discard(&self, lba: u64, blocks: u64) -> zns_block::Result<()> {
             self.disk.discard(lba, blocks)
         }
     }

@@ -481,7 +481,7 @@ fn flush_all(ctx: &mut IoContext, sub: &Subsystem) -> IoDone {
     for ns in sub.namespaces() {
         if let Some(dev) = ns.block() {
             if let Err(e) = dev.flush() {
-                return crate::block::ftl_error(&e);
+                return crate::block::block_error(&e);
             }
             continue;
         }

@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
+use zns_block::BlockDevice;
 use zns_device::{DeviceInfo, ZonedDevice};
-use zns_ftl::BlockDevice;
 use zns_spec::identify::{
     IdentifyController, IdentifyNamespace, LbaFormat, NamespaceIdDescriptor,
     NamespaceIdDescriptorList, Oncs, ZnsController, ZnsNamespace, ZoneFormatExtension,

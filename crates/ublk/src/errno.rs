@@ -1,4 +1,4 @@
-//! Device and FTL failures as the errnos a ublk server completes requests
+//! Device and block device (FTL) failures as the errnos a ublk server completes requests
 //! with.
 //!
 //! The ublk driver turns a negative result back into a block-layer status
@@ -8,8 +8,8 @@
 //! it would see on the drive itself. Every errno here is positive; the
 //! server negates it.
 
+use zns_block::BlockError;
 use zns_device::{DeviceError, Status, StatusCode};
-use zns_ftl::FtlError;
 
 /// Generic I/O error (`BLK_STS_IOERR`).
 pub const EIO: i32 = libc::EIO;
@@ -69,16 +69,29 @@ pub fn device_errno(e: &DeviceError) -> i32 {
     }
 }
 
-/// The errno for a failure of a [`zns_ftl::BlockDevice`] (the FTL).
-pub fn ftl_errno(e: &FtlError) -> i32 {
+/// The errno for a failure of a [`zns_block::BlockDevice`] (the FTL): a
+/// device error under it (found in its chain of sources) maps as
+/// [`device_errno`] maps it.
+pub fn block_errno(e: &BlockError) -> i32 {
     match e {
-        FtlError::Device { source, .. } => device_errno(source),
-        FtlError::OutOfRange { .. } | FtlError::NoSpace => ENOSPC,
-        FtlError::Misaligned { .. } => EINVAL,
+        BlockError::OutOfRange { .. } | BlockError::NoSpace => ENOSPC,
+        BlockError::Misaligned { .. } => EINVAL,
         // A damaged block reads like a drive's Unrecovered Read Error.
-        FtlError::DamagedData { .. } => ENODATA,
-        _ => EIO,
+        BlockError::Unreadable { .. } => ENODATA,
+        other => device_under(other).map_or(EIO, device_errno),
     }
+}
+
+/// The device error in `e`'s chain of sources, if there is one.
+fn device_under(e: &BlockError) -> Option<&DeviceError> {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = at {
+        if let Some(d) = err.downcast_ref::<DeviceError>() {
+            return Some(d);
+        }
+        at = err.source();
+    }
+    None
 }
 
 /// The errno of an I/O error moving data between the kernel and the
@@ -91,6 +104,7 @@ pub fn io_errno(e: &std::io::Error) -> i32 {
 mod tests {
     use super::*;
     use zns_device::OpKind;
+    use zns_ftl::FtlError;
 
     fn nvme(code: StatusCode) -> DeviceError {
         DeviceError::Nvme { status: code.status(), op: OpKind::Write, lba: Some(0) }
@@ -136,16 +150,18 @@ mod tests {
         assert_eq!(io_errno(&no_os), libc::EIO);
         assert_eq!(io_errno(&std::io::Error::from_raw_os_error(libc::EFAULT)), libc::EFAULT);
 
-        assert_eq!(ftl_errno(&FtlError::NoSpace), libc::ENOSPC);
+        assert_eq!(block_errno(&BlockError::NoSpace), libc::ENOSPC);
         assert_eq!(
-            ftl_errno(&FtlError::OutOfRange { lba: 1, blocks: 2, capacity: 2 }),
+            block_errno(&BlockError::OutOfRange { lba: 1, blocks: 2, capacity: 2 }),
             libc::ENOSPC
         );
-        assert_eq!(ftl_errno(&FtlError::Misaligned { len: 3, block_size: 4096 }), libc::EINVAL);
+        assert_eq!(block_errno(&BlockError::Misaligned { len: 3, block_size: 4096 }), libc::EINVAL);
         let damaged = FtlError::DamagedData { logical: 1, zone: 2, offset: 3, why: "x" };
-        assert_eq!(ftl_errno(&damaged), libc::ENODATA);
+        assert_eq!(block_errno(&damaged.into()), libc::ENODATA);
+        // The device's status under the FTL's error under the block error.
         let dev = FtlError::Device { context: "x", source: nvme(StatusCode::TooManyOpenZones) };
-        assert_eq!(ftl_errno(&dev), libc::ETOOMANYREFS);
-        assert_eq!(ftl_errno(&FtlError::Failed("x".into())), libc::EIO);
+        assert_eq!(block_errno(&dev.into()), libc::ETOOMANYREFS);
+        assert_eq!(block_errno(&FtlError::Failed("x".into()).into()), libc::EIO);
+        assert_eq!(block_errno(&BlockError::failed("x")), libc::EIO);
     }
 }

@@ -11,10 +11,10 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use zns_block::BlockDevice;
 use zns_device::{Data, IoBuffer, ReportFilter, ZoneQueue};
-use zns_ftl::BlockDevice;
 
-use crate::errno::{device_errno, ftl_errno, io_errno, EINVAL, EOPNOTSUPP};
+use crate::errno::{block_errno, device_errno, io_errno, EINVAL, EOPNOTSUPP};
 use crate::request::{zone_op, Geometry, Request};
 use crate::zone;
 
@@ -225,9 +225,9 @@ impl BlockHandler {
 
     fn run(&mut self, request: &Request, port: &mut dyn DataPort) -> Result<Done, Failed> {
         let g = self.geometry;
-        let ftl = |e: zns_ftl::FtlError| {
+        let ftl = |e: zns_block::BlockError| {
             tracing::debug!("ublk {}: {e}", request.name());
-            ftl_errno(&e)
+            block_errno(&e)
         };
         let bytes = request.data_bytes();
         if bytes > self.buf.len() {
@@ -244,10 +244,7 @@ impl BlockHandler {
                 g.blocks(sectors)?;
                 let buf = &mut self.buf[..bytes];
                 port.fetch(buf).map_err(|e| io_errno(&e))?;
-                self.device.write(g.lba(sector)?, buf).map_err(ftl)?;
-                if fua {
-                    self.device.flush().map_err(ftl)?;
-                }
+                self.device.write_fua(g.lba(sector)?, buf, fua).map_err(ftl)?;
             }
             Request::Flush => self.device.flush().map_err(ftl)?,
             Request::Discard { sector, sectors } | Request::WriteZeroes { sector, sectors } => {
@@ -272,8 +269,8 @@ impl Handler for BlockHandler {
 
 #[cfg(test)]
 mod tests {
+    use zns_block::MemoryBlockDevice;
     use zns_device::{ZoneAction, ZoneState};
-    use zns_ftl::MemoryBlockDevice;
 
     use super::*;
     use crate::errno::{EIO, ENOSPC};

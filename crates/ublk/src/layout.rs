@@ -3,8 +3,8 @@
 //! against what Linux's block layer takes, and as ublk parameters.
 
 use libublk::sys;
+use zns_block::BlockDevice;
 use zns_device::DeviceInfo;
-use zns_ftl::BlockDevice;
 
 use crate::error::{Error, Result};
 use crate::request::{Geometry, MAX_WRITE_ZEROES_BLOCKS, SECTOR_BYTES};
@@ -212,7 +212,7 @@ fn request_bytes(max: u32, block_size: u32) -> Result<u32> {
 
 #[cfg(test)]
 mod tests {
-    use zns_ftl::MemoryBlockDevice;
+    use zns_block::MemoryBlockDevice;
 
     use super::*;
 

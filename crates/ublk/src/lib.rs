@@ -10,7 +10,7 @@
 //!   [`zns_device::DeviceInfo`]; reads, writes with FUA, Zone Append,
 //!   open / close / finish / reset / reset all, zone reports through the
 //!   device's own report, flush, Write Zeroes where the device has it),
-//!   or a [`zns_ftl::BlockDevice`] such as the FTL (a plain disk: reads,
+//!   or a [`zns_block::BlockDevice`] such as the FTL (a plain disk: reads,
 //!   writes, flush, discard, Write Zeroes as discard).
 //!   [`UblkDevice::stop`] (or drop) removes it.
 //! - [`Config`]: queue count and depth, largest request.
@@ -36,7 +36,7 @@
 //! request's device I/O runs to completion on that thread (blocking
 //! [`zns_device::ZoneQueue::execute`] on the queue's own
 //! [`zns_device::ZoneQueue`], or a call of the shared
-//! [`zns_ftl::BlockDevice`]) before the next request of the queue is
+//! [`zns_block::BlockDevice`]) before the next request of the queue is
 //! looked at. Several queues proceed in parallel. Overlapping a queue's
 //! requests (submit / poll on the device queue) is left for later.
 //!

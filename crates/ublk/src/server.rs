@@ -18,8 +18,8 @@ use std::thread::JoinHandle;
 use libublk::ctrl::{UblkCtrl, UblkCtrlBuilder};
 use libublk::io::{UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{sys, BufDesc, BufDescList, UblkFlags, UblkIORes};
+use zns_block::BlockDevice;
 use zns_device::ZonedDevice;
-use zns_ftl::BlockDevice;
 
 use crate::error::{Error, Result, CREATE};
 use crate::handler::{BlockHandler, Counters, DataPort, Done, Handler, Stats, ZonedHandler};

@@ -13,7 +13,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use zns_ftl::{BlockDevice, MemoryBlockDevice};
+use zns_block::{BlockDevice, MemoryBlockDevice};
 use zns_ublk::{check_control, Config, Target, UblkDevice, CONTROL_PATH};
 
 /// `false` (after saying why) when the kernel's ublk cannot be used here;

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use zns_device::{IoBuffer, ZoneOp, ZoneQueue, ZonedDevice};
-use zns_ftl::{BlockDevice, Ftl, FtlConfig};
+use zns_ftl::{Ftl, FtlConfig};
 
 use super::super::CharacterizeError;
 
