@@ -33,6 +33,7 @@ mod apps_guest;
 mod clients;
 mod cpio;
 mod crash;
+mod crate_graph;
 mod dhchap;
 mod elf;
 mod engines;
@@ -118,6 +119,8 @@ commands:
   apps     RocksDB's db_bench in a guest on f2fs over a ZNS model and on ext4/XFS over
            its conventional twin (nvme-tcp to zns serve); writes apps.json, apps.svg;
            `cargo xtask apps --help` (`--smoke`: one short run per side)
+  crate-graph  the workspace's crate graph from `cargo metadata`, written into
+           docs/architecture.md (a test checks it); `--check` only compares
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
            in that guest; writes docs/engines.json and docs/engines.svg;
            `cargo xtask engines --help`";
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
             Some(o) => vmtest::run(&o),
             None => Ok(()),
         }),
+        Some("crate-graph") => crate_graph::run(args),
         Some("clients") => clients::parse(args).and_then(|o| match o {
             Some(o) => clients::run(&o),
             None => Ok(()),
