@@ -45,9 +45,9 @@ pub enum NvmfError {
 /// Result alias of the crate.
 pub type Result<T, E = NvmfError> = std::result::Result<T, E>;
 
-impl From<zns_driver::tcp::TcpError> for NvmfError {
-    fn from(e: zns_driver::tcp::TcpError) -> Self {
-        use zns_driver::tcp::TcpError;
+impl From<zns_nvme_tcp::TcpError> for NvmfError {
+    fn from(e: zns_nvme_tcp::TcpError) -> Self {
+        use zns_nvme_tcp::TcpError;
         match e {
             TcpError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                 NvmfError::Timeout(e.to_string())

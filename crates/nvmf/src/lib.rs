@@ -23,8 +23,8 @@
 //! and the I/O commands of the NVM and Zoned Namespace command sets,
 //! which reach the device unchanged so their statuses are the device's.
 //!
-//! PDU framing comes from the driver's transport (`zns_driver::tcp`), which
-//! znskit's initiator uses too.
+//! PDU framing comes from `zns-nvme-tcp`, which znskit's initiator (the
+//! driver's `tcp` transport) uses too; the target needs no driver.
 //!
 //! | module | concern |
 //! |---|---|

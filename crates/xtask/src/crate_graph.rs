@@ -22,7 +22,8 @@ document differs.";
 /// The document holding the graph.
 pub const DOC: &str = "docs/architecture.md";
 
-const BEGIN: &str = "<!-- crate-graph:begin (written by cargo xtask crate-graph; a test checks it) -->";
+const BEGIN: &str =
+    "<!-- crate-graph:begin (written by cargo xtask crate-graph; a test checks it) -->";
 const END: &str = "<!-- crate-graph:end -->";
 
 /// One workspace crate: its description and its dependencies on the other
@@ -160,12 +161,8 @@ pub fn render(graph: &BTreeMap<String, Crate>) -> String {
                 set.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ")
             }
         };
-        s += &format!(
-            "| {} | `{name}` | {} | {} |\n",
-            layers[*name],
-            list(&c.normal),
-            list(&c.dev)
-        );
+        s +=
+            &format!("| {} | `{name}` | {} | {} |\n", layers[*name], list(&c.normal), list(&c.dev));
     }
     s += &format!("\n{END}");
     s

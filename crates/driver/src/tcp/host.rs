@@ -13,9 +13,9 @@ use zns_spec::tcp::{
 };
 use zns_spec::{CompletionEntry, SubmissionEntry};
 
-use super::input::SocketInput;
-use super::pdu::{write_pdu, PduReader};
 use super::{Result, TcpError};
+use zns_nvme_tcp::SocketInput;
+use zns_nvme_tcp::{write_pdu, PduReader};
 
 /// Most bytes a command sends in its capsule until the target's IOCCSZ is
 /// known (see [`TcpQueuePair::set_in_capsule_limit`]); larger writes go by

@@ -42,7 +42,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zns_driver::tcp::{PduReader, SocketInput};
+use zns_nvme_tcp::{PduReader, SocketInput};
 use zns_server::{conclude, Closer, Resume, Session, Wait};
 use zns_spec::tcp::Digests;
 use zns_spec::SubmissionEntry;
@@ -339,7 +339,7 @@ impl Connection {
     /// for the worker.
     fn settle(&mut self, ctx: &Resume<'_>) -> Result<Option<Instant>> {
         if !PRECISE.get() {
-            zns_driver::tcp::precise_timers();
+            zns_nvme_tcp::precise_timers();
             PRECISE.set(true);
         }
         let start = Instant::now();

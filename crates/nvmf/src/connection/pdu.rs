@@ -6,7 +6,7 @@ use std::io::{IoSlice, Write};
 use std::time::Instant;
 
 use zns_device::IoBuffer;
-use zns_driver::tcp::{write_pdu, write_pdu_header, Received, TcpError};
+use zns_nvme_tcp::{write_pdu, write_pdu_header, Received, TcpError};
 use zns_spec::tcp::{
     self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, TermReq, FLAG_DATA_LAST,
 };

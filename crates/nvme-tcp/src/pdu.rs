@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 
 use zns_spec::tcp::{self, CommonHeader, Digests, PduError, PduType, DIGEST_SIZE};
 
-use super::{Result, TcpError};
+use crate::{Result, TcpError};
 
 /// The longest PDU header (ICReq/ICResp: 128 bytes; a command capsule's
 /// is 72).
