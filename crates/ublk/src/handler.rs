@@ -48,10 +48,14 @@ impl Done {
     }
 }
 
-/// Counters of one served device, shared by its queues.
+/// Counters of one ublk queue: its thread alone writes them, any thread
+/// reads them ([`Counters::snapshot`]); the device's are the sum of its
+/// queues'.
 ///
-/// Thread safety: `Send + Sync` (atomics).
+/// Thread safety: `Send + Sync` (atomics). Aligned to a cache line of its
+/// own, so that queues on different CPUs do not share one.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub(crate) struct Counters {
     requests: AtomicU64,
     failed: AtomicU64,
@@ -74,21 +78,25 @@ pub struct Stats {
     pub bytes_written: u64,
 }
 
+/// Adds `n` to a counter that only the calling thread writes: a load and
+/// a store, not a locked read-modify-write, on every request.
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
 impl Counters {
     fn count(&self, request: &Request, done: &Done) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        bump(&self.requests, 1);
         if done.res < 0 {
-            self.failed.fetch_add(1, Ordering::Relaxed);
+            bump(&self.failed, 1);
             return;
         }
         let bytes = request.data_bytes() as u64;
         match request {
-            Request::Read { .. } => self.bytes_read.fetch_add(bytes, Ordering::Relaxed),
-            Request::Write { .. } | Request::Append { .. } => {
-                self.bytes_written.fetch_add(bytes, Ordering::Relaxed)
-            }
-            _ => 0,
-        };
+            Request::Read { .. } => bump(&self.bytes_read, bytes),
+            Request::Write { .. } | Request::Append { .. } => bump(&self.bytes_written, bytes),
+            _ => {}
+        }
     }
 
     /// The counts now.
@@ -102,6 +110,19 @@ impl Counters {
     }
 }
 
+impl std::ops::Add for Stats {
+    type Output = Stats;
+
+    fn add(self, o: Stats) -> Stats {
+        Stats {
+            requests: self.requests + o.requests,
+            failed: self.failed + o.failed,
+            bytes_read: self.bytes_read + o.bytes_read,
+            bytes_written: self.bytes_written + o.bytes_written,
+        }
+    }
+}
+
 /// Carries out the requests of one ublk queue.
 pub(crate) trait Handler: Send {
     /// Carries out `request`, its data through `port`.
@@ -111,34 +132,46 @@ pub(crate) trait Handler: Send {
 /// A request that failed, with the errno to complete it with.
 type Failed = i32;
 
-/// A [`zns_device::ZonedDevice`]'s requests through one [`ZoneQueue`].
+/// A [`zns_device::ZonedDevice`]'s requests through one [`ZoneQueue`]:
+/// a zoned namespace's, or a conventional one's (reads, writes, flushes,
+/// Write Zeroes, and discards as Write Zeroes).
 pub(crate) struct ZonedHandler {
     queue: Box<dyn ZoneQueue>,
     buf: IoBuffer,
     geometry: Geometry,
     /// The largest request the kernel sends (its max_sectors), in bytes.
     max_request_bytes: usize,
+    /// Discards are carried out as Write Zeroes (a conventional
+    /// namespace's: the device commands have no Dataset Management, and
+    /// a device may deallocate what it zeroes).
+    discard_as_zeroes: bool,
     counters: Arc<Counters>,
 }
 
 impl ZonedHandler {
     /// A handler on `queue`, with a buffer for requests of up to
-    /// `max_request_bytes`.
+    /// `max_request_bytes`; with `discard_as_zeroes`, discards are
+    /// Write Zeroes (see [`crate::Layout::discard_sectors`]), otherwise
+    /// `EOPNOTSUPP`.
     pub(crate) fn new(
         queue: Box<dyn ZoneQueue>,
         geometry: Geometry,
         max_request_bytes: usize,
+        discard_as_zeroes: bool,
         counters: Arc<Counters>,
     ) -> zns_device::Result<ZonedHandler> {
         let buf = queue.alloc(max_request_bytes)?;
-        Ok(ZonedHandler { queue, buf, geometry, max_request_bytes, counters })
+        Ok(ZonedHandler { queue, buf, geometry, max_request_bytes, discard_as_zeroes, counters })
     }
 
     fn run(&mut self, request: &Request, port: &mut dyn DataPort) -> Result<Done, Failed> {
-        if let Request::ReportZones { sector, zones } = *request {
-            return self.report(sector, zones, port);
-        }
-        let op = zone_op(request, &self.geometry)?;
+        let op = match *request {
+            Request::ReportZones { sector, zones } => return self.report(sector, zones, port),
+            Request::Discard { sector, sectors } if self.discard_as_zeroes => {
+                zone_op(&Request::WriteZeroes { sector, sectors }, &self.geometry)?
+            }
+            _ => zone_op(request, &self.geometry)?,
+        };
         let bytes = request.data_bytes();
         let lba = match op.data_to_device() {
             Some(to_device) => {
@@ -296,12 +329,24 @@ mod tests {
         }
     }
 
-    fn tiny() -> (ZonedHandler, Arc<Counters>) {
-        let dev = zns_device::open("emu:tiny").unwrap();
-        let g = Geometry::new(dev.info().block_size).unwrap();
+    /// A handler of `uri`'s device, as the server makes it.
+    fn handler(uri: &str) -> (ZonedHandler, Arc<Counters>) {
+        let dev = zns_device::open(uri).unwrap();
+        let layout = crate::Layout::zoned_device(dev.info(), 64 << 10).unwrap();
         let counters = Arc::new(Counters::default());
-        let h = ZonedHandler::new(dev.queue(4).unwrap(), g, 64 << 10, counters.clone()).unwrap();
+        let h = ZonedHandler::new(
+            dev.queue(4).unwrap(),
+            layout.geometry,
+            64 << 10,
+            layout.discard_sectors > 0,
+            counters.clone(),
+        )
+        .unwrap();
         (h, counters)
+    }
+
+    fn tiny() -> (ZonedHandler, Arc<Counters>) {
+        handler("emu:tiny")
     }
 
     fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -378,6 +423,51 @@ mod tests {
     }
 
     #[test]
+    fn a_conventional_namespace_writes_anywhere_discards_and_zeroes() {
+        // The conventional twin of small, cut to 64 zones' flash: a plain
+        // disk of 4-KiB blocks.
+        let (mut h, counters) = handler("emu:small-conv,zones=64");
+        let mut m =
+            Memory { input: (0..16384).map(|i| (i % 253) as u8).collect(), ..Memory::default() };
+        // Writes land anywhere, overwrites included, out of order.
+        for sector in [4096, 0, 8, 4096] {
+            let w = Request::Write { sector, sectors: 32, fua: sector == 0 };
+            assert_eq!(h.handle(&w, &mut m), Done { res: 16384, append_sector: None });
+        }
+        assert_eq!(h.handle(&Request::Read { sector: 0, sectors: 8 }, &mut m).res, 4096);
+        assert_eq!(m.output, m.input[..4096]);
+        assert_eq!(h.handle(&Request::Read { sector: 8, sectors: 32 }, &mut m).res, 16384);
+        assert_eq!(m.output, m.input);
+        assert_eq!(h.handle(&Request::Flush, &mut m).res, 0);
+
+        // A discard and a Write Zeroes: those blocks read as zeros, their
+        // neighbours keep their data.
+        let discard = Request::Discard { sector: 16, sectors: 8 };
+        assert_eq!(h.handle(&discard, &mut m).res, 0);
+        let zeroes = Request::WriteZeroes { sector: 4096 + 8, sectors: 16 };
+        assert_eq!(h.handle(&zeroes, &mut m).res, 0);
+        h.handle(&Request::Read { sector: 8, sectors: 24 }, &mut m);
+        assert_eq!(m.output[..4096], m.input[..4096]);
+        assert!(m.output[4096..8192].iter().all(|&b| b == 0));
+        assert_eq!(m.output[8192..], m.input[8192..12288]);
+        h.handle(&Request::Read { sector: 4096, sectors: 32 }, &mut m);
+        assert_eq!(m.output[..4096], m.input[..4096]);
+        assert!(m.output[4096..12288].iter().all(|&b| b == 0));
+        assert_eq!(m.output[12288..], m.input[12288..]);
+
+        // No zones: zone requests fail; a discard off the blocks is
+        // refused.
+        let append = Request::Append { sector: 0, sectors: 8, fua: false };
+        assert!(h.handle(&append, &mut m).res < 0);
+        let reset = Request::Zone { action: ZoneAction::Reset, sector: 0 };
+        assert!(h.handle(&reset, &mut m).res < 0);
+        assert_eq!(h.handle(&Request::Discard { sector: 4, sectors: 8 }, &mut m).res, -EINVAL);
+        let s = counters.snapshot();
+        assert_eq!((s.requests, s.failed), (14, 3));
+        assert_eq!((s.bytes_written, s.bytes_read), (4 * 16384, 4096 + 2 * 16384 + 12288));
+    }
+
+    #[test]
     fn a_block_device_reads_writes_flushes_and_discards() {
         let dev = Arc::new(MemoryBlockDevice::new(4096, 64));
         let counters = Arc::new(Counters::default());
@@ -405,5 +495,8 @@ mod tests {
         assert_eq!(h.handle(&Request::Read { sector: 1, sectors: 8 }, &mut m).res, -EINVAL);
         let s = counters.snapshot();
         assert_eq!((s.requests, s.failed, s.bytes_written), (10, 4, 8192));
+        // A device's stats are its queues' summed.
+        let sum = s + Stats { requests: 1, failed: 0, bytes_read: 4096, bytes_written: 0 };
+        assert_eq!((sum.requests, sum.failed, sum.bytes_read), (11, 4, s.bytes_read + 4096));
     }
 }

@@ -49,7 +49,11 @@ pub struct Layout {
     pub volatile_cache: bool,
     /// Zones, for a zoned device.
     pub zoned: Option<ZonedLayout>,
-    /// Most sectors in one discard (0: no discard).
+    /// Most sectors in one discard (0: no discard). A
+    /// [`zns_device::ZonedDevice`]'s conventional namespace carries a
+    /// discard out as one Write Zeroes (the device may deallocate the
+    /// blocks; the emulator's conventional namespaces unmap them), so
+    /// it has discard where it has Write Zeroes.
     pub discard_sectors: u32,
     /// Most sectors in one Write Zeroes (0: none).
     pub write_zeroes_sectors: u32,
@@ -59,7 +63,8 @@ impl Layout {
     /// The layout of a [`zns_device::ZonedDevice`] described by `info`,
     /// with requests of at most `max_request_bytes`: zoned when it is
     /// (Linux needs a power-of-two zone size and Zone Append), a plain
-    /// disk when it is a conventional namespace.
+    /// disk when it is a conventional namespace (with discard and Write
+    /// Zeroes where the device has Write Zeroes).
     pub fn zoned_device(info: &DeviceInfo, max_request_bytes: u32) -> Result<Layout> {
         let unsupported = |reason: String| Error::Unsupported { uri: info.uri.clone(), reason };
         let geometry = block_geometry(info.block_size)
@@ -72,6 +77,10 @@ impl Layout {
         } else {
             0
         };
+        // A conventional namespace discards through Write Zeroes (see
+        // `Layout::discard_sectors`); a zoned one frees blocks by zone
+        // resets, and Linux sends no discard to sequential zones.
+        let discard_sectors = if info.zoned { 0 } else { write_zeroes_sectors };
         let zoned = if info.zoned {
             let zone_sectors = info.zone_size * bs / SECTOR_BYTES;
             if !zone_sectors.is_power_of_two() || zone_sectors > u64::from(u32::MAX) {
@@ -107,7 +116,7 @@ impl Layout {
             max_request_bytes,
             volatile_cache: info.capabilities.volatile_write_cache,
             zoned,
-            discard_sectors: 0,
+            discard_sectors,
             write_zeroes_sectors,
         })
     }
@@ -264,12 +273,23 @@ mod tests {
     }
 
     #[test]
-    fn a_conventional_namespace_is_a_plain_disk() {
+    fn a_conventional_namespace_is_a_plain_disk_with_discard() {
         let dev = zns_device::open("emu:small-conv").unwrap();
         let l = Layout::zoned_device(dev.info(), 512 << 10).unwrap();
         assert_eq!(l.zoned, None);
-        assert_eq!(l.params().types & sys::UBLK_PARAM_TYPE_ZONED, 0);
-        assert_eq!(l.params().basic.chunk_sectors, 0);
+        assert_eq!(l.sectors, dev.info().namespace_blocks * 8);
+        let p = l.params();
+        assert_eq!(p.types, sys::UBLK_PARAM_TYPE_BASIC | sys::UBLK_PARAM_TYPE_DISCARD);
+        assert_eq!(p.basic.chunk_sectors, 0);
+        // One discard or Write Zeroes is one Write Zeroes command.
+        assert_eq!((p.discard.max_discard_sectors, p.discard.max_discard_segments), (65536 * 8, 1));
+        assert_eq!(p.discard.max_write_zeroes_sectors, 65536 * 8);
+        assert_eq!(p.discard.discard_granularity, 4096);
+        // Without Write Zeroes, neither.
+        let mut info = dev.info().clone();
+        info.capabilities.write_zeroes = false;
+        let p = Layout::zoned_device(&info, 512 << 10).unwrap().params();
+        assert_eq!(p.types, sys::UBLK_PARAM_TYPE_BASIC);
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   and active limits and the Zone Append limit from its
 //!   [`zns_device::DeviceInfo`]; reads, writes with FUA, Zone Append,
 //!   open / close / finish / reset / reset all, zone reports through the
-//!   device's own report, flush, Write Zeroes where the device has it),
+//!   device's own report, flush, Write Zeroes where the device has it;
+//!   a conventional namespace is a plain disk: reads, writes, flush,
+//!   Write Zeroes, and discard as Write Zeroes where the device has it),
 //!   or a [`zns_block::BlockDevice`] such as the FTL (a plain disk: reads,
 //!   writes, flush, discard, Write Zeroes as discard).
 //!   [`UblkDevice::stop`] (or drop) removes it.

@@ -205,7 +205,8 @@ impl Geometry {
 /// Zeroes (at most [`MAX_WRITE_ZEROES_BLOCKS`]) and zone management.
 /// Zone reports are not one command (the server uses the queue's report,
 /// which pages through the device's); they and discards, which a zoned
-/// device does not have, are `EOPNOTSUPP`. A request off the device's
+/// device does not have (the server carries a conventional namespace's
+/// out as Write Zeroes), are `EOPNOTSUPP`. A request off the device's
 /// blocks is `EINVAL` (positive errnos).
 pub fn zone_op(request: &Request, geometry: &Geometry) -> Result<ZoneOp, i32> {
     let g = geometry;

@@ -130,7 +130,8 @@ pub struct UblkDevice {
     depth: u16,
     layout: Layout,
     ctrl: Arc<UblkCtrl>,
-    counters: Arc<Counters>,
+    /// Each queue's.
+    counters: Vec<Arc<Counters>>,
     server: Option<JoinHandle<Result<()>>>,
 }
 
@@ -178,8 +179,9 @@ impl UblkDevice {
             Plan::Recover { existing, .. } => (existing.queues, existing.depth),
             Plan::Add(_) => (config.queues, config.depth),
         };
-        let counters = Arc::new(Counters::default());
-        let handlers = handlers(&target, &layout, queues, depth, &counters)?;
+        let counters: Vec<Arc<Counters>> =
+            (0..queues).map(|_| Arc::new(Counters::default())).collect();
+        let handlers = handlers(&target, &layout, depth, &counters)?;
         let recovered = matches!(plan, Plan::Recover { .. });
         let builder = UblkCtrlBuilder::default().name(&config.name).nr_queues(queues).depth(depth);
         let ctrl = match plan {
@@ -286,7 +288,11 @@ impl UblkDevice {
 
     /// What the device has served so far.
     pub fn stats(&self) -> Stats {
-        self.counters.snapshot()
+        self.snapshot()
+    }
+
+    fn snapshot(&self) -> Stats {
+        self.counters.iter().fold(Stats::default(), |sum, c| sum + c.snapshot())
     }
 
     /// Stops the device and removes it: the block and character devices
@@ -296,7 +302,7 @@ impl UblkDevice {
     /// first). Returns what it served.
     pub fn stop(mut self) -> Result<Stats> {
         self.shut_down()?;
-        Ok(self.counters.snapshot())
+        Ok(self.snapshot())
     }
 
     fn shut_down(&mut self) -> Result<()> {
@@ -382,25 +388,31 @@ fn add_flags(features: Option<u64>, zoned: bool) -> u64 {
     flags
 }
 
-/// A handler for each of `queues` queues of `depth`, in queue order.
+/// A handler for each queue of `depth`, counting in the queue's own of
+/// `counters`, in queue order.
 fn handlers(
     target: &Target,
     layout: &Layout,
-    queues: u16,
     depth: u16,
-    counters: &Arc<Counters>,
+    counters: &[Arc<Counters>],
 ) -> Result<Vec<Option<Box<dyn Handler>>>> {
     let bytes = layout.max_request_bytes as usize;
-    (0..queues)
-        .map(|_| -> Result<Option<Box<dyn Handler>>> {
+    counters
+        .iter()
+        .map(|counters| -> Result<Option<Box<dyn Handler>>> {
             Ok(Some(match target {
                 Target::Zoned(dev) => {
                     let q = dev.queue(usize::from(depth)).map_err(|source| Error::Device {
                         what: "create a device queue",
                         source,
                     })?;
-                    let h = ZonedHandler::new(q, layout.geometry, bytes, Arc::clone(counters))
-                        .map_err(|source| Error::Device { what: "allocate a buffer", source })?;
+                    let discard = layout.discard_sectors > 0;
+                    let h =
+                        ZonedHandler::new(q, layout.geometry, bytes, discard, Arc::clone(counters))
+                            .map_err(|source| Error::Device {
+                                what: "allocate a buffer",
+                                source,
+                            })?;
                     Box::new(h)
                 }
                 Target::Block { device, .. } => Box::new(BlockHandler::new(

@@ -111,7 +111,8 @@ commands:
            divergences accepted exactly; `cargo xtask nvmet --help`
   ublk     znskit devices as the guest kernel's block devices through ublk: zns ublk
            on an emulated ZNS SSD (host-managed zoned: blkzone, dd), zns ftl ublk
-           (mkfs.ext4, fsck); kill -9 and takeover cycles; fio's zbd tests, zonefs,
+           (mkfs.ext4, fsck), a conventional namespace (ext4, blkdiscard, -z);
+           kill -9 and takeover cycles; fio's zbd tests, zonefs,
            f2fs, btrfs, ext4 with SQLite; `cargo xtask ublk --help`
   ublk-perf  4 KiB random reads at QD 1 and 32 through ublk, NBD, nvme-tcp and
            null_blk in that guest (`cargo xtask ublk --parts perf`); writes

@@ -15,6 +15,13 @@
 //!   start, the device lives only in the process) as a plain disk:
 //!   mkfs.ext4, mount, a file written, umount, `e2fsck -f -n`, the file
 //!   read back; SIGTERM removes it and closes the FTL with a checkpoint.
+//! - `conv`: `zns --device emu:small-conv,zones=64 ublk` serves a
+//!   conventional namespace (the page-mapped twin of `emu:small`) as a
+//!   plain disk: `queue/zoned` is `none`, discard and Write Zeroes are
+//!   offered; mkfs.ext4, mount, a file written with fsync, umount,
+//!   `e2fsck -f -n`, the file read back; then `blkdiscard` and
+//!   `blkdiscard -z` on data written with direct I/O read back as zeros
+//!   beside the data kept; SIGTERM removes the device.
 //! - `crash`: `kill -9` of the server and a new one taking the device
 //!   over (`--id N`), cycle after cycle, on a zoned device image and on
 //!   the FTL with a writer in flight, then ext4 mounted across a kill
@@ -30,7 +37,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::guest::RESULT_MARKER;
@@ -45,15 +52,18 @@ znskit devices as the guest's block devices through ublk: `zns --device
 emu:small ublk` as a host-managed zoned device (blkzone report, open, finish,
 reset; dd with direct I/O written at zone 0 and read back), then `zns --device
 emu:small ftl ublk`, the FTL as a plain disk (mkfs.ext4, mount, a file written
-and read back, e2fsck). Then kill -9 of the server and a new one taking the
-device over (zns ublk --id N), cycle after cycle, on the zoned device and on
-the FTL; then real clients: fio's zoned block device tests, zonefs, f2fs and
-btrfs on zoned ublk devices, ext4 with fio, SQLite and fsck on the FTL's.
-Each part is timed.
+and read back, e2fsck), and `zns --device emu:small-conv,zones=64 ublk`, a
+conventional namespace as a plain disk (ext4 likewise; blkdiscard and
+blkdiscard -z read back as zeros). Then kill -9 of the server and a new one
+taking the device over (zns ublk --id N), cycle after cycle, on the zoned
+device and on the FTL; then real clients: fio's zoned block device tests,
+zonefs, f2fs and btrfs on zoned ublk devices, ext4 with fio, SQLite and fsck
+on the FTL's. Each part is timed.
 
 options:
   --parts LIST       the parts to run, comma separated (default: all):
                        basic    the zoned device and the FTL, as above
+                       conv     the conventional namespace, as above
                        crash    kill -9 and takeover cycles (zoned, FTL, ext4)
                        fio-zbd  fio's t/zbd/test-zbd-support (Debian's fio source)
                        zonefs   zonefs, formatted by the task, mounted and written
@@ -78,7 +88,7 @@ const MODULES: &[&str] = &["ublk_drv", "ext4"];
 
 /// The parts of the task, in the order they run.
 pub const PARTS: &[&str] =
-    &["basic", "crash", "fio-zbd", "zonefs", "f2fs", "btrfs", "ftl-fs", ublk_perf::PART];
+    &["basic", "conv", "crash", "fio-zbd", "zonefs", "f2fs", "btrfs", "ftl-fs", ublk_perf::PART];
 
 /// The parts a run without `--parts` runs: all but the benchmark.
 const DEFAULT_PARTS: usize = PARTS.len() - 1;
@@ -90,9 +100,11 @@ const PART_TIME: &str = "UBLK-PART ";
 const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
 
 /// Host programs packed into the guest with their libraries (busybox
-/// has no blkzone, and its dd and mke2fs lack what the run needs).
+/// has no blkzone, and its dd, mke2fs and blkdiscard lack what the run
+/// needs).
 const GUEST_TOOLS: &[(&str, &str)] = &[
     ("blkzone", "util-linux"),
+    ("blkdiscard", "util-linux"),
     ("mke2fs", "e2fsprogs"),
     ("e2fsck", "e2fsprogs"),
     ("dd", "coreutils"),
@@ -228,7 +240,12 @@ pub fn run(opts: &Options) -> Result<()> {
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let plan =
         Plan { parts: opts.parts.clone(), cycles: opts.cycles, zbd_tests: opts.zbd_tests.clone() };
-    let script = init_script(&names, &path_of("mke2fs")?, &path_of("dd")?, &plan);
+    let by_path = GuestTools {
+        mke2fs: path_of("mke2fs")?,
+        dd: path_of("dd")?,
+        blkdiscard: path_of("blkdiscard")?,
+    };
+    let script = init_script(&names, &by_path, &plan);
     let initramfs =
         vmtest::pack_initramfs_with(&dir, &programs, &modules, &script, &files, &entries)?;
     let prepared = start.elapsed();
@@ -331,12 +348,19 @@ fn zonefs_uuid() -> [u8; 16] {
     u
 }
 
+/// Debian's programs the guest runs by path: busybox's shell runs its own
+/// applets of those names before any in `$PATH`.
+#[derive(Debug, Clone)]
+struct GuestTools {
+    mke2fs: PathBuf,
+    dd: PathBuf,
+    blkdiscard: PathBuf,
+}
+
 /// The guest's `/init`: modules, each part of `plan` timed ([`zoned_lines`]
-/// and [`ftl_lines`] for `basic`, [`ublk_crash`]'s for `crash`), the
-/// result marker. `mke2fs` and `dd` are Debian's programs' paths:
-/// busybox's shell runs its own applets of those names before any in
-/// `$PATH`.
-fn init_script(modules: &[String], mke2fs: &Path, dd: &Path, plan: &Plan) -> String {
+/// and [`ftl_lines`] for `basic`, [`conv_lines`] for `conv`,
+/// [`ublk_crash`]'s for `crash`), the result marker.
+fn init_script(modules: &[String], tools: &GuestTools, plan: &Plan) -> String {
     let mut s = crate::guest::shell_start(
         "znskit's devices as the kernel's block devices through ublk, a result marker, \
          power off.",
@@ -348,13 +372,15 @@ fn init_script(modules: &[String], mke2fs: &Path, dd: &Path, plan: &Plan) -> Str
         ));
     }
     s.push_str(SERVER_HELPERS);
-    let (dd, mke2fs) = (dd.display().to_string(), mke2fs.display().to_string());
+    let path = |p: &PathBuf| p.display().to_string();
+    let (dd, mke2fs) = (path(&tools.dd), path(&tools.mke2fs));
     let part = |name: &str, lines: String| {
         format!("say \"PART {name}\"\npart_t0=$(now)\n{lines}echo \"{PART_TIME}{name} $(( $(now) - part_t0 ))\"\n")
     };
     for p in &plan.parts {
         let lines = match p.as_str() {
             "basic" => zoned_lines(&dd) + &ftl_lines(&mke2fs),
+            "conv" => conv_lines(&dd, &mke2fs, &path(&tools.blkdiscard)),
             "crash" => {
                 let zoned = plan.cycles.unwrap_or(ublk_crash::ZONED_CYCLES);
                 let ftl = plan.cycles.unwrap_or(ublk_crash::FTL_CYCLES);
@@ -454,6 +480,53 @@ fi
     )
 }
 
+/// What the `conv` part serves: the conventional twin of `emu:small`
+/// cut to 64 zones' flash (about 220 MiB after over-provisioning).
+const CONV_DEVICE: &str = "emu:small-conv,zones=64";
+
+/// Largest discard and Write Zeroes the conventional device takes: one
+/// Write Zeroes command of 65536 4-KiB blocks.
+const CONV_ZEROES_BYTES: u64 = 65536 * 4096;
+
+/// A conventional namespace as a plain disk: the kernel's view, ext4
+/// with a file written (fsync), checked and read back, then discard and
+/// Write Zeroes through `blkdiscard` (util-linux's at `blkdiscard`,
+/// busybox's has no `-z`) read back as zeros beside data kept.
+fn conv_lines(dd: &str, mke2fs: &str, blkdiscard: &str) -> String {
+    format!(
+        r#"# {CONV_DEVICE}, a conventional namespace, as a plain disk.
+if start_server ublk-conv /tmp/conv.out /bin/zns --device {CONV_DEVICE} ublk --queues 2 --depth 32; then
+    q=/sys/block/$B/queue
+    say "$B: zoned=$(cat $q/zoned) sectors=$(cat /sys/block/$B/size) logical_block=$(cat $q/logical_block_size) discard_max=$(cat $q/discard_max_bytes) write_zeroes_max=$(cat $q/write_zeroes_max_bytes)"
+    expect conv-not-zoned none cat $q/zoned
+    expect conv-described "a conventional namespace, not zoned" cat /tmp/conv.out
+    expect conv-discard-max {CONV_ZEROES_BYTES} cat $q/discard_max_bytes
+    expect conv-write-zeroes-max {CONV_ZEROES_BYTES} cat $q/write_zeroes_max_bytes
+    run conv-mkfs-ext4 {mke2fs} -t ext4 -F -q $D
+    run conv-mount mount -t ext4 $D /mnt
+    head -c 4194304 /dev/urandom > /tmp/conv-file
+    run conv-write-fsync {dd} if=/tmp/conv-file of=/mnt/file bs=1M conv=fsync
+    run conv-umount umount /mnt
+    run conv-fsck e2fsck -f -n $D
+    run conv-mount-ro mount -t ext4 -o ro $D /mnt
+    run conv-read-file cmp /tmp/conv-file /mnt/file
+    run conv-umount-ro umount /mnt
+    # 1 MiB at 64 MiB: its first 256 KiB discarded, the next 256 KiB
+    # zeroed, the rest kept (-f: blkdiscard refuses a device holding a
+    # filesystem otherwise).
+    head -c 1048576 /dev/urandom > /tmp/conv-pattern
+    run conv-dd-write {dd} if=/tmp/conv-pattern of=$D bs=1M seek=64 count=1 oflag=direct
+    run conv-blkdiscard {blkdiscard} -f -o 67108864 -l 262144 $D
+    run conv-blkdiscard-z {blkdiscard} -f -z -o 67371008 -l 262144 $D
+    run conv-dd-read {dd} if=$D of=/tmp/conv-back bs=1M skip=64 count=1 iflag=direct
+    {{ head -c 524288 /dev/zero; tail -c 524288 /tmp/conv-pattern; }} > /tmp/conv-want
+    run conv-zeros-and-data cmp /tmp/conv-want /tmp/conv-back
+    stop_server ublk-conv-stop /tmp/conv.out
+fi
+"#
+    )
+}
+
 /// The FTL as a plain disk: ext4 on it.
 fn ftl_lines(mke2fs: &str) -> String {
     format!(
@@ -488,12 +561,12 @@ mod tests {
             cycles: None,
             zbd_tests: Vec::new(),
         };
-        let s = init_script(
-            &["ublk_drv.ko".into(), "ext4.ko".into()],
-            Path::new("/usr/sbin/mke2fs"),
-            Path::new("/usr/bin/dd"),
-            &plan,
-        );
+        let tools = GuestTools {
+            mke2fs: "/usr/sbin/mke2fs".into(),
+            dd: "/usr/bin/dd".into(),
+            blkdiscard: "/usr/sbin/blkdiscard".into(),
+        };
+        let s = init_script(&["ublk_drv.ko".into(), "ext4.ko".into()], &tools, &plan);
         assert!(s.starts_with("#!/bin/sh\n"));
         let ublk = s.find("insmod /lib/modules/ublk_drv.ko").unwrap();
         let zoned = s.find("/bin/zns --device emu:small ublk").unwrap();
@@ -505,8 +578,28 @@ mod tests {
         let mkfs = s.find("run mkfs-ext4 /usr/sbin/mke2fs -t ext4").unwrap();
         let fsck = s.find("run fsck-ext4 e2fsck -f -n $D").unwrap();
         assert!(ublk < zoned && zoned < dd && dd < stop && stop < ftl && ftl < mkfs && mkfs < fsck);
+        // The conventional namespace: a plain disk with ext4, discard and
+        // Write Zeroes, between the FTL and the crash cycles.
+        let conv_part = s.find("say \"PART conv\"").unwrap();
+        let conv = s.find("/bin/zns --device emu:small-conv,zones=64 ublk").unwrap();
+        let order = [
+            "expect conv-not-zoned none cat $q/zoned",
+            "expect conv-discard-max 268435456 cat $q/discard_max_bytes",
+            "run conv-mkfs-ext4 /usr/sbin/mke2fs -t ext4 -F -q $D",
+            "of=/mnt/file bs=1M conv=fsync",
+            "run conv-fsck e2fsck -f -n $D",
+            "run conv-read-file cmp /tmp/conv-file /mnt/file",
+            "run conv-blkdiscard /usr/sbin/blkdiscard -f -o 67108864 -l 262144 $D",
+            "run conv-blkdiscard-z /usr/sbin/blkdiscard -f -z -o 67371008 -l 262144 $D",
+            "run conv-zeros-and-data cmp /tmp/conv-want /tmp/conv-back",
+            "stop_server ublk-conv-stop /tmp/conv.out",
+        ]
+        .map(|l| s.find(l).unwrap_or_else(|| panic!("{l:?} not in the script")));
+        assert!(fsck < conv_part && conv_part < conv && conv < order[0]);
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
         let crash = s.find("say \"PART crash\"").unwrap();
-        assert!(fsck < crash && crash < s.find("ublk --id 7").unwrap());
+        assert!(order[9] < crash && crash < s.find("ublk --id 7").unwrap());
+        assert!(s.contains("echo \"UBLK-PART conv $(( $(now) - part_t0 ))\""));
         assert!(s.contains("echo \"UBLK-PART basic $(( $(now) - part_t0 ))\""));
         assert_eq!(parse_part_time("UBLK-PART crash 61"), Some(("crash".into(), 61)));
         assert_eq!(parse_part_time("UBLK-PART crash"), None);
@@ -522,6 +615,9 @@ mod tests {
                 None
             )
         );
+        assert!(o.parts.iter().any(|p| p == "conv"), "conv runs by default");
+        let o = p(&["--parts", "conv,basic"]).unwrap().unwrap();
+        assert_eq!(o.parts, ["basic", "conv"]);
         let o = p(&["--parts", "crash", "--cycles", "3"]).unwrap().unwrap();
         assert_eq!((o.parts.as_slice(), o.cycles), (&["crash".to_string()][..], Some(3)));
         assert!(p(&["--parts", "nope"]).is_err() && p(&["--cycles", "14"]).is_err());
