@@ -12,6 +12,9 @@
 //! - [`probe`]: a CPU-bound probe timing fixed work, for how slow a host
 //!   (a guest under emulation) is against a reference: the time dilation
 //!   factor to run the emulator with.
+//! - [`ftl_bench`]: the host FTL's benchmark behind `zns ftl bench`:
+//!   workload generators (uniform, Zipfian, hot/cold) and the runner
+//!   measuring IOPS and write amplification from fill to steady state.
 //! - [`ezns`]: the eZNS experiments, static striping against elastic
 //!   logical zones on one device, as `ezns.json` and SVG plots.
 
@@ -19,5 +22,6 @@ pub mod characterize;
 pub mod clock;
 pub mod ezns;
 pub mod fit;
+pub mod ftl_bench;
 pub mod overhead;
 pub mod probe;

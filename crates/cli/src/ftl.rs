@@ -15,8 +15,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
+use zns_bench::ftl_bench::{self as bench, BenchOptions, BenchReport, Observer, Phase, Workload};
 use zns_device::DeviceUri;
-use zns_ftl::bench::{self, BenchOptions, BenchReport, Observer, Phase, Workload};
 use zns_ftl::{
     CheckReport, Ftl, FtlConfig, FtlError, FtlStats, RepairReport, StreamLayout, VictimPolicy,
     WriteMode,

@@ -23,6 +23,9 @@
 //!   reaches it; `tiny` and `small` complete every command at once.
 //! - Faults: power cuts that drop unflushed writes, zones going read-only or
 //!   offline, unrecoverable reads ([`Controller::power_cut`], [`Namespace`]).
+//! - `exerciser` (feature `testkit`, for tests and the fuzz target):
+//!   well-formed, mutated and random command sequences with their
+//!   invariants checked.
 //! - Data checksums ([`media::Checksummed`]): on device images every written
 //!   block (and its metadata) carries a CRC32C bound to its LBA and its
 //!   zone's write generation; a block that fails it reads as Unrecovered
@@ -41,6 +44,7 @@ use std::sync::Arc;
 
 pub mod clock;
 pub mod conv;
+#[cfg(any(test, feature = "testkit"))]
 pub mod exerciser;
 pub mod harness;
 pub mod host;

@@ -112,8 +112,9 @@ pub enum FtlError {
 }
 
 impl FtlError {
-    /// A [`FtlError::Device`] with its context.
-    pub(crate) fn device(context: &'static str) -> impl FnOnce(DeviceError) -> FtlError {
+    /// A [`FtlError::Device`] with its context: for `map_err` on a device
+    /// call made on the FTL's behalf.
+    pub fn device(context: &'static str) -> impl FnOnce(DeviceError) -> FtlError {
         move |source| FtlError::Device { context, source }
     }
 }

@@ -22,12 +22,11 @@
 //! | [`analytic`] | greedy's analytic write amplification and the two-pool oracle |
 //! | [`Ftl`] | reads, writes, discards, flushes; format and recovery |
 //! | `check` | [`Ftl::check`]: the FTL's invariants against themselves and the device |
-//! | [`bench`] | workload generators and the benchmark runner of `zns ftl bench` |
 //! | `map` | packed L2P and P2L maps, per-zone valid counts |
 //! | `zones` | free / open / full / victim pools, write heads within the open-zone limits |
 //! | `gc` | background garbage collection, victim policies, Copy-based relocation |
 //! | `journal`, `meta`, `logread`, `recovery` | the checksummed metadata log, checkpoints, crash recovery and repair |
-//! | [`testkit`] | a device wrapper that stops all I/O at a chosen command, for crash tests |
+//! | `testkit` | (feature `testkit`, for tests) a device wrapper that stops all I/O at a chosen command, for crash tests |
 //!
 //! Design notes, measurements and the on-device format are in
 //! `docs/ftl.md`.
@@ -35,7 +34,6 @@
 #![warn(missing_docs)]
 
 pub mod analytic;
-pub mod bench;
 mod block;
 mod check;
 mod config;
@@ -50,6 +48,7 @@ mod meta;
 mod recovery;
 mod stats;
 mod tag;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 mod zones;
 

@@ -21,7 +21,7 @@
 //!   requests.
 //!
 //! ```text
-//! cargo run --release -p zns-ftl --example waf [-- --quick] [--only uniform|hot-cold|threads]
+//! cargo run --release -p zns-bench --example ftl_waf [-- --quick] [--only uniform|hot-cold|threads]
 //!     [--warmup 3] [--measure 2] [--policies greedy,cost-benefit] [--mode write|append]
 //!     [--hot-threshold 1.0] [--gc-streams 3]
 //! ```
@@ -30,8 +30,8 @@ use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use zns_bench::ftl_bench::Workload;
 use zns_ftl::analytic::{greedy_waf, two_pool_oracle};
-use zns_ftl::bench::Workload;
 use zns_ftl::{Ftl, FtlConfig, StreamLayout, VictimPolicy, WriteMode};
 
 const URI: &str = "emu:small,media=null";

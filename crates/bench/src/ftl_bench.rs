@@ -1,5 +1,5 @@
 //! Benchmarks of the FTL: workload generators and the runner behind
-//! `zns ftl bench`.
+//! `zns ftl bench` (`zns-ftl` itself ships no benchmark).
 //!
 //! # Workloads
 //!
@@ -73,10 +73,10 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use zns_device::{ReportFilter, Target, ZoneAction, ZoneState, ZonedDevice};
 
-use crate::config::FtlConfig;
-use crate::error::{FtlError, Result};
-use crate::ftl::Ftl;
-use crate::stats::FtlStats;
+use zns_ftl::{Ftl, FtlConfig, FtlError, FtlStats};
+
+/// Result of the benchmark: the FTL's errors.
+pub type Result<T> = std::result::Result<T, FtlError>;
 
 /// The Zipf exponent θ of `zipfian` when none is given (YCSB's).
 pub const DEFAULT_ZIPF_THETA: f64 = 0.99;
@@ -438,17 +438,6 @@ impl PhaseTime {
     }
 }
 
-/// CPU time the calling thread has used, in nanoseconds (0 where unknown).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The figures of a [`run`].
 ///
 /// Thread safety: plain data.
@@ -551,8 +540,8 @@ impl Spare {
             nominal,
             device: data_zone_blocks as f64 / logical - 1.0,
             effective,
-            greedy_waf_nominal: crate::analytic::greedy_waf(nominal),
-            greedy_waf_effective: crate::analytic::greedy_waf(effective.max(1e-6)),
+            greedy_waf_nominal: zns_ftl::analytic::greedy_waf(nominal),
+            greedy_waf_effective: zns_ftl::analytic::greedy_waf(effective.max(1e-6)),
         }
     }
 }
@@ -793,14 +782,17 @@ fn parallel(
                 let (done, stop, finished) = (&done, &stop, &finished);
                 let (last_end_ns, cpu_ns) = (&last_end_ns, &cpu_ns);
                 s.spawn(move || {
-                    let cpu0 = thread_cpu_ns();
+                    let cpu0 = crate::clock::thread_cpu_ns();
                     let mut progress = Progress { since: 0, done, stop };
                     let r = work(t, share(total, threads, t), &mut progress);
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
                     last_end_ns.fetch_max(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                    cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
+                    cpu_ns.fetch_add(
+                        crate::clock::thread_cpu_ns().saturating_sub(cpu0),
+                        Ordering::Relaxed,
+                    );
                     finished.fetch_add(1, Ordering::Release);
                     r
                 })
