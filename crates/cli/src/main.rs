@@ -15,6 +15,7 @@ mod ftl_serve;
 mod identify;
 mod io;
 mod list;
+mod log;
 mod nodata;
 mod num;
 mod range;
@@ -63,6 +64,12 @@ enum Command {
         /// Machine-readable JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Print the controller's health log pages: SMART (02h), and the OCP
+    /// extended SMART page (C0h) with the bytes the media took.
+    Log {
+        #[command(subcommand)]
+        command: log::LogCommand,
     },
     /// Report zones.
     ReportZones(report::ReportArgs),
@@ -315,6 +322,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Characterize(args) => characterize::run(&device, &args, out),
         Command::Ezns { command } => ezns::run(command, &device, device_given, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
+        Command::Log { command } => log::run(open(&device)?.as_ref(), &command, out),
         Command::ReportZones(args) => report::run(open(&device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),
         Command::Write(args) => io::write(open(&device)?.as_ref(), &args, out),

@@ -205,6 +205,7 @@ pub fn run(
         backends.push(Backend::Block {
             device: Arc::clone(&ftl) as Arc<dyn BlockDevice>,
             name: format!("FTL on {uri}"),
+            media: Some(Arc::clone(ftl.device())),
         });
         ftls.push(ftl);
     }

@@ -145,3 +145,49 @@ fn serve_exports_a_conventional_twin_beside_a_zoned_device() {
     assert!(!text.contains("namespace 3"), "{text}");
     assert!(text.contains(" 0 ended by transport errors"), "{text}");
 }
+
+/// `zns log` through a served subsystem of a zoned device and its twin:
+/// the OCP extended page adds up the bytes both media took.
+#[test]
+fn zns_log_shows_the_media_bytes_of_every_device_served() {
+    let nqn = "nqn.2026-11.io.znskit:log";
+    let server = common::Server::start(&[
+        "--device",
+        "emu:small",
+        "--device",
+        "emu:small-conv",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--nqn",
+        nqn,
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![0x5Au8; 2 * 4096]).unwrap();
+    let (zoned, twin) =
+        (format!("tcp:{}/{nqn}/1", server.addr), format!("tcp:{}/{nqn}/2", server.addr));
+    let input = data.to_str().unwrap();
+    common::ok(common::zns(&["-d", &zoned, "write", "--lba", "0", "--input", input]));
+    common::ok(common::zns(&["-d", &twin, "write", "--lba", "100", "--input", input]));
+    common::ok(common::zns(&["-d", &twin, "write", "--lba", "7", "--input", input]));
+    let o = common::ok(common::zns(&["-d", &zoned, "log", "ocp-smart", "--json"]));
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(j["physical_media_units_written"], 6 * 4096, "{j}");
+    assert_eq!(j["log_page_guid"], "0xAFD514C97C6F4F9CA4F2BFEA2810AFC5");
+    // Each connection is a controller of its own: its SMART counts start
+    // at zero, the media's do not.
+    let o = common::ok(common::zns(&["-d", &zoned, "log", "smart", "--json"]));
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!((j["data_units_written"].as_u64(), j["temperature"].as_u64()), (Some(0), Some(313)));
+    let o = common::ok(common::zns(&["-d", &twin, "log", "ocp-smart"]));
+    assert!(
+        o.stdout.contains("Physical media units written         : 24576 (0.0 MiB)"),
+        "{}",
+        o.stdout
+    );
+    // A device this process emulates has its own counters, none written.
+    let o = common::ok(common::zns(&["-d", "emu:small-conv", "log", "ocp-smart", "--json"]));
+    assert!(o.stdout.contains("\"physical_media_units_written\": 0"), "{}", o.stdout);
+    server.stop();
+}

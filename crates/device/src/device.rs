@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zns_spec::log::GetLogPage;
 use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 
 use crate::buffer::IoBuffer;
@@ -74,6 +75,20 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
         Err(DeviceError::Unsupported(format!(
             "{}: no conventional namespace this backend reaches",
             self.info().uri
+        )))
+    }
+
+    /// Get Log Page on the device's controller: `page.length_bytes()`
+    /// bytes of the page `page` names, from its offset. A status the
+    /// controller answers is [`DeviceError::Nvme`] (Invalid Log Page for
+    /// one it lacks); backends that cannot send admin commands (today only
+    /// the driver backend, `emu:` and `pcie:`, and `tcp:` can) answer
+    /// `Unsupported`.
+    fn log_page(&self, page: GetLogPage) -> Result<Vec<u8>> {
+        Err(DeviceError::Unsupported(format!(
+            "{}: log page {:#04x}: this backend sends no admin commands",
+            self.info().uri,
+            page.lid
         )))
     }
 

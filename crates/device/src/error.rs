@@ -48,6 +48,8 @@ pub enum OpKind {
     ReportZones,
     /// Copy.
     Copy,
+    /// Get Log Page (an admin command).
+    GetLogPage,
 }
 
 impl OpKind {
@@ -69,6 +71,7 @@ impl OpKind {
             OpKind::CommitZrwa => "ZRWA commit",
             OpKind::ReportZones => "zone report",
             OpKind::Copy => "copy",
+            OpKind::GetLogPage => "get log page",
         }
     }
 

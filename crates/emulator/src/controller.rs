@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use zns_spec::regs::{self, Aqa, Cap, Cc, Csts, Doorbell, Version};
-use zns_spec::{CompletionEntry, IoOpcode, Status, StatusCode, StatusField, SubmissionEntry};
+use zns_spec::{CompletionEntry, Status, StatusCode, StatusField, SubmissionEntry};
 
 use crate::clock::{Clock, LatenessStats};
 use crate::host::HostMemory;
@@ -487,9 +487,7 @@ impl Controller {
                     if i + 1 < n {
                         crate::io::prefetch(self, &sq.entry(i + 1));
                     }
-                    let r = crate::io::execute(self, host, &sqe, &mut sq.bounce, None);
-                    self.count(&mut sq.counters, &sqe, &r);
-                    r
+                    crate::io::execute(self, host, &sqe, &mut sq.bounce, None, &mut sq.counters)
                 };
                 *slot = self.completion(qid, sq.head as u16, &sqe, outcome);
             }
@@ -526,8 +524,14 @@ impl Controller {
                 sq.advance();
                 self.sq_heads[qid as usize].store(sq.head as u16, Ordering::Relaxed);
                 let mut op = Op::Other;
-                let outcome = crate::io::execute(self, host, &sqe, &mut sq.bounce, Some(&mut op));
-                self.count(&mut sq.counters, &sqe, &outcome);
+                let outcome = crate::io::execute(
+                    self,
+                    host,
+                    &sqe,
+                    &mut sq.bounce,
+                    Some(&mut op),
+                    &mut sq.counters,
+                );
                 if outcome.is_err() {
                     op = Op::Other;
                 }
@@ -535,30 +539,6 @@ impl Controller {
             }
             t.submit(qid, sq.cqid, &mut batch, &self.namespaces);
             self.completed.fetch_add(n as u64, Ordering::Relaxed);
-        }
-    }
-
-    /// Counts a successful I/O command in its queue's counters.
-    #[inline]
-    fn count(&self, c: &mut IoCounters, sqe: &SubmissionEntry, outcome: &Outcome) {
-        if outcome.is_err() {
-            return;
-        }
-        let bytes = || {
-            let bs = self.namespace(sqe.nsid).map_or(0, |ns| ns.block_size() as u64);
-            ((sqe.cdw12 & 0xFFFF) as u64 + 1) * bs
-        };
-        match IoOpcode::from_raw(sqe.opcode()) {
-            Some(IoOpcode::Read) => {
-                c.read_commands += 1;
-                c.bytes_read += bytes();
-            }
-            Some(IoOpcode::Write | IoOpcode::ZoneAppend) => {
-                c.write_commands += 1;
-                c.bytes_written += bytes();
-            }
-            Some(IoOpcode::WriteZeroes | IoOpcode::Copy) => c.write_commands += 1,
-            _ => {}
         }
     }
 

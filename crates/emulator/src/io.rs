@@ -19,6 +19,7 @@ use crate::host::HostMemory;
 use crate::media::MediaError;
 use crate::namespace::Namespace;
 use crate::prp;
+use crate::queue::IoCounters;
 use crate::timing::{Op, Runs, ZoneBefore};
 use crate::zns::ZoneError;
 
@@ -26,15 +27,17 @@ use crate::zns::ZoneError;
 const BROADCAST_NSID: u32 = 0xFFFF_FFFF;
 
 /// Executes one I/O command, reaching host memory through `host` (the
-/// controller's host memory, or a pinned view of it). With `info` (the
-/// controller has a timing model), a successful command describes what it
-/// did there; it stays [`Op::Other`] otherwise.
+/// controller's host memory, or a pinned view of it), and counts it in its
+/// queue's `counters` when it succeeds. With `info` (the controller has a
+/// timing model), a successful command describes what it did there; it
+/// stays [`Op::Other`] otherwise.
 pub(crate) fn execute(
     ctrl: &Controller,
     host: &dyn HostMemory,
     sqe: &SubmissionEntry,
     bounce: &mut [u8],
     info: Option<&mut Op>,
+    counters: &mut IoCounters,
 ) -> Outcome {
     if sqe.fuse() != 0 {
         return Err(StatusCode::InvalidField.into());
@@ -56,6 +59,7 @@ pub(crate) fn execute(
     if ns.write_protected && changes_media(op, sqe) {
         return Err(StatusCode::NamespaceWriteProtected.into());
     }
+    let mut copied = 0;
     let r = match op {
         IoOpcode::Flush => flush(ns).inspect(|_| note(info, || Op::Flush)),
         IoOpcode::Read => read(ctrl, host, ns, sqe, bounce, info),
@@ -65,10 +69,51 @@ pub(crate) fn execute(
         IoOpcode::ZoneAppend => append(ctrl, host, ns, sqe, bounce, info),
         IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe, info),
         IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, host, ns, sqe, bounce, info),
-        IoOpcode::Copy => copy(ctrl, host, ns, sqe, info),
+        IoOpcode::Copy => copy(ctrl, host, ns, sqe, info).map(|blocks| {
+            copied = blocks;
+            0
+        }),
         _ => Err(StatusCode::InvalidOpcode),
     };
+    if r.is_ok() {
+        count(counters, ns, op, sqe, copied);
+    }
     r.map_err(Status::from)
+}
+
+/// Counts a successful command: host commands and data for the SMART log,
+/// and what it moved to and from the media for the OCP extended one.
+/// `copied` is the block count of a Copy.
+#[inline]
+fn count(c: &mut IoCounters, ns: &Namespace, op: IoOpcode, sqe: &SubmissionEntry, copied: u64) {
+    let bs = ns.block_size() as u64;
+    let bytes = ((sqe.cdw12 & 0xFFFF) as u64 + 1) * bs;
+    // A conventional twin's firmware counts what it programs (the host's
+    // blocks and those it moves); reads are the host's either way.
+    let media = ns.ftl.is_none();
+    match op {
+        IoOpcode::Read => {
+            c.read_commands += 1;
+            c.bytes_read += bytes;
+            c.media_bytes_read += bytes;
+        }
+        IoOpcode::Write | IoOpcode::ZoneAppend => {
+            c.write_commands += 1;
+            c.bytes_written += bytes;
+            if media {
+                c.media_bytes_written += bytes;
+            }
+        }
+        IoOpcode::WriteZeroes => c.write_commands += 1,
+        IoOpcode::Copy => {
+            c.write_commands += 1;
+            c.media_bytes_read += copied * bs;
+            if media {
+                c.media_bytes_written += copied * bs;
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Whether command `op` would change data or zone state (refused on a
@@ -810,6 +855,7 @@ fn zone_receive(
     Ok(0)
 }
 
+/// Copy; returns the blocks copied.
 fn copy(
     ctrl: &Controller,
     host: &dyn HostMemory,
@@ -893,5 +939,5 @@ fn copy(
         placed,
         zrwa_commit,
     });
-    Ok(0)
+    Ok(total)
 }

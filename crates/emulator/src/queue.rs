@@ -15,8 +15,9 @@ pub(crate) const FETCH_BATCH: usize = 64;
 /// Entries fetched in one go: raw 64-byte images, decoded one at a time.
 pub(crate) type FetchBuffer = [[u8; 64]; FETCH_BATCH];
 
-/// Host I/O counted for the SMART / Health log, kept per submission queue
-/// so the I/O path touches no shared counter.
+/// Host I/O counted for the SMART / Health log, and media I/O for the OCP
+/// extended one, kept per submission queue so the I/O path touches no
+/// shared counter.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct IoCounters {
     /// Reads completed successfully.
@@ -27,6 +28,13 @@ pub(crate) struct IoCounters {
     pub bytes_read: u64,
     /// Bytes of data written (Write, Zone Append).
     pub bytes_written: u64,
+    /// Bytes commands programmed into the media of namespaces without a
+    /// device-side FTL (Write, Zone Append, Copy; Write Zeroes deallocates
+    /// instead). A conventional twin's firmware counts its own.
+    pub media_bytes_written: u64,
+    /// Bytes commands read from the media (Read, Copy sources); a
+    /// conventional twin's garbage collection reads are its firmware's.
+    pub media_bytes_read: u64,
 }
 
 impl IoCounters {
@@ -36,6 +44,8 @@ impl IoCounters {
         self.write_commands += other.write_commands;
         self.bytes_read += other.bytes_read;
         self.bytes_written += other.bytes_written;
+        self.media_bytes_written += other.media_bytes_written;
+        self.media_bytes_read += other.media_bytes_read;
     }
 }
 

@@ -1154,6 +1154,12 @@ impl Ftl {
     pub fn discard(&self, lba: u64, blocks: u64) -> Result<()> {
         self.shared.do_discard(lba, blocks)
     }
+
+    /// The zoned device the FTL keeps its blocks on (for what its
+    /// controller counts: the media writes of its log pages).
+    pub fn device(&self) -> &Arc<dyn ZonedDevice> {
+        &self.shared.dev
+    }
 }
 
 /// A format identity from the clock and the process.

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use zns_spec::command::{Features, IdentifyCmd};
 use zns_spec::fabrics::{self, DiscoveryEntry};
 use zns_spec::identify::{IoCommandSetVector, IDENTIFY_SIZE};
-use zns_spec::log::{GetLogPage, SmartLog};
+use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog, SmartLog};
 use zns_spec::{AdminOpcode, CommandSetId, IoOpcode, Status, StatusCode, SubmissionEntry};
 
 use crate::controller::{Controller, Role, MAX_IO_QUEUES};
@@ -191,6 +191,15 @@ fn get_log_page(
         (Role::Io(_), 0x03) => firmware_slot_log(),
         (Role::Io(_), 0x04) => vec![0u8; 4096],
         (Role::Io(_), 0x05) => effects_log(cmd.csi),
+        (Role::Io(sub), 0xC0) => {
+            if sqe.nsid != 0 && sqe.nsid != 0xFFFF_FFFF {
+                return Done::err(StatusCode::InvalidField);
+            }
+            match ocp_smart_log(sub) {
+                Ok(log) => log.to_bytes().to_vec(),
+                Err(code) => return Done::err(code),
+            }
+        }
         (Role::Io(sub), 0xBF) if cmd.csi == CommandSetId::Zoned as u8 => {
             match sub.namespace(sqe.nsid) {
                 None => return Done::err(StatusCode::InvalidNamespaceOrFormat),
@@ -245,6 +254,46 @@ fn smart_log(ctrl: &Controller) -> [u8; 512] {
         ..SmartLog::default()
     }
     .to_bytes()
+}
+
+/// The OCP SMART / Health Information Extended page (LID C0h): the
+/// subsystem's media are its devices' (an FTL's device included), so its
+/// media counters are the sum of theirs, and its erase counts the most and
+/// the least of theirs (a device that does not count erases says 0).
+/// Invalid Log Page unless every device answers with the page, and when
+/// no namespace is on a device (block devices of their own).
+fn ocp_smart_log(sub: &Subsystem) -> Result<OcpSmartLog, StatusCode> {
+    let mut log = OcpSmartLog::new();
+    let mut erases: Option<(u32, u32)> = None;
+    let request = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
+    let devices = sub.media_devices();
+    if devices.is_empty() {
+        return Err(StatusCode::InvalidLogPage);
+    }
+    for dev in devices {
+        let page = dev.log_page(request).map_err(|e| {
+            tracing::debug!(device = %dev.info().uri, error = %e, "no OCP extended SMART log");
+            StatusCode::InvalidLogPage
+        })?;
+        let Ok(bytes) = <&[u8; OcpSmartLog::SIZE]>::try_from(page.as_slice()) else {
+            return Err(StatusCode::InvalidLogPage);
+        };
+        let p = OcpSmartLog::from_bytes(bytes);
+        if !p.guid_matches() {
+            tracing::debug!(device = %dev.info().uri, "OCP extended SMART log of another GUID");
+            return Err(StatusCode::InvalidLogPage);
+        }
+        log.media_bytes_written += p.media_bytes_written;
+        log.media_bytes_read += p.media_bytes_read;
+        erases = Some(match erases {
+            None => (p.max_erase_count, p.min_erase_count),
+            Some((max, min)) => (max.max(p.max_erase_count), min.min(p.min_erase_count)),
+        });
+    }
+    if let Some((max, min)) = erases {
+        (log.max_erase_count, log.min_erase_count) = (max, min);
+    }
+    Ok(log)
 }
 
 fn firmware_slot_log() -> Vec<u8> {

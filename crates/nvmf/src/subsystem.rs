@@ -66,6 +66,10 @@ pub enum Backend {
         device: Arc<dyn BlockDevice>,
         /// What it is, for logs (e.g. "FTL on emu:small").
         name: String,
+        /// The zoned device holding its blocks, if there is one (an FTL's,
+        /// [`zns_ftl::Ftl::device`]): its controller's media counters are
+        /// part of what the target's log pages report.
+        media: Option<Arc<dyn ZonedDevice>>,
     },
 }
 
@@ -330,6 +334,26 @@ impl Subsystem {
     /// The namespaces, by NSID order.
     pub fn namespaces(&self) -> &[Namespace] {
         &self.namespaces
+    }
+
+    /// The devices whose media hold the namespaces' blocks, each once, in
+    /// NSID order: the zoned and conventional namespaces' devices, and the
+    /// device under each block namespace that has one (an FTL's).
+    pub fn media_devices(&self) -> Vec<Arc<dyn ZonedDevice>> {
+        let mut out: Vec<Arc<dyn ZonedDevice>> = Vec::new();
+        for ns in &self.namespaces {
+            let d = match &ns.backend {
+                Backend::Zoned(d) | Backend::Conventional { device: d, .. } => Some(d),
+                Backend::Block { media, .. } => media.as_ref(),
+            };
+            if let Some(d) = d {
+                // A device with two namespaces is one device.
+                if !out.iter().any(|o| Arc::ptr_eq(o, d)) {
+                    out.push(Arc::clone(d));
+                }
+            }
+        }
+        out
     }
 
     /// Namespace `nsid`, if it exists.

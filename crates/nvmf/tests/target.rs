@@ -334,10 +334,94 @@ fn zoned_and_ftl() -> (NvmfTarget, std::sync::Arc<dyn zns_device::ZonedDevice>) 
     let ftl = Arc::new(Ftl::format(Arc::clone(&under), FtlConfig::default()).unwrap());
     let backends = vec![
         zns_nvmf::Backend::Zoned(zoned),
-        zns_nvmf::Backend::Block { device: ftl as Arc<dyn BlockDevice>, name: "FTL".into() },
+        zns_nvmf::Backend::Block {
+            device: ftl as Arc<dyn BlockDevice>,
+            name: "FTL".into(),
+            media: Some(Arc::clone(&under)),
+        },
     ];
     let sub = Subsystem::with_backends(NQN, backends).unwrap();
     (NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap(), under)
+}
+
+/// The OCP extended SMART log (LID C0h) through the `tcp:` initiator: the
+/// sum of what the subsystem's devices count, the FTL's device included.
+#[test]
+fn the_ocp_extended_log_adds_up_the_media_of_every_device() {
+    use std::sync::Arc;
+    use zns_device::{Data, ZoneOp, ZonedDevice};
+    use zns_ftl::{BlockDevice, Ftl, FtlConfig};
+    use zns_nvmf::Backend;
+    use zns_spec::log::OcpSmartLog;
+    let zoned = zns_device::open("emu:small").unwrap();
+    let twin = zns_device::open("emu:small-conv").unwrap();
+    let under = zns_device::open("emu:small,zones=16").unwrap();
+    let ftl = Arc::new(Ftl::format(Arc::clone(&under), FtlConfig::default()).unwrap());
+    let mut backends = Backend::of_device(Arc::clone(&zoned));
+    backends.extend(Backend::of_device(Arc::clone(&twin)));
+    let block = Arc::clone(&ftl) as Arc<dyn BlockDevice>;
+    backends.push(Backend::Block {
+        device: block,
+        name: "FTL".into(),
+        media: Some(Arc::clone(ftl.device())),
+    });
+    let sub = Subsystem::with_backends(NQN, backends).unwrap();
+    assert_eq!(sub.media_devices().len(), 3);
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let remote = zns_device::open(&format!("tcp:{}/{NQN}", t.local_addr())).unwrap();
+    let bs = remote.info().block_size as usize;
+    // 16 blocks to the zoned namespace over the network, 8 to the twin
+    // and 8 to the FTL in this process.
+    let mut q = remote.queue(4).unwrap();
+    let mut data = remote.alloc(16 * bs).unwrap();
+    data.fill(0x5A);
+    q.execute(&ZoneOp::Write { lba: 0, fua: false }, Data::ToDevice(&data)).unwrap();
+    let mut tq = twin.queue(4).unwrap();
+    let mut tdata = twin.alloc(8 * bs).unwrap();
+    tdata.fill(0x6B);
+    tq.execute(&ZoneOp::Write { lba: 100, fua: false }, Data::ToDevice(&tdata)).unwrap();
+    ftl.write(0, &vec![0x7C; 8 * bs]).unwrap();
+    ftl.flush().unwrap();
+    let request = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
+    let page = |d: &Arc<dyn ZonedDevice>| {
+        let b = d.log_page(request).unwrap();
+        OcpSmartLog::from_bytes(b.as_slice().try_into().unwrap())
+    };
+    let (z, c) = (page(&zoned), page(&twin));
+    let b = bs as u128;
+    assert_eq!(z.media_bytes_written, 16 * b);
+    assert_eq!(c.media_bytes_written, 8 * b);
+    // The FTL writes in the background too: its device's count is read
+    // on either side of the target's.
+    let f0 = page(&under);
+    let total = page(&remote);
+    let f1 = page(&under);
+    assert!(f0.media_bytes_written >= 8 * b, "the FTL's data and its metadata");
+    let sum =
+        |f: &OcpSmartLog| z.media_bytes_written + c.media_bytes_written + f.media_bytes_written;
+    assert!(sum(&f0) <= total.media_bytes_written && total.media_bytes_written <= sum(&f1));
+    assert!(total.media_bytes_read >= z.media_bytes_read + c.media_bytes_read);
+    assert!(total.guid_matches() && total.version == OcpSmartLog::VERSION);
+    // The page is the controller's: a namespace is Invalid Field.
+    let e = remote.log_page(GetLogPage { nsid: 1, ..request }).unwrap_err();
+    assert!(e.is_status(StatusCode::InvalidField), "{e}");
+    drop((q, remote));
+    assert_eq!(t.stop().transport_errors, 0);
+
+    // A block device of its own has no media to count.
+    let memory = Arc::new(zns_ftl::MemoryBlockDevice::new(4096, 64)) as Arc<dyn BlockDevice>;
+    let sub = Subsystem::with_backends(
+        NQN,
+        vec![Backend::Block { device: memory, name: "RAM".into(), media: None }],
+    )
+    .unwrap();
+    assert!(sub.media_devices().is_empty());
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let (mut h, _) = admin(t.local_addr(), Digests::default());
+    let (c, _) = h.cmd(request.to_entry().unwrap(), Dir::In(512));
+    assert!(c.status().is(StatusCode::InvalidLogPage), "{:?}", c.status());
+    drop(h);
+    t.stop();
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Log pages: identifiers, the Get Log Page command fields, and the pages
 //! znskit produces (Error Information, SMART / Health Information, Changed
-//! Zone List).
+//! Zone List, and the OCP Datacenter NVMe SSD specification's SMART /
+//! Health Information Extended page).
 //!
 //! The Get Log Page submission entry builder and decoder are in
 //! [`crate::command`].
@@ -24,6 +25,10 @@ pub enum LogPageId {
     CommandsSupportedAndEffects = 0x05,
     /// BFh Changed Zone List (Zoned Namespace command set, CSI 02h).
     ChangedZoneList = 0xBF,
+    /// C0h SMART / Health Information Extended: a vendor-specific LID that
+    /// the OCP Datacenter NVMe SSD specification defines (see
+    /// [`OcpSmartLog`]).
+    OcpSmartExtended = 0xC0,
 }
 
 impl LogPageId {
@@ -36,6 +41,7 @@ impl LogPageId {
             0x04 => Self::ChangedNamespaceList,
             0x05 => Self::CommandsSupportedAndEffects,
             0xBF => Self::ChangedZoneList,
+            0xC0 => Self::OcpSmartExtended,
             _ => return None,
         })
     }
@@ -319,6 +325,97 @@ impl SmartLog {
     }
 }
 
+/// SMART / Health Information Extended log page (LID C0h, 512 bytes) of
+/// the OCP Datacenter NVMe SSD specification: the fields znskit reports.
+/// Every other field is zero on the wire, as the specification has it for
+/// what a device does not support. Counters are little-endian; the two
+/// media counters count bytes (not data units) in 128 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OcpSmartLog {
+    /// Physical Media Units Written (15:0): bytes written to the media,
+    /// the host's and the device's own (garbage collection, relocation).
+    pub media_bytes_written: u128,
+    /// Physical Media Units Read (31:16): bytes read from the media.
+    pub media_bytes_read: u128,
+    /// Maximum User Data Erase Count (91:88): erases of the most erased
+    /// user data block.
+    pub max_erase_count: u32,
+    /// Minimum User Data Erase Count (95:92): erases of the least erased
+    /// user data block.
+    pub min_erase_count: u32,
+    /// DSSD Specification Version the page follows: major (103), minor
+    /// (102:101), point (100:99), errata (98).
+    pub dssd_version: (u8, u16, u16, u8),
+    /// Log Page Version (495:494).
+    pub version: u16,
+    /// Log Page GUID (511:496), as a little-endian 128-bit value.
+    pub guid: u128,
+}
+
+impl OcpSmartLog {
+    /// Size on the wire.
+    pub const SIZE: usize = 512;
+    /// The page's GUID (AFD514C97C6F4F9CA4F2BFEA2810AFC5); hosts check it
+    /// before they trust the page.
+    pub const GUID: u128 = 0xAFD5_14C9_7C6F_4F9C_A4F2_BFEA_2810_AFC5;
+    /// The Log Page Version of the specification's version 2.0 layout.
+    pub const VERSION: u16 = 3;
+
+    /// A page of the specification's 2.0 layout with every counter zero.
+    pub const fn new() -> Self {
+        OcpSmartLog {
+            media_bytes_written: 0,
+            media_bytes_read: 0,
+            max_erase_count: 0,
+            min_erase_count: 0,
+            dssd_version: (2, 0, 0, 0),
+            version: Self::VERSION,
+            guid: Self::GUID,
+        }
+    }
+
+    /// Whether the page carries the GUID of this page.
+    pub const fn guid_matches(&self) -> bool {
+        self.guid == Self::GUID
+    }
+
+    /// The wire image.
+    pub fn to_bytes(&self) -> [u8; 512] {
+        let mut b = [0u8; 512];
+        put(&mut b, 0, &self.media_bytes_written.to_le_bytes());
+        put(&mut b, 16, &self.media_bytes_read.to_le_bytes());
+        put(&mut b, 88, &self.max_erase_count.to_le_bytes());
+        put(&mut b, 92, &self.min_erase_count.to_le_bytes());
+        let (major, minor, point, errata) = self.dssd_version;
+        b[98] = errata;
+        put(&mut b, 99, &point.to_le_bytes());
+        put(&mut b, 101, &minor.to_le_bytes());
+        b[103] = major;
+        put(&mut b, 494, &self.version.to_le_bytes());
+        put(&mut b, 496, &self.guid.to_le_bytes());
+        b
+    }
+
+    /// Parses a wire image.
+    pub fn from_bytes(b: &[u8; 512]) -> Self {
+        OcpSmartLog {
+            media_bytes_written: get128(b, 0),
+            media_bytes_read: get128(b, 16),
+            max_erase_count: get32(b, 88),
+            min_erase_count: get32(b, 92),
+            dssd_version: (b[103], get16(b, 101), get16(b, 99), b[98]),
+            version: get16(b, 494),
+            guid: get128(b, 496),
+        }
+    }
+}
+
+impl Default for OcpSmartLog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Changed Zone List log page (LID BFh, CSI 02h, 4096 bytes): zones whose
 /// Zone Descriptor Extension changed or that a controller finished, by ZSLBA.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -390,12 +487,15 @@ mod tests {
             (LogPageId::ChangedNamespaceList, 0x04),
             (LogPageId::CommandsSupportedAndEffects, 0x05),
             (LogPageId::ChangedZoneList, 0xBF),
+            (LogPageId::OcpSmartExtended, 0xC0),
         ];
         for (l, v) in all {
             assert_eq!(l as u8, v);
             assert_eq!(LogPageId::from_raw(v), Some(l));
         }
-        assert_eq!(LogPageId::from_raw(0xC0), None);
+        assert_eq!(LogPageId::from_raw(0xC0), Some(LogPageId::OcpSmartExtended));
+        assert_eq!(LogPageId::from_raw(0xC1), None);
+        assert_eq!(LogPageId::OcpSmartExtended.command_set(), None);
         assert_eq!(LogPageId::ChangedZoneList.command_set(), Some(CommandSetId::Zoned));
         let g = GetLogPage::new(LogPageId::ChangedZoneList, 1, 1024);
         assert_eq!((g.csi, g.length_bytes()), (2, 4096));
@@ -477,6 +577,37 @@ mod tests {
         assert_eq!(SmartLog::data_units(1), 1);
         assert_eq!(SmartLog::data_units(512_000), 1);
         assert_eq!(SmartLog::data_units(512_001), 2);
+    }
+
+    #[test]
+    fn ocp_smart_log_fields_sit_at_their_offsets() {
+        let s = OcpSmartLog {
+            media_bytes_written: 0x0102_0000_0000_0000_0000_0000_0000_0003,
+            media_bytes_read: 0x0405,
+            max_erase_count: 0x0607_0809,
+            min_erase_count: 0x0A0B,
+            ..OcpSmartLog::new()
+        };
+        let b = s.to_bytes();
+        at(&b, 0, &0x0102_0000_0000_0000_0000_0000_0000_0003u128.to_le_bytes());
+        at(&b, 16, &0x0405u128.to_le_bytes());
+        at(&b, 88, &[0x09, 0x08, 0x07, 0x06, 0x0B, 0x0A, 0, 0]);
+        // DSSD 2.0: errata, point, minor, major.
+        at(&b, 98, &[0, 0, 0, 0, 0, 2]);
+        at(&b, 494, &[3, 0]);
+        // The GUID's bytes as hosts compare them, lowest first.
+        let guid = [
+            0xC5, 0xAF, 0x10, 0x28, 0xEA, 0xBF, 0xF2, 0xA4, 0x9C, 0x4F, 0x6F, 0x7C, 0xC9, 0x14,
+            0xD5, 0xAF,
+        ];
+        at(&b, 496, &guid);
+        let zero = |r: std::ops::Range<usize>| b[r].iter().all(|&x| x == 0);
+        assert!(zero(32..88) && zero(96..98) && zero(104..494));
+        let back = OcpSmartLog::from_bytes(&b);
+        assert_eq!(back, s);
+        assert!(back.guid_matches());
+        assert!(!OcpSmartLog::from_bytes(&[0; 512]).guid_matches());
+        assert_eq!(OcpSmartLog::default(), OcpSmartLog::new());
     }
 
     #[test]

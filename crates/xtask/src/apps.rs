@@ -18,10 +18,12 @@
 //! the filler and the database together reach the fill ratio asked for,
 //! then runs db_bench's fillrandom, overwrite and readwhilewriting,
 //! reading around each phase the sectors the kernel wrote to each
-//! namespace, the controller's SMART data units written, the
-//! filesystem's use and f2fs's garbage collection counters. The host
-//! writes `apps.json`, `apps.svg` and a markdown table, and with
-//! `--docs` puts them in `docs/` (the table into `docs/apps.md`).
+//! namespace, the controller's SMART data units written and its OCP
+//! extended SMART log's media bytes written (their ratio is the device's
+//! write amplification), the filesystem's use and f2fs's garbage
+//! collection counters. The host writes `apps.json`, `apps.svg` and a
+//! markdown table, and with `--docs` puts them in `docs/` (the table into
+//! `docs/apps.md`).
 //!
 //! `--smoke`: fillrandom only, a small database, no filler, no
 //! preconditioning, on f2fs-zns and ext4-conv; it fails unless both runs
@@ -48,7 +50,8 @@ kernel: fillrandom, overwrite and readwhilewriting on f2fs over an emulated ZNS
 drive (the ZN540's timing model, zones cut down) and on ext4 (and XFS) over its
 conventional twin (the same NAND behind a device-side FTL), both through the
 kernel's nvme-tcp to `zns serve`. Throughput, p99 and p99.9 from db_bench,
-bytes the host wrote, the controllers' SMART data units written, f2fs's GC.
+bytes the host wrote, the controllers' SMART data units written and media bytes
+written (OCP log C0h), the device WAF they give, f2fs's GC.
 
 options:
   --smoke            fillrandom only, a small database, no filler, f2fs-zns and
@@ -337,11 +340,11 @@ pub fn run(opts: &Options) -> Result<()> {
     if outcome.result != Some(true) {
         failures.push("the guest did not report PASS".into());
     }
-    let results =
-        results(opts, &sides, &collected, &[zns_end.ok(), conv_end.ok()], &zns_uri, &conv_uri);
+    let results = results(opts, &sides, &collected, &zns_uri, &conv_uri);
     failures.extend(missing(&results, &opts.workload));
     failures
         .extend(collected.smart_errors.iter().map(|e| format!("no SMART data units written: {e}")));
+    failures.extend(collected.ocp_errors.iter().map(|e| format!("no OCP media bytes: {e}")));
     let out = opts
         .out
         .clone()
@@ -416,18 +419,35 @@ fn fill(c: &Collected, side: &str, point: &str) -> Option<f64> {
     Some(used.saturating_sub(used0) as f64 / free0.max(1) as f64)
 }
 
+/// Bytes in a SMART data unit.
+const DATA_UNIT: f64 = 512_000.0;
+
+/// Bytes as MiB.
+fn mib_of(bytes: f64) -> f64 {
+    bytes / (1u64 << 20) as f64
+}
+
+/// The device's write amplification between points `from` and `to` of
+/// `side`: the media bytes its OCP log counts over the host bytes its SMART
+/// log counts; or why there is none.
+fn device_waf(c: &Collected, side: &str, from: &str, to: &str) -> Result<f64, &'static str> {
+    let media = c.delta(side, from, to, "media_bytes_written");
+    let host = c.delta(side, from, to, "smart_data_units_written");
+    match (media, host) {
+        (None, _) => Err("no OCP SMART / Health Information Extended log (C0h) read on both sides"),
+        (_, None) => Err("no SMART log (02h) read on both sides"),
+        (_, Some(0)) => Err("the host wrote no data unit"),
+        (Some(m), Some(h)) => Ok(m as f64 / (h as f64 * DATA_UNIT)),
+    }
+}
+
 /// The results: per side, the fill, and per phase db_bench's figures and
 /// the counters' deltas.
-fn results(
-    opts: &Options,
-    sides: &[Side],
-    c: &Collected,
-    server_ends: &[Option<String>],
-    zns_uri: &str,
-    conv_uri: &str,
-) -> Value {
+fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_uri: &str) -> Value {
     let w = &opts.workload;
     let mut out_sides = serde_json::Map::new();
+    let mut waf_sides = serde_json::Map::new();
+    let mut waf_null = serde_json::Map::new();
     for side in sides {
         let n = side.name.as_str();
         let mut phases = serde_json::Map::new();
@@ -450,6 +470,16 @@ fn results(
                 .map(|(x, y)| x + y)
                 .or_else(|| c.delta(n, &b, &a, "f2fs_debug_gc_calls"));
             let used = |point: &str| fill(c, n, point);
+            let media = c.delta(n, &b, &a, "media_bytes_written");
+            let waf = device_waf(c, n, &b, &a);
+            if let Err(why) = waf {
+                waf_null.insert(format!("{n} {p}"), json!(why));
+            }
+            if let Some(m) =
+                waf_sides.entry(n.to_string()).or_insert_with(|| json!({})).as_object_mut()
+            {
+                m.insert(p.to_string(), json!(waf.ok()));
+            }
             phases.insert(
                 p.to_string(),
                 json!({
@@ -465,7 +495,10 @@ fn results(
                     "host_mib_written_metadata_ns": meta.map(mib),
                     "host_mib_written": host.map(mib),
                     // A SMART data unit is 1000 blocks of 512 bytes.
-                    "smart_mib_written": smart.map(|u| u as f64 * 512_000.0 / (1u64 << 20) as f64),
+                    "smart_mib_written": smart.map(|u| mib_of(u as f64 * DATA_UNIT)),
+                    "media_mib_written": media.map(|m| mib_of(m as f64)),
+                    "media_mib_read": c.delta(n, &b, &a, "media_bytes_read").map(|m| mib_of(m as f64)),
+                    "device_waf": waf.ok(),
                     "f2fs_gc_moved_blocks": moved,
                     "f2fs_gc_calls": calls,
                     "fs_use_before": used(&b),
@@ -485,16 +518,12 @@ fn results(
                 "free_mib_after_mkfs": c.stat(n, "mounted", "fs_avail_kib").map(|k| k as f64 / 1024.0),
                 "fs_use_after_filler": fill(c, n, "filled"),
                 "host_mib_written_precondition_to_end": c.delta(n, "mkfs", "end", "data_sectors").map(mib),
+                "media_mib_written_mkfs_to_end": c.delta(n, "mkfs", "end", "media_bytes_written").map(|m| mib_of(m as f64)),
+                "device_waf_mkfs_to_end": device_waf(c, n, "mkfs", "end").ok(),
                 "phases": phases,
             }),
         );
     }
-    let device_waf = server_ends
-        .iter()
-        .flatten()
-        .flat_map(|s| s.lines())
-        .find(|l| l.contains("device WAF"))
-        .map(str::to_string);
     json!({
         "task": "cargo xtask apps",
         "smoke": opts.smoke,
@@ -513,13 +542,13 @@ fn results(
         },
         "zones": opts.zones,
         "device_waf": {
-            "value": Value::Null,
-            "server_line": device_waf,
-            "why_null": "zns serve exposes no media-write counter: its SMART log (LID 02h) carries the \
-                         host's data units written only, no log page carries the conventional twin's \
-                         firmware counters (host_blocks, gc_blocks, victims), and its stop summary \
-                         prints none; on the ZNS side the device collects no garbage, so its media \
-                         writes are the host's writes",
+            "how": "per side and phase: the bytes the media took (OCP SMART / Health Information \
+                    Extended log, LID C0h, Physical Media Units Written) over the bytes the host \
+                    wrote (SMART log, LID 02h, Data Units Written × 512,000), both read from the \
+                    side's controller in the guest before and after the phase; the ZNS side's \
+                    media include the device under the FTL that holds f2fs's metadata",
+            "sides": Value::Object(waf_sides),
+            "why_null": Value::Object(waf_null),
         },
         "sides": Value::Object(out_sides),
     })
@@ -532,8 +561,15 @@ fn missing(results: &Value, w: &Workload) -> Vec<String> {
     for (name, s) in sides {
         for p in w.phases() {
             let ph = &s["phases"][p];
-            let mut need =
-                vec!["ops_per_sec", "p99_us", "p999_us", "host_mib_written", "smart_mib_written"];
+            let mut need = vec![
+                "ops_per_sec",
+                "p99_us",
+                "p999_us",
+                "host_mib_written",
+                "smart_mib_written",
+                "media_mib_written",
+                "device_waf",
+            ];
             if p != "readwhilewriting" {
                 need.push("mb_per_sec");
             }
@@ -571,9 +607,9 @@ pub fn markdown(r: &Value) -> String {
         r["zones"]
     );
     s.push_str(
-        "| stack | phase | ops/s | MB/s | p99 (µs) | p99.9 (µs) | host MiB written | SMART MiB written | f2fs GC blocks moved | fill before → after |\n",
+        "| stack | phase | ops/s | MB/s | p99 (µs) | p99.9 (µs) | host MiB written | SMART MiB written | media MiB written | device WAF | f2fs GC blocks moved | fill before → after |\n",
     );
-    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     if let Some(sides) = r["sides"].as_object() {
         for (name, side) in sides {
             if let Some(phases) = side["phases"].as_object() {
@@ -583,7 +619,7 @@ pub fn markdown(r: &Value) -> String {
                     };
                     let _ = writeln!(
                         s,
-                        "| {name} | {p} ({}) | {} | {} | {} | {} | {} | {} | {} | {} → {} |",
+                        "| {name} | {p} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} |",
                         f["latency_of"].as_str().unwrap_or(""),
                         num(&f["ops_per_sec"], 0),
                         num(&f["mb_per_sec"], 1),
@@ -591,6 +627,8 @@ pub fn markdown(r: &Value) -> String {
                         num(&f["p999_us"], 0),
                         num(&f["host_mib_written"], 1),
                         num(&f["smart_mib_written"], 1),
+                        num(&f["media_mib_written"], 1),
+                        num(&f["device_waf"], 2),
                         f["f2fs_gc_moved_blocks"]
                             .as_u64()
                             .map(|v| v.to_string())
@@ -729,8 +767,8 @@ mod tests {
         };
         let phase = |ops: f64| {
             json!({"ops_per_sec": ops, "mb_per_sec": 1.0, "p99_us": 2.0, "p999_us": 3.0,
-                   "host_mib_written": 4.0, "smart_mib_written": 4.0, "f2fs_gc_moved_blocks": 0,
-                   "latency_of": "writes"})
+                   "host_mib_written": 4.0, "smart_mib_written": 4.0, "media_mib_written": 5.0,
+                   "device_waf": 1.25, "f2fs_gc_moved_blocks": 0, "latency_of": "writes"})
         };
         let mut r = json!({"workload": {"num": 10}, "zones": 160, "sides": {
             "f2fs-zns": {"filesystem": "f2fs", "phases": {"fillrandom": phase(125.0)}},
@@ -739,7 +777,41 @@ mod tests {
         assert!(missing(&r, &w).is_empty());
         let t = markdown(&r);
         assert!(t.contains("fillrandom f2fs-zns / ext4-conv: +25.0 %"), "{t}");
+        assert!(t.contains("| 4.0 | 4.0 | 5.0 | 1.25 | 0 |"), "{t}");
         r["sides"]["ext4-conv"]["phases"]["fillrandom"]["p999_us"] = Value::Null;
         assert_eq!(missing(&r, &w), ["ext4-conv fillrandom: no p999_us"]);
+        r["sides"]["f2fs-zns"]["phases"]["fillrandom"]["device_waf"] = Value::Null;
+        assert_eq!(missing(&r, &w)[1], "f2fs-zns fillrandom: no device_waf");
+    }
+
+    #[test]
+    fn the_device_waf_is_media_bytes_over_the_hosts_data_units() {
+        let mut c = Collected::default();
+        let line = |side: &str, point: &str, media: u64, units: u64| {
+            [
+                format!("APPS-STAT {side} {point} smart_data_units_written {units}"),
+                format!(
+                    r#"APPS-OCP {side} {point} {{"Physical media units written":{{"hi":0,"lo":{media}}},"Physical media units read":{{"hi":0,"lo":0}}}}"#
+                ),
+            ]
+        };
+        for l in line("ext4-conv", "before-fillrandom", 1_024_000, 10).into_iter().chain(line(
+            "ext4-conv",
+            "after-fillrandom",
+            4_096_000,
+            20,
+        )) {
+            c.watch(&l);
+        }
+        // 3,072,000 media bytes for 10 data units of 512,000 bytes.
+        let waf = device_waf(&c, "ext4-conv", "before-fillrandom", "after-fillrandom").unwrap();
+        assert!((waf - 0.6).abs() < 1e-12, "{waf}");
+        for l in line("ext4-conv", "end", 4_096_000, 20) {
+            c.watch(&l);
+        }
+        let e = device_waf(&c, "ext4-conv", "after-fillrandom", "end").unwrap_err();
+        assert!(e.contains("no data unit"), "{e}");
+        let e = device_waf(&c, "ext4-conv", "mkfs", "end").unwrap_err();
+        assert!(e.contains("C0h"), "{e}");
     }
 }

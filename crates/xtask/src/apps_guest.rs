@@ -3,9 +3,12 @@
 //!
 //! Every measurement reaches the host as a console line with a prefix:
 //! `APPS-STAT SIDE POINT KEY VALUE` for a counter read at a point of the
-//! run (sectors the kernel wrote to a namespace, the controller's SMART
-//! data units written, the filesystem's size and use, f2fs's garbage
-//! collection counters), and `APPS-DB SIDE PHASE LINE` for each line
+//! run (sectors the kernel wrote to a namespace, the filesystem's size and
+//! use, f2fs's garbage collection counters), `APPS-SMART SIDE POINT JSON`
+//! for the controller's SMART log (its data units written), `APPS-OCP SIDE
+//! POINT PAGE` for its OCP SMART / Health Information Extended log (the
+//! bytes its media took: nvme-cli's JSON, or the raw page in hex where
+//! nvme-cli has no OCP plugin), and `APPS-DB SIDE PHASE LINE` for each line
 //! `db_bench` printed in a phase.
 
 use std::collections::BTreeMap;
@@ -16,8 +19,17 @@ use crate::clients::{end_lines, start_lines};
 pub const STAT: &str = "APPS-STAT ";
 /// Prefix of a line with the controller's SMART log as nvme-cli's JSON.
 pub const SMART: &str = "APPS-SMART ";
+/// Prefix of a line with the controller's OCP SMART / Health Information
+/// Extended log (LID C0h): nvme-cli's JSON, or `raw:` and its 512 bytes in
+/// hex.
+pub const OCP: &str = "APPS-OCP ";
 /// Prefix of a line of `db_bench`'s output.
 pub const DB: &str = "APPS-DB ";
+
+/// The OCP log's GUID as its bytes 496-511 hold it.
+const OCP_GUID: [u8; 16] = [
+    0xC5, 0xAF, 0x10, 0x28, 0xEA, 0xBF, 0xF2, 0xA4, 0x9C, 0x4F, 0x6F, 0x7C, 0xC9, 0x14, 0xD5, 0xAF,
+];
 
 /// The db_bench phases, in the order they run on each side.
 pub const PHASES: [&str; 3] = ["fillrandom", "overwrite", "readwhilewriting"];
@@ -136,11 +148,18 @@ ctrl_of() {{
 }}
 apps_stat() {{ echo "{STAT}$SIDE $1 $2 $3"; }}
 # Counters at point $1: sectors written to each namespace, the SMART
-# log's data units written, the filesystem's size and use, f2fs's GC.
+# log's data units written, the OCP extended SMART log's media bytes (the
+# raw page where nvme-cli has no OCP plugin), the filesystem's size and
+# use, f2fs's GC.
 counters() {{
     apps_stat $1 data_sectors $(awk '{{print $7}}' /sys/block/$D/stat)
     [ -n "$META" ] && apps_stat $1 meta_sectors $(awk '{{print $7}}' /sys/block/$META/stat)
     echo "{SMART}$SIDE $1 $(nvme smart-log /dev/$CTRL -o json 2>&1 | tr -d '\n')"
+    ocp=$(nvme ocp smart-add-log /dev/$CTRL -o json 2>&1 | tr -d '\n')
+    case "$ocp" in
+        *"Physical media units written"*) echo "{OCP}$SIDE $1 $ocp" ;;
+        *) echo "{OCP}$SIDE $1 raw:$(nvme get-log /dev/$CTRL --log-id=0xc0 --log-len=512 -b 2>/dev/null | od -An -v -tx1 | tr -d ' \n') $ocp" ;;
+    esac
     if grep -q " $MNT " /proc/mounts; then
         set -- $1 $(df -k $MNT | tail -n 1)
         apps_stat $1 fs_kib $3
@@ -353,6 +372,44 @@ pub struct Collected {
     pub db: BTreeMap<(String, String), Vec<String>>,
     /// SMART lines without data units written, as printed.
     pub smart_errors: Vec<String>,
+    /// OCP extended SMART lines without media bytes, as printed.
+    pub ocp_errors: Vec<String>,
+}
+
+/// The media bytes written and read of an OCP SMART / Health Information
+/// Extended log line's page: nvme-cli's JSON (`"Physical media units
+/// written": {"hi": .., "lo": ..}`, bytes), or `raw:` and the page in hex,
+/// whose GUID must be the page's. `None` when neither is there.
+pub fn parse_ocp(page: &str) -> Option<(u64, u64)> {
+    if let Some(hex) = page.strip_prefix("raw:") {
+        let hex = hex.split_whitespace().next()?;
+        if hex.len() != 1024 {
+            return None;
+        }
+        let b: Vec<u8> = (0..512)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+            .collect::<Option<_>>()?;
+        if b[496..] != OCP_GUID {
+            return None;
+        }
+        let counter = |at: usize| -> Option<u64> {
+            let v = u128::from_le_bytes(b[at..at + 16].try_into().ok()?);
+            u64::try_from(v).ok()
+        };
+        return Some((counter(0)?, counter(16)?));
+    }
+    let v: serde_json::Value = serde_json::from_str(&page[page.find('{')?..]).ok()?;
+    let counter = |name: &str| -> Option<u64> {
+        let c = &v[name];
+        let half = |k: &str| c[k].as_u64().or_else(|| c[k].as_str()?.parse().ok());
+        // Counts past 64 bits do not fit the figures; a drive of this
+        // size never reaches them.
+        match (half("hi")?, half("lo")?) {
+            (0, lo) => Some(lo),
+            _ => None,
+        }
+    };
+    Some((counter("Physical media units written")?, counter("Physical media units read")?))
 }
 
 impl Collected {
@@ -392,6 +449,23 @@ impl Collected {
                             .insert("smart_data_units_written".into(), v);
                     }
                     None => self.smart_errors.push(format!("{side} {point}: {json}")),
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix(OCP) {
+            let mut it = rest.splitn(3, ' ');
+            if let (Some(side), Some(point), Some(page)) = (it.next(), it.next(), it.next()) {
+                match parse_ocp(page) {
+                    Some((written, read)) => {
+                        let at = self
+                            .stats
+                            .entry(side.into())
+                            .or_default()
+                            .entry(point.into())
+                            .or_default();
+                        at.insert("media_bytes_written".into(), written);
+                        at.insert("media_bytes_read".into(), read);
+                    }
+                    None => self.ocp_errors.push(format!("{side} {point}: {page}")),
                 }
             }
         } else if let Some(rest) = line.strip_prefix(DB) {
@@ -448,6 +522,8 @@ mod tests {
         assert!(at("nvme disconnect -n nqn.z") < at("-s 4421 -n nqn.c"));
         assert!(at("precondition-ext4-conv dd") < at("$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D"));
         assert!(s.contains("--duration=5") && s.contains("--num=1000") && s.contains("--seed=7"));
+        assert!(s.contains("nvme ocp smart-add-log /dev/$CTRL -o json"), "{s}");
+        assert!(s.contains("--log-id=0xc0 --log-len=512 -b"), "{s}");
         let smoke = Workload {
             fill_percent: 0,
             rww_seconds: 0,
@@ -488,6 +564,23 @@ Percentiles: P50: 30.00 P75: 40.00 P99: 300.00 P99.9: 900.00 P99.99: 2000.00";
     }
 
     #[test]
+    fn the_raw_ocp_page_gives_its_counters_when_its_guid_is_the_pages() {
+        let mut page = [0u8; 512];
+        page[..16].copy_from_slice(&(3u128 << 20).to_le_bytes());
+        page[16..32].copy_from_slice(&4096u128.to_le_bytes());
+        page[496..].copy_from_slice(&OCP_GUID);
+        let hex: String = page.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(parse_ocp(&format!("raw:{hex} ocp: not a command")), Some((3 << 20, 4096)));
+        page[500] ^= 1;
+        let other: String = page.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(parse_ocp(&format!("raw:{other}")), None, "another GUID");
+        assert_eq!(parse_ocp(&format!("raw:{}", &hex[2..])), None, "a short page");
+        let huge = r#"{"Physical media units written":{"hi":1,"lo":0},"Physical media units read":{"hi":0,"lo":0}}"#;
+        assert_eq!(parse_ocp(huge), None, "past 64 bits");
+        assert_eq!(parse_ocp("raw:"), None);
+    }
+
+    #[test]
     fn console_lines_are_collected_by_side() {
         let mut c = Collected::default();
         c.watch("APPS-STAT f2fs-zns before-fillrandom data_sectors 100\r");
@@ -500,6 +593,16 @@ Percentiles: P50: 30.00 P75: 40.00 P99: 300.00 P99.9: 900.00 P99.99: 2000.00";
         c.watch("APPS-SMART f2fs-zns mkfs Usage: nvme smart-log");
         assert_eq!(c.stat("f2fs-zns", "end", "smart_data_units_written"), Some(42));
         assert_eq!(c.smart_errors.len(), 1);
+        // nvme-cli's OCP plugin, numbers or strings, and a page it could
+        // not read.
+        c.watch(
+            r#"APPS-OCP f2fs-zns end {  "Physical media units written":{    "hi":0,    "lo":4194304  },  "Physical media units read":{    "hi":"0",    "lo":"8192"  },  "Log page version":3}"#,
+        );
+        assert_eq!(c.stat("f2fs-zns", "end", "media_bytes_written"), Some(4 << 20));
+        assert_eq!(c.stat("f2fs-zns", "end", "media_bytes_read"), Some(8192));
+        c.watch("APPS-OCP ext4-conv end raw: NVMe status: Invalid Log Page");
+        assert_eq!(c.ocp_errors.len(), 1, "{:?}", c.ocp_errors);
+        assert_eq!(c.stat("ext4-conv", "end", "media_bytes_written"), None);
         assert_eq!(
             c.delta("f2fs-zns", "before-fillrandom", "after-fillrandom", "data_sectors"),
             Some(200)

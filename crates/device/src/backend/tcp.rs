@@ -24,6 +24,7 @@ use zns_spec::identify::{
     ActiveNamespaceList, IdentifyController, IdentifyNamespace, NamespaceIdDescriptorList, Oncs,
     ZnsController, ZnsNamespace, IDENTIFY_SIZE,
 };
+use zns_spec::log::GetLogPage;
 use zns_spec::regs::Cap;
 use zns_spec::tcp::Digests;
 use zns_spec::{CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor};
@@ -52,8 +53,9 @@ struct Shared {
     uri: TcpUri,
     info: DeviceInfo,
     cntlid: u16,
-    /// The admin queue: it keeps the controller alive.
-    _admin: Mutex<TcpQueuePair>,
+    /// The admin queue: it keeps the controller alive, and carries Get
+    /// Log Page.
+    admin: Mutex<TcpQueuePair>,
     /// CAP.MQES + 1: the most entries the controller takes in a queue.
     max_entries: usize,
     /// Queue IDs free for new queues, least recently used first: a target
@@ -181,7 +183,7 @@ impl TcpDevice {
             uri: uri.clone(),
             info,
             cntlid,
-            _admin: Mutex::new(admin),
+            admin: Mutex::new(admin),
             max_entries,
             free_qids: Mutex::new((1..=granted.min(IO_QUEUES)).collect()),
         });
@@ -414,6 +416,29 @@ impl ZonedDevice for TcpDevice {
 
     fn alloc(&self, len: usize) -> Result<IoBuffer> {
         IoBuffer::aligned(len)
+    }
+
+    fn log_page(&self, page: GetLogPage) -> Result<Vec<u8>> {
+        let len = page.length_bytes();
+        if len > self.shared.info.mdts_bytes {
+            return Err(DeviceError::InvalidArgument(format!(
+                "log page of {len} bytes: more than one command moves ({})",
+                self.shared.info.mdts_bytes
+            )));
+        }
+        let sqe = page.to_entry().map_err(|e| DeviceError::InvalidArgument(e.to_string()))?;
+        let mut out = vec![0u8; len];
+        let uri = &self.shared.info.uri;
+        let c = self
+            .shared
+            .admin
+            .lock()
+            .run(sqe, None, Some(&mut out[..]))
+            .map_err(tcp_err(uri, "Get Log Page"))?;
+        if !c.status().is_success() {
+            return Err(status_error(OpKind::GetLogPage, None, c.status_field().0));
+        }
+        Ok(out)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -13,6 +13,7 @@ use zns_emulator::profile::{NamespaceKind, Profile};
 use zns_emulator::zns::ZrwaGeometry;
 use zns_emulator::{Emulator, EmulatorError, MediaChoice};
 use zns_spec::identify::{IdentifyController, Oncs, ZnsController};
+use zns_spec::log::GetLogPage;
 use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
 
 pub use queue::DriverQueue;
@@ -321,6 +322,13 @@ impl ZonedDevice for DriverDevice {
                 self.shared.info.uri
             ))),
         }
+    }
+
+    fn log_page(&self, page: GetLogPage) -> Result<Vec<u8>> {
+        self.shared
+            .ctrl
+            .get_log_page(page)
+            .map_err(|e| DeviceError::from_driver(e, OpKind::GetLogPage, None))
     }
 
     fn now_ns(&self) -> u64 {

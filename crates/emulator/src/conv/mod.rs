@@ -103,6 +103,11 @@ pub struct FtlStats {
     pub gc_blocks: u64,
     /// Segments reclaimed.
     pub victims: u64,
+    /// Erases of the most erased segment (each erases one block on every
+    /// die of the segment).
+    pub max_erases: u32,
+    /// Erases of the least erased segment.
+    pub min_erases: u32,
     /// Logical blocks mapped now.
     pub mapped_blocks: u64,
     /// Victim selection.
@@ -270,6 +275,8 @@ impl Firmware {
             host_blocks: st.host_blocks,
             gc_blocks: st.gc_blocks,
             victims: st.victims,
+            max_erases: st.segs.iter().map(|g| g.gen).max().unwrap_or(0),
+            min_erases: st.segs.iter().map(|g| g.gen).min().unwrap_or(0),
             mapped_blocks: st.mapped,
             policy: self.policy,
         }

@@ -411,3 +411,48 @@ fn device_images_of_conventional_twins_are_refused() {
     assert!(e.contains("device-side FTL") && e.contains("dev.img"), "{e}");
     assert!(!dir.exists(), "nothing was created");
 }
+
+/// The OCP SMART / Health Information Extended page (LID C0h) of the
+/// controller.
+fn ocp_log(h: &mut Harness) -> zns_spec::log::OcpSmartLog {
+    use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog};
+    let page = h.buffer(BS);
+    let mut glp =
+        GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128).to_entry().unwrap();
+    glp.prp1 = page.addr();
+    let e = h.admin(glp);
+    assert!(e.status().is_success(), "{}", e.status());
+    let mut b = [0u8; OcpSmartLog::SIZE];
+    h.memory.read(page.addr(), &mut b).unwrap();
+    OcpSmartLog::from_bytes(&b)
+}
+
+#[test]
+fn the_ocp_extended_log_counts_the_hosts_blocks_and_those_gc_moved() {
+    let mut r = Rig::new(tiny_conv(0.5));
+    let n = r.blocks();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut written = 0u64;
+    for v in 0..1500u32 {
+        let len = rng.gen_range(1..=4u64);
+        let lba = rng.gen_range(0..n - len);
+        let data: Vec<u8> = (lba..lba + len).flat_map(|l| block(l, v)).collect();
+        assert_eq!(r.write(lba, &data), StatusCode::Success);
+        written += len;
+    }
+    // Write Zeroes unmaps: nothing is programmed.
+    assert_eq!(r.run(WriteZeroes::new(1, 10, 8).to_entry().unwrap()), StatusCode::Success);
+    assert_eq!(r.read(0, 16).0, StatusCode::Success);
+    let st = r.h.ctrl.namespaces()[0].firmware().unwrap().stats();
+    assert_eq!(st.host_blocks, written);
+    assert!(st.gc_blocks > 0 && st.victims > 0, "{st:?}");
+    let log = ocp_log(&mut r.h);
+    assert!(log.guid_matches());
+    let bs = BS as u128;
+    assert_eq!(log.media_bytes_written, (written + st.gc_blocks) as u128 * bs);
+    // The host's 16 blocks, and each moved block read once.
+    assert_eq!(log.media_bytes_read, (16 + st.gc_blocks) as u128 * bs);
+    assert!(log.media_bytes_written > written as u128 * bs, "garbage collection wrote more");
+    assert!(log.max_erase_count >= 1 && log.min_erase_count <= log.max_erase_count, "{log:?}");
+    assert_eq!((st.max_erases, st.min_erases), (log.max_erase_count, log.min_erase_count));
+}

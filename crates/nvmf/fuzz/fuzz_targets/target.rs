@@ -56,7 +56,8 @@ fn target() -> SocketAddr {
             let under = zns_device::open("emu:small,zones=16").expect("emu:small");
             let ftl = zns_ftl::Ftl::format(under, zns_ftl::FtlConfig::default()).expect("FTL");
             let mut backends = Backend::of_device(dev);
-            backends.push(Backend::Block { device: Arc::new(ftl), name: "FTL".into() });
+            let media = Some(Arc::clone(ftl.device()));
+            backends.push(Backend::Block { device: Arc::new(ftl), name: "FTL".into(), media });
             let secret = zns_spec::auth::Secret::new((0..32).collect(), None).expect("secret");
             let secrets = zns_nvmf::HostSecrets { host: secret.clone(), controller: Some(secret) };
             let sub = Subsystem::with_backends(NQN, backends)

@@ -1,0 +1,87 @@
+//! The OCP SMART / Health Information Extended log page (LID C0h) of a
+//! zoned device: the media take exactly what the host's commands place
+//! (the model collects no garbage), read what they read.
+
+use zns_emulator::harness::Harness;
+use zns_emulator::host::{HostMemory, ProcessMemory};
+use zns_emulator::Emulator;
+use zns_spec::command::{ReadWrite, WriteZeroes};
+use zns_spec::copy::SourceRangeFormat0;
+use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog, SmartLog};
+use zns_spec::{StatusCode, SubmissionEntry};
+
+const BS: u128 = 4096;
+
+fn log_page(h: &mut Harness, lid: LogPageId, nsid: u32) -> Result<[u8; 512], StatusCode> {
+    let page = h.buffer(4096);
+    let mut glp = GetLogPage::new(lid, nsid, 128).to_entry().unwrap();
+    glp.prp1 = page.addr();
+    let e = h.admin(glp);
+    if !e.status().is_success() {
+        return Err(e.status().code().unwrap_or(StatusCode::InternalError));
+    }
+    let mut b = [0u8; 512];
+    h.memory.read(page.addr(), &mut b).unwrap();
+    Ok(b)
+}
+
+fn ok(h: &mut Harness, mut sqe: SubmissionEntry, prp1: u64) {
+    sqe.prp1 = prp1;
+    let e = h.io(sqe);
+    assert!(e.status().is_success(), "opcode {:#x}: {}", sqe.opcode(), e.status());
+}
+
+#[test]
+fn a_zoned_device_programs_what_writes_appends_and_copies_place() {
+    let memory = ProcessMemory::new();
+    let ctrl = Emulator::builder("tiny").unwrap().build(memory.clone()).unwrap();
+    let mut h = Harness::start(ctrl, memory, 32).unwrap();
+    let buf = h.buffer(4 * 4096);
+    h.memory.write(buf.addr(), &[0x5A; 4 * 4096]).unwrap();
+    // PRP2 of transfers over more than two pages: a list of the others.
+    let list = h.buffer(4096);
+    let entries: Vec<u8> = (1..4u64).flat_map(|i| (buf.addr() + i * 4096).to_le_bytes()).collect();
+    h.memory.write(list.addr(), &entries).unwrap();
+    let fresh = OcpSmartLog::from_bytes(&log_page(&mut h, LogPageId::OcpSmartExtended, 0).unwrap());
+    assert_eq!((fresh.media_bytes_written, fresh.media_bytes_read), (0, 0));
+    assert!(fresh.guid_matches() && fresh.version == OcpSmartLog::VERSION);
+
+    // 4 blocks written to zone 0, 2 appended to zone 1, 3 zeroed in zone
+    // 0 (deallocated, not programmed), 2 copied from zone 0 to zone 2,
+    // 2 written to the conventional namespace.
+    let mut w = ReadWrite::new(1, 0, 4).write().unwrap();
+    w.prp2 = list.addr();
+    ok(&mut h, w, buf.addr());
+    let mut a = SubmissionEntry::new(0x7D, 1);
+    a.set_cdw10_11(64);
+    a.cdw12 = 1;
+    a.prp2 = buf.addr() + 4096;
+    ok(&mut h, a, buf.addr());
+    ok(&mut h, WriteZeroes::new(1, 4, 3).to_entry().unwrap(), 0);
+    let ranges = h.buffer(4096);
+    let r = SourceRangeFormat0::new(0, 2).to_bytes().unwrap();
+    h.memory.write(ranges.addr(), &r).unwrap();
+    let mut c = SubmissionEntry::new(0x19, 1);
+    c.set_cdw10_11(128);
+    ok(&mut h, c, ranges.addr());
+    let mut w = ReadWrite::new(2, 10, 2).write().unwrap();
+    w.prp2 = buf.addr() + 4096;
+    ok(&mut h, w, buf.addr());
+    // 3 blocks read, one of them never written.
+    let mut rd = ReadWrite::new(1, 64, 3).read().unwrap();
+    rd.prp2 = list.addr();
+    ok(&mut h, rd, buf.addr());
+
+    let b = log_page(&mut h, LogPageId::OcpSmartExtended, 0xFFFF_FFFF).unwrap();
+    let log = OcpSmartLog::from_bytes(&b);
+    assert_eq!(log.media_bytes_written, (4 + 2 + 2 + 2) * BS);
+    assert_eq!(log.media_bytes_read, (2 + 3) * BS);
+    // Zone resets are not counted as erases: not modelled, zero.
+    assert_eq!((log.max_erase_count, log.min_erase_count), (0, 0));
+    assert!(log.guid_matches());
+    // The host's data units count Write and Zone Append only.
+    let smart = SmartLog::from_bytes(&log_page(&mut h, LogPageId::SmartHealth, 0).unwrap());
+    assert_eq!(smart.data_units_written, 1);
+    // The page is the controller's: a namespace is Invalid Field.
+    assert_eq!(log_page(&mut h, LogPageId::OcpSmartExtended, 1), Err(StatusCode::InvalidField));
+}
