@@ -422,7 +422,7 @@ fn forge(s: &Snapshot, l: &NamespaceLayout, k: u32, rng: &mut SmallRng) -> (Stri
         let at = [12, 24, 28, 32, 40, 48, 56, 64, 72, 88, 96, 104, 120][k as usize / 2 % 13];
         sb[at] ^= 1 << rng.gen_range(0..8);
         sb[20..24].fill(0);
-        let crc = crc32c::crc32c(&sb);
+        let crc = zns_spec::crc::crc32c(&sb);
         sb[20..24].copy_from_slice(&crc.to_le_bytes());
         poke(&mut img, 0, &sb);
         (format!("forged superblock byte {at}"), img)

@@ -339,7 +339,7 @@ fn images_from_before_generations_keep_generation_zero() {
     let mut sb = bytes(&path, 0, 4096);
     sb[24..28].copy_from_slice(&1u32.to_le_bytes());
     sb[20..24].fill(0);
-    let crc = crc32c::crc32c(&sb);
+    let crc = zns_spec::crc::crc32c(&sb);
     sb[20..24].copy_from_slice(&crc.to_le_bytes());
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().write_all_at(&sb, 0).unwrap();
     let img = DeviceImage::open(&path).unwrap();

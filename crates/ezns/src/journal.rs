@@ -222,7 +222,7 @@ pub fn encode_block(block: usize, generation: u64, seq: u64, entries: &[Entry]) 
     }
     assert!(out.len() <= block, "journal entries overflow a block");
     out.resize(block, 0);
-    let crc = crc32c::crc32c(&out);
+    let crc = zns_spec::crc::crc32c(&out);
     out[12..16].copy_from_slice(&crc.to_le_bytes());
     out
 }
@@ -259,7 +259,7 @@ pub fn decode_block(b: &[u8]) -> Result<Option<Block>, String> {
     let stored = u32::from_le_bytes(b[12..16].try_into().expect("4"));
     let mut copy = b.to_vec();
     copy[12..16].fill(0);
-    if crc32c::crc32c(&copy) != stored {
+    if zns_spec::crc::crc32c(&copy) != stored {
         return Err("journal block checksum mismatch".into());
     }
     let count = u16::from_le_bytes([b[10], b[11]]) as usize;

@@ -254,7 +254,7 @@ impl Page {
         out[8..16].copy_from_slice(&self.seq.to_le_bytes());
         out[16..20].copy_from_slice(&self.generation.to_le_bytes());
         out[24..32].copy_from_slice(&self.watermark.to_le_bytes());
-        let crc = crc32c::crc32c(out);
+        let crc = zns_spec::crc::crc32c(out);
         out[20..24].copy_from_slice(&crc.to_le_bytes());
     }
 
@@ -270,8 +270,8 @@ impl Page {
         }
         let stored = u32::from_le_bytes(b[20..24].try_into().expect("4 bytes"));
         // The checksum covers the page with its own field zero.
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&b[..20]), &[0u8; 4]);
-        if crc32c::crc32c_append(crc, &b[24..]) != stored {
+        let crc = zns_spec::crc::crc32c_append(zns_spec::crc::crc32c(&b[..20]), &[0u8; 4]);
+        if zns_spec::crc::crc32c_append(crc, &b[24..]) != stored {
             return bad("checksum mismatch");
         }
         if b[5] != VERSION {
@@ -404,7 +404,7 @@ mod tests {
         // The older, 4-byte shorter payload, checksummed again.
         b[6..8].copy_from_slice(&(SUPERBLOCK_V1 as u16).to_le_bytes());
         b[20..24].fill(0);
-        let crc = crc32c::crc32c(&b);
+        let crc = zns_spec::crc::crc32c(&b);
         b[20..24].copy_from_slice(&crc.to_le_bytes());
         match Page::decode(&b) {
             Ok(Page { body: Body::Header(got), .. }) => assert_eq!(got, sb),

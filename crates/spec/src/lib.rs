@@ -18,6 +18,7 @@ pub mod auth;
 pub mod command;
 pub mod copy;
 pub mod cqe;
+pub mod crc;
 pub mod event;
 pub mod fabrics;
 pub mod features;

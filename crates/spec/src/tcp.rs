@@ -305,24 +305,16 @@ impl PduError {
 }
 
 /// CRC32C of `bytes`, as header and data digests carry it (little-endian
-/// on the wire). Data digests cover every byte a connection moves, so this
-/// is `crc-fast`'s carry-less multiply folding rather than a table or the
-/// CRC32 instruction.
+/// on the wire): [`crate::crc::crc32c`].
 #[inline]
 pub fn digest(bytes: &[u8]) -> u32 {
-    // CRC-32/ISCSI is CRC32C; the 32-bit value comes in a u64.
-    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
+    crate::crc::crc32c(bytes)
 }
 
 /// CRC32C continued over more bytes (a data digest over data sent in pieces).
 #[inline]
 pub fn digest_append(crc: u32, bytes: &[u8]) -> u32 {
-    // The register of a finished CRC32C is its value complemented (the
-    // final XOR), so the digest goes on from there.
-    let mut d =
-        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
-    d.update(bytes);
-    d.finalize() as u32
+    crate::crc::crc32c_append(crc, bytes)
 }
 
 /// Which digests a connection negotiated (ICReq DGST, accepted by ICResp).
@@ -693,7 +685,7 @@ mod tests {
         assert_eq!(digest(b"123456789"), 0xE306_9283);
         // Pieces of every size, as data digests over R2T bursts see them.
         let data: Vec<u8> = (0..9000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let whole = crc32c::crc32c(&data);
+        let whole = crate::crc::crc32c(&data);
         assert_eq!(digest(&data), whole);
         for cut in [0usize, 1, 15, 16, 63, 64, 255, 4096, 8999, 9000] {
             assert_eq!(digest_append(digest(&data[..cut]), &data[cut..]), whole, "cut {cut}");

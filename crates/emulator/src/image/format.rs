@@ -223,7 +223,7 @@ impl Superblock {
         sb[0..8].copy_from_slice(MAGIC);
         sb[8..12].copy_from_slice(&VERSION.to_le_bytes());
         sb[12..16].copy_from_slice(&(profile_text.len() as u32).to_le_bytes());
-        sb[16..20].copy_from_slice(&crc32c::crc32c(profile_text.as_bytes()).to_le_bytes());
+        sb[16..20].copy_from_slice(&zns_spec::crc::crc32c(profile_text.as_bytes()).to_le_bytes());
         sb[24..28].copy_from_slice(&flags.to_le_bytes());
         sb[28..32].copy_from_slice(&(layouts.len() as u32).to_le_bytes());
         for (i, l) in layouts.iter().enumerate() {
@@ -241,7 +241,7 @@ impl Superblock {
                 sb[e + 8 * k..e + 8 * k + 8].copy_from_slice(&v.to_le_bytes());
             }
         }
-        let crc = crc32c::crc32c(&sb);
+        let crc = zns_spec::crc::crc32c(&sb);
         sb[20..24].copy_from_slice(&crc.to_le_bytes());
         sb
     }
@@ -263,11 +263,11 @@ impl Superblock {
         let zero_from = |at: usize| sb[at..SUPERBLOCK as usize].iter().all(|&b| b == 0);
         let good = match version {
             VERSION_LEGACY => zero_from(16),
-            VERSION_SLOT_CHECKSUMS => stored == crc32c::crc32c(&sb[..20]) && zero_from(24),
+            VERSION_SLOT_CHECKSUMS => stored == zns_spec::crc::crc32c(&sb[..20]) && zero_from(24),
             VERSION => {
                 let mut copy = sb[..SUPERBLOCK as usize].to_vec();
                 copy[20..24].fill(0);
-                stored == crc32c::crc32c(&copy)
+                stored == zns_spec::crc::crc32c(&copy)
             }
             v => return Err(format!("unsupported image version {v}")),
         };

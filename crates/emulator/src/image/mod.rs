@@ -151,7 +151,7 @@ pub(crate) fn read_structure(file: &File) -> Result<Structure, StructureError> {
         );
         return Err(err("profile", why));
     }
-    if superblock.profile_crc.is_some_and(|c| c != crc32c::crc32c(&text)) {
+    if superblock.profile_crc.is_some_and(|c| c != zns_spec::crc::crc32c(&text)) {
         return Err(err("profile", "the profile text is damaged (checksum mismatch)".into()));
     }
     let text = String::from_utf8(text)
@@ -666,8 +666,8 @@ mod tests {
         sb[8..12].copy_from_slice(&version.to_le_bytes());
         sb[12..16].copy_from_slice(&(text.len() as u32).to_le_bytes());
         if version >= format::VERSION_SLOT_CHECKSUMS {
-            sb[16..20].copy_from_slice(&crc32c::crc32c(text.as_bytes()).to_le_bytes());
-            let own = crc32c::crc32c(&sb[..20]);
+            sb[16..20].copy_from_slice(&zns_spec::crc::crc32c(text.as_bytes()).to_le_bytes());
+            let own = zns_spec::crc::crc32c(&sb[..20]);
             sb[20..24].copy_from_slice(&own.to_le_bytes());
         }
         let layouts = layout_for(profile, Features::NONE);
