@@ -14,6 +14,8 @@
 //!   the device.
 //! - [`media`]: sparse RAM (default), file and null block stores.
 //! - [`image`]: persistent devices whose data and zone state survive restarts.
+//! - [`reference`]: the measured figures of the real drive a profile
+//!   models (the ZN540's), read by the calibration and `zns characterize`.
 //! - [`profile`]: device descriptions as TOML (`tiny`, `small`, `zn540`,
 //!   `small-zone`).
 //! - [`timing`] and [`clock`]: when commands complete. A profile with a
@@ -52,6 +54,7 @@ pub mod image;
 pub mod media;
 pub mod profile;
 pub mod prp;
+pub mod reference;
 pub mod timing;
 pub mod zns;
 

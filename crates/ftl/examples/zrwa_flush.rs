@@ -84,11 +84,13 @@ fn device_blocks(dev: &dyn ZonedDevice) -> u64 {
     report.iter().map(|z| z.written()).sum()
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
+/// The `p` quantile of `ns` (HdrHistogram, three significant digits).
+fn percentile(ns: &[u64], p: f64) -> u64 {
+    let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("a histogram");
+    for &v in ns {
+        h.record(v).expect("auto-resizing");
     }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+    h.value_at_quantile(p)
 }
 
 fn run(a: &Args, uri: &str, zrwa: ZrwaUse, every: u64) -> Value {
@@ -127,8 +129,6 @@ fn run(a: &Args, uri: &str, zrwa: ZrwaUse, every: u64) -> Value {
     let user = (s.user_blocks_written - before.user_blocks_written) as f64;
     let per = |x: u64, y: u64| (x - y) as f64 / flushes;
     assert_eq!(s.gc_victims, 0, "garbage collection ran: lower --writes");
-    flush_ns.sort_unstable();
-    write_ns.sort_unstable();
     let mean = flush_ns.iter().sum::<u64>() as f64 / flush_ns.len().max(1) as f64;
     drop(ftl);
     json!({

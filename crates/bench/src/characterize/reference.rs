@@ -1,7 +1,8 @@
 //! Reference figures of real devices, tied to emulator profiles by name.
 //!
-//! The files live in the crate's `reference/` folder (`zn540.toml` for the
-//! `zn540` profile) and are built in. Each names figures exactly as
+//! The files are the emulator's (`zns_emulator::reference`: `zn540.toml`
+//! for the `zn540` profile, which its calibration reads too) and are built
+//! in. Each names figures exactly as
 //! `results.json` does, so a run on an emulated device of that profile
 //! gets a table of measured against reference, with ratios. A figure
 //! belongs to one LBA format of the device (`lba_bytes`, 4096 unless
@@ -23,7 +24,7 @@ use super::results::{
 };
 use super::CharacterizeError;
 
-const BUILT_IN: &[(&str, &str)] = &[("zn540", include_str!("../../reference/zn540.toml"))];
+const BUILT_IN: &[(&str, &str)] = &[("zn540", zns_emulator::reference::ZN540_TOML)];
 
 /// A reference file.
 ///

@@ -75,15 +75,18 @@ impl Stream {
         self.latencies.iter().sum::<u64>() as f64 / self.latencies.len().max(1) as f64 / 1e3
     }
 
-    /// The `q` quantile (0..=1) of the latencies, in µs.
+    /// The `q` quantile (0..=1) of the latencies, in µs (HdrHistogram,
+    /// three significant digits).
     pub fn quantile_us(&self, q: f64) -> f64 {
-        let mut v = self.latencies.clone();
-        if v.is_empty() {
+        let Ok(mut h) = hdrhistogram::Histogram::<u64>::new(3) else { return 0.0 };
+        for &ns in &self.latencies {
+            // Auto-resizing: a record fails only on a zero-width histogram.
+            let _ = h.record(ns);
+        }
+        if h.is_empty() {
             return 0.0;
         }
-        v.sort_unstable();
-        let i = ((v.len() - 1) as f64 * q).round() as usize;
-        v[i] as f64 / 1e3
+        h.value_at_quantile(q) as f64 / 1e3
     }
 }
 
@@ -303,27 +306,53 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The ZN540's reference figure `name` for `lba_bytes`-byte blocks.
+fn reference_figure(name: &str, lba_bytes: u32) -> Result<f64, String> {
+    crate::reference::zn540(name, lba_bytes).ok_or_else(|| {
+        format!("the ZN540 reference has no figure {name} for {lba_bytes}-byte blocks")
+    })
+}
+
 fn fig(name: impl Into<String>, unit: &'static str, reference: f64, measured: f64) -> Figure {
     Figure { name: name.into(), unit, reference, measured }
 }
 
-/// The reference figures of the ZN540 (`zn540.md`) and the model's.
+/// The reference figures of the ZN540 (`crate::reference`) and the model's.
 /// `quick` measures only a cheap subset (for unit tests in debug builds).
 pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, String> {
     let mut out = Vec::new();
-    let new = || Bench::new(profile);
+    latency_figures(profile, quick, &mut out)?;
+    size_figures(profile, quick, &mut out)?;
+    ceiling_figures(profile, quick, &mut out)?;
+    zone_management_figures(profile, &mut out)?;
+    occupancy_figures(profile, quick, &mut out)?;
+    Ok(out)
+}
 
+/// The ZN540's reference figure `name` (4 KiB blocks).
+fn r(name: &str) -> Result<f64, String> {
+    reference_figure(name, 4096)
+}
+
+/// The ZN540's reference figure `name` with 512-byte blocks.
+fn r512(name: &str) -> Result<f64, String> {
+    reference_figure(name, 512)
+}
+
+/// Latency at QD 1 in one zone: 4 KiB writes and appends (both LBA formats), first writes to implicitly opened zones, random reads.
+fn latency_figures(profile: &Profile, quick: bool, out: &mut Vec<Figure>) -> Result<(), String> {
+    let new = || Bench::new(profile);
     // QD 1, one zone, 4 KiB.
     {
         let mut b = new()?;
         let z = b.zone(1);
         b.run(Bench::write(z, 1));
         let s = b.stream(1, 1, 2000, 100, |_, n| Bench::write(z + 1 + n, 1));
-        out.push(fig("write 4 KiB QD 1 mean", "us", 11.36, s.mean_us()));
+        out.push(fig("write 4 KiB QD 1 mean", "us", r("qd1/write/4KiB:mean_us")?, s.mean_us()));
         let z = b.zone(2);
         b.run(Bench::append(z, 1));
         let s = b.stream(1, 1, 2000, 100, |_, _| Bench::append(z, 1));
-        out.push(fig("append 4 KiB QD 1 mean", "us", 14.83, s.mean_us()));
+        out.push(fig("append 4 KiB QD 1 mean", "us", r("qd1/append/4KiB:mean_us")?, s.mean_us()));
         let (mut w, mut a) = (0.0, 0.0);
         for i in 0..10 {
             w += b.latency_us(Bench::write(b.zone(10 + i), 1));
@@ -331,8 +360,10 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
             a += b.latency_us(Bench::append(b.zone(30 + i), 1));
             b.run(Bench::send(b.zone(30 + i), ZoneSendAction::Reset));
         }
-        out.push(fig("first write to an implicitly opened zone", "us", 13.65, w / 10.0));
-        out.push(fig("first append to an implicitly opened zone", "us", 17.51, a / 10.0));
+        let first = r("open/first_write/implicit:mean_us")?;
+        out.push(fig("first write to an implicitly opened zone", "us", first, w / 10.0));
+        let first = r("open/first_append/implicit:mean_us")?;
+        out.push(fig("first append to an implicitly opened zone", "us", first, a / 10.0));
     }
 
     // QD 1, one zone, 4 KiB requests with the 512 B LBA format: the same
@@ -345,11 +376,13 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
         let z = b.zone(1);
         b.run(Bench::write(z, n));
         let s = b.stream(1, 1, 2000, 100, |_, i| Bench::write(z + (1 + i) * n, n));
-        out.push(fig("write 4 KiB QD 1 mean, 512 B LBAs", "us", 19.8, s.mean_us()));
+        let want = r512("qd1/write/4KiB:mean_us")?;
+        out.push(fig("write 4 KiB QD 1 mean, 512 B LBAs", "us", want, s.mean_us()));
         let z = b.zone(2);
         b.run(Bench::append(z, n));
         let s = b.stream(1, 1, 2000, 100, |_, _| Bench::append(z, n));
-        out.push(fig("append 4 KiB QD 1 mean, 512 B LBAs", "us", 24.3, s.mean_us()));
+        let want = r512("qd1/append/4KiB:mean_us")?;
+        out.push(fig("append 4 KiB QD 1 mean, 512 B LBAs", "us", want, s.mean_us()));
     }
 
     // Random reads, QD 1, in a written zone.
@@ -362,24 +395,39 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
         let mut rng = SmallRng::seed_from_u64(1);
         let n = if quick { 300 } else { 4000 };
         let s = b.stream(1, 1, n, 0, |_, _| Bench::read(z + rng.gen_range(0..span), 1));
-        out.push(fig("random read 4 KiB QD 1 mean", "us", 72.6, s.mean_us()));
-        out.push(fig("random read 4 KiB QD 1 p50", "us", 69.1, s.quantile_us(0.5)));
-        out.push(fig("random read 4 KiB QD 1 p95", "us", 81.4, s.quantile_us(0.95)));
+        out.push(fig(
+            "random read 4 KiB QD 1 mean",
+            "us",
+            r("qd1/read/4KiB:mean_us")?,
+            s.mean_us(),
+        ));
+        out.push(fig(
+            "random read 4 KiB QD 1 p50",
+            "us",
+            r("qd1/read/4KiB:p50_us")?,
+            s.quantile_us(0.5),
+        ));
+        out.push(fig(
+            "random read 4 KiB QD 1 p95",
+            "us",
+            r("qd1/read/4KiB:p95_us")?,
+            s.quantile_us(0.95),
+        ));
     }
 
+    Ok(())
+}
+
+/// Throughput at QD 1 in one zone by request size, with the 128 KiB write tail.
+fn size_figures(profile: &Profile, quick: bool, out: &mut Vec<Figure>) -> Result<(), String> {
+    let new = || Bench::new(profile);
     // Request sizes, QD 1, one zone.
-    let sizes: &[(u64, f64, f64)] = &[
-        (4, 85.2, 65.7),
-        (8, 85.4, 69.1),
-        (16, 59.4, 48.3),
-        (32, 36.6, 34.7),
-        (64, 18.3, 18.3),
-        (128, 9.2, 9.2),
-    ];
-    for &(kib, w_ref, a_ref) in sizes {
+    for kib in [4u64, 8, 16, 32, 64, 128] {
         if quick && kib != 16 && kib != 128 {
             continue;
         }
+        let w_ref = r(&format!("qd1/write/{kib}KiB:kiops"))?;
+        let a_ref = r(&format!("qd1/append/{kib}KiB:kiops"))?;
         let mut b = new()?;
         let n = b.blocks(kib << 10);
         let count = if quick {
@@ -394,35 +442,59 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
             out.push(fig(
                 "write bandwidth (128 KiB, QD 1)",
                 "MiB/s",
-                1150.0,
+                r("ceiling/write_mib_s")?,
                 s.iops() * (128.0 / 1024.0),
             ));
-            out.push(fig("128 KiB write p50", "us", 64.0, s.quantile_us(0.50)));
-            out.push(fig("128 KiB write p95", "us", 268.0, s.quantile_us(0.95)));
-            out.push(fig("128 KiB write p99", "us", 627.0, s.quantile_us(0.99)));
+            out.push(fig(
+                "128 KiB write p50",
+                "us",
+                r("qd1/write/128KiB:p50_us")?,
+                s.quantile_us(0.50),
+            ));
+            out.push(fig(
+                "128 KiB write p95",
+                "us",
+                r("qd1/write/128KiB:p95_us")?,
+                s.quantile_us(0.95),
+            ));
+            out.push(fig(
+                "128 KiB write p99",
+                "us",
+                r("qd1/write/128KiB:p99_us")?,
+                s.quantile_us(0.99),
+            ));
         }
         let z = b.zone(2);
         let s = b.stream(1, 1, count, count / 5, |_, _| Bench::append(z, n));
         out.push(fig(format!("append {kib} KiB QD 1"), "KIOPS", a_ref, s.iops() / 1e3));
     }
 
+    Ok(())
+}
+
+/// Ceilings: writes over 8 zones, appends to one zone at depth, random and sequential reads at depth.
+fn ceiling_figures(profile: &Profile, quick: bool, out: &mut Vec<Figure>) -> Result<(), String> {
+    let new = || Bench::new(profile);
     // Ceilings.
     {
         let mut b = new()?;
         let count = if quick { 4000 } else { 40000 };
         let zs: Vec<u64> = (0..8).map(|i| b.zone(20 + i)).collect();
         let s = b.stream(8, 1, count, count / 5, |q, i| Bench::write(zs[q] + i, 1));
-        out.push(fig("4 KiB writes, 8 zones at QD 1", "KIOPS", 186.0, s.iops() / 1e3));
+        let want = r("inter_zone/write/4KiB:max_kiops")?;
+        out.push(fig("4 KiB writes, 8 zones at QD 1", "KIOPS", want, s.iops() / 1e3));
         if !quick {
             let z = b.zone(40);
             let s = b.stream(1, 32, 40000, 5000, |_, _| Bench::append(z, 1));
-            out.push(fig("4 KiB appends, one zone, QD 32", "KIOPS", 132.0, s.iops() / 1e3));
+            let want = r("intra_zone/append/4KiB:max_kiops")?;
+            out.push(fig("4 KiB appends, one zone, QD 32", "KIOPS", want, s.iops() / 1e3));
             let z = b.zone(41);
             let s = b.stream(1, 4, 40000, 5000, |_, _| Bench::append(z, 1));
-            out.push(fig("4 KiB appends, one zone, QD 4", "KIOPS", 132.0, s.iops() / 1e3));
+            out.push(fig("4 KiB appends, one zone, QD 4", "KIOPS", want, s.iops() / 1e3));
             let z = b.zone(42);
             let s = b.stream(1, 32, 40000, 5000, |_, _| Bench::append(z, 2));
-            out.push(fig("8 KiB appends, one zone, QD 32", "KIOPS", 146.5, s.iops() / 1e3));
+            let want = r("intra_zone/append/8KiB:max_kiops")?;
+            out.push(fig("8 KiB appends, one zone, QD 32", "KIOPS", want, s.iops() / 1e3));
         }
     }
     if !quick {
@@ -433,15 +505,24 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
         let cap = b.zone_cap;
         let mut rng = SmallRng::seed_from_u64(2);
         let s = b.stream(1, 256, 100000, 20000, |_, _| Bench::read(z + rng.gen_range(0..cap), 1));
-        out.push(fig("random read 4 KiB QD 256", "KIOPS", 437.0, s.iops() / 1e3));
+        let want = r("read_qd/random/4KiB:max_kiops")?;
+        out.push(fig("random read 4 KiB QD 256", "KIOPS", want, s.iops() / 1e3));
         let s = b
             .stream(1, 256, 50000, 10000, |_, _| Bench::read(z + rng.gen_range(0..cap / 4) * 4, 4));
-        out.push(fig("random read 16 KiB QD 256", "MiB/s", 2507.0, s.iops() / 64.0));
+        let want = r("read_qd/random/16KiB:max_mib_s")?;
+        out.push(fig("random read 16 KiB QD 256", "MiB/s", want, s.iops() / 64.0));
         let per = 32;
         let s = b.stream(1, 32, cap / per, 1000, |_, i| Bench::read(z + i * per % cap, per));
-        out.push(fig("sequential read 128 KiB QD 32", "MiB/s", 3124.0, s.iops() / 8.0));
+        let want = r("read_qd/sequential/128KiB:max_mib_s")?;
+        out.push(fig("sequential read 128 KiB QD 32", "MiB/s", want, s.iops() / 8.0));
     }
 
+    Ok(())
+}
+
+/// Open, close and finish of zones that are empty or just written.
+fn zone_management_figures(profile: &Profile, out: &mut Vec<Figure>) -> Result<(), String> {
+    let new = || Bench::new(profile);
     // Zone management.
     {
         let mut b = new()?;
@@ -449,31 +530,56 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
         out.push(fig(
             "explicit open",
             "us",
-            9.56,
+            r("zone_mgmt/open/empty:mean_us")?,
             b.latency_us(Bench::send(z, ZoneSendAction::Open)),
         ));
-        out.push(fig("close", "us", 11.0, b.latency_us(Bench::send(z, ZoneSendAction::Close))));
+        let want = r("zone_mgmt/close/after_open:mean_us")?;
+        out.push(fig("close", "us", want, b.latency_us(Bench::send(z, ZoneSendAction::Close))));
         let z = b.zone(51);
         b.run(Bench::send(z, ZoneSendAction::Open));
         b.fill(z, 3, 1);
         let close = b.latency_us(Bench::send(z, ZoneSendAction::Close));
-        out.push(fig("close right after writing", "us", 15.2, close));
+        out.push(fig(
+            "close right after writing",
+            "us",
+            r("zone_mgmt/close/after_write:mean_us")?,
+            close,
+        ));
         let z = b.zone(52);
         let fin = b.latency_us(Bench::send(z, ZoneSendAction::Finish));
-        out.push(fig("finish of an empty zone", "us", 13.5, fin));
+        out.push(fig("finish of an empty zone", "us", r("zone_mgmt/finish/empty:p50_us")?, fin));
     }
+    Ok(())
+}
+
+/// Finish and reset by how full the zone is (medians of several resets).
+fn occupancy_figures(profile: &Profile, quick: bool, out: &mut Vec<Figure>) -> Result<(), String> {
+    let new = || Bench::new(profile);
     let cap = profile.namespaces[0].zone_capacity;
-    let occupancies: Vec<(&str, u64, f64, f64, f64)> = vec![
-        // (label, blocks written, finish ms, reset unfinished ms, reset finished ms)
-        ("0", 0, f64::NAN, 1.59, 1.58),
-        ("1 LBA", 1, 908.4, 1.67, 1.66),
-        ("6.25%", cap / 16, 848.1, 5.11, 2.50),
-        ("12.5%", cap / 8, 792.3, 6.07, 3.33),
-        ("25%", cap / 4, 680.9, 7.88, 5.05),
-        ("50%", cap / 2, 456.6, 11.32, 8.50),
-        ("full - 1 LBA", cap - 1, 2.57, f64::NAN, f64::NAN),
-        ("100%", cap, f64::NAN, 15.97, 15.34),
+    // (label, blocks written, the reference's name for the occupancy,
+    // whether it gives finish, reset unfinished and reset finished).
+    let rows: [(&str, u64, &str, [bool; 3]); 8] = [
+        ("0", 0, "empty", [false, true, true]),
+        ("1 LBA", 1, "1LBA", [true, true, true]),
+        ("6.25%", cap / 16, "6.25%", [true, true, true]),
+        ("12.5%", cap / 8, "12.5%", [true, true, true]),
+        ("25%", cap / 4, "25%", [true, true, true]),
+        ("50%", cap / 2, "50%", [true, true, true]),
+        ("full - 1 LBA", cap - 1, "full-1LBA", [true, false, false]),
+        ("100%", cap, "full", [false, true, true]),
     ];
+    // The reference's medians in ms (NaN where it gives none).
+    let ms = |kind: &str, key: &str, given: bool| -> Result<f64, String> {
+        if !given {
+            return Ok(f64::NAN);
+        }
+        Ok(r(&format!("zone_mgmt/{kind}/{key}:p50_us"))? / 1e3)
+    };
+    let mut occupancies = Vec::new();
+    for (label, blocks, key, [f, u, fr]) in rows {
+        let (fin, reset) = (ms("finish", key, f)?, ms("reset", key, u)?);
+        occupancies.push((label, blocks, fin, reset, ms("reset_after_finish", key, fr)?));
+    }
     // Resets vary from one to the next (erase times differ with the wear
     // of the zone's blocks): the reference gives medians, so each reset
     // figure is the median of several.
@@ -517,5 +623,5 @@ pub fn zn540_figures(profile: &Profile, quick: bool) -> Result<Vec<Figure>, Stri
             out.push(fig(format!("reset, finished, {label}"), "ms", reset_f, median(finished)));
         }
     }
-    Ok(out)
+    Ok(())
 }
