@@ -3,7 +3,7 @@
 //! znskit's backends (`pcie:`, `ng:`, `zbd:`) and fio's `psync`, `libaio`
 //! and `io_uring` engines, in one guest run: a JSON table and a CCDF plot.
 //!
-//! The guest runs `zns-engines` (crates/device/src/bin/zns-engines.rs),
+//! The guest runs `zns-engines` (crates/bench/src/bin/zns-engines.rs),
 //! which prints one `ENGINE-RESULT {json}` line per engine and operation;
 //! this side collects them, writes `engines.json` and draws `engines.svg`.
 

@@ -478,11 +478,13 @@ pub const GUEST_PROGRAMS: &[&str] = &["zns-conformance", "zns-differential", "zn
 fn package_of(program: &str) -> &'static str {
     match program {
         "zns" => "zns-cli",
+        "zns-engines" => "zns-bench",
         _ => "zns-device",
     }
 }
 
-/// Builds `programs` (binaries of `zns-device`, or `zns` of `zns-cli`)
+/// Builds `programs` (binaries of `zns-device`, `zns` of `zns-cli`, or
+/// `zns-engines` of `zns-bench`)
 /// statically for the guest (against glibc when `glibc`, else musl where
 /// rustup has it); returns their paths, in order.
 pub fn build_guest_binaries(

@@ -23,14 +23,11 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use zns_device::{Data, Target, ZoneAction, ZoneOp, ZoneQueue};
+use clap::{Parser, ValueEnum};
+use hdrhistogram::Histogram;
+use serde_json::json;
 
-const USAGE: &str = "usage: zns-engines measure [--ops N] [--warmup N] [--engine NAME] URI
-       zns-engines fio --engine NAME --op OP [--warmup N] LATENCY_LOG
-       zns-engines reset URI
-Queue-depth-1 latency of 4 KiB random reads, sequential writes and zone appends through a
-znskit backend (measure), or from a fio latency log (fio), as ENGINE-RESULT JSON lines.
-measure and reset reset every zone: use scratch devices only.";
+use zns_device::{Data, Target, ZoneAction, ZoneOp, ZoneQueue};
 
 /// Latencies of one engine and operation.
 struct Measured {
@@ -42,52 +39,58 @@ struct Measured {
     elapsed_ns: u64,
 }
 
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
+/// The latencies in an HDR histogram (three significant digits, as
+/// every latency figure of znskit).
+fn histogram(latencies: &[u64]) -> Histogram<u64> {
+    let mut h = Histogram::<u64>::new(3).expect("three significant digits is valid");
+    for &ns in latencies {
+        h.record(ns).expect("the histogram resizes itself");
     }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i] as f64
+    h
 }
 
 /// The result line: statistics in microseconds, and the CCDF as
 /// `[latency_us, P(latency > that)]` pairs.
 fn result_line(m: &Measured) -> String {
-    let mut s = m.latencies.clone();
-    s.sort_unstable();
-    let n = s.len();
-    let us = |ns: f64| ns / 1000.0;
-    let mean = if n == 0 { 0.0 } else { s.iter().map(|&x| x as f64).sum::<f64>() / n as f64 };
+    let h = histogram(&m.latencies);
+    let n = h.len();
+    let us = |ns: u64| ns as f64 / 1000.0;
     let iops = if m.elapsed_ns == 0 { 0.0 } else { n as f64 * 1e9 / m.elapsed_ns as f64 };
-    // CCDF at P = 10^(-k/10), k = 0, 1, ... while P >= 1/n.
+    // CCDF at P = 10^(-k/10), k = 0, 1, ... while P >= 1/n, then the maximum.
     let mut ccdf = Vec::new();
-    let mut k = 0;
-    loop {
+    for k in 0.. {
         let p = 10f64.powf(-(k as f64) / 10.0);
         if n == 0 || p * (n as f64) < 1.0 {
             break;
         }
-        ccdf.push(format!("[{:.3},{:.6}]", us(percentile(&s, 1.0 - p)), p));
-        k += 1;
+        ccdf.push(json!([round3(us(h.value_at_quantile(1.0 - p))), round6(p)]));
     }
-    if let Some(&max) = s.last() {
-        ccdf.push(format!("[{:.3},{:.6}]", us(max as f64), 1.0 / n as f64));
+    if n > 0 {
+        ccdf.push(json!([round3(us(h.max())), round6(1.0 / n as f64)]));
     }
-    format!(
-        "ENGINE-RESULT {{\"engine\":\"{}\",\"op\":\"{}\",\"ops\":{n},\"mean_us\":{:.3},\
-         \"p50_us\":{:.3},\"p95_us\":{:.3},\"p99_us\":{:.3},\"p99_9_us\":{:.3},\"max_us\":{:.3},\
-         \"iops\":{:.1},\"ccdf\":[{}]}}",
-        m.engine.replace('"', "'"),
-        m.op,
-        us(mean),
-        us(percentile(&s, 0.50)),
-        us(percentile(&s, 0.95)),
-        us(percentile(&s, 0.99)),
-        us(percentile(&s, 0.999)),
-        us(s.last().copied().unwrap_or(0) as f64),
-        iops,
-        ccdf.join(",")
-    )
+    let q = |x: f64| if n == 0 { 0.0 } else { round3(us(h.value_at_quantile(x))) };
+    let line = json!({
+        "engine": m.engine,
+        "op": m.op,
+        "ops": n,
+        "mean_us": round3(h.mean() / 1000.0),
+        "p50_us": q(0.50),
+        "p95_us": q(0.95),
+        "p99_us": q(0.99),
+        "p99_9_us": q(0.999),
+        "max_us": if n == 0 { 0.0 } else { round3(us(h.max())) },
+        "iops": (iops * 10.0).round() / 10.0,
+        "ccdf": ccdf,
+    });
+    format!("ENGINE-RESULT {line}")
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
 }
 
 /// A small generator for the read addresses (SplitMix64).
@@ -201,58 +204,87 @@ fn fio_log(path: &str, engine: &str, op: &'static str, warmup: u64) -> Result<Me
     })
 }
 
-fn op_name(s: &str) -> Result<&'static str, String> {
-    match s {
-        "write" => Ok("write"),
-        "randread" => Ok("randread"),
-        "append" => Ok("append"),
-        _ => Err(format!("unknown operation {s:?} (write, randread, append)")),
+/// The operation a fio latency log holds.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Op {
+    Write,
+    Randread,
+    Append,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Write => "write",
+            Op::Randread => "randread",
+            Op::Append => "append",
+        }
     }
 }
 
-fn main_with(args: Vec<String>) -> Result<(), String> {
-    let mut it = args.into_iter();
-    let cmd = it.next().ok_or(USAGE)?;
-    let (mut ops, mut warmup, mut engine, mut op, mut rest) = (5000, 50, None, None, Vec::new());
-    while let Some(a) = it.next() {
-        let mut value = |n: &str| it.next().ok_or(format!("{n} needs a value"));
-        match a.as_str() {
-            "--ops" => ops = value("--ops")?.parse().map_err(|_| "--ops: not a count")?,
-            "--warmup" => {
-                warmup = value("--warmup")?.parse().map_err(|_| "--warmup: not a count")?
-            }
-            "--engine" => engine = Some(value("--engine")?),
-            "--op" => op = Some(op_name(&value("--op")?)?),
-            "-h" | "--help" => return Err(USAGE.into()),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}\n{USAGE}")),
-            _ => rest.push(a),
-        }
-    }
-    let [target] = rest.as_slice() else { return Err(USAGE.into()) };
-    match cmd.as_str() {
-        "measure" => {
-            let name = engine.unwrap_or_else(|| target.split(':').next().unwrap_or("").into());
-            for m in measure(target, &name, ops, warmup)? {
+/// Queue-depth-1 latency of a znskit backend, or of fio from its latency
+/// log, as `ENGINE-RESULT {json}` lines.
+#[derive(Debug, Parser)]
+#[command(name = "zns-engines")]
+enum Cli {
+    /// Reset every zone of URI, then time 4 KiB sequential writes, random
+    /// reads of them and appends, one command at a time.
+    Measure {
+        /// Measured operations of each kind.
+        #[arg(long, default_value_t = 5000)]
+        ops: u64,
+        /// Operations of each kind run first and left out.
+        #[arg(long, default_value_t = 50)]
+        warmup: u64,
+        /// The engine's name in the results (default: the URI's scheme).
+        #[arg(long)]
+        engine: Option<String>,
+        /// The device.
+        uri: String,
+    },
+    /// Read a fio latency log (`--write_lat_log`, `--log_avg_msec=0`).
+    Fio {
+        /// The engine's name in the results.
+        #[arg(long)]
+        engine: String,
+        /// The operation the log holds.
+        #[arg(long, value_enum)]
+        op: Op,
+        /// Entries at the start left out.
+        #[arg(long, default_value_t = 50)]
+        warmup: u64,
+        /// The log.
+        latency_log: String,
+    },
+    /// Reset every zone of URI.
+    Reset {
+        /// The device.
+        uri: String,
+    },
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli {
+        Cli::Measure { ops, warmup, engine, uri } => {
+            let name = engine.unwrap_or_else(|| uri.split(':').next().unwrap_or("").into());
+            for m in measure(&uri, &name, ops, warmup)? {
                 println!("{}", result_line(&m));
             }
         }
-        "fio" => {
-            let engine = engine.ok_or("fio needs --engine")?;
-            let op = op.ok_or("fio needs --op")?;
-            println!("{}", result_line(&fio_log(target, &engine, op, warmup)?));
+        Cli::Fio { engine, op, warmup, latency_log } => {
+            println!("{}", result_line(&fio_log(&latency_log, &engine, op.name(), warmup)?));
         }
-        "reset" => {
-            let dev = zns_device::open(target).map_err(|e| e.to_string())?;
+        Cli::Reset { uri } => {
+            let dev = zns_device::open(&uri).map_err(|e| e.to_string())?;
             let mut q = dev.queue(1).map_err(|e| e.to_string())?;
             q.zone_action(ZoneAction::Reset, Target::All).map_err(|e| e.to_string())?;
         }
-        _ => return Err(format!("unknown command {cmd:?}\n{USAGE}")),
     }
     Ok(())
 }
 
 fn main() -> ExitCode {
-    match main_with(std::env::args().skip(1).collect()) {
+    match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("zns-engines: {e}");
@@ -275,11 +307,26 @@ mod tests {
             elapsed_ns: 1_000_000_000,
         };
         let line = result_line(&m);
-        assert!(line.starts_with("ENGINE-RESULT {\"engine\":\"x\",\"op\":\"write\",\"ops\":1000,"));
-        assert!(line.contains("\"p50_us\":500.000"), "{line}");
-        assert!(line.contains("\"p99_9_us\":999.000"), "{line}");
-        assert!(line.contains("\"iops\":1000.0"), "{line}");
-        assert!(line.contains("[1.000,1.000000]") && line.ends_with("[1000.000,0.001000]]}"));
+        let v: serde_json::Value =
+            serde_json::from_str(line.strip_prefix("ENGINE-RESULT ").unwrap()).unwrap();
+        assert_eq!(
+            (v["engine"].as_str(), v["op"].as_str(), v["ops"].as_u64()),
+            (Some("x"), Some("write"), Some(1000))
+        );
+        // Three significant digits: within 0.1 % of the exact figures.
+        let near = |key: &str, want: f64| {
+            let got = v[key].as_f64().unwrap();
+            assert!((got - want).abs() <= want * 1e-3, "{key}: {got} against {want}");
+        };
+        near("p50_us", 500.0);
+        near("p99_9_us", 999.0);
+        near("max_us", 1000.0);
+        near("mean_us", 500.5);
+        assert_eq!(v["iops"].as_f64(), Some(1000.0));
+        let ccdf = v["ccdf"].as_array().unwrap();
+        assert_eq!(ccdf[0][1].as_f64(), Some(1.0));
+        assert_eq!(ccdf.last().unwrap()[1].as_f64(), Some(0.001));
+        assert!((ccdf.last().unwrap()[0].as_f64().unwrap() - 1000.0).abs() <= 1.0);
     }
 
     #[test]
