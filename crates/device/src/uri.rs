@@ -531,7 +531,6 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
     if rest.is_empty() {
         return Ok(u);
     }
-    let known = || Profile::built_in_names().collect::<Vec<_>>().join(", ");
     for (i, item) in rest.split(',').enumerate() {
         if item.is_empty() {
             return Err("empty option (two commas, or a trailing comma)".into());
@@ -546,139 +545,101 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
                 ))
             }
         };
-        let dup = || format!("option {key:?} given twice");
-        match key {
-            "profile" => {
-                if u.profile.is_some() {
-                    return Err(dup());
-                }
-                if !Profile::built_in_names().any(|n| n == value) && !is_profile_file(value) {
-                    return Err(format!(
-                        "unknown profile {value:?} (built-in profiles: {}; or a profile \
-                         file ending in .toml)",
-                        known()
-                    ));
-                }
-                u.profile = Some(value.to_string());
-            }
-            "file" => {
-                if u.file.is_some() {
-                    return Err(dup());
-                }
-                if value.is_empty() {
-                    return Err("file= needs a path".into());
-                }
-                u.file = Some(PathBuf::from(value));
-            }
-            "media" => {
-                if u.media.is_some() {
-                    return Err(dup());
-                }
-                u.media = Some(match value {
-                    "ram" => EmulatorMedia::Ram,
-                    "null" => EmulatorMedia::Null,
-                    _ => return Err(one_of(key, value, EmulatorMedia::VALUES)),
-                });
-            }
-            "timing" => {
-                if u.timing.is_some() {
-                    return Err(dup());
-                }
-                u.timing = Some(match value {
-                    "on" => Timing::On,
-                    "off" => Timing::Off,
-                    _ => return Err(one_of(key, value, Timing::VALUES)),
-                });
-            }
-            "clock" => {
-                if u.clock.is_some() {
-                    return Err(dup());
-                }
-                u.clock = Some(match value {
-                    "virtual" => ClockMode::Virtual,
-                    "real" => ClockMode::Real,
-                    _ => return Err(one_of(key, value, &["virtual", "real"])),
-                });
-            }
-            "dilation" => {
-                if u.dilation.is_some() {
-                    return Err(dup());
-                }
-                u.dilation = Some(value.parse::<Dilation>()?);
-            }
-            "metadata" => {
-                if u.metadata.is_some() {
-                    return Err(dup());
-                }
-                match value.parse::<u16>() {
-                    Ok(n) => u.metadata = Some(n),
-                    _ => {
-                        return Err(format!(
-                            "metadata={value:?}: expected bytes of metadata per block (0 to 65535)"
-                        ))
-                    }
-                }
-            }
-            "lba" => {
-                if u.lba.is_some() {
-                    return Err(dup());
-                }
-                match value.parse::<u32>() {
-                    Ok(n) if valid_block_size(n) => u.lba = Some(n),
-                    _ => {
-                        return Err(format!(
-                            "lba={value:?}: expected a block size in bytes, a power of two \
-                             from 512 to 65536 (512 or 4096 on a ZN540)"
-                        ))
-                    }
-                }
-            }
-            "op" => {
-                if u.op.is_some() {
-                    return Err(dup());
-                }
-                match value.trim_end_matches('%').parse::<u32>() {
-                    Ok(n) if (1..=1000).contains(&n) => u.op = Some(n),
-                    _ => {
-                        return Err(format!(
-                            "op={value:?}: expected a whole percentage of over-provisioning \
-                             from 1 to 1000 (7 and 28 are the presets)"
-                        ))
-                    }
-                }
-            }
-            "zrwa" => {
-                if u.zrwa.is_some() {
-                    return Err(dup());
-                }
-                match ZrwaOption::parse(value) {
-                    Some(z) => u.zrwa = Some(z),
-                    None => {
-                        return Err(format!(
-                            "zrwa={value:?}: expected SIZE/GRANULARITY/RESOURCES in blocks, e.g. \
-                             16/4/2 (a size up to 65535 that the granularity divides, at least \
-                             one resource)"
-                        ))
-                    }
-                }
-            }
-            "zones" => {
-                if u.zones.is_some() {
-                    return Err(dup());
-                }
-                match value.parse::<u32>() {
-                    Ok(n) if n > 0 => u.zones = Some(n),
-                    _ => return Err(format!("zones={value:?}: expected a number of zones >= 1")),
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "unknown option {key:?} (valid options: {})",
-                    EMULATOR_OPTIONS.join(", ")
-                ))
-            }
+        emulator_option(&mut u, key, value)?;
+    }
+    check_emulator_options(&u)?;
+    Ok(u)
+}
+
+/// Sets option `key` of an `emu:` URI to `value`.
+fn emulator_option(u: &mut EmulatorUri, key: &str, value: &str) -> Result<(), String> {
+    match key {
+        "profile" => once(&mut u.profile, key, || emulator_profile(value)),
+        "file" => once(&mut u.file, key, || match value {
+            "" => Err("file= needs a path".into()),
+            _ => Ok(PathBuf::from(value)),
+        }),
+        "media" => once(&mut u.media, key, || match value {
+            "ram" => Ok(EmulatorMedia::Ram),
+            "null" => Ok(EmulatorMedia::Null),
+            _ => Err(one_of(key, value, EmulatorMedia::VALUES)),
+        }),
+        "timing" => once(&mut u.timing, key, || match value {
+            "on" => Ok(Timing::On),
+            "off" => Ok(Timing::Off),
+            _ => Err(one_of(key, value, Timing::VALUES)),
+        }),
+        "clock" => once(&mut u.clock, key, || match value {
+            "virtual" => Ok(ClockMode::Virtual),
+            "real" => Ok(ClockMode::Real),
+            _ => Err(one_of(key, value, &["virtual", "real"])),
+        }),
+        "dilation" => once(&mut u.dilation, key, || value.parse::<Dilation>()),
+        "metadata" => once(&mut u.metadata, key, || {
+            value.parse::<u16>().map_err(|_| {
+                format!("metadata={value:?}: expected bytes of metadata per block (0 to 65535)")
+            })
+        }),
+        "lba" => once(&mut u.lba, key, || match value.parse::<u32>() {
+            Ok(n) if valid_block_size(n) => Ok(n),
+            _ => Err(format!(
+                "lba={value:?}: expected a block size in bytes, a power of two from 512 to \
+                 65536 (512 or 4096 on a ZN540)"
+            )),
+        }),
+        "op" => once(&mut u.op, key, || match value.trim_end_matches('%').parse::<u32>() {
+            Ok(n) if (1..=1000).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "op={value:?}: expected a whole percentage of over-provisioning from 1 to 1000 \
+                 (7 and 28 are the presets)"
+            )),
+        }),
+        "zrwa" => once(&mut u.zrwa, key, || {
+            ZrwaOption::parse(value).ok_or_else(|| {
+                format!(
+                    "zrwa={value:?}: expected SIZE/GRANULARITY/RESOURCES in blocks, e.g. 16/4/2 \
+                     (a size up to 65535 that the granularity divides, at least one resource)"
+                )
+            })
+        }),
+        "zones" => once(&mut u.zones, key, || match value.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("zones={value:?}: expected a number of zones >= 1")),
+        }),
+        _ => {
+            Err(format!("unknown option {key:?} (valid options: {})", EMULATOR_OPTIONS.join(", ")))
         }
     }
+}
+
+/// Sets option `key` to what `value` makes of it, unless it was given
+/// before.
+fn once<T>(
+    slot: &mut Option<T>,
+    key: &str,
+    value: impl FnOnce() -> Result<T, String>,
+) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(format!("option {key:?} given twice"));
+    }
+    *slot = Some(value()?);
+    Ok(())
+}
+
+/// An `emu:` URI's profile: a built-in one's name, or a profile file.
+fn emulator_profile(value: &str) -> Result<String, String> {
+    if !Profile::built_in_names().any(|n| n == value) && !is_profile_file(value) {
+        let known = Profile::built_in_names().collect::<Vec<_>>().join(", ");
+        return Err(format!(
+            "unknown profile {value:?} (built-in profiles: {known}; or a profile file ending in \
+             .toml)"
+        ));
+    }
+    Ok(value.to_string())
+}
+
+/// Options of an `emu:` URI that do not combine.
+fn check_emulator_options(u: &EmulatorUri) -> Result<(), String> {
     if u.file.is_some()
         && (u.zones.is_some()
             || u.metadata.is_some()
@@ -699,7 +660,7 @@ fn parse_emulator(rest: &str) -> Result<EmulatorUri, String> {
     if u.timing == Some(Timing::Off) && u.dilation.is_some() {
         return Err("dilation= needs the timing model; it does not combine with timing=off".into());
     }
-    Ok(u)
+    Ok(())
 }
 
 impl fmt::Display for DeviceUri {

@@ -246,70 +246,17 @@ pub(crate) fn open(
     let plan = plan(&config, base.as_ref())?;
     let geo = plan.geo.clone();
     let dev_uri = base.info().uri.clone();
-    let damaged = |reason: String| EznsError::Damaged { device: dev_uri.clone(), reason };
     let mut q = base.queue(64)?;
     let zones = q.report_zones(0, ReportFilter::All, usize::MAX)?;
     if zones.len() as u64 != geo.phys_zones as u64 {
-        return Err(damaged(format!(
-            "the zone report lists {} of {} zones",
-            zones.len(),
-            geo.phys_zones
-        )));
+        return Err(EznsError::Damaged {
+            device: dev_uri,
+            reason: format!("the zone report lists {} of {} zones", zones.len(), geo.phys_zones),
+        });
     }
     let fresh = zones.iter().all(|z| z.state == ZoneState::Empty);
-    let digest = journal::layout_digest(&plan.layout);
-    let counts: Vec<u32> = config.tenants.iter().map(|t| t.zones).collect();
-    let jcap = geo.phys_cap;
-    let mut state = JournalState {
-        zones: geo.journal,
-        cur: 0,
-        generation: 1,
-        seq: 0,
-        cap: jcap,
-        digest,
-        layout: plan.layout.clone(),
-    };
-    let mut mapping = Mapping::new(&counts);
-    if !fresh {
-        let mut logs = Vec::new();
-        for (i, &j) in geo.journal.iter().enumerate() {
-            let z = &zones[j as usize];
-            let raw = read_journal(q.as_mut(), z, geo.bs, geo.mdts_blocks)?;
-            let log = journal::read_zone(raw.chunks(geo.bs))
-                .map_err(|e| damaged(format!("journal zone {j}: {e}")))?;
-            logs.push((i, log));
-        }
-        let best = logs
-            .iter()
-            .filter_map(|(i, l)| l.as_ref().filter(|l| l.complete).map(|l| (*i, l)))
-            .max_by_key(|(_, l)| l.generation);
-        let Some((cur, log)) = best else {
-            return Err(damaged(
-                "the device holds data but no complete eZNS journal (not an eZNS device, or its \
-                 journal is damaged); reset it to start over"
-                    .into(),
-            ));
-        };
-        if log.digest != digest {
-            return Err(EznsError::Mismatch {
-                device: dev_uri.clone(),
-                reason: format!(
-                    "on the device: {}; in the configuration: {}",
-                    log.layout, plan.layout
-                ),
-            });
-        }
-        for e in &log.entries {
-            mapping.apply(e).map_err(|e| damaged(format!("journal: {e}")))?;
-        }
-        state.cur = cur;
-        state.generation = log.generation;
-        state.seq = log.blocks;
-        let other = geo.journal[1 - cur];
-        if zones[other as usize].state != ZoneState::Empty {
-            q.zone_action(ZoneAction::Reset, Target::Zone(other as u64 * geo.phys_size))?;
-        }
-    }
+    let (state, mapping) = replay_journal(q.as_mut(), &zones, &plan, &config, &dev_uri, fresh)?;
+    let digest = state.digest;
     let mut ctl = Control::new(q, geo.bs, state, mapping);
     if fresh {
         ctl.record(Entry::Super { digest, layout: plan.layout.clone() });
@@ -317,13 +264,113 @@ pub(crate) fn open(
         let size = geo.phys_size;
         ctl.sync(|z| z as u64 * size)?;
     }
-    let tenants: Vec<Tenant> = config
+    let tenants = new_tenants(&config, base.info(), &geo, uri_of);
+    let mut arb = new_arbiter(&config, &plan);
+    let phys = phys_zones(&zones);
+    let mut report = recover_zones(&geo, &zones, &mut ctl, &mut arb, &phys, &tenants, fresh)?;
+    report.journal_blocks = ctl.journal.seq;
+    let size = geo.phys_size;
+    ctl.sync(|z| z as u64 * size)?;
+    let wadm = write_admission(&config);
+    let work = ctl.work();
+    let ez = Ezns {
+        base,
+        config,
+        geo,
+        tenants,
+        phys,
+        arb: Mutex::new(arb),
+        ctl: Mutex::new(ctl),
+        ctl_work: AtomicU64::new(work),
+        wadm,
+        next_tick: AtomicU64::new(0),
+        key,
+        recovery: report,
+    };
+    Ok(Arc::new(ez))
+}
+
+/// The journal's state and the tenants' mapping of logical zones: a
+/// fresh device's, or those of the newest complete journal on the device
+/// (whose other journal zone is reset for the next generation).
+fn replay_journal(
+    q: &mut dyn ZoneQueue,
+    zones: &[Zone],
+    plan: &Plan,
+    config: &Config,
+    dev_uri: &str,
+    fresh: bool,
+) -> Result<(JournalState, Mapping), EznsError> {
+    let geo = &plan.geo;
+    let damaged = |reason: String| EznsError::Damaged { device: dev_uri.to_string(), reason };
+    let digest = journal::layout_digest(&plan.layout);
+    let counts: Vec<u32> = config.tenants.iter().map(|t| t.zones).collect();
+    let mut state = JournalState {
+        zones: geo.journal,
+        cur: 0,
+        generation: 1,
+        seq: 0,
+        cap: geo.phys_cap,
+        digest,
+        layout: plan.layout.clone(),
+    };
+    let mut mapping = Mapping::new(&counts);
+    if fresh {
+        return Ok((state, mapping));
+    }
+    let mut logs = Vec::new();
+    for (i, &j) in geo.journal.iter().enumerate() {
+        let z = &zones[j as usize];
+        let raw = read_journal(q, z, geo.bs, geo.mdts_blocks)?;
+        let log = journal::read_zone(raw.chunks(geo.bs))
+            .map_err(|e| damaged(format!("journal zone {j}: {e}")))?;
+        logs.push((i, log));
+    }
+    let best = logs
+        .iter()
+        .filter_map(|(i, l)| l.as_ref().filter(|l| l.complete).map(|l| (*i, l)))
+        .max_by_key(|(_, l)| l.generation);
+    let Some((cur, log)) = best else {
+        return Err(damaged(
+            "the device holds data but no complete eZNS journal (not an eZNS device, or its \
+             journal is damaged); reset it to start over"
+                .into(),
+        ));
+    };
+    if log.digest != digest {
+        return Err(EznsError::Mismatch {
+            device: dev_uri.to_string(),
+            reason: format!("on the device: {}; in the configuration: {}", log.layout, plan.layout),
+        });
+    }
+    for e in &log.entries {
+        mapping.apply(e).map_err(|e| damaged(format!("journal: {e}")))?;
+    }
+    state.cur = cur;
+    state.generation = log.generation;
+    state.seq = log.blocks;
+    let other = geo.journal[1 - cur];
+    if zones[other as usize].state != ZoneState::Empty {
+        q.zone_action(ZoneAction::Reset, Target::Zone(other as u64 * geo.phys_size))?;
+    }
+    Ok((state, mapping))
+}
+
+/// The tenants of `config` on the base device `info`, their logical zones
+/// all empty until recovery.
+fn new_tenants(
+    config: &Config,
+    info: &DeviceInfo,
+    geo: &Geometry,
+    uri_of: &dyn Fn(&str) -> String,
+) -> Vec<Tenant> {
+    config
         .tenants
         .iter()
         .enumerate()
         .map(|(t, tc)| Tenant {
             name: tc.name.clone(),
-            info: tenant_info(&config, t, base.info(), &geo, &uri_of(&tc.name)),
+            info: tenant_info(config, t, info, geo, &uri_of(&tc.name)),
             zones: (0..tc.zones)
                 .map(|z| LZone::new(z, config.scheduler.read_window_max.min(16)))
                 .collect(),
@@ -332,8 +379,13 @@ pub(crate) fn open(
             inactive: AtomicBool::new(false),
             stats: TenantStats::default(),
         })
-        .collect();
-    let mut arb = Arbiter {
+        .collect()
+}
+
+/// The arbiter of active zones, each tenant with its planned budget and
+/// nothing held yet.
+fn new_arbiter(config: &Config, plan: &Plan) -> Arbiter {
+    Arbiter {
         mode: config.mode,
         tenants: config
             .tenants
@@ -360,21 +412,38 @@ pub(crate) fn open(
         loans: 0,
         headroom: plan.headroom,
         parked: Vec::new(),
-    };
-    let phys: Box<[PhysZone]> = zones
+    }
+}
+
+/// The physical zones' state, each zone's write token at what it holds.
+fn phys_zones(zones: &[Zone]) -> Box<[PhysZone]> {
+    zones
         .iter()
         .map(|z| {
             let p = PhysZone::default();
             p.token.store(written(z), std::sync::atomic::Ordering::Relaxed);
             p
         })
-        .collect();
+        .collect()
+}
+
+/// Recovers every tenant's logical zones against the device's `zones`,
+/// then resets or finishes the physical zones that need it.
+fn recover_zones(
+    geo: &Geometry,
+    zones: &[Zone],
+    ctl: &mut Control,
+    arb: &mut Arbiter,
+    phys: &[PhysZone],
+    tenants: &[Tenant],
+    fresh: bool,
+) -> Result<RecoveryReport, EznsError> {
     let mut r = Recovery {
-        geo: &geo,
-        zones: &zones,
-        ctl: &mut ctl,
-        arb: &mut arb,
-        phys: &phys,
+        geo,
+        zones,
+        ctl,
+        arb,
+        phys,
         refs: HashMap::new(),
         fresh: Vec::new(),
         pending: Vec::new(),
@@ -393,33 +462,17 @@ pub(crate) fn open(
     for (t, z, e, unit) in std::mem::take(&mut r.pending) {
         r.fresh_group(t, &tenants[t].zones[z as usize], e, unit)?;
     }
-    let mut report = r.report.clone();
-    report.journal_blocks = ctl.journal.seq;
-    let size = geo.phys_size;
-    ctl.sync(|z| z as u64 * size)?;
+    Ok(r.report.clone())
+}
+
+/// The write admission of `config`'s scheduler.
+fn write_admission(config: &Config) -> WriteAdmission {
     let s = &config.scheduler;
     let target = match s.write_target_us {
         Some(us) => WriteTarget::Fixed(us * 1000),
         None => WriteTarget::Baseline(s.write_target_factor),
     };
-    let wadm =
-        WriteAdmission::new(s.write_window_min_kib * 1024, s.write_window_max_kib * 1024, target);
-    let work = ctl.work();
-    let ez = Ezns {
-        base,
-        config,
-        geo,
-        tenants,
-        phys,
-        arb: Mutex::new(arb),
-        ctl: Mutex::new(ctl),
-        ctl_work: AtomicU64::new(work),
-        wadm,
-        next_tick: AtomicU64::new(0),
-        key,
-        recovery: report,
-    };
-    Ok(Arc::new(ez))
+    WriteAdmission::new(s.write_window_min_kib * 1024, s.write_window_max_kib * 1024, target)
 }
 
 /// Recovery of the logical zones against the device's zones.

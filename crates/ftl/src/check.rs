@@ -428,176 +428,24 @@ impl Ftl {
         let s = &self.shared;
         wait_for_quiet_gc(s)?;
         let layout = &s.layout;
-        let zones = layout.zones;
         let mut r = CheckReport {
             logical_blocks: layout.logical,
-            zones,
+            zones: layout.zones,
             meta_zones: layout.meta_zones,
             read_all,
             ..CheckReport::default()
         };
         let mut q = s.dev.queue(4).map_err(FtlError::device("create a queue"))?;
-        let mut counted = vec![0u32; zones as usize];
         {
             // Freeze the map: every change needs the journal lock.
             let _journal = s.journal.lock();
-            let (kinds, ftl_open_written) = {
-                let p = s.zones.lock();
-                let mut kinds = vec![Kind::Other; zones as usize];
-                for k in kinds.iter_mut().take(layout.meta_zones as usize) {
-                    *k = Kind::Meta;
-                }
-                let mut full_caps = 0u64;
-                for z in p.full_zones() {
-                    kinds[z as usize] = Kind::Full;
-                    full_caps += layout.cap(z) as u64;
-                }
-                for z in p.open_zones() {
-                    kinds[z as usize] = Kind::Open;
-                }
-                (kinds, p.written_blocks(layout).saturating_sub(full_caps))
-            };
+            let (kinds, ftl_open_written) = pool_kinds(s);
             let report = q
-                .report_zones(0, ReportFilter::All, zones as usize)
+                .report_zones(0, ReportFilter::All, layout.zones as usize)
                 .map_err(FtlError::device("report zones"))?;
-            if report.len() as u64 != zones as u64 {
-                r.problem(CheckProblem::ZoneCount {
-                    expected: zones,
-                    reported: report.len() as u64,
-                });
-            }
-            // Blocks written per zone as the device says; `None` where the
-            // zone is missing from the report.
-            let mut written = vec![None; zones as usize];
-            let mut device_open_written = 0u64;
-            for (z, d) in report.iter().enumerate().take(zones as usize) {
-                let zone = z as u32;
-                written[z] = Some(d.written());
-                let wp = d.write_pointer.map(|w| w.saturating_sub(d.start));
-                let bad = |pool: &'static str, expected: &'static str| CheckProblem::ZoneState {
-                    zone,
-                    pool,
-                    state: d.state,
-                    written: wp,
-                    expected,
-                };
-                let gone = matches!(d.state, ZoneState::ReadOnly | ZoneState::Offline);
-                match kinds[z] {
-                    Kind::Meta if gone => r.problem(bad("metadata", "a writable zone")),
-                    Kind::Meta => {}
-                    Kind::Full => {
-                        r.full_zones += 1;
-                        if d.state != ZoneState::Full {
-                            r.problem(bad("full", "Full"));
-                        }
-                    }
-                    Kind::Open => {
-                        r.open_zones += 1;
-                        device_open_written += d.written();
-                        let ok = matches!(
-                            d.state,
-                            ZoneState::Empty
-                                | ZoneState::ImplicitlyOpen
-                                | ZoneState::ExplicitlyOpen
-                                | ZoneState::Closed
-                        );
-                        if !ok {
-                            r.problem(bad("open", "opened, closed or empty"));
-                        }
-                    }
-                    Kind::Other if gone => r.unusable_zones += 1,
-                    Kind::Other => {
-                        r.free_zones += 1;
-                        if d.state != ZoneState::Empty {
-                            r.problem(bad("free", "Empty"));
-                        }
-                    }
-                }
-            }
-            if device_open_written != ftl_open_written {
-                r.problem(CheckProblem::OpenZonesWritten {
-                    ftl: ftl_open_written,
-                    device: device_open_written,
-                });
-            }
-            let pool_name = |z: u32| match written_state(&report, z) {
-                Some(ZoneState::ReadOnly | ZoneState::Offline) => "unusable",
-                _ => "free",
-            };
-
-            // L2P → P2L, recount, and where the blocks are.
-            for l in 0..layout.logical {
-                let Some(p) = s.map.lookup(l) else { continue };
-                r.mapped_blocks += 1;
-                let zone = layout.zone_of(p);
-                let offset = layout.offset_of(p);
-                let out =
-                    |reason| CheckProblem::MapOutOfRange { logical: l, pba: p as u64, reason };
-                if zone >= zones {
-                    r.problem(out("past the last zone"));
-                    continue;
-                }
-                if layout.is_meta(zone) {
-                    r.problem(out("in a metadata zone"));
-                    continue;
-                }
-                if offset >= layout.cap(zone) {
-                    r.problem(out("past the zone's capacity"));
-                    continue;
-                }
-                counted[zone as usize] += 1;
-                let owner = s.map.owner(p);
-                if owner != Some(l) {
-                    r.problem(CheckProblem::L2pP2lMismatch { logical: l, zone, offset, owner });
-                }
-                match kinds[zone as usize] {
-                    Kind::Full | Kind::Meta => {}
-                    Kind::Open => {
-                        if let Some(w) = written[zone as usize] {
-                            if offset as u64 >= w {
-                                r.problem(CheckProblem::MappedPastWritePointer {
-                                    logical: l,
-                                    zone,
-                                    offset,
-                                    written: w,
-                                });
-                            }
-                        }
-                    }
-                    Kind::Other => r.problem(CheckProblem::MappedInUnwrittenZone {
-                        logical: l,
-                        zone,
-                        offset,
-                        pool: pool_name(zone),
-                    }),
-                }
-            }
-
-            // P2L → L2P over every physical block number.
-            for zone in 0..zones {
-                for offset in 0..layout.stride {
-                    let p = layout.pba(zone, offset);
-                    r.physical_blocks_checked += 1;
-                    let Some(l) = s.map.owner(p) else { continue };
-                    let back = if l < layout.logical { s.map.lookup(l) } else { None };
-                    if back != Some(p) {
-                        r.problem(CheckProblem::StaleP2l {
-                            zone,
-                            offset,
-                            logical: l,
-                            maps_to: back.map(|b| (layout.zone_of(b), layout.offset_of(b))),
-                        });
-                    }
-                }
-                let recorded = s.map.valid(zone);
-                if recorded != counted[zone as usize] {
-                    r.problem(CheckProblem::ValidCount {
-                        zone,
-                        recorded,
-                        counted: counted[zone as usize],
-                    });
-                }
-            }
+            let written = check_zone_states(s, &mut r, &report, &kinds, ftl_open_written);
+            let counted = check_l2p(s, &mut r, &report, &kinds, &written);
+            check_p2l(s, &mut r, &counted);
         }
         for (zone, block, reason) in &s.mount_damage {
             r.problem(CheckProblem::DamagedMetadata {
@@ -615,6 +463,186 @@ impl Ftl {
             tracing::warn!(problems = r.problems_total, "FTL check found problems");
         }
         Ok(r)
+    }
+}
+
+/// Each zone's pool as the FTL has it, and the blocks the FTL completed in
+/// its open zones.
+fn pool_kinds(s: &Shared) -> (Vec<Kind>, u64) {
+    let layout = &s.layout;
+    let p = s.zones.lock();
+    let mut kinds = vec![Kind::Other; layout.zones as usize];
+    for k in kinds.iter_mut().take(layout.meta_zones as usize) {
+        *k = Kind::Meta;
+    }
+    let mut full_caps = 0u64;
+    for z in p.full_zones() {
+        kinds[z as usize] = Kind::Full;
+        full_caps += layout.cap(z) as u64;
+    }
+    for z in p.open_zones() {
+        kinds[z as usize] = Kind::Open;
+    }
+    (kinds, p.written_blocks(layout).saturating_sub(full_caps))
+}
+
+/// Checks each zone's pool against the device's zone `report` and counts
+/// the pools; returns the blocks written per zone as the device says
+/// (`None` where the zone is missing from the report).
+fn check_zone_states(
+    s: &Shared,
+    r: &mut CheckReport,
+    report: &[zns_device::Zone],
+    kinds: &[Kind],
+    ftl_open_written: u64,
+) -> Vec<Option<u64>> {
+    let zones = s.layout.zones;
+    if report.len() as u64 != zones as u64 {
+        r.problem(CheckProblem::ZoneCount { expected: zones, reported: report.len() as u64 });
+    }
+    let mut written = vec![None; zones as usize];
+    let mut device_open_written = 0u64;
+    for (z, d) in report.iter().enumerate().take(zones as usize) {
+        let zone = z as u32;
+        written[z] = Some(d.written());
+        let wp = d.write_pointer.map(|w| w.saturating_sub(d.start));
+        let bad = |pool: &'static str, expected: &'static str| CheckProblem::ZoneState {
+            zone,
+            pool,
+            state: d.state,
+            written: wp,
+            expected,
+        };
+        let gone = matches!(d.state, ZoneState::ReadOnly | ZoneState::Offline);
+        match kinds[z] {
+            Kind::Meta if gone => r.problem(bad("metadata", "a writable zone")),
+            Kind::Meta => {}
+            Kind::Full => {
+                r.full_zones += 1;
+                if d.state != ZoneState::Full {
+                    r.problem(bad("full", "Full"));
+                }
+            }
+            Kind::Open => {
+                r.open_zones += 1;
+                device_open_written += d.written();
+                let ok = matches!(
+                    d.state,
+                    ZoneState::Empty
+                        | ZoneState::ImplicitlyOpen
+                        | ZoneState::ExplicitlyOpen
+                        | ZoneState::Closed
+                );
+                if !ok {
+                    r.problem(bad("open", "opened, closed or empty"));
+                }
+            }
+            Kind::Other if gone => r.unusable_zones += 1,
+            Kind::Other => {
+                r.free_zones += 1;
+                if d.state != ZoneState::Empty {
+                    r.problem(bad("free", "Empty"));
+                }
+            }
+        }
+    }
+    if device_open_written != ftl_open_written {
+        r.problem(CheckProblem::OpenZonesWritten {
+            ftl: ftl_open_written,
+            device: device_open_written,
+        });
+    }
+    written
+}
+
+/// L2P → P2L: every mapped logical block points into a data zone's
+/// capacity, below an open zone's write pointer, at a block whose P2L
+/// entry names it back. Returns the mapped blocks counted per zone.
+fn check_l2p(
+    s: &Shared,
+    r: &mut CheckReport,
+    report: &[zns_device::Zone],
+    kinds: &[Kind],
+    written: &[Option<u64>],
+) -> Vec<u32> {
+    let layout = &s.layout;
+    let zones = layout.zones;
+    let mut counted = vec![0u32; zones as usize];
+    let pool_name = |z: u32| match written_state(report, z) {
+        Some(ZoneState::ReadOnly | ZoneState::Offline) => "unusable",
+        _ => "free",
+    };
+    for l in 0..layout.logical {
+        let Some(p) = s.map.lookup(l) else { continue };
+        r.mapped_blocks += 1;
+        let zone = layout.zone_of(p);
+        let offset = layout.offset_of(p);
+        let out = |reason| CheckProblem::MapOutOfRange { logical: l, pba: p as u64, reason };
+        if zone >= zones {
+            r.problem(out("past the last zone"));
+            continue;
+        }
+        if layout.is_meta(zone) {
+            r.problem(out("in a metadata zone"));
+            continue;
+        }
+        if offset >= layout.cap(zone) {
+            r.problem(out("past the zone's capacity"));
+            continue;
+        }
+        counted[zone as usize] += 1;
+        let owner = s.map.owner(p);
+        if owner != Some(l) {
+            r.problem(CheckProblem::L2pP2lMismatch { logical: l, zone, offset, owner });
+        }
+        match kinds[zone as usize] {
+            Kind::Full | Kind::Meta => {}
+            Kind::Open => {
+                if let Some(w) = written[zone as usize] {
+                    if offset as u64 >= w {
+                        r.problem(CheckProblem::MappedPastWritePointer {
+                            logical: l,
+                            zone,
+                            offset,
+                            written: w,
+                        });
+                    }
+                }
+            }
+            Kind::Other => r.problem(CheckProblem::MappedInUnwrittenZone {
+                logical: l,
+                zone,
+                offset,
+                pool: pool_name(zone),
+            }),
+        }
+    }
+    counted
+}
+
+/// P2L → L2P over every physical block number, and each zone's valid
+/// count against the blocks `counted` in it.
+fn check_p2l(s: &Shared, r: &mut CheckReport, counted: &[u32]) {
+    let layout = &s.layout;
+    for zone in 0..layout.zones {
+        for offset in 0..layout.stride {
+            let p = layout.pba(zone, offset);
+            r.physical_blocks_checked += 1;
+            let Some(l) = s.map.owner(p) else { continue };
+            let back = if l < layout.logical { s.map.lookup(l) } else { None };
+            if back != Some(p) {
+                r.problem(CheckProblem::StaleP2l {
+                    zone,
+                    offset,
+                    logical: l,
+                    maps_to: back.map(|b| (layout.zone_of(b), layout.offset_of(b))),
+                });
+            }
+        }
+        let recorded = s.map.valid(zone);
+        if recorded != counted[zone as usize] {
+            r.problem(CheckProblem::ValidCount { zone, recorded, counted: counted[zone as usize] });
+        }
     }
 }
 

@@ -352,104 +352,221 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
     let cache = target.join("vmtest");
     let dir = cache.join("clients");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let base = opts.part("base");
-    let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
-    if opts.part("fio-zbd") {
-        tools.extend_from_slice(fio_zbd::TOOLS);
-    }
-    if opts.part("zonefs") {
-        tools.extend_from_slice(zonefs::TOOLS);
-    }
-    // fio installed first: the zbd script is its source package's.
-    let mut files = guest_files(&tools, o.install)?;
-    let suite = if opts.part("nvme-cli") {
-        files.extend(crate::nvme_cli::python_files()?);
-        Some(crate::nvme_cli::prepare(&cache, o.install)?)
-    } else {
-        None
-    };
-    let zbd = if opts.part("fio-zbd") { Some(fio_zbd::prepare(&cache, o.install)?) } else { None };
-    let zbd_wanted: Vec<u32> = match &zbd {
-        Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
-        Some(z) => {
-            if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
-                return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
-            }
-            opts.zbd_tests.clone()
-        }
-        None => Vec::new(),
-    };
+    let inputs = CloudInputs::prepare(opts, &cache)?;
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Cloud, o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
     let zbd_device = fio_zbd::make_device(zns, &dir)?;
-    let nvmf = Server::start(
-        "zns serve",
-        zns,
-        &[
-            "--device",
-            NVMF_DEVICES[0],
-            "--device",
-            NVMF_DEVICES[1],
-            "--device",
-            &zbd_device,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--nqn",
-            NQN,
-            "--ftl",
-            NVMF_FTL_DEVICE,
-        ],
-    )?;
-    let nbd = if base {
-        Some(Server::start(
-            "zns ftl serve",
+    let servers = CloudServers::start(opts, zns, &dir, &zbd_device, inputs.suite.is_some())?;
+    let initramfs = cloud_initramfs(opts, (root, target), &dir, &modules, &inputs, &servers)?;
+    let devices = qemu_args(servers.nbd.as_ref().map(|s| s.port));
+    let log = dir.join("guest.log");
+    let mut results = CloudResults::default();
+    let guest_start = Instant::now();
+    let outcome = vmtest::boot_watched(&kernel, &initramfs, &devices, o, &log, &mut |line| {
+        results.record(line);
+    });
+    let guest_secs = guest_start.elapsed().as_secs_f64();
+    let ends = servers.stop();
+    let outcome = outcome?;
+    let mut failures = outcome.failures.clone();
+    for (what, end, clean) in ends {
+        server_end(what, end, clean, &mut failures);
+    }
+    let mut summaries = outcome.summaries.clone();
+    results.report(&inputs, &mut summaries, &mut failures);
+    println!("clients: log {}", log.display());
+    Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
+}
+
+/// What the cloud guest gets besides its kernel and modules, each only
+/// when its part runs.
+struct CloudInputs {
+    /// Host files copied into the guest (its tools and their libraries).
+    files: Vec<PathBuf>,
+    /// nvme-cli's test suite.
+    suite: Option<crate::nvme_cli::Suite>,
+    /// fio's zoned block device test script.
+    zbd: Option<fio_zbd::Script>,
+    /// The zbd tests that must pass: `--zbd-tests`, or all the script has.
+    zbd_wanted: Vec<u32>,
+}
+
+impl CloudInputs {
+    /// Gathers the guest's tools and prepares the test suites the parts of
+    /// `opts` run.
+    fn prepare(opts: &Options, cache: &Path) -> Result<CloudInputs> {
+        let o = &opts.vm;
+        let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
+        if opts.part("fio-zbd") {
+            tools.extend_from_slice(fio_zbd::TOOLS);
+        }
+        if opts.part("zonefs") {
+            tools.extend_from_slice(zonefs::TOOLS);
+        }
+        // fio installed first: the zbd script is its source package's.
+        let mut files = guest_files(&tools, o.install)?;
+        let suite = if opts.part("nvme-cli") {
+            files.extend(crate::nvme_cli::python_files()?);
+            Some(crate::nvme_cli::prepare(cache, o.install)?)
+        } else {
+            None
+        };
+        let zbd =
+            if opts.part("fio-zbd") { Some(fio_zbd::prepare(cache, o.install)?) } else { None };
+        let zbd_wanted: Vec<u32> = match &zbd {
+            Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
+            Some(z) => {
+                if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
+                    return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
+                }
+                opts.zbd_tests.clone()
+            }
+            None => Vec::new(),
+        };
+        Ok(CloudInputs { files, suite, zbd, zbd_wanted })
+    }
+}
+
+/// The servers the cloud guest connects to; those of parts that do not
+/// run are `None`.
+struct CloudServers {
+    /// `zns serve`: the NVMe/TCP target of the base clients and fio.
+    nvmf: Server,
+    /// `zns ftl serve`: the NBD export.
+    nbd: Option<Server>,
+    /// `zns serve` of a device with a damaged block.
+    media: Option<Server>,
+    /// The target nvme-cli's tests run against.
+    nvme_cli: Option<Server>,
+    /// The target asking for DH-HMAC-CHAP, with its secrets.
+    dhchap: Option<(Server, crate::dhchap::Secrets)>,
+}
+
+/// How a server ended: what it is, its closing lines (or why it could not
+/// be stopped), and what a clean end's closing lines contain.
+type ServerEnd = (&'static str, Result<String>, &'static [&'static str]);
+
+impl CloudServers {
+    /// Starts the servers the parts of `opts` need; `nvme_cli`: the
+    /// nvme-cli suite runs.
+    fn start(
+        opts: &Options,
+        zns: &Path,
+        dir: &Path,
+        zbd_device: &str,
+        nvme_cli: bool,
+    ) -> Result<CloudServers> {
+        let base = opts.part("base");
+        let nvmf = Server::start(
+            "zns serve",
             zns,
-            &["--device", NBD_DEVICE, "ftl", "serve", "--listen", "127.0.0.1:0", "--export", "ftl"],
-        )?)
-    } else {
-        None
-    };
-    let media = if base {
-        let image = damaged_image(zns, &dir)?;
-        let image_uri = format!("emu:file={}", image.display());
-        Some(Server::start(
-            "zns serve (media error)",
-            zns,
-            &["--device", &image_uri, "serve", "--listen", "127.0.0.1:0", "--nqn", MEDIA_NQN],
-        )?)
-    } else {
-        None
-    };
-    let nvme_cli = match &suite {
-        Some(_) => Some(crate::nvme_cli::start(zns)?),
-        None => None,
-    };
-    let dhchap = if base {
-        let secrets = crate::dhchap::Secrets::make(zns)?;
-        let server = crate::dhchap::start(zns, HOSTNQN, &secrets)?;
-        Some((server, secrets))
-    } else {
-        None
-    };
+            &[
+                "--device",
+                NVMF_DEVICES[0],
+                "--device",
+                NVMF_DEVICES[1],
+                "--device",
+                zbd_device,
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--nqn",
+                NQN,
+                "--ftl",
+                NVMF_FTL_DEVICE,
+            ],
+        )?;
+        let nbd = if base {
+            Some(Server::start(
+                "zns ftl serve",
+                zns,
+                &[
+                    "--device",
+                    NBD_DEVICE,
+                    "ftl",
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--export",
+                    "ftl",
+                ],
+            )?)
+        } else {
+            None
+        };
+        let media = if base {
+            let image = damaged_image(zns, dir)?;
+            let image_uri = format!("emu:file={}", image.display());
+            Some(Server::start(
+                "zns serve (media error)",
+                zns,
+                &["--device", &image_uri, "serve", "--listen", "127.0.0.1:0", "--nqn", MEDIA_NQN],
+            )?)
+        } else {
+            None
+        };
+        let nvme_cli = if nvme_cli { Some(crate::nvme_cli::start(zns)?) } else { None };
+        let dhchap = if base {
+            let secrets = crate::dhchap::Secrets::make(zns)?;
+            let server = crate::dhchap::start(zns, HOSTNQN, &secrets)?;
+            Some((server, secrets))
+        } else {
+            None
+        };
+        Ok(CloudServers { nvmf, nbd, media, nvme_cli, dhchap })
+    }
+
+    /// Stops every server, before the guest's outcome is looked at; how
+    /// each ended, in the order they are checked.
+    fn stop(self) -> Vec<ServerEnd> {
+        const TRANSPORT: &[&str] = &[" 0 ended by transport errors"];
+        const NBD: &[&str] = &[" 0 closed for protocol errors", "(0 failed)"];
+        let nvmf = self.nvmf.stop();
+        let nbd = self.nbd.map(Server::stop);
+        let media = self.media.map(Server::stop);
+        let dhchap = self.dhchap.map(|(s, _)| s.stop());
+        let nvme_cli = self.nvme_cli.map(Server::stop);
+        let mut ends: Vec<ServerEnd> = vec![("zns serve", nvmf, TRANSPORT)];
+        ends.extend(nbd.map(|end| ("zns ftl serve", end, NBD)));
+        ends.extend(media.map(|end| ("zns serve (media error)", end, TRANSPORT)));
+        ends.extend(nvme_cli.map(|end| ("zns serve (nvme-cli tests)", end, TRANSPORT)));
+        ends.extend(dhchap.map(|end| ("zns serve (DH-HMAC-CHAP)", end, TRANSPORT)));
+        ends
+    }
+}
+
+/// The cloud guest's initramfs: its programs, modules, init script (what
+/// to run against which server), tools and test suites. `(root, target)`:
+/// the workspace and its target directory, where the guest's programs
+/// are built.
+fn cloud_initramfs(
+    opts: &Options,
+    (root, target): (&Path, &Path),
+    dir: &Path,
+    modules: &[kernel::Module],
+    inputs: &CloudInputs,
+    servers: &CloudServers,
+) -> Result<PathBuf> {
+    let o = &opts.vm;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
-    let plan = GuestPlan {
-        dhchap: dhchap
-            .as_ref()
-            .map(|(s, k)| crate::dhchap::guest_lines(s.port, HOSTNQN, HOSTID, k)),
-        nvme_cli: nvme_cli
-            .as_ref()
-            .zip(suite.as_ref())
-            .map(|(s, suite)| crate::nvme_cli::guest_lines(s.port, HOSTNQN, HOSTID, &suite.tests)),
-        base,
-        zbd: zbd.as_ref().map(|_| opts.zbd_tests.clone()),
-        zonefs: opts.part("zonefs"),
-        nvmet: opts.nvmet.clone(),
-        media_port: media.as_ref().map(|m| m.port),
-    };
-    let script = init_script(&names, nvmf.port, &mke2fs, &plan);
+    let plan =
+        GuestPlan {
+            dhchap: servers
+                .dhchap
+                .as_ref()
+                .map(|(s, k)| crate::dhchap::guest_lines(s.port, HOSTNQN, HOSTID, k)),
+            nvme_cli: servers.nvme_cli.as_ref().zip(inputs.suite.as_ref()).map(|(s, suite)| {
+                crate::nvme_cli::guest_lines(s.port, HOSTNQN, HOSTID, &suite.tests)
+            }),
+            base: opts.part("base"),
+            zbd: inputs.zbd.as_ref().map(|_| opts.zbd_tests.clone()),
+            zonefs: opts.part("zonefs"),
+            nvmet: opts.nvmet.clone(),
+            media_port: servers.media.as_ref().map(|m| m.port),
+        };
+    let script = init_script(&names, servers.nvmf.port, &mke2fs, &plan);
     let programs = vmtest::build_guest_binaries(
         root,
         target,
@@ -457,11 +574,11 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
         o.glibc,
         &["zns-conformance", "zns"],
     )?;
-    let mut entries = match &zbd {
+    let mut entries = match &inputs.zbd {
         Some(z) => fio_zbd::guest_entries(z)?,
         None => Vec::new(),
     };
-    if let Some(suite) = &suite {
+    if let Some(suite) = &inputs.suite {
         entries.extend(crate::nvme_cli::guest_entries(suite)?);
     }
     if opts.part("zonefs") {
@@ -471,60 +588,50 @@ fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<R
             bytes: zonefs::superblock("znskit", zonefs_uuid()),
         });
     }
-    let initramfs =
-        vmtest::pack_initramfs_with(&dir, &programs, &modules, &script, &files, &entries)?;
-    let devices = qemu_args(nbd.as_ref().map(|s| s.port));
-    let log = dir.join("guest.log");
-    let mut zbd_results = BTreeMap::new();
-    let mut nvme_cli_results = BTreeMap::new();
-    let mut zbd_times = BTreeMap::new();
-    let guest_start = Instant::now();
-    let outcome = vmtest::boot_watched(&kernel, &initramfs, &devices, o, &log, &mut |line| {
+    vmtest::pack_initramfs_with(dir, &programs, modules, &script, &inputs.files, &entries)
+}
+
+/// What the cloud guest printed of nvme-cli's and fio's zbd tests.
+#[derive(Default)]
+struct CloudResults {
+    /// Status by nvme-cli test.
+    nvme_cli: BTreeMap<String, String>,
+    /// Status and reason by zbd test.
+    zbd: BTreeMap<u32, (fio_zbd::Status, String)>,
+    /// Seconds by zbd test.
+    zbd_times: BTreeMap<u32, u64>,
+}
+
+impl CloudResults {
+    /// Takes a test's result or time from a line of the guest's console.
+    fn record(&mut self, line: &str) {
         if let Some((t, status)) = crate::nvme_cli::parse_result(line) {
-            nvme_cli_results.insert(t, status);
+            self.nvme_cli.insert(t, status);
         } else if let Some((n, status, why)) = fio_zbd::parse_result(line) {
-            zbd_results.insert(n, (status, why));
+            self.zbd.insert(n, (status, why));
         } else if let Some((n, secs)) = fio_zbd::parse_time(line) {
-            zbd_times.insert(n, secs);
+            self.zbd_times.insert(n, secs);
         }
-    });
-    let guest_secs = guest_start.elapsed().as_secs_f64();
-    let nvmf_end = nvmf.stop();
-    let nbd_end = nbd.map(Server::stop);
-    let media_end = media.map(Server::stop);
-    let dhchap_end = dhchap.map(|(s, _)| s.stop());
-    let nvme_cli_end = nvme_cli.map(Server::stop);
-    let outcome = outcome?;
-    let mut failures = outcome.failures.clone();
-    server_end("zns serve", nvmf_end, &[" 0 ended by transport errors"], &mut failures);
-    if let Some(end) = nbd_end {
-        let clean = [" 0 closed for protocol errors", "(0 failed)"];
-        server_end("zns ftl serve", end, &clean, &mut failures);
     }
-    if let Some(end) = media_end {
-        let clean = [" 0 ended by transport errors"];
-        server_end("zns serve (media error)", end, &clean, &mut failures);
+
+    /// The suites' summaries, and their failures against what `inputs`
+    /// ran.
+    fn report(
+        &self,
+        inputs: &CloudInputs,
+        summaries: &mut Vec<String>,
+        failures: &mut Vec<String>,
+    ) {
+        if let Some(z) = &inputs.zbd {
+            summaries.push(format!("{} ({})", fio_zbd::summary(&self.zbd), z.source));
+            summaries.push(fio_zbd::slowest(&self.zbd_times, 8));
+            failures.extend(fio_zbd::check(&self.zbd, &inputs.zbd_wanted));
+        }
+        if let Some(suite) = &inputs.suite {
+            summaries.push(crate::nvme_cli::summary(&self.nvme_cli, &suite.source));
+            failures.extend(crate::nvme_cli::check(&self.nvme_cli, &suite.tests));
+        }
     }
-    if let Some(end) = nvme_cli_end {
-        let clean = [" 0 ended by transport errors"];
-        server_end("zns serve (nvme-cli tests)", end, &clean, &mut failures);
-    }
-    if let Some(end) = dhchap_end {
-        let clean = [" 0 ended by transport errors"];
-        server_end("zns serve (DH-HMAC-CHAP)", end, &clean, &mut failures);
-    }
-    let mut summaries = outcome.summaries.clone();
-    if let Some(z) = &zbd {
-        summaries.push(format!("{} ({})", fio_zbd::summary(&zbd_results), z.source));
-        summaries.push(fio_zbd::slowest(&zbd_times, 8));
-        failures.extend(fio_zbd::check(&zbd_results, &zbd_wanted));
-    }
-    if let Some(suite) = &suite {
-        summaries.push(crate::nvme_cli::summary(&nvme_cli_results, &suite.source));
-        failures.extend(crate::nvme_cli::check(&nvme_cli_results, &suite.tests));
-    }
-    println!("clients: log {}", log.display());
-    Ok(Report { summaries, failures, passed: outcome.result == Some(true), guest_secs })
 }
 
 /// A `tiny` device image whose zone 0 holds four written blocks (block

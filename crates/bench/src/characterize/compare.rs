@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::report::{self, esc, fmt, ratio_class, STYLE};
+use super::html::{esc, ratio_class, Page, Table};
+use super::report::{self, fmt};
 use super::results::Results;
 
 /// One figure of the comparison.
@@ -69,54 +70,46 @@ pub fn to_text(rows: &[Row]) -> String {
 /// of every figure.
 pub fn html(a: &Results, a_name: &str, b: &Results, b_name: &str) -> String {
     let rows = compare(a, b);
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ZNS characterization: \
-         comparison</title><style>{STYLE}</style></head><body>\n<h1>Comparison</h1>\n<table>\
-         <tr><th></th><th>run</th><th>device</th><th>clock</th><th>suite</th></tr>\n"
-    );
+    let mut page = Page::new("ZNS characterization: comparison", "Comparison");
+    let mut runs = Table::new("", &["", "run", "device", "clock", "suite"]);
     for (tag, name, r) in [("A", a_name, a), ("B", b_name, b)] {
-        let _ = writeln!(
-            h,
-            "<tr><th>{tag}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        runs.row(&format!(
+            "<th>{tag}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             esc(name),
             esc(&r.device.uri),
             esc(&r.device.clock),
             esc(&r.suite)
-        );
+        ));
     }
+    page.push(&runs.finish());
     let overlay = a.reference.as_ref().map(report::Overlay::of);
-    let _ = writeln!(
-        h,
-        "</table>\n<p class=\"note\">Charts: A solid, B dashed{}.</p>",
+    page.note(&format!(
+        "Charts: A solid, B dashed{}.",
         overlay.as_ref().map_or_else(String::new, |o| format!(
             "; hollow diamonds and dotted ceilings: A's reference ({})",
             esc(&o.label)
         ))
-    );
+    ));
     for s in report::sections_with(&[("A", a), ("B", b)], overlay.as_ref()) {
-        report::push_section(&mut h, &s);
+        page.section(&s);
     }
-    h.push_str(
-        "<h2>Every figure</h2>\n<p class=\"note\">B/A more than 25% away from 1 is marked.</p>\
-         \n<table><tr><th>figure</th><th>A</th><th>B</th><th>B/A</th></tr>\n",
-    );
+    page.heading("Every figure");
+    page.note("B/A more than 25% away from 1 is marked.");
+    let mut figures = Table::new("", &["figure", "A", "B", "B/A"]);
     for r in &rows {
         let (ratio, class) = match r.ratio {
             Some(q) => (format!("{q:.3}"), ratio_class(q)),
             None => ("-".into(), ""),
         };
-        let _ = writeln!(
-            h,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{class}\">{ratio}</td></tr>",
+        figures.row(&format!(
+            "<td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{class}\">{ratio}</td>",
             esc(&r.figure),
             r.a.map_or_else(|| "-".to_string(), fmt),
             r.b.map_or_else(|| "-".to_string(), fmt),
-        );
+        ));
     }
-    h.push_str("</table>\n</body></html>\n");
-    h
+    page.push(&figures.finish());
+    page.finish()
 }
 
 #[cfg(test)]

@@ -4,15 +4,15 @@ use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rand::SeedableRng;
-use zns_device::{Target, ZoneAction, ZoneOp, ZonedDevice, DEFAULT_TIMEOUT};
+use zns_device::{DeviceInfo, Target, ZoneAction, ZoneOp, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT};
 use zns_emulator::clock::Dilation;
 
 use super::engine::{run as run_streams, Ctx, Stream, Work, WriteZone, ZonePool};
 use super::plan::{Plan, EXPERIMENTS};
 use super::progress::Observer;
 use super::results::{
-    DeviceDescription, Duration, ExperimentRecord, HistogramData, Host, LateCompletions, Point,
-    Results, Tool, SCHEMA_VERSION,
+    DeviceDescription, Duration, ExperimentRecord, HistogramData, Host, LateCompletions, Overhead,
+    Point, Results, Tool, SCHEMA_VERSION,
 };
 use super::stats::LatencyHistogram;
 use super::{clock, overhead, reference, size_label, CharacterizeError, Options};
@@ -83,15 +83,7 @@ pub(crate) fn run(
     opts: &Options,
     obs: &dyn Observer,
 ) -> Result<Results, CharacterizeError> {
-    for name in &opts.only {
-        if !EXPERIMENTS.iter().any(|(n, _)| n == name) {
-            let known: Vec<&str> = EXPERIMENTS.iter().map(|e| e.0).collect();
-            return Err(CharacterizeError::Invalid(format!(
-                "unknown experiment {name:?} (known: {})",
-                known.join(", ")
-            )));
-        }
-    }
+    check_only(&opts.only)?;
     let wall0 = Instant::now();
     let started_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let info = dev.info().clone();
@@ -101,19 +93,7 @@ pub(crate) fn run(
         r.check_block_size(u64::from(info.block_size))?;
     }
     let mut q = dev.queue(1024)?;
-    let mut pool = ZonePool::scan(q.as_mut(), &info)?;
-    if pool.occupied > 0 {
-        if !opts.force {
-            return Err(CharacterizeError::NotEmpty(pool.occupied));
-        }
-        tracing::info!(zones = pool.occupied, "resetting every zone first (--force)");
-        q.zone_action(ZoneAction::Reset, Target::All)
-            .map_err(|e| CharacterizeError::command("reset all zones", e))?;
-        pool = ZonePool::scan(q.as_mut(), &info)?;
-    }
-    if pool.available() < 2 {
-        return Err(CharacterizeError::NoZones);
-    }
+    let pool = empty_zones(q.as_mut(), &info, opts.force)?;
     let dilation = match opts.dilation {
         Some(f) => Dilation::new(f).map_err(CharacterizeError::Dilation)?,
         None => dev.emulator().map_or(Dilation::NONE, |e| e.clock().dilation()),
@@ -151,49 +131,12 @@ pub(crate) fn run(
         selected.iter().map(|&(n, t)| (n.to_string(), t.to_string(), r.weight(n))).collect();
     obs.suite_started(&weights);
     let device0 = r.ctx.now();
-    let mut records = Vec::new();
-    let mut experiments_wall_ns = BTreeMap::new();
-    for (i, &(name, title)) in selected.iter().enumerate() {
-        r.experiment = name;
-        r.index = i;
-        r.skipped.clear();
-        let (d0, w0, before) = (r.ctx.now(), Instant::now(), r.points.len());
-        tracing::info!(experiment = name, "experiment starts");
-        let mut error = r.experiment(name).err();
-        if error.is_some() {
-            // Whatever is still in flight is of no use now.
-            let _ = r.ctx.q.drain(DEFAULT_TIMEOUT, &mut |_| {});
-        }
-        if let Err(e) = r.ctx.release_zones() {
-            error.get_or_insert(e);
-        }
-        if let Some(e) = &error {
-            tracing::warn!(experiment = name, error = %e, "experiment stopped early");
-        }
-        experiments_wall_ns.insert(name.to_string(), w0.elapsed().as_nanos() as u64);
-        records.push(ExperimentRecord {
-            name: name.to_string(),
-            title: title.to_string(),
-            duration: Duration { device_ns: r.ctx.now().saturating_sub(d0) },
-            points: r.points.len() - before,
-            skipped: r.skipped.clone(),
-            error: error.map(|e| e.to_string()),
-        });
-        obs.experiment_finished(i);
-    }
+    let (records, experiments_wall_ns) = r.run_selected(&selected);
     r.drop_dataset()?;
     r.sweep()?;
     let device_ns = r.ctx.now().saturating_sub(device0);
     let clock_name = clock::clock_name(dev);
-    let overhead =
-        match overhead::measure(r.plan.overhead_ios, r.plan.overhead_passes, clock_name, &r.points)
-        {
-            Ok(o) => Some(o),
-            Err(e) => {
-                tracing::warn!(error = %e, "the engine's overhead could not be measured");
-                None
-            }
-        };
+    let overhead = engine_overhead(&r.plan, clock_name, &r.points);
     obs.suite_finished();
     let late_completions = match (late0, r.ctx.late_reading()) {
         (Some(a), Some(b)) => Some(LateCompletions::of(&b.since(&a))),
@@ -232,6 +175,97 @@ pub(crate) fn run(
         None => reference::table_for(&results),
     };
     Ok(results)
+}
+
+/// Refuses experiment names `--only` gives that the suite does not have.
+fn check_only(only: &[String]) -> Result<(), CharacterizeError> {
+    for name in only {
+        if !EXPERIMENTS.iter().any(|(n, _)| n == name) {
+            let known: Vec<&str> = EXPERIMENTS.iter().map(|e| e.0).collect();
+            return Err(CharacterizeError::Invalid(format!(
+                "unknown experiment {name:?} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The device's zones, every one empty: a device holding data is refused,
+/// or with `force` reset first; at least two zones must be usable.
+fn empty_zones(
+    q: &mut dyn ZoneQueue,
+    info: &DeviceInfo,
+    force: bool,
+) -> Result<ZonePool, CharacterizeError> {
+    let mut pool = ZonePool::scan(q, info)?;
+    if pool.occupied > 0 {
+        if !force {
+            return Err(CharacterizeError::NotEmpty(pool.occupied));
+        }
+        tracing::info!(zones = pool.occupied, "resetting every zone first (--force)");
+        q.zone_action(ZoneAction::Reset, Target::All)
+            .map_err(|e| CharacterizeError::command("reset all zones", e))?;
+        pool = ZonePool::scan(q, info)?;
+    }
+    if pool.available() < 2 {
+        return Err(CharacterizeError::NoZones);
+    }
+    Ok(pool)
+}
+
+/// The engine's own overhead on this host, or `None` (with a warning)
+/// where it could not be measured.
+fn engine_overhead(plan: &Plan, clock: &str, points: &[Point]) -> Option<Overhead> {
+    match overhead::measure(plan.overhead_ios, plan.overhead_passes, clock, points) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            tracing::warn!(error = %e, "the engine's overhead could not be measured");
+            None
+        }
+    }
+}
+
+impl Runner<'_> {
+    /// Runs the `selected` experiments `(name, title)` in turn; an
+    /// experiment that fails is recorded as stopped and the next one
+    /// runs. Returns their records and wall times by name.
+    fn run_selected(
+        &mut self,
+        selected: &[(&'static str, &'static str)],
+    ) -> (Vec<ExperimentRecord>, BTreeMap<String, u64>) {
+        let mut records = Vec::new();
+        let mut experiments_wall_ns = BTreeMap::new();
+        for (i, &(name, title)) in selected.iter().enumerate() {
+            self.experiment = name;
+            self.index = i;
+            self.skipped.clear();
+            let (d0, w0, before) = (self.ctx.now(), Instant::now(), self.points.len());
+            tracing::info!(experiment = name, "experiment starts");
+            let mut error = self.experiment(name).err();
+            if error.is_some() {
+                // Whatever is still in flight is of no use now.
+                let _ = self.ctx.q.drain(DEFAULT_TIMEOUT, &mut |_| {});
+            }
+            if let Err(e) = self.ctx.release_zones() {
+                error.get_or_insert(e);
+            }
+            if let Some(e) = &error {
+                tracing::warn!(experiment = name, error = %e, "experiment stopped early");
+            }
+            experiments_wall_ns.insert(name.to_string(), w0.elapsed().as_nanos() as u64);
+            records.push(ExperimentRecord {
+                name: name.to_string(),
+                title: title.to_string(),
+                duration: Duration { device_ns: self.ctx.now().saturating_sub(d0) },
+                points: self.points.len() - before,
+                skipped: self.skipped.clone(),
+                error: error.map(|e| e.to_string()),
+            });
+            self.obs.experiment_finished(i);
+        }
+        (records, experiments_wall_ns)
+    }
 }
 
 /// Derived figures: the best throughput of each scaling series, and the

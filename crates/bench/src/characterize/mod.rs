@@ -25,13 +25,15 @@
 //! ([`RunReference`]), drawn over the plots too. [`compare`] sets two runs
 //! side by side. [`versus`] is a suite of its own: the same random-write
 //! workloads on a ZNS device (through `zns-ftl`) and on a conventional
-//! one, side by side (`--suite compare`).
+//! one, side by side (`--suite compare`). The three pages share their
+//! scaffolding (module `html`).
 
 pub mod clock;
 pub mod compare;
 mod engine;
 mod experiments;
 pub mod fidelity;
+mod html;
 pub mod overhead;
 mod plan;
 pub mod plot;

@@ -7,8 +7,8 @@
 //! ceilings of scaling series as dotted lines.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
+use super::html::{ratio_class, Page, Table};
 use super::plot::{self, Axis, BarMarks, Bars, Chart, Scale, Series};
 use super::results::{Point, ReferenceTable, Results};
 
@@ -70,126 +70,52 @@ impl Overlay {
     }
 }
 
-/// One part of the page: a heading, a sentence and charts.
-#[derive(Debug, Clone)]
-pub struct Section {
-    /// Heading.
-    pub title: String,
-    /// What the charts show.
-    pub text: String,
-    /// SVG charts.
-    pub charts: Vec<String>,
-}
-
-/// Escapes text for HTML.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// Page style shared by the report and the comparison.
-pub(crate) const STYLE: &str =
-    "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
-h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}\
-table{border-collapse:collapse;font-size:13px;margin:8px 0}\
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
-th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
-.charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{border:1px solid #eee}\
-.bad{background:#fde2e2}.good{background:#e2f5e2}.note{color:#666;font-size:13px}\
-code{background:#f4f4f4;padding:0 3px}.ref td:nth-child(2){text-align:left}";
+pub use super::html::{esc, Section};
 
 /// The report of one run.
 pub fn html(r: &Results) -> String {
-    let mut h = String::new();
     let dev = &r.device;
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ZNS characterization: {}</title>\
-         <style>{STYLE}</style></head><body>\n<h1>ZNS characterization of <code>{}</code></h1>\n",
-        esc(&dev.uri),
-        esc(&dev.uri)
+    let mut page = Page::new(
+        &format!("ZNS characterization: {}", dev.uri),
+        &format!("ZNS characterization of <code>{}</code>", esc(&dev.uri)),
     );
-    let _ = writeln!(h, "<table>{}</table>", device_rows(r));
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">Latency: device time from submission to the poll that delivered the \
-         completion. Throughput: completed commands over device time. Clock: <b>{}</b>{}.</p>",
+    page.push(&device_table(r));
+    page.note(&format!(
+        "Latency: device time from submission to the poll that delivered the completion. \
+         Throughput: completed commands over device time. Clock: <b>{}</b>{}.",
         esc(&dev.clock),
         if dev.clock == "virtual" {
             " (simulated device time: independent of how busy the host was)"
         } else {
             ""
         }
-    );
+    ));
     let overlay = r.reference.as_ref().map(Overlay::of);
     if let Some(o) = &overlay {
-        let _ = writeln!(
-            h,
-            "<p class=\"note\">Hollow diamonds: the reference's value of the plotted figure \
-             ({}), in the colour of the measured series it belongs to; dotted lines: the \
-             reference's ceiling of a scaling series.</p>",
+        page.note(&format!(
+            "Hollow diamonds: the reference's value of the plotted figure ({}), in the colour \
+             of the measured series it belongs to; dotted lines: the reference's ceiling of a \
+             scaling series.",
             esc(&o.label)
-        );
+        ));
     }
     for s in sections_with(&[("", r)], overlay.as_ref()) {
-        push_section(&mut h, &s);
+        page.section(&s);
     }
     if let Some(t) = &r.reference {
-        let _ = write!(
-            h,
-            "<h2 id=\"reference\">Measured against the reference</h2>\n<p class=\"note\">\
-             Reference: {}, {} B LBA format ({}). Ratio = measured / reference; cells more than \
-             25% off are marked.</p>\n<table class=\"ref\"><tr><th>figure</th><th>what</th>\
-             <th>reference</th><th>measured</th><th>ratio</th></tr>\n",
-            esc(&t.device),
-            t.lba_bytes,
-            esc(&t.source)
-        );
-        for row in &t.rows {
-            let (m, ratio, class) = match (row.measured, row.ratio) {
-                (Some(m), Some(q)) => (fmt(m), format!("{q:.2}"), ratio_class(q)),
-                (Some(m), None) => (fmt(m), "-".into(), ""),
-                _ => ("not measured".into(), "-".into(), ""),
-            };
-            let _ = writeln!(
-                h,
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{m}</td>\
-                 <td class=\"{class}\">{ratio}</td></tr>",
-                esc(&row.figure),
-                esc(&row.what),
-                fmt(row.reference)
-            );
-        }
-        h.push_str("</table>\n");
+        reference_part(&mut page, t);
     }
-    h.push_str(
-        "<h2>Experiments</h2>\n<table><tr><th>experiment</th><th>points</th>\
-                <th>device time (s)</th><th>wall time (s)</th><th>notes</th></tr>\n",
-    );
-    for e in &r.experiments {
-        let mut notes: Vec<String> = e.skipped.iter().map(|s| esc(s)).collect();
-        if let Some(err) = &e.error {
-            notes.insert(0, format!("<b>stopped: {}</b>", esc(err)));
-        }
-        let _ = writeln!(
-            h,
-            "<tr><td>{} <span class=\"note\">{}</span></td><td>{}</td><td>{:.3}</td>\
-             <td>{:.3}</td><td style=\"text-align:left\">{}</td></tr>",
-            esc(&e.name),
-            esc(&e.title),
-            e.points,
-            e.duration.device_ns as f64 / 1e9,
-            r.host.experiments_wall_ns.get(&e.name).copied().unwrap_or(0) as f64 / 1e9,
-            notes.join("; ")
-        );
-    }
-    h.push_str("</table>\n");
-    h.push_str("<h2>Every point</h2>\n<details><summary>table</summary>\n");
-    h.push_str(&points_table(&r.points));
-    h.push_str("</details>\n</body></html>\n");
-    h
+    page.heading("Experiments");
+    page.push(&experiments_table(r));
+    page.heading("Every point");
+    page.push("<details><summary>table</summary>\n");
+    page.push(&points_table(&r.points));
+    page.push("</details>\n");
+    page.finish()
 }
 
-fn device_rows(r: &Results) -> String {
+/// The device, the suite and the run's times.
+fn device_table(r: &Results) -> String {
     let i = &r.device.info;
     let get = |k: &str| i.get(k).map(|v| v.to_string().trim_matches('"').to_string());
     let mut rows = vec![
@@ -233,33 +159,64 @@ fn device_rows(r: &Results) -> String {
     if let Some(o) = &r.host.overhead {
         rows.push(("tool overhead", super::overhead::describe_overhead(o)));
     }
-    rows.iter()
-        .map(|(k, v)| {
-            format!("<tr><th>{}</th><td style=\"text-align:left\">{}</td></tr>", k, esc(v))
-        })
-        .collect()
+    let mut t = Table::plain("");
+    for (k, v) in &rows {
+        t.row(&format!("<th>{}</th><td style=\"text-align:left\">{}</td>", k, esc(v)));
+    }
+    t.finish()
 }
 
-pub(crate) fn push_section(h: &mut String, s: &Section) {
-    let _ = write!(
-        h,
-        "<h2>{}</h2>\n<p class=\"note\">{}</p>\n<div class=\"charts\">\n",
-        esc(&s.title),
-        esc(&s.text)
-    );
-    for c in &s.charts {
-        h.push_str(c);
-        h.push('\n');
+/// The run's figures against its reference's, each ratio marked good or
+/// bad.
+fn reference_part(page: &mut Page, t: &ReferenceTable) {
+    page.heading_id("reference", "Measured against the reference");
+    page.note(&format!(
+        "Reference: {}, {} B LBA format ({}). Ratio = measured / reference; cells more than \
+         25% off are marked.",
+        esc(&t.device),
+        t.lba_bytes,
+        esc(&t.source)
+    ));
+    let mut table = Table::new("ref", &["figure", "what", "reference", "measured", "ratio"]);
+    for row in &t.rows {
+        let (m, ratio, class) = match (row.measured, row.ratio) {
+            (Some(m), Some(q)) => (fmt(m), format!("{q:.2}"), ratio_class(q)),
+            (Some(m), None) => (fmt(m), "-".into(), ""),
+            _ => ("not measured".into(), "-".into(), ""),
+        };
+        table.row(&format!(
+            "<td><code>{}</code></td><td>{}</td><td>{}</td><td>{m}</td>\
+             <td class=\"{class}\">{ratio}</td>",
+            esc(&row.figure),
+            esc(&row.what),
+            fmt(row.reference)
+        ));
     }
-    h.push_str("</div>\n");
+    page.push(&table.finish());
 }
 
-pub(crate) fn ratio_class(q: f64) -> &'static str {
-    if !(0.75..=1.0 / 0.75).contains(&q) {
-        "bad"
-    } else {
-        "good"
+/// Each experiment's points and times, and why it stopped or what it
+/// skipped.
+fn experiments_table(r: &Results) -> String {
+    let mut t =
+        Table::new("", &["experiment", "points", "device time (s)", "wall time (s)", "notes"]);
+    for e in &r.experiments {
+        let mut notes: Vec<String> = e.skipped.iter().map(|s| esc(s)).collect();
+        if let Some(err) = &e.error {
+            notes.insert(0, format!("<b>stopped: {}</b>", esc(err)));
+        }
+        t.row(&format!(
+            "<td>{} <span class=\"note\">{}</span></td><td>{}</td><td>{:.3}</td>\
+             <td>{:.3}</td><td style=\"text-align:left\">{}</td>",
+            esc(&e.name),
+            esc(&e.title),
+            e.points,
+            e.duration.device_ns as f64 / 1e9,
+            r.host.experiments_wall_ns.get(&e.name).copied().unwrap_or(0) as f64 / 1e9,
+            notes.join("; ")
+        ));
     }
+    t.finish()
 }
 
 /// A number with as many digits as it deserves.
@@ -277,16 +234,18 @@ pub(crate) fn fmt(v: f64) -> String {
 }
 
 fn points_table(points: &[Point]) -> String {
-    let mut h = String::from(
-        "<table><tr><th>point</th><th>ops</th><th>KIOPS</th><th>MiB/s</th><th>mean µs</th>\
-         <th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th></tr>\n",
+    let mut t = Table::new(
+        "",
+        &[
+            "point", "ops", "KIOPS", "MiB/s", "mean µs", "p50", "p95", "p99", "p99.9", "p99.99",
+            "max",
+        ],
     );
     for p in points {
         let l = &p.latency;
-        let _ = writeln!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        t.row(&format!(
+            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             esc(&p.id),
             p.ops,
             if p.is_zone_management() { "-".into() } else { fmt(p.iops / 1000.0) },
@@ -298,10 +257,9 @@ fn points_table(points: &[Point]) -> String {
             fmt(l.p99_9_us),
             fmt(l.p99_99_us),
             fmt(l.max_us)
-        );
+        ));
     }
-    h.push_str("</table>\n");
-    h
+    t.finish()
 }
 
 /// Which statistic a chart plots.
@@ -526,166 +484,220 @@ pub fn sections(runs: &Runs<'_>) -> Vec<Section> {
 /// reference values of `ov` drawn over the first run's curves wherever a
 /// reference figure is of the quantity a chart plots for a series.
 pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
-    let mut out = Vec::new();
-    let first = runs.first().map(|(_, r)| *r);
-    // The overlay belongs to the first run; without one, nothing to draw.
-    let ov_first = ov.zip(first);
     let has =
         |prefix: &str| runs.iter().any(|(_, r)| r.points.iter().any(|p| p.id.starts_with(prefix)));
-    let size_axis = || Axis::new("request size", Scale::Log2).with_format(plot::bytes);
-    let us_axis = |what: &str| Axis::new(&format!("{what} latency (µs)"), Scale::Linear);
-
+    let mut out = Vec::new();
     if has("qd1/") {
-        let ops: Vec<(String, String)> = ["write", "append", "read"]
-            .iter()
-            .map(|o| (format!("qd1/{o}/"), o.to_string()))
-            .collect();
-        out.push(Section {
-            title: "Queue depth 1: latency and throughput by request size".into(),
-            text: "One command in flight. Writes go to the write pointer of one zone, appends to \
-                   one zone, reads to random offsets of written data. Solid: mean; dashed: p99."
-                .into(),
-            charts: vec![
-                chart(
-                    "QD 1 latency by request size",
-                    size_axis(),
-                    us_axis(""),
-                    lines(runs, ov, &ops, x_bytes, &[Stat::Mean, Stat::P99]),
-                ),
-                chart(
-                    "QD 1 throughput by request size",
-                    size_axis(),
-                    Axis::new("MiB/s", Scale::Linear),
-                    lines(runs, ov, &ops, x_bytes, &[Stat::MibS]),
-                ),
-                chart(
-                    "QD 1 IOPS by request size",
-                    size_axis(),
-                    Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, ov, &ops, x_bytes, &[Stat::Kiops]),
-                ),
-            ],
-        });
+        out.push(qd1_section(runs, ov));
     }
     if has("intra_zone/") {
-        let s: Vec<(String, String)> = prefixes(runs, "intra_zone/")
-            .into_iter()
-            .map(|p| {
-                let n = p.trim_start_matches("intra_zone/").replace('/', " ");
-                (p + "/", n)
-            })
-            .collect();
-        out.push(Section {
-            title: "Intra-zone scaling: appends to one zone by queue depth".into(),
-            text: "Zone Appends into a single zone with more and more in flight.".into(),
-            charts: vec![
-                chart(
-                    "Appends to one zone: IOPS by queue depth",
-                    Axis::new("queue depth", Scale::Log2),
-                    Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, ov, &s, x_qd, &[Stat::Kiops]),
-                ),
-                chart(
-                    "Appends to one zone: latency by queue depth",
-                    Axis::new("queue depth", Scale::Log2),
-                    us_axis(""),
-                    lines(runs, ov, &s, x_qd, &[Stat::Mean, Stat::P99]),
-                ),
-            ],
-        });
+        out.push(intra_zone_section(runs, ov));
     }
     if has("inter_zone/") {
-        let s: Vec<(String, String)> = prefixes(runs, "inter_zone/")
-            .into_iter()
-            .map(|p| {
-                let n = p.trim_start_matches("inter_zone/").replace('/', " ");
-                (p + "/", n)
-            })
-            .collect();
-        out.push(Section {
-            title: "Inter-zone scaling: writes and appends to several zones".into(),
-            text: "One command in flight per zone, 1 to max-open zones at once.".into(),
-            charts: vec![
-                chart(
-                    "Writes and appends over zones: IOPS",
-                    Axis::new("zones", Scale::Log2),
-                    Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, ov, &s, x_zones, &[Stat::Kiops]),
-                ),
-                chart(
-                    "Writes and appends over zones: latency",
-                    Axis::new("zones", Scale::Log2),
-                    us_axis(""),
-                    lines(runs, ov, &s, x_zones, &[Stat::Mean, Stat::P99]),
-                ),
-            ],
-        });
+        out.push(inter_zone_section(runs, ov));
     }
     if has("read_qd/") || has("read_zones/") {
-        let by_qd: Vec<(String, String)> = prefixes(runs, "read_qd/")
-            .into_iter()
-            .map(|p| {
-                let n = p.trim_start_matches("read_qd/").replace('/', " ");
-                (p + "/", n)
-            })
-            .collect();
-        let random: Vec<(String, String)> =
-            by_qd.iter().filter(|s| s.0.contains("/random/")).cloned().collect();
-        let sequential: Vec<(String, String)> =
-            by_qd.iter().filter(|s| s.0.contains("/sequential/")).cloned().collect();
-        let by_zone: Vec<(String, String)> = prefixes(runs, "read_zones/")
-            .into_iter()
-            .map(|p| {
-                let n = p.trim_start_matches("read_zones/").replace('/', " ");
-                (p + "/", n)
-            })
-            .collect();
-        let zr: Vec<(String, String)> =
-            by_zone.iter().filter(|s| s.0.contains("/random/")).cloned().collect();
-        let zs: Vec<(String, String)> =
-            by_zone.iter().filter(|s| s.0.contains("/sequential/")).cloned().collect();
-        out.push(Section {
-            title: "Reads by queue depth and by zone count".into(),
-            text: "Random reads at block-aligned offsets of written data, and sequential reads \
-                   through it. By zone count, the same total queue depth is spread over 1 .. n \
-                   zones."
-                .into(),
-            charts: vec![
-                chart(
-                    "Random reads: IOPS by queue depth",
-                    Axis::new("queue depth", Scale::Log2),
-                    Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, ov, &random, x_qd, &[Stat::Kiops]),
-                ),
-                chart(
-                    "Random reads: latency by queue depth",
-                    Axis::new("queue depth", Scale::Log2),
-                    us_axis(""),
-                    lines(runs, ov, &random, x_qd, &[Stat::P50, Stat::P99]),
-                ),
-                chart(
-                    "Sequential reads: throughput by queue depth",
-                    Axis::new("queue depth", Scale::Log2),
-                    Axis::new("MiB/s", Scale::Linear),
-                    lines(runs, ov, &sequential, x_qd, &[Stat::MibS]),
-                ),
-                chart(
-                    "Random reads by zone count",
-                    Axis::new("zones", Scale::Log2),
-                    Axis::new("KIOPS", Scale::Linear),
-                    lines(runs, ov, &zr, x_zones, &[Stat::Kiops]),
-                ),
-                chart(
-                    "Sequential reads by zone count",
-                    Axis::new("zones", Scale::Log2),
-                    Axis::new("MiB/s", Scale::Linear),
-                    lines(runs, ov, &zs, x_zones, &[Stat::MibS]),
-                ),
-            ],
-        });
+        out.push(reads_section(runs, ov));
     }
-    // Latency distributions.
-    let ccdf_sets: [(&str, Vec<&str>); 3] = [
+    out.extend(latency_section(runs, ov));
+    if has("zone_mgmt/") {
+        out.push(zone_mgmt_section(runs, ov));
+    }
+    if has("open/") {
+        out.push(open_section(runs, ov));
+    }
+    if has("read_under_write/") {
+        out.push(read_under_write_section(runs, ov));
+    }
+    if has("reset_interference/") {
+        out.push(reset_interference_section(runs, ov));
+    }
+    out
+}
+
+/// The overlay with the run it belongs to, the first; without one,
+/// nothing to draw.
+fn overlay_first<'a>(
+    runs: &Runs<'a>,
+    ov: Option<&'a Overlay>,
+) -> Option<(&'a Overlay, &'a Results)> {
+    ov.zip(runs.first().map(|(_, r)| *r))
+}
+
+/// The request size axis.
+fn size_axis() -> Axis {
+    Axis::new("request size", Scale::Log2).with_format(plot::bytes)
+}
+
+/// A latency axis in µs; `what` the latency is of (or empty).
+fn us_axis(what: &str) -> Axis {
+    Axis::new(&format!("{what} latency (µs)"), Scale::Linear)
+}
+
+/// The series of the points whose id starts with `group`: each prefix
+/// (with its `/`), named by the rest of it.
+fn group_series(runs: &Runs<'_>, group: &str) -> Vec<(String, String)> {
+    prefixes(runs, group)
+        .into_iter()
+        .map(|p| {
+            let n = p.trim_start_matches(group).replace('/', " ");
+            (p + "/", n)
+        })
+        .collect()
+}
+
+/// The series of `series` whose prefix contains `part`.
+fn series_with(series: &[(String, String)], part: &str) -> Vec<(String, String)> {
+    series.iter().filter(|s| s.0.contains(part)).cloned().collect()
+}
+
+/// `qd1`: latency and throughput at queue depth 1 by request size.
+fn qd1_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let ops: Vec<(String, String)> =
+        ["write", "append", "read"].iter().map(|o| (format!("qd1/{o}/"), o.to_string())).collect();
+    Section {
+        title: "Queue depth 1: latency and throughput by request size".into(),
+        text: "One command in flight. Writes go to the write pointer of one zone, appends to \
+               one zone, reads to random offsets of written data. Solid: mean; dashed: p99."
+            .into(),
+        charts: vec![
+            chart(
+                "QD 1 latency by request size",
+                size_axis(),
+                us_axis(""),
+                lines(runs, ov, &ops, x_bytes, &[Stat::Mean, Stat::P99]),
+            ),
+            chart(
+                "QD 1 throughput by request size",
+                size_axis(),
+                Axis::new("MiB/s", Scale::Linear),
+                lines(runs, ov, &ops, x_bytes, &[Stat::MibS]),
+            ),
+            chart(
+                "QD 1 IOPS by request size",
+                size_axis(),
+                Axis::new("KIOPS", Scale::Linear),
+                lines(runs, ov, &ops, x_bytes, &[Stat::Kiops]),
+            ),
+        ],
+    }
+}
+
+/// `intra_zone`: appends to one zone by queue depth.
+fn intra_zone_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let s = group_series(runs, "intra_zone/");
+    Section {
+        title: "Intra-zone scaling: appends to one zone by queue depth".into(),
+        text: "Zone Appends into a single zone with more and more in flight.".into(),
+        charts: vec![
+            chart(
+                "Appends to one zone: IOPS by queue depth",
+                Axis::new("queue depth", Scale::Log2),
+                Axis::new("KIOPS", Scale::Linear),
+                lines(runs, ov, &s, x_qd, &[Stat::Kiops]),
+            ),
+            chart(
+                "Appends to one zone: latency by queue depth",
+                Axis::new("queue depth", Scale::Log2),
+                us_axis(""),
+                lines(runs, ov, &s, x_qd, &[Stat::Mean, Stat::P99]),
+            ),
+        ],
+    }
+}
+
+/// `inter_zone`: writes and appends to 1 .. max-open zones.
+fn inter_zone_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let s = group_series(runs, "inter_zone/");
+    Section {
+        title: "Inter-zone scaling: writes and appends to several zones".into(),
+        text: "One command in flight per zone, 1 to max-open zones at once.".into(),
+        charts: vec![
+            chart(
+                "Writes and appends over zones: IOPS",
+                Axis::new("zones", Scale::Log2),
+                Axis::new("KIOPS", Scale::Linear),
+                lines(runs, ov, &s, x_zones, &[Stat::Kiops]),
+            ),
+            chart(
+                "Writes and appends over zones: latency",
+                Axis::new("zones", Scale::Log2),
+                us_axis(""),
+                lines(runs, ov, &s, x_zones, &[Stat::Mean, Stat::P99]),
+            ),
+        ],
+    }
+}
+
+/// `reads`: random and sequential reads by queue depth and by zone count.
+fn reads_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let by_qd = group_series(runs, "read_qd/");
+    let random = series_with(&by_qd, "/random/");
+    let sequential = series_with(&by_qd, "/sequential/");
+    let by_zone = group_series(runs, "read_zones/");
+    let zr = series_with(&by_zone, "/random/");
+    let zs = series_with(&by_zone, "/sequential/");
+    Section {
+        title: "Reads by queue depth and by zone count".into(),
+        text: "Random reads at block-aligned offsets of written data, and sequential reads \
+               through it. By zone count, the same total queue depth is spread over 1 .. n \
+               zones."
+            .into(),
+        charts: vec![
+            chart(
+                "Random reads: IOPS by queue depth",
+                Axis::new("queue depth", Scale::Log2),
+                Axis::new("KIOPS", Scale::Linear),
+                lines(runs, ov, &random, x_qd, &[Stat::Kiops]),
+            ),
+            chart(
+                "Random reads: latency by queue depth",
+                Axis::new("queue depth", Scale::Log2),
+                us_axis(""),
+                lines(runs, ov, &random, x_qd, &[Stat::P50, Stat::P99]),
+            ),
+            chart(
+                "Sequential reads: throughput by queue depth",
+                Axis::new("queue depth", Scale::Log2),
+                Axis::new("MiB/s", Scale::Linear),
+                lines(runs, ov, &sequential, x_qd, &[Stat::MibS]),
+            ),
+            chart(
+                "Random reads by zone count",
+                Axis::new("zones", Scale::Log2),
+                Axis::new("KIOPS", Scale::Linear),
+                lines(runs, ov, &zr, x_zones, &[Stat::Kiops]),
+            ),
+            chart(
+                "Sequential reads by zone count",
+                Axis::new("zones", Scale::Log2),
+                Axis::new("MiB/s", Scale::Linear),
+                lines(runs, ov, &zs, x_zones, &[Stat::MibS]),
+            ),
+        ],
+    }
+}
+
+/// Latency distributions of a few points, if any run has them.
+fn latency_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Option<Section> {
+    let ccdfs: Vec<String> = ccdf_sets(runs)
+        .iter()
+        .filter_map(|(title, ids)| ccdf_chart(runs, ov, title, ids))
+        .collect();
+    (!ccdfs.is_empty()).then(|| Section {
+        title: "Latency distributions".into(),
+        text: "Complementary CDFs: the fraction of commands slower than a latency, on \
+               logarithmic axes; tails show at the bottom right."
+            .into(),
+        charts: ccdfs,
+    })
+}
+
+/// The latency distributions drawn: a title and the points of each (at
+/// scale: the first run's deepest queue of appends to one zone and of
+/// writes over zones).
+fn ccdf_sets<'a>(runs: &Runs<'a>) -> [(&'static str, Vec<&'a str>); 3] {
+    [
         ("QD 1, 4 KiB", vec!["qd1/write/4KiB", "qd1/append/4KiB", "qd1/read/4KiB"]),
         (
             "Zone resets",
@@ -714,391 +726,425 @@ pub fn sections_with(runs: &Runs<'_>, ov: Option<&Overlay>) -> Vec<Section> {
             }
             v
         }),
+    ]
+}
+
+/// The CCDF chart of the points `ids` of every run (later runs dashed),
+/// with the reference's percentiles of the first run's; `None` when no
+/// run has any of them.
+fn ccdf_chart(runs: &Runs<'_>, ov: Option<&Overlay>, title: &str, ids: &[&str]) -> Option<String> {
+    let mut series = Vec::new();
+    for (ri, (label, r)) in runs.iter().enumerate() {
+        for (i, id) in ids.iter().enumerate() {
+            let Some(h) = r.point(id).and_then(Point::decode_histogram) else { continue };
+            let pts: Vec<(f64, f64)> =
+                h.ccdf(300).into_iter().map(|(ns, f)| (ns / 1000.0, f)).collect();
+            let mut s = Series::new(run_name(label, id), pts, i);
+            if ri > 0 {
+                s = s.dashed();
+            }
+            series.push(s);
+        }
+    }
+    // A reference percentile is a point of the CCDF: at the p-th
+    // percentile's latency, 1 - p of the commands are slower.
+    if let Some((ov, r)) = overlay_first(runs, ov) {
+        for (i, id) in ids.iter().enumerate() {
+            if r.point(id).is_none() {
+                continue;
+            }
+            let pts: Vec<(f64, f64)> = CCDF_PERCENTILES
+                .iter()
+                .filter_map(|(stat, slower)| Some((ov.get(&format!("{id}:{stat}"))?, *slower)))
+                .collect();
+            if !pts.is_empty() {
+                series.push(Series::reference(ov.label.clone(), pts, i));
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(chart(
+        &format!("Latency CCDF: {title}"),
+        Axis::new("latency (µs)", Scale::Log10),
+        Axis::new("fraction of commands slower", Scale::Log10),
+        series,
+    ))
+}
+
+/// `zone_mgmt`: open, close, finish and reset latency by zone occupancy.
+fn zone_mgmt_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let ms_axis =
+        |what: &str| Axis::new(&format!("{what} latency (ms)"), Scale::Log10).with_format(ms);
+    let reset_kinds = [
+        ("zone_mgmt/reset/", "reset"),
+        ("zone_mgmt/reset_after_finish/", "reset after finish"),
+        ("zone_mgmt/finish/", "finish"),
     ];
-    let mut ccdfs = Vec::new();
-    for (title, ids) in &ccdf_sets {
-        let mut series = Vec::new();
-        for (ri, (label, r)) in runs.iter().enumerate() {
-            for (i, id) in ids.iter().enumerate() {
-                let Some(h) = r.point(id).and_then(Point::decode_histogram) else { continue };
-                let pts: Vec<(f64, f64)> =
-                    h.ccdf(300).into_iter().map(|(ns, f)| (ns / 1000.0, f)).collect();
-                let mut s = Series::new(run_name(label, id), pts, i);
-                if ri > 0 {
+    let oc_kinds = [("zone_mgmt/open/", "open"), ("zone_mgmt/close/", "close")];
+    Section {
+        title: "Zone management by occupancy".into(),
+        text: "Each command on one zone written to the occupancy shown (0% = empty, 100% = \
+               full), nothing else running. Reset: of a zone left open; reset after finish: \
+               of a zone finished first. Medians; open and close means."
+            .into(),
+        charts: vec![
+            chart(
+                "Reset and finish by occupancy (median)",
+                Axis::new("occupancy (%)", Scale::Linear),
+                ms_axis(""),
+                occupancy_lines(runs, ov, &reset_kinds, Stat::P50, 1000.0),
+            ),
+            chart(
+                "Open and close by occupancy (mean)",
+                Axis::new("occupancy (%)", Scale::Linear),
+                us_axis(""),
+                occupancy_lines(runs, ov, &oc_kinds, Stat::Mean, 1.0),
+            ),
+        ],
+    }
+}
+
+/// A line per run and kind `(prefix, name)` of zone management command:
+/// `stat` by zone occupancy, divided by `unit`; then the reference's of
+/// the first run's points.
+fn occupancy_lines(
+    runs: &Runs<'_>,
+    ov: Option<&Overlay>,
+    kinds: &[(&str, &str)],
+    stat: Stat,
+    unit: f64,
+) -> Vec<Series> {
+    let mut out = Vec::new();
+    for (ri, (label, r)) in runs.iter().enumerate() {
+        for (i, (prefix, name)) in kinds.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = series_points(r, prefix, x_occupancy, stat)
+                .into_iter()
+                .map(|(x, y)| (x, y / unit))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let mut s = Series::new(run_name(label, name), pts, i);
+            if ri > 0 {
+                s = s.dashed();
+            }
+            out.push(s);
+        }
+    }
+    if let Some((ov, r)) = overlay_first(runs, ov) {
+        for (i, (prefix, _)) in kinds.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = ov
+                .points(r, prefix, x_occupancy, stat)
+                .into_iter()
+                .map(|(x, y)| (x, y / unit))
+                .collect();
+            if !pts.is_empty() {
+                out.push(Series::reference(ov.label.clone(), pts, i));
+            }
+        }
+    }
+    out
+}
+
+/// `open`: explicit against implicit open, and the first I/O after each.
+fn open_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let ids = [
+        ("open/explicit_open", "explicit open"),
+        ("open/first_write/implicit", "write 1, implicit"),
+        ("open/first_write/explicit", "write 1, explicit"),
+        ("open/next_write/implicit", "write 2, implicit"),
+        ("open/next_write/explicit", "write 2, explicit"),
+        ("open/first_append/implicit", "append 1, implicit"),
+        ("open/first_append/explicit", "append 1, explicit"),
+        ("open/next_append/implicit", "append 2, implicit"),
+        ("open/next_append/explicit", "append 2, explicit"),
+    ];
+    let cats: Vec<String> = ids.iter().map(|i| i.1.to_string()).collect();
+    let mut series = Vec::new();
+    for (label, r) in runs {
+        let vals: Vec<Option<f64>> =
+            ids.iter().map(|(id, _)| r.point(id).map(|p| p.latency.mean_us)).collect();
+        series.push((run_name(label, "mean"), vals));
+    }
+    Section {
+        title: "Explicit and implicit open".into(),
+        text: "Latency of an explicit open, and of the first and second I/O to a zone that \
+               was opened explicitly or implicitly (by the I/O itself)."
+            .into(),
+        charts: vec![plot::bar_chart_marked(
+            &Bars {
+                title: "Open and first I/O (mean)".into(),
+                y_label: "latency (µs)".into(),
+                categories: cats,
+                series,
+            },
+            bar_marks(
+                overlay_first(runs, ov),
+                &[ids.iter().map(|(id, _)| format!("{id}:mean_us")).collect()],
+                1.0,
+            )
+            .as_ref(),
+        )],
+    }
+}
+
+/// `read_under_write`: reads while writes run at a rate.
+fn read_under_write_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let (lat, thr) = read_under_write_lines(runs, ov);
+    Section {
+        title: "Reads under rate-limited writes".into(),
+        text: "Random reads at each queue depth while writes run at 0 .. 100% of the \
+               write bandwidth (x: the write rate achieved)."
+            .into(),
+        charts: vec![
+            chart(
+                "Read latency under writes",
+                Axis::new("write MiB/s", Scale::Linear),
+                us_axis("read"),
+                lat,
+            ),
+            chart(
+                "Read IOPS under writes",
+                Axis::new("write MiB/s", Scale::Linear),
+                Axis::new("read KIOPS", Scale::Linear),
+                thr,
+            ),
+        ],
+    }
+}
+
+/// A read point under writes: the write rate achieved beside it, the
+/// write point it was measured with (if any), and the read point.
+type ReadUnderWrite<'a> = (f64, Option<&'a Point>, &'a Point);
+
+/// Read latency and throughput lines against the write rate: one per read
+/// queue depth of each run (p99 too with one run), then the reference's
+/// of the first run's.
+fn read_under_write_lines(runs: &Runs<'_>, ov: Option<&Overlay>) -> (Vec<Series>, Vec<Series>) {
+    let mut lat = Vec::new();
+    let mut thr = Vec::new();
+    let (mut ref_lat, mut ref_thr) = (Vec::new(), Vec::new());
+    for (ri, (label, r)) in runs.iter().enumerate() {
+        for (qi, &qd) in read_depths(r).iter().enumerate() {
+            let pts = reads_under_writes(r, qd);
+            let name = |stat: Stat| format!("read {} QD {qd}", stat.name());
+            if let Some(ov) = ov.filter(|_| ri == 0) {
+                let mk_ref = |stat: Stat, color: usize| {
+                    reference_under_writes(ov, &pts, stat, color, &name(stat))
+                };
+                ref_lat.extend(mk_ref(Stat::P50, 2 * qi));
+                if runs.len() == 1 {
+                    ref_lat.extend(mk_ref(Stat::P99, 2 * qi + 1));
+                }
+                ref_thr.extend(mk_ref(Stat::Kiops, qi));
+            }
+            let mk = |stat: Stat, color: usize, dashed: bool| {
+                let mut v: Vec<(f64, f64)> = pts.iter().map(|(w, _, p)| (*w, stat.of(p))).collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let mut s = Series::new(run_name(label, &name(stat)), v, color);
+                if dashed {
                     s = s.dashed();
                 }
-                series.push(s);
+                s
+            };
+            lat.push(mk(Stat::P50, 2 * qi, ri > 0));
+            if runs.len() == 1 {
+                lat.push(mk(Stat::P99, 2 * qi + 1, true));
             }
+            thr.push(mk(Stat::Kiops, qi, ri > 0));
         }
-        // A reference percentile is a point of the CCDF: at the p-th
-        // percentile's latency, 1 - p of the commands are slower.
-        if let Some((ov, r)) = ov_first {
-            for (i, id) in ids.iter().enumerate() {
-                if r.point(id).is_none() {
-                    continue;
-                }
-                let pts: Vec<(f64, f64)> = CCDF_PERCENTILES
+    }
+    lat.extend(ref_lat);
+    thr.extend(ref_thr);
+    (lat, thr)
+}
+
+/// The read queue depths of `r`'s reads under writes, ascending.
+fn read_depths(r: &Results) -> Vec<u32> {
+    let mut qds: Vec<u32> = r
+        .points
+        .iter()
+        .filter(|p| p.id.starts_with("read_under_write/read/"))
+        .filter_map(|p| p.queue_depth)
+        .collect();
+    qds.sort_unstable();
+    qds.dedup();
+    qds
+}
+
+/// The reads of `r` under writes at read queue depth `qd`; x: the write
+/// rate achieved (the write point with the same depth and rate).
+fn reads_under_writes(r: &Results, qd: u32) -> Vec<ReadUnderWrite<'_>> {
+    r.points
+        .iter()
+        .filter(|p| p.id.starts_with("read_under_write/read/") && p.queue_depth == Some(qd))
+        .map(|p| {
+            let tail = p.id.splitn(4, '/').nth(3).unwrap_or("");
+            let w = r.points.iter().find(|w| {
+                w.id.starts_with("read_under_write/write/") && w.id.ends_with(&format!("/{tail}"))
+            });
+            (w.map_or(0.0, |w| w.mib_s), w, p)
+        })
+        .collect()
+}
+
+/// The reference's `stat` of the reads `pts`, a line named `name`: a
+/// reference point sits at the reference's own write rate where it has
+/// one (another run's), else at this run's.
+fn reference_under_writes(
+    ov: &Overlay,
+    pts: &[ReadUnderWrite<'_>],
+    stat: Stat,
+    color: usize,
+    name: &str,
+) -> Option<Series> {
+    let mut v: Vec<(f64, f64)> = pts
+        .iter()
+        .filter_map(|(w, wp, p)| {
+            let y = ov.get(&format!("{}:{}", p.id, stat.figure()))?;
+            let x = wp.and_then(|wp| ov.get(&format!("{}:mib_s", wp.id))).unwrap_or(*w);
+            Some((x, y))
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (!v.is_empty()).then(|| {
+        let label = format!("{} {}", ov.label, name);
+        Series::reference(label, v, color)
+    })
+}
+
+/// Conditions of the resets of `reset_interference`.
+const RESET_CONDITIONS: [&str; 4] = ["idle", "under_read", "under_write", "under_append"];
+
+/// Conditions of the I/O of `reset_interference`.
+const IO_CONDITIONS: [&str; 2] = ["baseline", "under_resets"];
+
+/// Kinds of I/O of `reset_interference`.
+const IO_KINDS: [&str; 3] = ["read", "write", "append"];
+
+/// Bars of one chart: `(legend, value per category)`.
+type BarSeries = Vec<(String, Vec<Option<f64>>)>;
+
+/// A statistic of a point for bars: `(name, value)`.
+type BarStat<'a> = (&'a str, fn(&Point) -> f64);
+
+/// `reset_interference`: resets under I/O and I/O under resets.
+fn reset_interference_section(runs: &Runs<'_>, ov: Option<&Overlay>) -> Section {
+    let ov_first = overlay_first(runs, ov);
+    let reset_marks = bar_marks(
+        ov_first,
+        &["p50_us", "p99_us"].map(|stat| {
+            RESET_CONDITIONS
+                .iter()
+                .map(|c| format!("reset_interference/reset/{c}:{stat}"))
+                .collect()
+        }),
+        1e-3,
+    );
+    let io_figures = |stat: &str| {
+        IO_CONDITIONS.map(|cond| {
+            IO_KINDS
+                .iter()
+                .map(|k| format!("reset_interference/{k}/{cond}:{stat}"))
+                .collect::<Vec<_>>()
+        })
+    };
+    let io_marks = bar_marks(ov_first, &io_figures("p99_us"), 1.0);
+    let thr_marks = bar_marks(ov_first, &io_figures("kiops"), 1.0);
+    let kinds = || IO_KINDS.iter().map(|k| k.to_string()).collect();
+    let p99: [BarStat<'_>; 1] = [("p99", |p| p.latency.p99_us)];
+    // The rarest waits (an I/O behind an erase that may not be suspended
+    // yet) show in the highest percentiles only.
+    let worst: [BarStat<'_>; 2] =
+        [("p99.9", |p| p.latency.p99_9_us), ("max", |p| p.latency.max_us)];
+    let kiops: [BarStat<'_>; 1] = [("", |p| p.iops / 1000.0)];
+    Section {
+        title: "Resets and I/O".into(),
+        text: "Zones reset one after another while reads, writes or appends run, against \
+               each alone."
+            .into(),
+        charts: vec![
+            plot::bar_chart_marked(
+                &Bars {
+                    title: "Reset latency, alone and under I/O".into(),
+                    y_label: "latency (ms)".into(),
+                    categories: RESET_CONDITIONS.iter().map(|c| c.replace('_', " ")).collect(),
+                    series: reset_bars(runs),
+                },
+                reset_marks.as_ref(),
+            ),
+            plot::bar_chart_marked(
+                &Bars {
+                    title: "I/O tail latency with and without resets".into(),
+                    y_label: "p99 latency (µs)".into(),
+                    categories: kinds(),
+                    series: io_bars(runs, &p99),
+                },
+                io_marks.as_ref(),
+            ),
+            plot::bar_chart_marked(
+                &Bars {
+                    title: "I/O worst latency with and without resets".into(),
+                    y_label: "p99.9 and max latency (µs)".into(),
+                    categories: kinds(),
+                    series: io_bars(runs, &worst),
+                },
+                None,
+            ),
+            plot::bar_chart_marked(
+                &Bars {
+                    title: "I/O throughput with and without resets".into(),
+                    y_label: "KIOPS".into(),
+                    categories: kinds(),
+                    series: io_bars(runs, &kiops),
+                },
+                thr_marks.as_ref(),
+            ),
+        ],
+    }
+}
+
+/// Reset latency (ms) in each condition: p50 and p99 of each run.
+fn reset_bars(runs: &Runs<'_>) -> BarSeries {
+    let mut out = Vec::new();
+    for (label, r) in runs {
+        for (stat, name) in [(Stat::P50, "p50"), (Stat::P99, "p99")] {
+            out.push((
+                run_name(label, name),
+                RESET_CONDITIONS
                     .iter()
-                    .filter_map(|(stat, slower)| Some((ov.get(&format!("{id}:{stat}"))?, *slower)))
-                    .collect();
-                if !pts.is_empty() {
-                    series.push(Series::reference(ov.label.clone(), pts, i));
-                }
-            }
-        }
-        if !series.is_empty() {
-            ccdfs.push(chart(
-                &format!("Latency CCDF: {title}"),
-                Axis::new("latency (µs)", Scale::Log10),
-                Axis::new("fraction of commands slower", Scale::Log10),
-                series,
+                    .map(|c| {
+                        r.point(&format!("reset_interference/reset/{c}"))
+                            .map(|p| stat.of(p) / 1000.0)
+                    })
+                    .collect::<Vec<_>>(),
             ));
         }
     }
-    if !ccdfs.is_empty() {
-        out.push(Section {
-            title: "Latency distributions".into(),
-            text: "Complementary CDFs: the fraction of commands slower than a latency, on \
-                   logarithmic axes; tails show at the bottom right."
-                .into(),
-            charts: ccdfs,
-        });
-    }
-    if has("zone_mgmt/") {
-        let ms_axis =
-            |what: &str| Axis::new(&format!("{what} latency (ms)"), Scale::Log10).with_format(ms);
-        let mut reset_lines = Vec::new();
-        let mut oc_lines = Vec::new();
-        let reset_kinds = [
-            ("zone_mgmt/reset/", "reset"),
-            ("zone_mgmt/reset_after_finish/", "reset after finish"),
-            ("zone_mgmt/finish/", "finish"),
-        ];
-        let oc_kinds = [("zone_mgmt/open/", "open"), ("zone_mgmt/close/", "close")];
-        for (ri, (label, r)) in runs.iter().enumerate() {
-            for (i, (prefix, name)) in reset_kinds.iter().enumerate() {
-                let pts: Vec<(f64, f64)> = series_points(r, prefix, x_occupancy, Stat::P50)
-                    .into_iter()
-                    .map(|(x, y)| (x, y / 1000.0))
-                    .collect();
-                if pts.is_empty() {
-                    continue;
-                }
-                let mut s = Series::new(run_name(label, name), pts, i);
-                if ri > 0 {
-                    s = s.dashed();
-                }
-                reset_lines.push(s);
-            }
-            for (i, (prefix, name)) in oc_kinds.iter().enumerate() {
-                let pts = series_points(r, prefix, x_occupancy, Stat::Mean);
-                if pts.is_empty() {
-                    continue;
-                }
-                let mut s = Series::new(run_name(label, name), pts, i);
-                if ri > 0 {
-                    s = s.dashed();
-                }
-                oc_lines.push(s);
-            }
-        }
-        if let Some((ov, r)) = ov_first {
-            for (i, (prefix, _)) in reset_kinds.iter().enumerate() {
-                let pts: Vec<(f64, f64)> = ov
-                    .points(r, prefix, x_occupancy, Stat::P50)
-                    .into_iter()
-                    .map(|(x, y)| (x, y / 1000.0))
-                    .collect();
-                if !pts.is_empty() {
-                    reset_lines.push(Series::reference(ov.label.clone(), pts, i));
-                }
-            }
-            for (i, (prefix, _)) in oc_kinds.iter().enumerate() {
-                let pts = ov.points(r, prefix, x_occupancy, Stat::Mean);
-                if !pts.is_empty() {
-                    oc_lines.push(Series::reference(ov.label.clone(), pts, i));
-                }
-            }
-        }
-        out.push(Section {
-            title: "Zone management by occupancy".into(),
-            text: "Each command on one zone written to the occupancy shown (0% = empty, 100% = \
-                   full), nothing else running. Reset: of a zone left open; reset after finish: \
-                   of a zone finished first. Medians; open and close means."
-                .into(),
-            charts: vec![
-                chart(
-                    "Reset and finish by occupancy (median)",
-                    Axis::new("occupancy (%)", Scale::Linear),
-                    ms_axis(""),
-                    reset_lines,
-                ),
-                chart(
-                    "Open and close by occupancy (mean)",
-                    Axis::new("occupancy (%)", Scale::Linear),
-                    us_axis(""),
-                    oc_lines,
-                ),
-            ],
-        });
-    }
-    if has("open/") {
-        let ids = [
-            ("open/explicit_open", "explicit open"),
-            ("open/first_write/implicit", "write 1, implicit"),
-            ("open/first_write/explicit", "write 1, explicit"),
-            ("open/next_write/implicit", "write 2, implicit"),
-            ("open/next_write/explicit", "write 2, explicit"),
-            ("open/first_append/implicit", "append 1, implicit"),
-            ("open/first_append/explicit", "append 1, explicit"),
-            ("open/next_append/implicit", "append 2, implicit"),
-            ("open/next_append/explicit", "append 2, explicit"),
-        ];
-        let cats: Vec<String> = ids.iter().map(|i| i.1.to_string()).collect();
-        let mut series = Vec::new();
-        for (label, r) in runs {
-            let vals: Vec<Option<f64>> =
-                ids.iter().map(|(id, _)| r.point(id).map(|p| p.latency.mean_us)).collect();
-            series.push((run_name(label, "mean"), vals));
-        }
-        out.push(Section {
-            title: "Explicit and implicit open".into(),
-            text: "Latency of an explicit open, and of the first and second I/O to a zone that \
-                   was opened explicitly or implicitly (by the I/O itself)."
-                .into(),
-            charts: vec![plot::bar_chart_marked(
-                &Bars {
-                    title: "Open and first I/O (mean)".into(),
-                    y_label: "latency (µs)".into(),
-                    categories: cats,
-                    series,
-                },
-                bar_marks(
-                    ov_first,
-                    &[ids.iter().map(|(id, _)| format!("{id}:mean_us")).collect()],
-                    1.0,
-                )
-                .as_ref(),
-            )],
-        });
-    }
-    if has("read_under_write/") {
-        let mut lat = Vec::new();
-        let mut thr = Vec::new();
-        let (mut ref_lat, mut ref_thr) = (Vec::new(), Vec::new());
-        for (ri, (label, r)) in runs.iter().enumerate() {
-            // A series per read queue depth; x: the write rate achieved at
-            // each point (the write point with the same depth and rate).
-            let mut qds: Vec<u32> = r
-                .points
-                .iter()
-                .filter(|p| p.id.starts_with("read_under_write/read/"))
-                .filter_map(|p| p.queue_depth)
-                .collect();
-            qds.sort_unstable();
-            qds.dedup();
-            for (qi, &qd) in qds.iter().enumerate() {
-                let pts: Vec<(f64, Option<&Point>, &Point)> = r
-                    .points
-                    .iter()
-                    .filter(|p| {
-                        p.id.starts_with("read_under_write/read/") && p.queue_depth == Some(qd)
-                    })
-                    .map(|p| {
-                        let tail = p.id.splitn(4, '/').nth(3).unwrap_or("");
-                        let w = r.points.iter().find(|w| {
-                            w.id.starts_with("read_under_write/write/")
-                                && w.id.ends_with(&format!("/{tail}"))
-                        });
-                        (w.map_or(0.0, |w| w.mib_s), w, p)
-                    })
-                    .collect();
-                let name = |stat: &str| format!("read {stat} QD {qd}");
-                if let Some(ov) = ov.filter(|_| ri == 0) {
-                    // A reference point sits at the reference's own write
-                    // rate where it has one (another run's), else at this
-                    // run's.
-                    let mk_ref = |stat: Stat, color: usize| {
-                        let mut v: Vec<(f64, f64)> = pts
-                            .iter()
-                            .filter_map(|(w, wp, p)| {
-                                let y = ov.get(&format!("{}:{}", p.id, stat.figure()))?;
-                                let x = wp
-                                    .and_then(|wp| ov.get(&format!("{}:mib_s", wp.id)))
-                                    .unwrap_or(*w);
-                                Some((x, y))
-                            })
-                            .collect();
-                        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                        (!v.is_empty()).then(|| {
-                            let label = format!("{} {}", ov.label, name(stat.name()));
-                            Series::reference(label, v, color)
-                        })
-                    };
-                    ref_lat.extend(mk_ref(Stat::P50, 2 * qi));
-                    if runs.len() == 1 {
-                        ref_lat.extend(mk_ref(Stat::P99, 2 * qi + 1));
-                    }
-                    ref_thr.extend(mk_ref(Stat::Kiops, qi));
-                }
-                let mk = |stat: Stat, color: usize, dashed: bool| {
-                    let mut v: Vec<(f64, f64)> =
-                        pts.iter().map(|(w, _, p)| (*w, stat.of(p))).collect();
-                    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    let mut s = Series::new(run_name(label, &name(stat.name())), v, color);
-                    if dashed {
-                        s = s.dashed();
-                    }
-                    s
-                };
-                lat.push(mk(Stat::P50, 2 * qi, ri > 0));
-                if runs.len() == 1 {
-                    lat.push(mk(Stat::P99, 2 * qi + 1, true));
-                }
-                thr.push(mk(Stat::Kiops, qi, ri > 0));
-            }
-        }
-        lat.extend(ref_lat);
-        thr.extend(ref_thr);
-        out.push(Section {
-            title: "Reads under rate-limited writes".into(),
-            text: "Random reads at each queue depth while writes run at 0 .. 100% of the \
-                   write bandwidth (x: the write rate achieved)."
-                .into(),
-            charts: vec![
-                chart(
-                    "Read latency under writes",
-                    Axis::new("write MiB/s", Scale::Linear),
-                    us_axis("read"),
-                    lat,
-                ),
-                chart(
-                    "Read IOPS under writes",
-                    Axis::new("write MiB/s", Scale::Linear),
-                    Axis::new("read KIOPS", Scale::Linear),
-                    thr,
-                ),
-            ],
-        });
-    }
-    if has("reset_interference/") {
-        let conds = ["idle", "under_read", "under_write", "under_append"];
-        let mut reset_series = Vec::new();
-        let mut io_series = Vec::new();
-        let mut io_worst = Vec::new();
-        let mut io_thr = Vec::new();
-        let kinds = ["read", "write", "append"];
-        for (label, r) in runs {
-            for (stat, name) in [(Stat::P50, "p50"), (Stat::P99, "p99")] {
-                reset_series.push((
-                    run_name(label, name),
-                    conds
+    out
+}
+
+/// The I/O of each kind, for each run and condition: a series per
+/// statistic `(name, value)`, named by the statistic and the condition
+/// (the condition alone for an empty name).
+fn io_bars(runs: &Runs<'_>, stats: &[BarStat<'_>]) -> BarSeries {
+    let mut out = Vec::new();
+    for (label, r) in runs {
+        for cond in IO_CONDITIONS {
+            for &(stat, of) in stats {
+                let name =
+                    if stat.is_empty() { cond.to_string() } else { format!("{stat} {cond}") };
+                out.push((
+                    run_name(label, &name),
+                    IO_KINDS
                         .iter()
-                        .map(|c| {
-                            r.point(&format!("reset_interference/reset/{c}"))
-                                .map(|p| stat.of(p) / 1000.0)
-                        })
-                        .collect::<Vec<_>>(),
-                ));
-            }
-            for cond in ["baseline", "under_resets"] {
-                // The rarest waits (an I/O behind an erase that may not be
-                // suspended yet) show in the highest percentiles only.
-                for (stat, of) in [
-                    ("p99.9", (|p: &Point| p.latency.p99_9_us) as fn(&Point) -> f64),
-                    ("max", |p: &Point| p.latency.max_us),
-                ] {
-                    io_worst.push((
-                        run_name(label, &format!("{stat} {cond}")),
-                        kinds
-                            .iter()
-                            .map(|k| r.point(&format!("reset_interference/{k}/{cond}")).map(of))
-                            .collect::<Vec<_>>(),
-                    ));
-                }
-                io_series.push((
-                    run_name(label, &format!("p99 {cond}")),
-                    kinds
-                        .iter()
-                        .map(|k| {
-                            r.point(&format!("reset_interference/{k}/{cond}"))
-                                .map(|p| p.latency.p99_us)
-                        })
-                        .collect::<Vec<_>>(),
-                ));
-                io_thr.push((
-                    run_name(label, cond),
-                    kinds
-                        .iter()
-                        .map(|k| {
-                            r.point(&format!("reset_interference/{k}/{cond}"))
-                                .map(|p| p.iops / 1000.0)
-                        })
+                        .map(|k| r.point(&format!("reset_interference/{k}/{cond}")).map(of))
                         .collect::<Vec<_>>(),
                 ));
             }
         }
-        let reset_marks = bar_marks(
-            ov_first,
-            &["p50_us", "p99_us"].map(|stat| {
-                conds.iter().map(|c| format!("reset_interference/reset/{c}:{stat}")).collect()
-            }),
-            1e-3,
-        );
-        let io_figures = |stat: &str| {
-            ["baseline", "under_resets"].map(|cond| {
-                kinds
-                    .iter()
-                    .map(|k| format!("reset_interference/{k}/{cond}:{stat}"))
-                    .collect::<Vec<_>>()
-            })
-        };
-        let io_marks = bar_marks(ov_first, &io_figures("p99_us"), 1.0);
-        let thr_marks = bar_marks(ov_first, &io_figures("kiops"), 1.0);
-        out.push(Section {
-            title: "Resets and I/O".into(),
-            text: "Zones reset one after another while reads, writes or appends run, against \
-                   each alone."
-                .into(),
-            charts: vec![
-                plot::bar_chart_marked(
-                    &Bars {
-                        title: "Reset latency, alone and under I/O".into(),
-                        y_label: "latency (ms)".into(),
-                        categories: conds.iter().map(|c| c.replace('_', " ")).collect(),
-                        series: reset_series,
-                    },
-                    reset_marks.as_ref(),
-                ),
-                plot::bar_chart_marked(
-                    &Bars {
-                        title: "I/O tail latency with and without resets".into(),
-                        y_label: "p99 latency (µs)".into(),
-                        categories: kinds.iter().map(|k| k.to_string()).collect(),
-                        series: io_series,
-                    },
-                    io_marks.as_ref(),
-                ),
-                plot::bar_chart_marked(
-                    &Bars {
-                        title: "I/O worst latency with and without resets".into(),
-                        y_label: "p99.9 and max latency (µs)".into(),
-                        categories: kinds.iter().map(|k| k.to_string()).collect(),
-                        series: io_worst,
-                    },
-                    None,
-                ),
-                plot::bar_chart_marked(
-                    &Bars {
-                        title: "I/O throughput with and without resets".into(),
-                        y_label: "KIOPS".into(),
-                        categories: kinds.iter().map(|k| k.to_string()).collect(),
-                        series: io_thr,
-                    },
-                    thr_marks.as_ref(),
-                ),
-            ],
-        });
     }
     out
 }

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use zns_device::DriverDevice;
 use zns_emulator::profile::Profile;
+use zns_emulator::timing::TimingProfile;
 use zns_emulator::MediaChoice;
 
 use crate::characterize::{self, NoProgress, Options, Results};
@@ -290,8 +291,66 @@ pub fn fit(
     let mut profile = geometry::apply(&opts.base, target.info.as_ref())?;
     profile.name = opts.name.clone();
     profile.description = format!("fitted by zns emu fit to {}", target.source);
-    let held = |figure: &str| opts.holdout.contains(&target.experiment_of(figure));
     let base_timing = profile.timing.clone().expect("geometry::apply checks it");
+    let (mut knobs, mut kept) = knobs_for(target, opts)?;
+    let mut rounds = Vec::new();
+    let mut best: Option<(f64, Profile, Results)> = None;
+    for round in 1..=opts.rounds.max(1) {
+        let results = measure(&profile, target)?;
+        if round == 1 {
+            keep_unmeasured(&mut knobs, &mut kept, &results, target)?;
+        }
+        let measured = measured_figures(&knobs, &results, target)?;
+        let errors = knobs.iter().zip(&measured).map(|(k, got)| got / target.figures[&k.figure]);
+        let worst = errors.clone().map(|r| (r - 1.0).abs()).fold(0.0, f64::max);
+        let rms_log = (errors.map(|r| r.ln().powi(2)).sum::<f64>() / knobs.len() as f64).sqrt();
+        rounds.push(Round { worst, rms_log });
+        obs.round(round, opts.rounds, worst);
+        if worst <= opts.tolerance {
+            best = Some((rms_log, profile, results));
+            break;
+        }
+        match &best {
+            // The parameters' steps interact: a round that ends worse than
+            // the best goes back halfway toward it, its slopes forgotten.
+            Some((b, best_profile, _)) if rms_log > *b => {
+                profile = halfway(best_profile, &profile, &mut knobs);
+                continue;
+            }
+            _ => {}
+        }
+        let next = stepped(&profile, &mut knobs, measured, target);
+        best = Some((rms_log, profile, results));
+        profile = next;
+    }
+    let (_, profile, results) = best.expect("at least one round");
+    let timing = profile.timing.as_ref().expect("kept");
+    let parameters = parameter_fits(&knobs, &kept, &base_timing, timing);
+    let (fitted, predicted) = residuals(target, &knobs, &results);
+    let experiments = by_experiment(&predicted, &opts.holdout);
+    let converged = rounds.iter().any(|r| r.worst <= opts.tolerance);
+    let report = FitReport {
+        source: target.source.clone(),
+        base: opts.base.name.clone(),
+        profile: profile.name.clone(),
+        suite: target.suite.name().into(),
+        seed: target.seed,
+        holdout: opts.holdout.clone(),
+        converged,
+        tolerance: opts.tolerance,
+        rounds,
+        parameters,
+        fitted,
+        experiments,
+        predicted,
+    };
+    Ok((profile, report))
+}
+
+/// The parameters to fit, each with the first figure of the target (not
+/// held out) that identifies it, and those kept as the base has them.
+fn knobs_for(target: &Target, opts: &FitOptions) -> Result<(Vec<Knob>, Vec<Parameter>), FitError> {
+    let held = |figure: &str| opts.holdout.contains(&target.experiment_of(figure));
     let mut knobs: Vec<Knob> = Vec::new();
     let mut kept = Vec::new();
     for p in parameters::all() {
@@ -316,95 +375,107 @@ pub fn fit(
             target.source
         )));
     }
-    let mut rounds = Vec::new();
-    let mut best: Option<(f64, Profile, Results)> = None;
-    for round in 1..=opts.rounds.max(1) {
-        let results = measure(&profile, target)?;
-        if round == 1 {
-            // A reference (a drive's published figures) may name a figure
-            // the candidates' suite does not measure (the 16 KiB series
-            // are `full`'s): its parameter keeps the base's value.
-            let (have, lack): (Vec<Knob>, Vec<Knob>) = std::mem::take(&mut knobs)
-                .into_iter()
-                .partition(|k| results.figure(&k.figure).is_some_and(|v| v > 0.0));
-            for k in lack {
-                tracing::info!(
-                    parameter = k.parameter.name,
-                    figure = %k.figure,
-                    suite = %target.suite,
-                    "the suite does not measure the figure: the parameter is kept"
-                );
-                kept.push(k.parameter);
-            }
-            knobs = have;
-            if knobs.is_empty() {
-                return Err(FitError::Invalid(format!(
-                    "the candidate's run has none of the figures that identify the timing \
-                     parameters (the suite {} and its options do not measure them)",
-                    target.suite
-                )));
-            }
-        }
-        let mut measured = Vec::with_capacity(knobs.len());
-        for knob in &knobs {
-            let Some(got) = results.figure(&knob.figure).filter(|v| *v > 0.0) else {
-                return Err(FitError::Invalid(format!(
-                    "the candidate's run has no figure {} (the suite {} and its options \
-                     do not measure it)",
-                    knob.figure, target.suite
-                )));
-            };
-            measured.push(got);
-        }
-        let errors = knobs.iter().zip(&measured).map(|(k, got)| got / target.figures[&k.figure]);
-        let worst = errors.clone().map(|r| (r - 1.0).abs()).fold(0.0, f64::max);
-        let rms_log = (errors.map(|r| r.ln().powi(2)).sum::<f64>() / knobs.len() as f64).sqrt();
-        rounds.push(Round { worst, rms_log });
-        obs.round(round, opts.rounds, worst);
-        if worst <= opts.tolerance {
-            best = Some((rms_log, profile, results));
-            break;
-        }
-        match &best {
-            // The parameters' steps interact: a round that ends worse than
-            // the best goes back halfway toward it, its slopes forgotten.
-            Some((b, best_profile, _)) if rms_log > *b => {
-                profile = halfway(best_profile, &profile, &mut knobs);
-                continue;
-            }
-            _ => {}
-        }
-        let mut next = profile.clone();
-        let timing = profile.timing.as_ref().expect("kept");
-        let next_timing = next.timing.as_mut().expect("kept");
-        for (knob, got) in knobs.iter_mut().zip(measured) {
-            let value = knob.parameter.get(timing);
-            let v = step(knob, value, got, target.figures[&knob.figure]);
-            knob.last = Some((value, got));
-            knob.parameter.set(next_timing, v);
-        }
-        best = Some((rms_log, profile, results));
-        profile = next;
+    Ok((knobs, kept))
+}
+
+/// After the first round: a reference (a drive's published figures) may
+/// name a figure the candidates' suite does not measure (the 16 KiB
+/// series are `full`'s); its parameter keeps the base's value.
+fn keep_unmeasured(
+    knobs: &mut Vec<Knob>,
+    kept: &mut Vec<Parameter>,
+    results: &Results,
+    target: &Target,
+) -> Result<(), FitError> {
+    let (have, lack): (Vec<Knob>, Vec<Knob>) = std::mem::take(knobs)
+        .into_iter()
+        .partition(|k| results.figure(&k.figure).is_some_and(|v| v > 0.0));
+    for k in lack {
+        tracing::info!(
+            parameter = k.parameter.name,
+            figure = %k.figure,
+            suite = %target.suite,
+            "the suite does not measure the figure: the parameter is kept"
+        );
+        kept.push(k.parameter);
     }
-    let (_, profile, results) = best.expect("at least one round");
+    *knobs = have;
+    if knobs.is_empty() {
+        return Err(FitError::Invalid(format!(
+            "the candidate's run has none of the figures that identify the timing \
+             parameters (the suite {} and its options do not measure them)",
+            target.suite
+        )));
+    }
+    Ok(())
+}
+
+/// Each knob's figure in a candidate's `results`.
+fn measured_figures(
+    knobs: &[Knob],
+    results: &Results,
+    target: &Target,
+) -> Result<Vec<f64>, FitError> {
+    let mut measured = Vec::with_capacity(knobs.len());
+    for knob in knobs {
+        let Some(got) = results.figure(&knob.figure).filter(|v| *v > 0.0) else {
+            return Err(FitError::Invalid(format!(
+                "the candidate's run has no figure {} (the suite {} and its options \
+                 do not measure it)",
+                knob.figure, target.suite
+            )));
+        };
+        measured.push(got);
+    }
+    Ok(measured)
+}
+
+/// The next candidate: every knob stepped from `profile` toward its
+/// figure, given what it `measured`.
+fn stepped(profile: &Profile, knobs: &mut [Knob], measured: Vec<f64>, target: &Target) -> Profile {
+    let mut next = profile.clone();
     let timing = profile.timing.as_ref().expect("kept");
+    let next_timing = next.timing.as_mut().expect("kept");
+    for (knob, got) in knobs.iter_mut().zip(measured) {
+        let value = knob.parameter.get(timing);
+        let v = step(knob, value, got, target.figures[&knob.figure]);
+        knob.last = Some((value, got));
+        knob.parameter.set(next_timing, v);
+    }
+    next
+}
+
+/// Every parameter's base and fitted value: the fitted ones first, then
+/// those kept.
+fn parameter_fits(
+    knobs: &[Knob],
+    kept: &[Parameter],
+    base: &TimingProfile,
+    fitted: &TimingProfile,
+) -> Vec<ParameterFit> {
     let mut parameters: Vec<ParameterFit> = knobs
         .iter()
         .map(|k| ParameterFit {
             name: k.parameter.name.into(),
             what: k.parameter.what.into(),
             figure: Some(k.figure.clone()),
-            base: k.parameter.get(&base_timing),
-            fitted: k.parameter.get(timing),
+            base: k.parameter.get(base),
+            fitted: k.parameter.get(fitted),
         })
         .collect();
     parameters.extend(kept.iter().map(|p| ParameterFit {
         name: p.name.into(),
         what: p.what.into(),
         figure: None,
-        base: p.get(&base_timing),
-        fitted: p.get(timing),
+        base: p.get(base),
+        fitted: p.get(fitted),
     }));
+    parameters
+}
+
+/// The fitted profile's figures against the target: those the knobs were
+/// fitted to, and every other one (predicted).
+fn residuals(target: &Target, knobs: &[Knob], results: &Results) -> (Vec<Residual>, Vec<Residual>) {
     let identifying: BTreeSet<&str> = knobs.iter().map(|k| k.figure.as_str()).collect();
     let fitted: Vec<Residual> = knobs
         .iter()
@@ -422,24 +493,7 @@ pub fn fit(
             Some(residual(target, name, *want, got))
         })
         .collect();
-    let experiments = by_experiment(&predicted, &opts.holdout);
-    let converged = rounds.iter().any(|r| r.worst <= opts.tolerance);
-    let report = FitReport {
-        source: target.source.clone(),
-        base: opts.base.name.clone(),
-        profile: profile.name.clone(),
-        suite: target.suite.name().into(),
-        seed: target.seed,
-        holdout: opts.holdout.clone(),
-        converged,
-        tolerance: opts.tolerance,
-        rounds,
-        parameters,
-        fitted,
-        experiments,
-        predicted,
-    };
-    Ok((profile, report))
+    (fitted, predicted)
 }
 
 /// Tail latency statistics: predicted and reported apart (they rest on

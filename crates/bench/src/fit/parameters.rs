@@ -111,21 +111,31 @@ fn set_read_mean(t: &mut TimingProfile, v: f64) {
 
 /// Every parameter the fit adjusts, in the order it reports them.
 pub fn all() -> Vec<Parameter> {
-    let p = |name, figures, direction, (min, max, seed), what, (get, set): Access| Parameter {
-        name,
-        figures,
-        direction,
-        min,
-        max,
-        seed,
-        what,
-        only_below: None,
-        get,
-        set,
-    };
+    let mut v = read_parameters();
+    v.extend(write_parameters());
+    v.extend(zone_context_parameters());
+    v.extend(zone_management_parameters());
+    v
+}
+
+/// A parameter without a condition on the target.
+fn param(
+    name: &'static str,
+    figures: &'static [&'static str],
+    direction: Direction,
+    (min, max, seed): (f64, f64, f64),
+    what: &'static str,
+    (get, set): Access,
+) -> Parameter {
+    Parameter { name, figures, direction, min, max, seed, what, only_below: None, get, set }
+}
+
+/// The array read time and the device-to-host link: QD 1 read latency and
+/// the read ceilings.
+fn read_parameters() -> Vec<Parameter> {
     use Direction::{Down, Up};
     vec![
-        p(
+        param(
             "read_us",
             &["qd1/read/4KiB:mean_us", "qd1/read/4KiB:p50_us", "read_qd/random/4KiB/qd=1:mean_us"],
             Up,
@@ -133,7 +143,7 @@ pub fn all() -> Vec<Parameter> {
             "array read time (mean over page levels)",
             (read_mean, set_read_mean),
         ),
-        p(
+        param(
             "link_to_host_command_ns",
             &["read_qd/random/4KiB:max_kiops", "read_zones/random/4KiB:max_kiops"],
             Down,
@@ -141,7 +151,7 @@ pub fn all() -> Vec<Parameter> {
             "the device-to-host DMA's work per command, on the link (sets the 4 KiB read ceiling)",
             integer!(link_to_host_command_ns),
         ),
-        p(
+        param(
             "link_to_host_list_ns",
             &["read_qd/random/16KiB:max_mib_s"],
             Down,
@@ -149,7 +159,7 @@ pub fn all() -> Vec<Parameter> {
             "more of that work with a PRP list (sets the 16 KiB read ceiling)",
             integer!(link_to_host_list_ns),
         ),
-        p(
+        param(
             "link_to_host_mbps",
             &["read_qd/sequential/128KiB:max_mib_s", "read_zones/sequential/128KiB:max_mib_s"],
             Up,
@@ -157,7 +167,15 @@ pub fn all() -> Vec<Parameter> {
             "device-to-host data rate (sets the 128 KiB read ceiling)",
             integer!(link_to_host_mbps),
         ),
-        p(
+    ]
+}
+
+/// Write and append processing, the host-to-device link and programs:
+/// QD 1 write latencies and the write ceilings.
+fn write_parameters() -> Vec<Parameter> {
+    use Direction::{Down, Up};
+    vec![
+        param(
             "write_ns",
             &["qd1/write/4KiB:mean_us", "qd1/write/4KiB:p50_us"],
             Up,
@@ -165,7 +183,7 @@ pub fn all() -> Vec<Parameter> {
             "write processing before the data transfer",
             integer!(write_ns),
         ),
-        p(
+        param(
             "write_overlap_ns",
             &["inter_zone/write/4KiB:max_kiops"],
             Down,
@@ -173,7 +191,7 @@ pub fn all() -> Vec<Parameter> {
             "write processing overlapping the transfer (sets the many-zone write ceiling)",
             integer!(write_overlap_ns),
         ),
-        p(
+        param(
             "append_ns",
             &["qd1/append/4KiB:mean_us", "qd1/append/4KiB:p50_us"],
             Up,
@@ -181,7 +199,7 @@ pub fn all() -> Vec<Parameter> {
             "Zone Append processing before the data transfer",
             integer!(append_ns),
         ),
-        p(
+        param(
             "append_overlap_ns",
             &["intra_zone/append/4KiB:max_kiops", "inter_zone/append/4KiB:max_kiops"],
             Down,
@@ -189,7 +207,7 @@ pub fn all() -> Vec<Parameter> {
             "Zone Append processing overlapping the transfer (sets the append ceiling)",
             integer!(append_overlap_ns),
         ),
-        p(
+        param(
             "link_from_host_mbps",
             &["qd1/write/128KiB:p50_us", "qd1/append/128KiB:p50_us"],
             Down,
@@ -197,7 +215,7 @@ pub fn all() -> Vec<Parameter> {
             "host-to-device data rate",
             integer!(link_from_host_mbps),
         ),
-        p(
+        param(
             "program_us",
             &["ceiling/write_mib_s"],
             Down,
@@ -205,7 +223,7 @@ pub fn all() -> Vec<Parameter> {
             "program time of one program unit (sets the write bandwidth)",
             integer!(program_us),
         ),
-        p(
+        param(
             "stripe_open_us",
             &["qd1/write/128KiB:p99_us"],
             Up,
@@ -213,7 +231,15 @@ pub fn all() -> Vec<Parameter> {
             "binding a zone's next stripe of erase blocks (the large-write tail)",
             integer!(stripe_open_us),
         ),
-        p(
+    ]
+}
+
+/// A zone's write context: opening a zone implicitly and switching
+/// between zones.
+fn zone_context_parameters() -> Vec<Parameter> {
+    use Direction::Up;
+    vec![
+        param(
             "implicit_open_ns",
             &["open/first_write/implicit:mean_us", "open/first_write/implicit:p50_us"],
             Up,
@@ -231,7 +257,7 @@ pub fn all() -> Vec<Parameter> {
                 "inter_zone/write/4KiB:max_kiops",
                 0.9,
             )),
-            ..p(
+            ..param(
                 "zone_switch_ns",
                 &["inter_zone/write/4KiB/zones=2:mean_us"],
                 Up,
@@ -240,7 +266,15 @@ pub fn all() -> Vec<Parameter> {
                 integer!(zone_switch_ns),
             )
         },
-        p(
+    ]
+}
+
+/// Zone management: open, close, finish and reset, with the erases and
+/// block closes of a reset.
+fn zone_management_parameters() -> Vec<Parameter> {
+    use Direction::Up;
+    vec![
+        param(
             "open_ns",
             &["zone_mgmt/open/empty:mean_us", "zone_mgmt/open/empty:p50_us"],
             Up,
@@ -248,7 +282,7 @@ pub fn all() -> Vec<Parameter> {
             "explicit Open Zone",
             integer!(open_ns),
         ),
-        p(
+        param(
             "close_ns",
             &["zone_mgmt/close/after_open:mean_us", "zone_mgmt/close/after_open:p50_us"],
             Up,
@@ -256,7 +290,7 @@ pub fn all() -> Vec<Parameter> {
             "Close Zone",
             integer!(close_ns),
         ),
-        p(
+        param(
             "close_buffered_ns",
             &["zone_mgmt/close/after_write:mean_us", "zone_mgmt/close/after_write:p50_us"],
             Up,
@@ -264,7 +298,7 @@ pub fn all() -> Vec<Parameter> {
             "Close Zone with data not yet programmed",
             integer!(close_buffered_ns),
         ),
-        p(
+        param(
             "finish_ns",
             &["zone_mgmt/finish/empty:p50_us", "zone_mgmt/finish/empty:mean_us"],
             Up,
@@ -272,7 +306,7 @@ pub fn all() -> Vec<Parameter> {
             "Finish Zone processing",
             integer!(finish_ns),
         ),
-        p(
+        param(
             "reset_metadata_us",
             &["zone_mgmt/reset/empty:p50_us", "zone_mgmt/reset_after_finish/empty:p50_us"],
             Up,
@@ -280,7 +314,7 @@ pub fn all() -> Vec<Parameter> {
             "Reset Zone's metadata update (the reset of an empty zone)",
             integer!(reset_metadata_us),
         ),
-        p(
+        param(
             "erase_us",
             &["zone_mgmt/reset_after_finish/full:p50_us", "zone_mgmt/reset/full:p50_us"],
             Up,
@@ -288,7 +322,7 @@ pub fn all() -> Vec<Parameter> {
             "erase time of one erase block",
             integer!(erase_us),
         ),
-        p(
+        param(
             "close_block_us",
             &["zone_mgmt/reset/6.25%:p50_us", "zone_mgmt/reset/12.5%:p50_us"],
             Up,

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::super::html::{esc, Page, Section, Table};
 use super::super::plot::{self, Axis, Bars, Chart, Scale, Series};
-use super::super::report::{esc, push_section, Section, STYLE};
 use super::super::stats::{LatencyHistogram, LatencyStats};
 use super::super::CharacterizeError;
 use super::results::{CompareResults, SideResults};
@@ -189,14 +189,9 @@ pub fn html(r: &CompareResults) -> String {
 }
 
 fn page(r: &CompareResults, c: &Charts) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ZNS against conventional\
-         </title><style>{STYLE}</style></head><body>\n<h1>ZNS against conventional</h1>\n"
-    );
-    h.push_str(&setup_table(r));
-    h.push_str(&figures_table(r));
+    let mut page = Page::new("ZNS against conventional", "ZNS against conventional");
+    setup_part(&mut page, r);
+    page.push(&figures_table(r));
     let cfg = &r.config;
     let sections = [
         Section {
@@ -240,16 +235,16 @@ fn page(r: &CompareResults, c: &Charts) -> String {
         },
     ];
     for s in &sections {
-        push_section(&mut h, s);
+        page.section(s);
     }
-    h.push_str("</body></html>\n");
-    h
+    page.finish()
 }
 
-fn setup_table(r: &CompareResults) -> String {
-    let mut t = String::from(
-        "<table><tr><th></th><th>device</th><th>profile</th><th>clock</th><th>garbage \
-         collection</th><th>device s</th><th>wall s</th></tr>\n",
+/// What ran on each side, and the run's settings.
+fn setup_part(page: &mut Page, r: &CompareResults) {
+    let mut t = Table::new(
+        "",
+        &["", "device", "profile", "clock", "garbage collection", "device s", "wall s"],
     );
     for (i, s) in sides(r).iter().enumerate() {
         let dev_s = (s.fill.device_ns
@@ -262,26 +257,24 @@ fn setup_table(r: &CompareResults) -> String {
             + s.sustained.phase.wall_ns
             + s.reads.writes.wall_ns) as f64
             / 1e9;
-        let _ = writeln!(
-            t,
-            "<tr><th>{}</th><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{dev_s:.1}</td><td>{wall_s:.1}</td></tr>",
+        t.row(&format!(
+            "<th>{}</th><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{dev_s:.1}</td><td>{wall_s:.1}</td>",
             NAMES[i],
             esc(&s.device.uri),
             esc(s.device.profile.as_deref().unwrap_or("-")),
             esc(&s.device.clock),
             esc(&s.gc)
-        );
+        ));
     }
-    let _ = writeln!(
-        t,
-        "</table>\n<p class=\"note\">Host FTL over-provisioning {:.1} %, seed {}. Every \
-         throughput and latency is in device time ({} clock); wall time is the host's.</p>",
+    page.push(&t.finish());
+    page.note(&format!(
+        "Host FTL over-provisioning {:.1} %, seed {}. Every throughput and latency is in device \
+         time ({} clock); wall time is the host's.",
         r.config.ftl_op * 100.0,
         r.config.seed,
         esc(&r.zns.device.clock)
-    );
-    t
+    ));
 }
 
 /// Rows of the figures table: `(figure, value per side)`.
@@ -313,16 +306,14 @@ fn figure_rows(r: &CompareResults) -> Vec<(&'static str, [Option<f64>; 2])> {
     ]
 }
 
+/// The figures of both sides.
 fn figures_table(r: &CompareResults) -> String {
-    let mut t =
-        format!("<table><tr><th>figure</th><th>{}</th><th>{}</th></tr>\n", NAMES[0], NAMES[1]);
+    let mut t = Table::new("", &["figure", NAMES[0], NAMES[1]]);
     for (name, v) in figure_rows(r) {
         let cell = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |x| format!("{x:.3}"));
-        let _ =
-            writeln!(t, "<tr><td>{name}</td><td>{}</td><td>{}</td></tr>", cell(v[0]), cell(v[1]));
+        t.row(&format!("<td>{name}</td><td>{}</td><td>{}</td>", cell(v[0]), cell(v[1])));
     }
-    t.push_str("</table>\n");
-    t
+    t.finish()
 }
 
 /// The figures as text: one line per figure, both sides.

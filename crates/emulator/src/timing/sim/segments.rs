@@ -19,8 +19,9 @@
 //! reset the model, or whose data is still on its way to the buffer) count
 //! as programmed: garbage collection does not wait for them.
 
-use super::{DieOp, DieWork, Ev, Piece, Prog, Sim, Step, ZoneKey, ZoneSim};
-use super::{CLASS_ERASE, CLASS_PROGRAM};
+use super::die::{DieOp, CLASS_ERASE, CLASS_PROGRAM};
+use super::plan::{DieWork, Piece, Step};
+use super::{Ev, Prog, Sim, ZoneKey, ZoneSim};
 use crate::conv::{GcEvent, Placement};
 
 impl Sim {
