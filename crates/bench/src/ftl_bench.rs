@@ -578,28 +578,9 @@ pub fn run(
     let gen = opts.workload.generator(n)?;
     tracing::info!(logical = n, workload = %opts.workload, threads, "FTL benchmark: formatted");
 
-    let fill = parallel(threads, n, Phase::Fill, observer, &|_t, range, progress| {
-        let block = vec![0x5Au8; bs];
-        for l in range {
-            ftl.write(l, &block)?;
-            if !progress.unit() {
-                break;
-            }
-        }
-        Ok(0)
-    })?;
+    let on = OnFtl { ftl: &ftl, gen: &gen, n, opts, observer };
+    let (fill, read) = on.first_pass()?;
     phases.push(fill);
-    let read = parallel(threads, opts.reads, Phase::Read, observer, &|t, range, progress| {
-        let mut rng = SmallRng::seed_from_u64(opts.seed ^ (1 << 40) ^ t as u64);
-        let mut buf = vec![0u8; bs];
-        for _ in range {
-            ftl.read(gen.next(&mut rng), &mut buf)?;
-            if !progress.unit() {
-                break;
-            }
-        }
-        Ok(0)
-    })?;
     phases.push(read);
     let first_pass_gc_victims = ftl.stats().gc_victims;
     if first_pass_gc_victims > 0 {
@@ -609,51 +590,11 @@ pub fn run(
         );
     }
 
-    let mix = |phase: Phase, capacities: f64, salt: u64| {
-        let writes = (capacities * n as f64) as u64;
-        parallel(threads, writes, phase, observer, &|t, range, progress| {
-            let mut rng = SmallRng::seed_from_u64(opts.seed ^ (salt << 40) ^ t as u64);
-            let block = vec![0xA5u8; bs];
-            let mut buf = vec![0u8; bs];
-            let mut reads = 0u64;
-            let mut left = range.end - range.start;
-            while left > 0 {
-                if opts.read_pct > 0 && rng.gen_range(0..100) < opts.read_pct {
-                    ftl.read(gen.next(&mut rng), &mut buf)?;
-                    reads += 1;
-                    continue;
-                }
-                ftl.write(gen.next(&mut rng), &block)?;
-                left -= 1;
-                if !progress.unit() {
-                    break;
-                }
-            }
-            Ok(reads)
-        })
-    };
     if opts.warmup > 0.0 {
-        phases.push(mix(Phase::Warmup, opts.warmup, 2)?);
+        phases.push(on.mixed(Phase::Warmup, opts.warmup, 2)?);
     }
     let s0 = ftl.stats();
-    // The spare GC works with, sampled through the window: invalid blocks
-    // in written zones (free zones, unwritten head space and the GC
-    // reserve hold none).
-    let sampling = AtomicBool::new(true);
-    let (measured, spare) = std::thread::scope(|sc| {
-        let sampler = sc.spawn(|| {
-            let (mut sum, mut samples) = (0f64, 0u64);
-            while sampling.load(Ordering::Relaxed) {
-                sum += ftl.stats().invalid_blocks as f64;
-                samples += 1;
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            sum / samples.max(1) as f64
-        });
-        let measured = mix(Phase::Measure, opts.measure, 3);
-        sampling.store(false, Ordering::Relaxed);
-        (measured, sampler.join().unwrap_or(0.0))
-    });
+    let (measured, spare) = on.measure_window();
     let measured = measured?;
     let s1 = ftl.stats();
     phases.push(measured);
@@ -721,6 +662,100 @@ pub fn run(
         "FTL benchmark done"
     );
     Ok(report)
+}
+
+/// A formatted FTL and what the phases on it share.
+#[derive(Clone, Copy)]
+struct OnFtl<'a> {
+    ftl: &'a Ftl,
+    gen: &'a Generator,
+    /// Logical blocks.
+    n: u64,
+    opts: &'a BenchOptions,
+    observer: &'a dyn Observer,
+}
+
+impl OnFtl<'_> {
+    /// The first pass: every logical block written once, in order, each
+    /// thread a contiguous share (`fill`), then `reads` random reads drawn
+    /// from the workload (`read`).
+    fn first_pass(&self) -> Result<(PhaseTime, PhaseTime)> {
+        let OnFtl { ftl, gen, n, opts, observer } = *self;
+        let bs = ftl.block_size() as usize;
+        let fill = parallel(opts.threads, n, Phase::Fill, observer, &|_t, range, progress| {
+            let block = vec![0x5Au8; bs];
+            for l in range {
+                ftl.write(l, &block)?;
+                if !progress.unit() {
+                    break;
+                }
+            }
+            Ok(0)
+        })?;
+        let read =
+            parallel(opts.threads, opts.reads, Phase::Read, observer, &|t, range, progress| {
+                let mut rng = SmallRng::seed_from_u64(opts.seed ^ (1 << 40) ^ t as u64);
+                let mut buf = vec![0u8; bs];
+                for _ in range {
+                    ftl.read(gen.next(&mut rng), &mut buf)?;
+                    if !progress.unit() {
+                        break;
+                    }
+                }
+                Ok(0)
+            })?;
+        Ok((fill, read))
+    }
+
+    /// The workload for `capacities` × `n` writes, reads mixed in at
+    /// `read_pct` %, each thread seeded from `salt`.
+    fn mixed(&self, phase: Phase, capacities: f64, salt: u64) -> Result<PhaseTime> {
+        let OnFtl { ftl, gen, n, opts, observer } = *self;
+        let bs = ftl.block_size() as usize;
+        let writes = (capacities * n as f64) as u64;
+        parallel(opts.threads, writes, phase, observer, &|t, range, progress| {
+            let mut rng = SmallRng::seed_from_u64(opts.seed ^ (salt << 40) ^ t as u64);
+            let block = vec![0xA5u8; bs];
+            let mut buf = vec![0u8; bs];
+            let mut reads = 0u64;
+            let mut left = range.end - range.start;
+            while left > 0 {
+                if opts.read_pct > 0 && rng.gen_range(0..100) < opts.read_pct {
+                    ftl.read(gen.next(&mut rng), &mut buf)?;
+                    reads += 1;
+                    continue;
+                }
+                ftl.write(gen.next(&mut rng), &block)?;
+                left -= 1;
+                if !progress.unit() {
+                    break;
+                }
+            }
+            Ok(reads)
+        })
+    }
+
+    /// The measured window of the workload, with the spare GC works with
+    /// sampled through it: invalid blocks in written zones (free zones,
+    /// unwritten head space and the GC reserve hold none).
+    fn measure_window(&self) -> (Result<PhaseTime>, f64) {
+        let (ftl, opts) = (self.ftl, self.opts);
+        let sampling = AtomicBool::new(true);
+        std::thread::scope(|sc| {
+            let sampler = sc.spawn(|| {
+                let (mut sum, mut samples) = (0f64, 0u64);
+                while sampling.load(Ordering::Relaxed) {
+                    sum += ftl.stats().invalid_blocks as f64;
+                    samples += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                sum / samples.max(1) as f64
+            });
+            let measured = self.mixed(Phase::Measure, opts.measure, 3);
+            sampling.store(false, Ordering::Relaxed);
+            (measured, sampler.join().unwrap_or(0.0))
+        })
+    }
 }
 
 /// Requests between two progress updates of a worker.
