@@ -14,7 +14,9 @@ use crate::dma::{DmaBuffer, DmaPool};
 use crate::error::{Error, Result};
 use crate::namespace::{ControllerInfo, Namespace};
 use crate::queue::{Health, QueueConfig, QueueOwner, QueuePair, QueueSetup};
-use crate::transport::{EmulatedTransport, Transport};
+#[cfg(feature = "emulator")]
+use crate::transport::EmulatedTransport;
+use crate::transport::Transport;
 
 /// Choices made at bring-up.
 ///
@@ -173,7 +175,9 @@ impl Controller {
         })
     }
 
-    /// Brings up an in-process emulated controller with default options.
+    /// Brings up an in-process emulated controller with default options
+    /// (feature `emulator`, on by default).
+    #[cfg(feature = "emulator")]
     pub fn emulated(
         controller: Arc<zns_emulator::Controller>,
         memory: Arc<zns_emulator::host::ProcessMemory>,

@@ -11,8 +11,10 @@
 //! - Data moves through [`DmaBuffer`]s from a [`DmaPool`]; PRPs and PRP lists
 //!   are built per command, translating page by page.
 //! - A [`Transport`] reaches the controller: the in-process emulator
-//!   ([`EmulatedTransport`]), a PCIe device through sysfs and huge pages
-//!   ([`PcieTransport`]), or through VFIO ([`VfioTransport`]).
+//!   (`EmulatedTransport`, feature `emulator`, on by default), a PCIe
+//!   device through sysfs and huge pages ([`PcieTransport`]), or through
+//!   VFIO ([`VfioTransport`]). Without the `emulator` feature the driver
+//!   links no emulator.
 //!
 //! Threading: a queue pair belongs to one thread (`Send`, not
 //! `Sync`) and its submit and poll paths take no lock, allocate nothing and
@@ -74,4 +76,6 @@ pub use zone::{ReportRequest, ZoneReport};
 pub use dma::{DmaBuffer, DmaMemory, DmaPool, DmaSlice, Translation};
 pub use error::{Error, NvmeError, Result, TransportError};
 pub use queue::{Cid, Completion, QueueConfig, QueuePair, Rejected};
-pub use transport::{EmulatedTransport, PciAddress, PcieTransport, Transport, VfioTransport};
+#[cfg(feature = "emulator")]
+pub use transport::EmulatedTransport;
+pub use transport::{PciAddress, PcieTransport, Transport, VfioTransport};

@@ -6,6 +6,7 @@
 //! pages) and [`VfioTransport`] (a real controller bound to `vfio-pci`, DMA
 //! through the IOMMU). [`open_pci`] picks between the last two.
 
+#[cfg(feature = "emulator")]
 mod emulated;
 pub(crate) mod hugepage;
 mod mmio;
@@ -15,6 +16,7 @@ mod vfio;
 
 use std::fmt;
 
+#[cfg(feature = "emulator")]
 pub use emulated::EmulatedTransport;
 pub use pcie::PcieTransport;
 pub use sysfs::PciAddress;
