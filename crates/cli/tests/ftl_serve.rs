@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{ok, zns, Server};
+use common::{have, ok, run_tool, zns, Server};
 use zns_nbd::NbdClient;
 
 /// `zns --device URI ftl serve` on a free loopback port, with `extra`.
@@ -85,35 +83,18 @@ fn the_zrwa_switch_decides_whether_the_log_commits_zone_random_write_areas() {
     }
 }
 
-/// `program` from qemu-utils, or `None` (with the reason printed) when the
-/// machine lacks it: `scripts/test-all` installs it.
-fn qemu_tool(program: &str) -> Option<&str> {
-    match Command::new(program).arg("--version").output() {
-        Ok(o) if o.status.success() => Some(program),
-        _ => {
-            eprintln!("skipped: {program} is not installed (apt-get install qemu-utils)");
-            None
-        }
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> String {
-    let o = Command::new(program).args(args).output().expect(program);
-    let text =
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{program} {args:?} failed:\n{text}");
-    text
-}
-
 #[test]
 fn qemu_io_and_qemu_img_use_the_export() {
-    let (Some(io), Some(img)) = (qemu_tool("qemu-io"), qemu_tool("qemu-img")) else { return };
+    if !have("qemu-io", "qemu-utils") || !have("qemu-img", "qemu-utils") {
+        return;
+    }
+    let (io, img) = ("qemu-io", "qemu-img");
     let server = serve("emu:small", &[]);
     let url = format!("nbd://{}/ftl", server.addr);
-    let info = run(img, &["info", "--output=json", &url]);
+    let info = run_tool(img, &["info", "--output=json", &url]);
     assert!(info.contains("\"virtual-size\""), "{info}");
 
-    let out = run(
+    let out = run_tool(
         io,
         &[
             "-f",
@@ -154,8 +135,8 @@ fn qemu_io_and_qemu_img_use_the_export() {
     let file = dir.path().join("src.raw");
     std::fs::write(&file, pattern(3 << 20, 0x5a)).unwrap();
     let file = file.to_str().unwrap();
-    run(img, &["convert", "-n", "-f", "raw", "-O", "raw", file, &url]);
-    let cmp = run(img, &["compare", "-f", "raw", "-F", "raw", file, &url]);
+    run_tool(img, &["convert", "-n", "-f", "raw", "-O", "raw", file, &url]);
+    let cmp = run_tool(img, &["compare", "-f", "raw", "-F", "raw", file, &url]);
     assert!(cmp.contains("identical") || cmp.contains("Images are identical"), "{cmp}");
     let rest = server.stop();
     assert!(rest.contains("0 closed for protocol errors"), "{rest}");

@@ -2,13 +2,15 @@
 //! device's conventional namespace after its zoned one), the
 //! printed connect line, an NVMe/TCP connection initialized, SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
 use zns_spec::tcp::{Digests, IcReq, IcResp, IC_PDU_SIZE};
 
 mod common;
+
+use common::{read_until, wait_exit};
 
 #[test]
 fn serve_exports_every_device_and_stops_on_sigterm() {
@@ -21,17 +23,10 @@ fn serve_exports_every_device_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run zns serve");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 {
-        lines.push(line.clone());
-        if line.contains("nvme connect") {
-            break;
-        }
-        line.clear();
-    }
-    let text = lines.concat();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let (text, mut out) = read_until(&mut child, out, "zns serve's `nvme connect` line", |l| {
+        l.contains("nvme connect")
+    });
     let addr = text
         .lines()
         .find_map(|l| l.strip_prefix("listening on "))
@@ -58,7 +53,7 @@ fn serve_exports_every_device_and_stops_on_sigterm() {
 
     // SAFETY: kill(2) on our own child's pid has no memory effects.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
+    let status = wait_exit(&mut child, "zns serve to exit after SIGTERM");
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "{status}: {rest}");
@@ -93,9 +88,10 @@ fn serve_exports_an_ftl_as_a_conventional_namespace_and_checkpoints_it() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run zns serve");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
-    while out.read_line(&mut text).unwrap() > 0 && !text.contains("nvme connect") {}
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let (text, mut out) = read_until(&mut child, out, "zns serve's `nvme connect` line", |l| {
+        l.contains("nvme connect")
+    });
     assert!(text.contains(&format!("namespace 1: FTL on {uri} (conventional")), "{text}");
     assert!(!text.contains("namespace 2"), "{text}");
     // While served, the image is locked.
@@ -104,7 +100,7 @@ fn serve_exports_an_ftl_as_a_conventional_namespace_and_checkpoints_it() {
     assert!(String::from_utf8_lossy(&busy.stderr).contains("in use"));
     // SAFETY: kill(2) on our own child's pid has no memory effects.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
+    let status = wait_exit(&mut child, "zns serve to exit after SIGTERM");
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "{status}: {rest}");

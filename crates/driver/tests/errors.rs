@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::Rig;
+use common::{Deadline, Rig};
 use zns_driver::{Error, QueuePair};
 use zns_spec::command::ReadWrite;
 use zns_spec::{StatusCode, StatusCodeType};
@@ -88,7 +88,9 @@ fn every_completion_carries_its_own_status() {
     submit_write(&mut q, &rig, ns.nsid, z + 2, 14);
     q.ring();
     let mut got = Vec::new();
+    let deadline = Deadline::start();
     while got.len() < 5 {
+        deadline.check(format_args!("5 completions, {} so far", got.len()));
         q.poll(16, |c| {
             assert!(c.buffer.is_some(), "owned buffer comes back");
             got.push((c.tag, c.status));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{big_transfer_profile, pattern, Rig};
+use common::{big_transfer_profile, pattern, Deadline, Rig};
 use zns_driver::{ControllerOptions, DmaSlice, Error, QueueConfig};
 use zns_emulator::profile::Profile;
 use zns_spec::command::ReadWrite;
@@ -21,7 +21,9 @@ fn rings_wrap_around_many_times() {
         let mut done = 0u64;
         let mut next = 0u64;
         // Many passes over each ring, the queue kept full.
+        let deadline = Deadline::start();
         while done < 3000 {
+            deadline.check(format_args!("3000 completions at depth {depth}, {done} so far"));
             while let Some(mut b) = bufs.pop() {
                 b.as_mut_slice()[..8].copy_from_slice(&next.to_le_bytes());
                 let lba = next % ns.blocks;
@@ -67,7 +69,9 @@ fn full_queue_refuses_instead_of_overwriting() {
     assert_eq!(q.poll(usize::MAX, |_| {}), 0);
     q.ring();
     let mut tags = Vec::new();
+    let deadline = Deadline::start();
     while tags.len() < 7 {
+        deadline.check(format_args!("7 completions, {} so far", tags.len()));
         q.poll(3, |c| tags.push(c.tag));
     }
     tags.sort();
@@ -95,7 +99,9 @@ fn one_doorbell_write_per_batch() {
     q.ring();
     assert_eq!(counting.take(), vec![(sq_db, 5)], "one SQ tail write for the batch");
     let mut n = 0;
+    let deadline = Deadline::start();
     while n < 5 {
+        deadline.check(format_args!("5 completions, {n} so far"));
         n += q.poll(usize::MAX, |_| {});
     }
     // The emulator completes all five by the time of the first poll: one

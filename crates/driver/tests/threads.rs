@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::thread;
 
-use common::{pattern, Rig};
+use common::{pattern, Deadline, Rig};
 use zns_driver::{ControllerOptions, Error};
 use zns_emulator::profile::Profile;
 use zns_spec::command::{ReadWrite, ZoneAppend};
@@ -33,7 +33,9 @@ fn queue_pairs_on_threads_run_concurrently() {
                     (0..8).map(|_| rig.ctrl.alloc_buffer(4096).unwrap()).collect();
                 let mut lba = base;
                 let mut done = 0;
+                let deadline = Deadline::start();
                 while done < per_thread {
+                    deadline.check(format_args!("thread {t}: {per_thread} writes, {done} so far"));
                     while lba < base + per_thread {
                         let Some(mut b) = free.pop() else { break };
                         b.as_mut_slice().copy_from_slice(&pattern(round, lba, 4096));

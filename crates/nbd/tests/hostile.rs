@@ -5,7 +5,6 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +13,10 @@ use zns_block::{BlockDevice, BlockError, MemoryBlockDevice};
 use zns_nbd::server::IO_BUFFER;
 use zns_nbd::wire::{self, cmd, errno, opt};
 use zns_nbd::{Export, NbdClient, NbdError, NbdServer, ServerConfig, MAX_PAYLOAD};
+
+mod common;
+
+use common::{have, run_tool};
 
 const STALL: Duration = Duration::from_millis(300);
 /// How long a test waits for anything before failing.
@@ -382,11 +385,10 @@ fn half_an_option_and_silence_are_closed_in_negotiation() {
 }
 
 /// `qemu-io`, a real client, with maximal requests; skipped (and said so)
-/// without qemu-utils.
+/// without qemu-utils, except under `CI=true`.
 #[test]
 fn qemu_io_streams_maximal_requests() {
-    if !Command::new("qemu-io").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: qemu-io is not installed (apt-get install qemu-utils)");
+    if !have("qemu-io", "qemu-utils") {
         return;
     }
     let (server, _dev) = server();
@@ -403,9 +405,8 @@ fn qemu_io_streams_maximal_requests() {
     ] {
         args.extend(["-c", c]);
     }
-    let o = Command::new("qemu-io").args(&args).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() && !out.contains("fail") && !out.contains("error"), "{out}");
+    let (ok, out) = run_tool("qemu-io", &args);
+    assert!(ok && !out.contains("fail") && !out.contains("error"), "{out}");
     assert_eq!(out.matches("read ").count(), 4, "{out}");
     let stats = server.stop();
     assert_eq!((stats.errors, stats.protocol_errors, stats.timeouts), (0, 0, 0), "{stats:?}");

@@ -13,6 +13,8 @@ use zns_ftl::{BlockDevice, Ftl, FtlConfig, MemoryBlockDevice};
 use zns_nbd::wire::{self, cmd, errno, opt, tx};
 use zns_nbd::{Export, NbdClient, NbdError, NbdServer, ServerConfig};
 
+mod common;
+
 fn memory_server(blocks: u64) -> (NbdServer, Arc<MemoryBlockDevice>) {
     let dev = Arc::new(MemoryBlockDevice::new(4096, blocks));
     let exports = vec![
@@ -384,7 +386,7 @@ fn many_connections_write_in_parallel() {
         })
         .collect();
     for t in threads {
-        t.join().unwrap();
+        common::join_within(t, "a client thread's 32 writes and flush");
     }
     let mut c = NbdClient::connect(addr, "ftl").unwrap();
     let mut back = vec![0u8; 4096];

@@ -7,11 +7,9 @@
 //! A missing client program skips its test, saying so, except under
 //! `CI=true`, where it fails it. Every wait here is bounded.
 
-use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,11 +23,13 @@ use zns_block::{BlockDevice, MemoryBlockDevice};
 use zns_nbd::wire::{self, cmd, opt, rep};
 use zns_nbd::{Export, NbdClient, NbdError, NbdServer, ServerConfig, TlsConfig, TlsError};
 
+mod common;
+
+use common::{have, run_tool};
+
 const STALL: Duration = Duration::from_millis(400);
 /// How long a test waits for the server before failing.
 const PATIENCE: Duration = Duration::from_secs(10);
-/// How long a client program may run before the test fails.
-const TOOL_PATIENCE: Duration = Duration::from_secs(60);
 const BLOCKS: u64 = 4096;
 const SIZE: u64 = BLOCKS * 4096;
 
@@ -191,53 +191,6 @@ fn server(pki: &Pki, client_ca: bool) -> (NbdServer, Arc<MemoryBlockDevice>) {
     (NbdServer::bind("127.0.0.1:0", exports, config).unwrap(), dev)
 }
 
-/// Whether `program` runs. When it does not, the test is skipped (and
-/// says so), except under `CI=true`, where the test fails.
-fn have(program: &str, package: &str) -> bool {
-    let runs = Command::new(program)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !runs {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{program} is not installed, and CI=true requires it (apt-get install {package})"
-        );
-        eprintln!("skipped: {program} is not installed (apt-get install {package})");
-    }
-    runs
-}
-
-/// Runs `program` with `args` for at most [`TOOL_PATIENCE`]: whether it
-/// succeeded, and its output and errors.
-fn run(program: &str, args: &[&str]) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out_path = dir.path().join("out");
-    let out = File::create(&out_path).unwrap();
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if t.elapsed() > TOOL_PATIENCE {
-            let _ = child.kill();
-            let _ = child.wait();
-            let out = std::fs::read_to_string(&out_path).unwrap_or_default();
-            panic!("{program} {args:?} did not finish within {TOOL_PATIENCE:?}: {out}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.success(), std::fs::read_to_string(&out_path).unwrap())
-}
-
 /// `qemu-io` on the export with the credentials of `creds` (a directory
 /// of [`Pki`]), or none (no TLS), running `commands`.
 fn qemu_io(addr: SocketAddr, creds: Option<&Path>, commands: &[&str]) -> (bool, String) {
@@ -253,7 +206,7 @@ fn qemu_io(addr: SocketAddr, creds: Option<&Path>, commands: &[&str]) -> (bool, 
         args.extend(["-c", c]);
     }
     args.extend(["--image-opts", image.as_str()]);
-    run("qemu-io", &args)
+    run_tool("qemu-io", &args)
 }
 
 const PATTERN_IO: [&str; 4] =
@@ -307,14 +260,14 @@ fn qemu_img_info_over_tls() {
     let image =
         format!("driver=nbd,host={},port={},export=ftl,tls-creds=tls0", addr.ip(), addr.port());
     let args = ["info", "--output=json", "--object", &object, "--image-opts", &image];
-    let (ok, out) = run("qemu-img", &args);
+    let (ok, out) = run_tool("qemu-img", &args);
     assert!(ok, "{out}");
     let info: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(info["virtual-size"], SIZE, "{out}");
     // Without the credentials, qemu-img cannot open it.
     let plain = format!("nbd://{addr}/ftl");
-    let (ok, out) = run("qemu-img", &["info", plain.as_str()]);
+    let (ok, out) = run_tool("qemu-img", &["info", plain.as_str()]);
     assert!(!ok, "{out}");
     let stats = server.stop();
     assert_eq!(stats.tls_refused, 1, "{stats:?}");
@@ -331,7 +284,7 @@ fn nbdinfo_over_tls() {
     let (server, _dev) = server(&pki, false);
     let addr = server.local_addr();
     let uri = format!("nbds://{addr}/ftl?tls-certificates={}", pki.path("anonymous").display());
-    let (ok, out) = run("nbdinfo", &["--json", uri.as_str()]);
+    let (ok, out) = run_tool("nbdinfo", &["--json", uri.as_str()]);
     assert!(ok, "{out}");
     let info: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
@@ -340,7 +293,7 @@ fn nbdinfo_over_tls() {
     assert_eq!(export["export-name"], "ftl", "{out}");
     assert_eq!(export["export-size"], SIZE, "{out}");
     // nbd:// (no TLS) is refused.
-    let (ok, out) = run("nbdinfo", &["--json", &format!("nbd://{addr}/ftl")]);
+    let (ok, out) = run_tool("nbdinfo", &["--json", &format!("nbd://{addr}/ftl")]);
     assert!(!ok, "{out}");
     let stats = server.stop();
     assert_eq!((stats.tls_refused, stats.protocol_errors), (1, 0), "{stats:?}");

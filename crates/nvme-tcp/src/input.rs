@@ -329,6 +329,17 @@ mod tests {
     use std::io::Write;
     use std::net::TcpListener;
 
+    /// Spins on `try_fill` until it finds `what`, failing the test when
+    /// loopback has not delivered it within 60 s (generous, for a loaded
+    /// machine).
+    fn fill_within(input: &mut SocketInput, what: &str) {
+        let start = Instant::now();
+        while !input.try_fill() {
+            assert!(start.elapsed().as_secs() < 60, "{what}: not within 60 s");
+            std::hint::spin_loop();
+        }
+    }
+
     fn pair() -> (TcpStream, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -342,17 +353,13 @@ mod tests {
         let mut input = SocketInput::with_capacity(16, rx);
         assert!(!input.try_fill(), "nothing sent yet");
         tx.write_all(b"hello, world: more than sixteen bytes").unwrap();
-        while !input.try_fill() {
-            std::hint::spin_loop();
-        }
+        fill_within(&mut input, "the peer's bytes");
         assert!(!input.buffer().is_empty());
         let mut got = vec![0u8; 37];
         input.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"hello, world: more than sixteen bytes");
         drop(tx);
-        while !input.try_fill() {
-            std::hint::spin_loop();
-        }
+        fill_within(&mut input, "the peer's end");
         let mut rest = Vec::new();
         input.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty(), "the peer's end reads as the end");

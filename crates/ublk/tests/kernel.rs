@@ -21,9 +21,9 @@ use zns_ublk::{check_control, Config, Target, UblkDevice, CONTROL_PATH};
 fn ublk_usable() -> bool {
     let Err(e) = check_control(Path::new(CONTROL_PATH)) else { return true };
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true and the kernel's ublk is not usable here: {e}");
+        panic!("CI=true and the kernel's ublk is missing: {e}");
     }
-    eprintln!("skipped: {e}");
+    eprintln!("skipped: the kernel's ublk ({e})");
     false
 }
 

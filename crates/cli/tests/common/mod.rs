@@ -3,7 +3,103 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a test waits for a child process: generous, since two cores
+/// may be busy with other tests.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Says the test is skipped for want of `what` (`why`: what is missing
+/// and how to install it); the test then returns. Under `CI=true`, where
+/// everything is meant to be installed, it fails instead, so that a
+/// missing client cannot pass unseen.
+pub fn skip(what: &str, why: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and {what} is missing: {why}");
+    eprintln!("skipped: {what} ({why})");
+}
+
+/// Whether `program --version` runs; when it does not, the test is
+/// [`skip`]ped (`package` installs it).
+pub fn have(program: &str, package: &str) -> bool {
+    let runs = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        skip(program, &format!("not installed: apt-get install {package}"));
+    }
+    runs
+}
+
+/// Runs `program` with `args` for at most [`PATIENCE`], checks that it
+/// succeeded, and returns its output and errors.
+pub fn run_tool(program: &str, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("out");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let status = wait_exit(&mut child, &format!("{program} {args:?} to finish"));
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    assert!(status.success(), "{program} {args:?} failed:\n{text}");
+    text
+}
+
+/// `child`'s exit status once it exits; after [`PATIENCE`] it is killed
+/// and the test fails, naming `what` it waited for.
+pub fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if t.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: not within {PATIENCE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads `out` up to the first line for which `last` holds, or to its
+/// end: the text read, and `out` to read on. A child that neither prints
+/// that line nor exits within [`PATIENCE`] is killed and the test fails,
+/// naming `what` it waited for. (The reading happens on a thread of its
+/// own since a pipe read has no timeout.)
+pub fn read_until(
+    child: &mut Child,
+    mut out: BufReader<ChildStdout>,
+    what: &str,
+    last: fn(&str) -> bool,
+) -> (String, BufReader<ChildStdout>) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        loop {
+            let at = text.len();
+            match out.read_line(&mut text) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if last(&text[at..]) => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = tx.send((text, out));
+    });
+    rx.recv_timeout(PATIENCE).unwrap_or_else(|_| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what}: not within {PATIENCE:?}")
+    })
+}
 
 /// What a `zns` run printed and how it exited.
 pub struct Out {
@@ -60,21 +156,18 @@ impl Server {
             .spawn()
             .expect("run a zns server");
         let stdout = BufReader::new(child.stdout.take().unwrap());
+        let what = format!("a `listening on` line from zns {}", args.join(" "));
+        let (text, stdout) =
+            read_until(&mut child, stdout, &what, |l| l.starts_with("listening on "));
         // From here on Drop kills and reaps the child, whatever happens.
         let mut server = Server { child, addr: String::new(), stdout };
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if server.stdout.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-                panic!("zns {} exited early: {err}", args.join(" "));
-            }
-            if let Some(rest) = line.strip_prefix("listening on ") {
-                server.addr = rest.split_whitespace().next().unwrap().to_string();
-                return server;
-            }
-        }
+        let Some(rest) = text.lines().find_map(|l| l.strip_prefix("listening on ")) else {
+            let mut err = String::new();
+            server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("zns {} exited early: {err}", args.join(" "));
+        };
+        server.addr = rest.split_whitespace().next().unwrap().to_string();
+        server
     }
 
     /// Sends SIGTERM and returns the rest of stdout once it exits
@@ -83,7 +176,7 @@ impl Server {
         // SAFETY: kill(2) on our own child's pid has no memory effects.
         let r = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         assert_eq!(r, 0);
-        let status = self.child.wait().unwrap();
+        let status = wait_exit(&mut self.child, "zns to exit after SIGTERM");
         let mut rest = String::new();
         self.stdout.read_to_string(&mut rest).unwrap();
         let mut err = String::new();

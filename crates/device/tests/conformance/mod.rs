@@ -11,7 +11,7 @@ pub mod divergence;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zns_device::{
     Completion, Data, DeviceError, IoBuffer, OpKind, ReportFilter, StatusCode, Target, Zone,
@@ -812,7 +812,11 @@ pub fn async_at_depth(dev: &dyn ZonedDevice) {
         assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), c.tag);
         assert!(lbas.insert(c.tag, lba).is_none(), "tag {} completed twice", c.tag);
     };
+    // A completion that never comes fails the test rather than hang it
+    // (generous: a kernel path on a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(60);
     while next < total || q.outstanding() > 0 {
+        assert!(Instant::now() < deadline, "{} of {total} appends completed in 60 s", lbas.len());
         while next < total {
             let mut buf = dev.alloc(b).unwrap();
             buf[..8].copy_from_slice(&next.to_le_bytes());

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+use std::fmt::Display;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use zns_driver::{
@@ -122,5 +124,24 @@ impl Transport for Counting {
     }
     fn describe(&self) -> String {
         "counting emulator".into()
+    }
+}
+
+/// A bound on a loop polling for completions: the emulated controller
+/// gives them within microseconds, so one that never comes is a bug that
+/// must fail the test rather than hang it. Generous, for a loaded machine.
+pub struct Deadline(Instant);
+
+impl Deadline {
+    pub const PATIENCE: Duration = Duration::from_secs(60);
+
+    pub fn start() -> Deadline {
+        Deadline(Instant::now())
+    }
+
+    /// Fails the test, naming `what` it waited for, once the time is up.
+    #[track_caller]
+    pub fn check(&self, what: impl Display) {
+        assert!(self.0.elapsed() < Self::PATIENCE, "{what}: not within {:?}", Self::PATIENCE);
     }
 }

@@ -3,10 +3,16 @@
 //! the model's mechanics. Virtual time is deterministic: these are not
 //! timed tests.
 
+use std::time::{Duration, Instant};
+
 use zns_spec::ZoneSendAction;
 
 use super::calibration::{zn540_figures, Bench, Stream};
 use crate::profile::Profile;
+
+/// How long a test spins for one completion before failing, rather than
+/// hanging, when the model never posts it: generous, for a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(60);
 
 fn zn540() -> Profile {
     Profile::by_name("zn540").unwrap()
@@ -209,10 +215,15 @@ fn threads_share_the_virtual_clock() {
                 for n in 0..2000 {
                     q.push(memory, Bench::write(z + n, 1));
                     q.ring(ctrl);
+                    let start = Instant::now();
                     let e = loop {
                         if let Some(e) = q.reap(ctrl, memory) {
                             break e;
                         }
+                        assert!(
+                            start.elapsed() < PATIENCE,
+                            "write {n} of queue {i}: no completion within {PATIENCE:?}"
+                        );
                         std::hint::spin_loop();
                     };
                     assert!(e.status().is_success());
@@ -812,11 +823,13 @@ fn push_writes(h: &mut crate::harness::Harness, lba: u64, n: u64) {
 
 /// Reaps `n` completions, spinning.
 fn reap(h: &mut crate::harness::Harness, n: usize) {
-    for _ in 0..n {
+    for i in 0..n {
+        let start = Instant::now();
         let e = loop {
             if let Some(e) = h.io.reap(&h.ctrl, &h.memory) {
                 break e;
             }
+            assert!(start.elapsed() < PATIENCE, "completion {i} of {n}: not within {PATIENCE:?}");
             std::hint::spin_loop();
         };
         assert!(e.status().is_success());
