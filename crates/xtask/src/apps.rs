@@ -1,7 +1,8 @@
-//! `cargo xtask apps`: RocksDB's `db_bench` (Debian's rocksdb-tools) in a
-//! QEMU guest on Debian's generic kernel, on f2fs over an emulated ZNS
-//! drive and on ext4 (and XFS) over its conventional twin, both reached
-//! through the kernel's nvme-tcp from `zns serve` on the host.
+//! `cargo xtask apps`: RocksDB's `db_bench` (Debian's rocksdb-tools) and
+//! MariaDB with sysbench (Debian's mariadb-server and sysbench) in a QEMU
+//! guest on Debian's generic kernel, on f2fs over an emulated ZNS drive
+//! and on ext4 (and XFS) over its conventional twin, both reached through
+//! the kernel's nvme-tcp from `zns serve` on the host.
 //!
 //! The two devices are the ZN540's timing model (controller, NAND, write
 //! buffer; on the real clock, as `zns serve` runs timed devices) with the
@@ -16,8 +17,11 @@
 //! On each side the guest (preconditions the conventional namespace by
 //! writing it whole,) makes the filesystem, writes a filler file so that
 //! the filler and the database together reach the fill ratio asked for,
-//! then runs db_bench's fillrandom, overwrite and readwhilewriting,
-//! reading around each phase the sectors the kernel wrote to each
+//! then runs db_bench's fillrandom, overwrite and readwhilewriting, then
+//! (the RocksDB database removed) initialises a MariaDB data directory,
+//! loads sysbench's tables and runs its OLTP workloads
+//! ([`crate::apps_mysql`]), reading around each phase the sectors the
+//! kernel wrote to each
 //! namespace, the controller's SMART data units written and its OCP
 //! extended SMART log's media bytes written (their ratio is the device's
 //! write amplification), the filesystem's use and f2fs's garbage
@@ -26,8 +30,9 @@
 //! `docs/apps.md`).
 //!
 //! `--smoke`: fillrandom only, a small database, no filler, no
-//! preconditioning, on f2fs-zns and ext4-conv; it fails unless both runs
-//! finish and every figure it reports is there.
+//! preconditioning, one short sysbench oltp_read_write on a small table,
+//! on f2fs-zns and ext4-conv; it fails unless both runs finish and every
+//! figure it reports is there.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -38,24 +43,31 @@ use plotters::prelude::*;
 use serde_json::{json, Value};
 
 use crate::apps_guest::{self, Collected, Side, Workload};
+use crate::apps_mysql::{self, Sysbench};
 use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
+use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
 use crate::{f2fs, kernel, Error, Result};
 
 const USAGE: &str = "usage: cargo xtask apps [OPTIONS]
 
-RocksDB's db_bench (Debian's rocksdb-tools) in a QEMU guest on Debian's generic
-kernel: fillrandom, overwrite and readwhilewriting on f2fs over an emulated ZNS
-drive (the ZN540's timing model, zones cut down) and on ext4 (and XFS) over its
+RocksDB's db_bench (Debian's rocksdb-tools) and MariaDB with sysbench (Debian's
+mariadb-server, sysbench) in a QEMU guest on Debian's generic kernel: db_bench's
+fillrandom, overwrite and readwhilewriting, then sysbench's oltp_read_only,
+oltp_write_only and oltp_read_write, on f2fs over an emulated ZNS drive (the
+ZN540's timing model, zones cut down) and on ext4 (and XFS) over its
 conventional twin (the same NAND behind a device-side FTL), both through the
-kernel's nvme-tcp to `zns serve`. Throughput, p99 and p99.9 from db_bench,
-bytes the host wrote, the controllers' SMART data units written and media bytes
-written (OCP log C0h), the device WAF they give, f2fs's GC.
+kernel's nvme-tcp to `zns serve`. Throughput and tails (db_bench: p99, p99.9;
+sysbench: transactions/s, p95, p99), bytes the host wrote, the controllers'
+SMART data units written and media bytes written (OCP log C0h), the device WAF
+they give, f2fs's GC.
 
 options:
-  --smoke            fillrandom only, a small database, no filler, f2fs-zns and
-                     ext4-conv; fails unless both runs give every figure
+  --smoke            fillrandom only, a small database, no filler, one short
+                     sysbench oltp_read_write, f2fs-zns and ext4-conv; fails
+                     unless both runs give every figure
+  --apps LIST        rocksdb, mysql or both, comma separated (default both)
   --fs LIST          conventional side's filesystems, comma separated: ext4, xfs
                      (default ext4,xfs; --smoke: ext4)
   --num N            keys written and overwritten (default 65536; --smoke 8192)
@@ -66,12 +78,19 @@ options:
   --rww-seconds S    seconds of readwhilewriting (default 30; 0 skips it)
   --no-precondition  do not write the conventional namespace whole before mkfs
   --zones N          zones of each device (default 160: 480 MiB of flash)
-  --seed N           db_bench's seed (default: from the clock)
+  --seed N           db_bench's and sysbench's seed (default: from the clock)
+  --sb-tables N      sysbench's tables (default 4; --smoke 1)
+  --sb-table-size N  rows of each (default 25000; --smoke 5000)
+  --sb-seconds S     seconds of each sysbench workload (default 30; --smoke 5)
+  --sb-threads N     sysbench's client threads (default 4)
+  --sb-workloads L   read_only, write_only, read_write, comma separated
+                     (default all three; --smoke read_write)
+  --buffer-pool MIB  InnoDB's buffer pool (default 16)
   --out DIR          where apps.json, apps.svg, apps-table.md go
                      (default target/apps, target/apps-smoke with --smoke)
   --docs             also write docs/apps.json, docs/apps.svg and the table
                      in docs/apps.md
-  --timeout SECS     give the guest this long (default 1800; --smoke 420)
+  --timeout SECS     give the guest this long (default 2700; --smoke 720)
   --kernel PACKAGE   kernel package (default: newest linux-image-*-amd64-unsigned)
   --no-install       do not install missing packages; fail instead
   --zns PATH         serve with this `zns` binary instead of building one
@@ -113,6 +132,12 @@ const TOOLS: &[(&str, &str)] = &[
     ("mkfs.xfs", "xfsprogs"),
 ];
 
+/// MariaDB's server and sysbench, packed when MariaDB runs.
+const MYSQL_TOOLS: &[(&str, &str)] = &[("mariadbd", "mariadb-server"), ("sysbench", "sysbench")];
+
+/// Where Debian's sysbench keeps its Lua workloads.
+const SYSBENCH_LUA: &str = "/usr/share/sysbench";
+
 /// Options of the task.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -120,6 +145,7 @@ pub struct Options {
     smoke: bool,
     fs: Vec<String>,
     workload: Workload,
+    mysql: Option<Sysbench>,
     zones: u32,
     out: Option<PathBuf>,
     docs: bool,
@@ -131,7 +157,7 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
     let args: Vec<String> = args.collect();
     let smoke = args.iter().any(|a| a == "--smoke");
     let mut o = VmOptions::default();
-    o.timeout = Duration::from_secs(if smoke { 420 } else { 1800 });
+    o.timeout = Duration::from_secs(if smoke { 720 } else { 2700 });
     let mut w = Workload {
         num: if smoke { 8192 } else { 65536 },
         value_size: 1000,
@@ -140,7 +166,18 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
         overwrite: !smoke,
         precondition: !smoke,
         seed: vmtest::new_seed() % 1_000_000_007,
+        db_bench: true,
     };
+    let mut sb = Sysbench {
+        tables: if smoke { 1 } else { 4 },
+        table_size: if smoke { 5000 } else { 25_000 },
+        seconds: if smoke { 5 } else { 30 },
+        threads: 4,
+        buffer_pool_mib: 16,
+        workloads: if smoke { vec!["oltp_read_write"] } else { apps_mysql::WORKLOADS.to_vec() },
+        seed: 0,
+    };
+    let mut mysql = true;
     let mut fs: Vec<String> =
         if smoke { vec!["ext4".into()] } else { vec!["ext4".into(), "xfs".into()] };
     let (mut zones, mut out, mut docs, mut zns) = (ZONES, None, false, None);
@@ -158,6 +195,32 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
                 return Ok(None);
             }
             "--smoke" => {}
+            "--apps" => {
+                let v = value("--apps")?;
+                let list: Vec<&str> = v.split(',').map(str::trim).collect();
+                if let Some(bad) = list.iter().find(|a| !["rocksdb", "mysql"].contains(a)) {
+                    return Err(Error::new(format!("--apps: {bad:?} is not rocksdb or mysql")));
+                }
+                w.db_bench = list.contains(&"rocksdb");
+                mysql = list.contains(&"mysql");
+            }
+            "--sb-tables" => sb.tables = num::<u32>("--sb-tables", &value("--sb-tables")?)?.max(1),
+            "--sb-table-size" => {
+                sb.table_size = num::<u32>("--sb-table-size", &value("--sb-table-size")?)?.max(1)
+            }
+            "--sb-seconds" => {
+                sb.seconds = num::<u32>("--sb-seconds", &value("--sb-seconds")?)?.max(1)
+            }
+            "--sb-threads" => {
+                sb.threads = num::<u32>("--sb-threads", &value("--sb-threads")?)?.max(1)
+            }
+            "--sb-workloads" => {
+                sb.workloads = apps_mysql::parse_workloads(&value("--sb-workloads")?)
+                    .map_err(|e| Error::new(format!("--sb-workloads: {e}")))?
+            }
+            "--buffer-pool" => {
+                sb.buffer_pool_mib = num::<u32>("--buffer-pool", &value("--buffer-pool")?)?.max(8)
+            }
             "--fs" => {
                 let v = value("--fs")?;
                 fs = v.split(',').map(|s| s.trim().to_string()).collect();
@@ -188,7 +251,12 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
             other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
         }
     }
-    Ok(Some(Options { vm: o, smoke, fs, workload: w, zones, out, docs, zns }))
+    if !w.db_bench && !mysql {
+        return Err(Error::new("--apps: nothing to run"));
+    }
+    sb.seed = w.seed;
+    let mysql = mysql.then_some(sb);
+    Ok(Some(Options { vm: o, smoke, fs, workload: w, mysql, zones, out, docs, zns }))
 }
 
 /// The controller and namespace lines of a profile, then the ZN540's
@@ -263,7 +331,7 @@ pub fn run(opts: &Options) -> Result<()> {
         Some(p) => p.clone(),
         None => build_zns(&root, &target)?,
     };
-    let files = crate::clients::guest_files(TOOLS, o.install)?;
+    let (files, entries, share) = guest_payload(opts)?;
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Generic, o.kernel.as_deref(), o.install)?;
     let mut wanted = MODULES.to_vec();
@@ -314,9 +382,19 @@ pub fn run(opts: &Options) -> Result<()> {
     }
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
-    let script =
-        apps_guest::init_script(&names, &sides, &opts.workload, &mke2fs.display().to_string());
-    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let mysql = opts
+        .mysql
+        .as_ref()
+        .zip(share.as_deref())
+        .map(|(sysbench, share)| apps_guest::Mysql { sysbench, share });
+    let script = apps_guest::init_script(
+        &names,
+        &sides,
+        &opts.workload,
+        mysql,
+        &mke2fs.display().to_string(),
+    );
+    let initramfs = vmtest::pack_initramfs_with(&dir, &[], &modules, &script, &files, &entries)?;
     let devices: Vec<String> = ["-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0"]
         .map(String::from)
         .to_vec();
@@ -341,7 +419,7 @@ pub fn run(opts: &Options) -> Result<()> {
         failures.push("the guest did not report PASS".into());
     }
     let results = results(opts, &sides, &collected, &zns_uri, &conv_uri);
-    failures.extend(missing(&results, &opts.workload));
+    failures.extend(missing(&results, &opts.workload, opts.mysql.as_ref()));
     failures
         .extend(collected.smart_errors.iter().map(|e| format!("no SMART data units written: {e}")));
     failures.extend(collected.ocp_errors.iter().map(|e| format!("no OCP media bytes: {e}")));
@@ -381,6 +459,51 @@ pub fn run(opts: &Options) -> Result<()> {
     } else {
         Err(Error::new("the application runs failed"))
     }
+}
+
+/// The host files packed into the guest (programs, their libraries,
+/// data), the files written for it, and the directory of MariaDB's shared
+/// files when it runs; missing packages are installed unless
+/// `--no-install`.
+fn guest_payload(opts: &Options) -> Result<(Vec<PathBuf>, Vec<GuestEntry>, Option<PathBuf>)> {
+    let mut tools = TOOLS.to_vec();
+    if opts.mysql.is_some() {
+        tools.extend(MYSQL_TOOLS);
+    }
+    let mut files = crate::clients::guest_files(&tools, opts.vm.install)?;
+    let Some(sb) = &opts.mysql else { return Ok((files, Vec::new(), None)) };
+    let (entries, share, data) = mysql_guest_files(sb)?;
+    files.extend(data);
+    Ok((files, entries, Some(share)))
+}
+
+/// What MariaDB and sysbench need in the guest besides their programs:
+/// the configuration, `/etc/passwd` and `/etc/group` (written here), the
+/// directory of the server's shared files (returned), and those files and
+/// sysbench's Lua scripts (host files).
+fn mysql_guest_files(sb: &Sysbench) -> Result<(Vec<GuestEntry>, PathBuf, Vec<PathBuf>)> {
+    let share = apps_mysql::share_dir().ok_or_else(|| {
+        Error::new("no english/errmsg.sys and system tables SQL in /usr/share/mariadb or /usr/share/mysql (mariadb-server)")
+    })?;
+    let lua = Path::new(SYSBENCH_LUA);
+    let data = apps_mysql::data_files(&share, lua).map_err(|e| Error::io(lua, e))?;
+    for w in &sb.workloads {
+        if !data.iter().any(|f| f.file_stem().is_some_and(|s| s == *w)) {
+            return Err(Error::new(format!("sysbench's {w}.lua is not in {SYSBENCH_LUA}")));
+        }
+    }
+    let (passwd, group) = apps_mysql::passwd();
+    let file = |path: &str, text: String| GuestEntry::File {
+        path: path.into(),
+        mode: 0o644,
+        bytes: text.into_bytes(),
+    };
+    let entries = vec![
+        file(apps_mysql::CONFIG, apps_mysql::config(&share, sb)),
+        file("/etc/passwd", passwd.into()),
+        file("/etc/group", group.into()),
+    ];
+    Ok((entries, share, data))
 }
 
 fn write_outputs(out: &Path, report: &Value, table: &str) -> Result<()> {
@@ -441,47 +564,75 @@ fn device_waf(c: &Collected, side: &str, from: &str, to: &str) -> Result<f64, &'
     }
 }
 
-/// The results: per side, the fill, and per phase db_bench's figures and
-/// the counters' deltas.
+/// The counters around phase `p` of side `n` (the sectors the kernel
+/// wrote, the SMART and OCP logs' bytes, f2fs's GC, the filesystem's use)
+/// and the device's WAF over the phase, or why there is none.
+fn around(
+    c: &Collected,
+    n: &str,
+    p: &str,
+) -> (serde_json::Map<String, Value>, Result<f64, &'static str>) {
+    let (b, a) = (format!("before-{p}"), format!("after-{p}"));
+    let data = c.delta(n, &b, &a, "data_sectors");
+    let meta = c.delta(n, &b, &a, "meta_sectors");
+    let host = data.map(|d| d + meta.unwrap_or(0));
+    let smart = c.delta(n, &b, &a, "smart_data_units_written");
+    let sum = |x: &str, y: &str, debug: &str| {
+        c.delta(n, &b, &a, x)
+            .zip(c.delta(n, &b, &a, y))
+            .map(|(x, y)| x + y)
+            .or_else(|| c.delta(n, &b, &a, debug))
+    };
+    let moved = sum(
+        "f2fs_moved_blocks_foreground",
+        "f2fs_moved_blocks_background",
+        "f2fs_debug_gc_moved_blocks",
+    );
+    let calls = sum("f2fs_gc_foreground_calls", "f2fs_gc_background_calls", "f2fs_debug_gc_calls");
+    let media = c.delta(n, &b, &a, "media_bytes_written");
+    let waf = device_waf(c, n, &b, &a);
+    let v = json!({
+        "host_mib_written_data_ns": data.map(mib),
+        "host_mib_written_metadata_ns": meta.map(mib),
+        "host_mib_written": host.map(mib),
+        // A SMART data unit is 1000 blocks of 512 bytes.
+        "smart_mib_written": smart.map(|u| mib_of(u as f64 * DATA_UNIT)),
+        "media_mib_written": media.map(|m| mib_of(m as f64)),
+        "media_mib_read": c.delta(n, &b, &a, "media_bytes_read").map(|m| mib_of(m as f64)),
+        "device_waf": waf.ok(),
+        "f2fs_gc_moved_blocks": moved,
+        "f2fs_gc_calls": calls,
+        "fs_use_before": fill(c, n, &b),
+        "fs_use_after": fill(c, n, &a),
+    });
+    (v.as_object().cloned().unwrap_or_default(), waf)
+}
+
+/// The results: per side, the fill, per phase db_bench's figures, per
+/// MariaDB phase sysbench's, and the counters' deltas around each.
 fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_uri: &str) -> Value {
     let w = &opts.workload;
     let mut out_sides = serde_json::Map::new();
     let mut waf_sides = serde_json::Map::new();
     let mut waf_null = serde_json::Map::new();
+    let mut note = |n: &str, p: &str, waf: &Result<f64, &'static str>| {
+        if let Err(why) = waf {
+            waf_null.insert(format!("{n} {p}"), json!(why));
+        }
+        if let Some(m) = waf_sides.entry(n.to_string()).or_insert_with(|| json!({})).as_object_mut()
+        {
+            m.insert(p.to_string(), json!(waf.ok()));
+        }
+    };
     for side in sides {
         let n = side.name.as_str();
         let mut phases = serde_json::Map::new();
         for p in w.phases() {
             let lines = c.db.get(&(n.to_string(), p.to_string())).cloned().unwrap_or_default();
             let f = apps_guest::parse_db_bench(p, &lines);
-            let (b, a) = (format!("before-{p}"), format!("after-{p}"));
-            let data = c.delta(n, &b, &a, "data_sectors");
-            let meta = c.delta(n, &b, &a, "meta_sectors");
-            let host = data.map(|d| d + meta.unwrap_or(0));
-            let smart = c.delta(n, &b, &a, "smart_data_units_written");
-            let moved = c
-                .delta(n, &b, &a, "f2fs_moved_blocks_foreground")
-                .zip(c.delta(n, &b, &a, "f2fs_moved_blocks_background"))
-                .map(|(x, y)| x + y)
-                .or_else(|| c.delta(n, &b, &a, "f2fs_debug_gc_moved_blocks"));
-            let calls = c
-                .delta(n, &b, &a, "f2fs_gc_foreground_calls")
-                .zip(c.delta(n, &b, &a, "f2fs_gc_background_calls"))
-                .map(|(x, y)| x + y)
-                .or_else(|| c.delta(n, &b, &a, "f2fs_debug_gc_calls"));
-            let used = |point: &str| fill(c, n, point);
-            let media = c.delta(n, &b, &a, "media_bytes_written");
-            let waf = device_waf(c, n, &b, &a);
-            if let Err(why) = waf {
-                waf_null.insert(format!("{n} {p}"), json!(why));
-            }
-            if let Some(m) =
-                waf_sides.entry(n.to_string()).or_insert_with(|| json!({})).as_object_mut()
-            {
-                m.insert(p.to_string(), json!(waf.ok()));
-            }
-            phases.insert(
-                p.to_string(),
+            let (mut v, waf) = around(c, n, p);
+            note(n, p, &waf);
+            v.extend(
                 json!({
                     "ops_per_sec": f.ops_per_sec,
                     "mb_per_sec": f.mb_per_sec,
@@ -491,44 +642,38 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
                     "p99_us": f.p99_us,
                     "p999_us": f.p999_us,
                     "latency_of": if p == "readwhilewriting" { "reads" } else { "writes" },
-                    "host_mib_written_data_ns": data.map(mib),
-                    "host_mib_written_metadata_ns": meta.map(mib),
-                    "host_mib_written": host.map(mib),
-                    // A SMART data unit is 1000 blocks of 512 bytes.
-                    "smart_mib_written": smart.map(|u| mib_of(u as f64 * DATA_UNIT)),
-                    "media_mib_written": media.map(|m| mib_of(m as f64)),
-                    "media_mib_read": c.delta(n, &b, &a, "media_bytes_read").map(|m| mib_of(m as f64)),
-                    "device_waf": waf.ok(),
-                    "f2fs_gc_moved_blocks": moved,
-                    "f2fs_gc_calls": calls,
-                    "fs_use_before": used(&b),
-                    "fs_use_after": used(&a),
                     "db_bench_lines": lines.len(),
-                }),
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
             );
+            phases.insert(p.to_string(), Value::Object(v));
         }
         let fs_mib = c.stat(n, "mounted", "fs_kib").map(|k| k as f64 / 1024.0);
-        out_sides.insert(
-            n.to_string(),
-            json!({
-                "filesystem": side.fs,
-                "device": shown(if side.zoned() { zns_uri } else { conv_uri }),
-                "metadata_device": if side.zoned() { Some(f2fs::FTL_DEVICE) } else { None },
-                "filesystem_mib": fs_mib,
-                "free_mib_after_mkfs": c.stat(n, "mounted", "fs_avail_kib").map(|k| k as f64 / 1024.0),
-                "fs_use_after_filler": fill(c, n, "filled"),
-                "host_mib_written_precondition_to_end": c.delta(n, "mkfs", "end", "data_sectors").map(mib),
-                "media_mib_written_mkfs_to_end": c.delta(n, "mkfs", "end", "media_bytes_written").map(|m| mib_of(m as f64)),
-                "device_waf_mkfs_to_end": device_waf(c, n, "mkfs", "end").ok(),
-                "phases": phases,
-            }),
-        );
+        let mut out = json!({
+            "filesystem": side.fs,
+            "device": shown(if side.zoned() { zns_uri } else { conv_uri }),
+            "metadata_device": if side.zoned() { Some(f2fs::FTL_DEVICE) } else { None },
+            "filesystem_mib": fs_mib,
+            "free_mib_after_mkfs": c.stat(n, "mounted", "fs_avail_kib").map(|k| k as f64 / 1024.0),
+            "fs_use_after_filler": fill(c, n, "filled"),
+            "host_mib_written_precondition_to_end": c.delta(n, "mkfs", "end", "data_sectors").map(mib),
+            "media_mib_written_mkfs_to_end": c.delta(n, "mkfs", "end", "media_bytes_written").map(|m| mib_of(m as f64)),
+            "device_waf_mkfs_to_end": device_waf(c, n, "mkfs", "end").ok(),
+            "phases": phases,
+        });
+        if let Some(sb) = &opts.mysql {
+            out["mysql"] = mysql_results(sb, c, n, &mut note);
+        }
+        out_sides.insert(n.to_string(), out);
     }
     json!({
         "task": "cargo xtask apps",
         "smoke": opts.smoke,
         "workload": {
             "tool": "db_bench (Debian rocksdb-tools)",
+            "db_bench": w.db_bench,
             "rocksdb_version": vmtest::installed_version("rocksdb-tools"),
             "num": w.num,
             "key_size": 16,
@@ -540,6 +685,20 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
             "seed": w.seed,
             "db_bench_options": apps_guest::db_bench_common(w),
         },
+        "mysql": opts.mysql.as_ref().map(|sb| json!({
+            "server": "mariadbd (Debian mariadb-server)",
+            "mariadb_version": vmtest::installed_version("mariadb-server"),
+            "sysbench_version": vmtest::installed_version("sysbench"),
+            "tables": sb.tables,
+            "table_size": sb.table_size,
+            "rows": sb.tables as u64 * sb.table_size as u64,
+            "seconds": sb.seconds,
+            "threads": sb.threads,
+            "buffer_pool_mib": sb.buffer_pool_mib,
+            "workloads": sb.workloads,
+            "sysbench_options": format!("{} {}", sb.common(), sb.run_options()),
+            "after_db_bench": w.db_bench,
+        })),
         "zones": opts.zones,
         "device_waf": {
             "how": "per side and phase: the bytes the media took (OCP SMART / Health Information \
@@ -554,33 +713,88 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
     })
 }
 
+/// A side's MariaDB phases: sysbench's figures (none for the load) and
+/// the counters around each; `note` records each phase's device WAF.
+fn mysql_results(
+    sb: &Sysbench,
+    c: &Collected,
+    n: &str,
+    note: &mut impl FnMut(&str, &str, &Result<f64, &'static str>),
+) -> Value {
+    let mut phases = serde_json::Map::new();
+    for p in sb.phases() {
+        let lines = c.sb.get(&(n.to_string(), p.to_string())).cloned().unwrap_or_default();
+        let (mut v, waf) = around(c, n, p);
+        note(n, p, &waf);
+        v.insert("elapsed_s".into(), json!(c.stat(n, &format!("after-{p}"), "elapsed_s")));
+        v.insert("sysbench_lines".into(), json!(lines.len()));
+        let datadir = c.stat(n, &format!("after-{p}"), "datadir_kib");
+        v.insert("datadir_mib_after".into(), json!(datadir.map(|k| k as f64 / 1024.0)));
+        if p != apps_mysql::PREPARE {
+            let f = apps_mysql::parse_sysbench(&lines);
+            v.extend(
+                json!({
+                    "tps": f.tps,
+                    "qps": f.qps,
+                    "transactions": f.transactions,
+                    "ignored_errors": f.ignored_errors,
+                    "avg_ms": f.avg_ms,
+                    "p95_ms": f.p95_ms,
+                    "p99_ms": f.p99_ms,
+                    "max_ms": f.max_ms,
+                    "seconds": f.seconds,
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            );
+        }
+        phases.insert(p.to_string(), Value::Object(v));
+    }
+    json!({ "phases": phases })
+}
+
 /// What a run must report; each missing figure is a failure.
-fn missing(results: &Value, w: &Workload) -> Vec<String> {
+fn missing(results: &Value, w: &Workload, mysql: Option<&Sysbench>) -> Vec<String> {
     let mut out = Vec::new();
     let Some(sides) = results["sides"].as_object() else { return vec!["no sides".into()] };
+    let counters = ["host_mib_written", "smart_mib_written", "media_mib_written"];
     for (name, s) in sides {
+        let f2fs = s["filesystem"] == "f2fs";
         for p in w.phases() {
-            let ph = &s["phases"][p];
-            let mut need = vec![
-                "ops_per_sec",
-                "p99_us",
-                "p999_us",
-                "host_mib_written",
-                "smart_mib_written",
-                "media_mib_written",
-                "device_waf",
-            ];
+            let mut need = vec!["ops_per_sec", "p99_us", "p999_us", "device_waf"];
+            need.extend(counters);
             if p != "readwhilewriting" {
                 need.push("mb_per_sec");
             }
-            if s["filesystem"] == "f2fs" {
+            if f2fs {
                 need.push("f2fs_gc_moved_blocks");
             }
-            for k in need {
-                if ph[k].is_null() {
-                    out.push(format!("{name} {p}: no {k}"));
-                }
+            out.extend(
+                need.iter()
+                    .filter(|k| s["phases"][p][**k].is_null())
+                    .map(|k| format!("{name} {p}: no {k}")),
+            );
+        }
+        for p in mysql.map(Sysbench::phases).unwrap_or_default() {
+            let mut need = counters.to_vec();
+            if p != apps_mysql::PREPARE {
+                need.extend(["tps", "p95_ms", "p99_ms"]);
             }
+            // A read-only workload may leave nothing for the device to
+            // write: its WAF has no denominator.
+            if p != "oltp_read_only" {
+                need.push("device_waf");
+            }
+            if f2fs {
+                need.push("f2fs_gc_moved_blocks");
+            }
+            let ph = &s["mysql"]["phases"][p];
+            out.extend(
+                need.iter()
+                    .filter(|k| ph[**k].is_null())
+                    .map(|k| format!("{name} mysql {p}: no {k}")),
+            );
         }
     }
     out
@@ -590,8 +804,102 @@ fn num(v: &Value, digits: usize) -> String {
     v.as_f64().map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "–".into())
 }
 
-/// The figures as a markdown table: one row per side and phase.
+/// The figures as markdown: db_bench's table (one row per side and
+/// phase), then MariaDB's (one row per side and sysbench phase).
 pub fn markdown(r: &Value) -> String {
+    let mut s = String::new();
+    if r["workload"]["db_bench"].as_bool().unwrap_or(true) {
+        s.push_str(&db_bench_table(r));
+    }
+    if r["mysql"].is_object() {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s.push_str(&mysql_table(r));
+    }
+    s
+}
+
+/// The per-phase counters of a table row: host, SMART and media MiB
+/// written, the device WAF, f2fs's GC blocks moved, the fill.
+fn counter_cells(f: &Value) -> String {
+    let pct = |v: &Value| v.as_f64().map(|x| format!("{:.0} %", x * 100.0)).unwrap_or("–".into());
+    format!(
+        "{} | {} | {} | {} | {} | {} → {}",
+        num(&f["host_mib_written"], 1),
+        num(&f["smart_mib_written"], 1),
+        num(&f["media_mib_written"], 1),
+        num(&f["device_waf"], 2),
+        f["f2fs_gc_moved_blocks"].as_u64().map(|v| v.to_string()).unwrap_or("–".into()),
+        pct(&f["fs_use_before"]),
+        pct(&f["fs_use_after"]),
+    )
+}
+
+/// MariaDB's table: sysbench's transactions/s and tails, the counters.
+fn mysql_table(r: &Value) -> String {
+    let mut s = String::new();
+    let m = &r["mysql"];
+    let _ = writeln!(
+        s,
+        "MariaDB {} with sysbench {}: {} table(s) of {} rows, {} threads, {} s per workload, \
+         InnoDB buffer pool {} MiB (O_DIRECT, a log flush per commit){}.\n",
+        m["mariadb_version"].as_str().unwrap_or("?"),
+        m["sysbench_version"].as_str().unwrap_or("?"),
+        m["tables"],
+        m["table_size"],
+        m["threads"],
+        m["seconds"],
+        m["buffer_pool_mib"],
+        if m["after_db_bench"].as_bool() == Some(true) {
+            "; after db_bench, its database removed, the filler kept"
+        } else {
+            ""
+        },
+    );
+    s.push_str(
+        "| stack | sysbench phase | transactions/s | queries/s | p95 (ms) | p99 (ms) | seconds | host MiB written | SMART MiB written | media MiB written | device WAF | f2fs GC blocks moved | fill before → after |\n",
+    );
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let order: Vec<&str> =
+        std::iter::once(apps_mysql::PREPARE).chain(apps_mysql::WORKLOADS).collect();
+    let mut ratios = Vec::new();
+    let sides = r["sides"].as_object().cloned().unwrap_or_default();
+    for (name, side) in &sides {
+        let phases = &side["mysql"]["phases"];
+        for p in order.iter().filter(|p| phases[**p].is_object()) {
+            let f = &phases[*p];
+            let _ = writeln!(
+                s,
+                "| {name} | {p} | {} | {} | {} | {} | {} | {} |",
+                num(&f["tps"], 1),
+                num(&f["qps"], 0),
+                num(&f["p95_ms"], 2),
+                num(&f["p99_ms"], 2),
+                f["elapsed_s"].as_u64().map(|v| v.to_string()).unwrap_or("–".into()),
+                counter_cells(f),
+            );
+            let zns = sides.get("f2fs-zns").map(|z| &z["mysql"]["phases"][*p]);
+            let ratio = |k: &str| -> Option<f64> {
+                Some((zns?[k].as_f64()? / f[k].as_f64()? - 1.0) * 100.0)
+            };
+            if let (Some(t), Some(l), false) = (ratio("tps"), ratio("p99_ms"), name == "f2fs-zns") {
+                ratios.push(format!("{p} f2fs-zns / {name}: {t:+.1} % (p99 {l:+.1} %)"));
+            }
+        }
+    }
+    if !ratios.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nTransactions/s (and p99 latency), ZNS against conventional: {}.",
+            ratios.join("; ")
+        );
+    }
+    s
+}
+
+/// db_bench's table: one row per side and phase.
+fn db_bench_table(r: &Value) -> String {
     let mut s = String::new();
     let w = &r["workload"];
     let _ = writeln!(
@@ -614,27 +922,15 @@ pub fn markdown(r: &Value) -> String {
         for (name, side) in sides {
             if let Some(phases) = side["phases"].as_object() {
                 for (p, f) in phases {
-                    let pct = |v: &Value| {
-                        v.as_f64().map(|x| format!("{:.0} %", x * 100.0)).unwrap_or("–".into())
-                    };
                     let _ = writeln!(
                         s,
-                        "| {name} | {p} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} |",
+                        "| {name} | {p} ({}) | {} | {} | {} | {} | {} |",
                         f["latency_of"].as_str().unwrap_or(""),
                         num(&f["ops_per_sec"], 0),
                         num(&f["mb_per_sec"], 1),
                         num(&f["p99_us"], 0),
                         num(&f["p999_us"], 0),
-                        num(&f["host_mib_written"], 1),
-                        num(&f["smart_mib_written"], 1),
-                        num(&f["media_mib_written"], 1),
-                        num(&f["device_waf"], 2),
-                        f["f2fs_gc_moved_blocks"]
-                            .as_u64()
-                            .map(|v| v.to_string())
-                            .unwrap_or("–".into()),
-                        pct(&f["fs_use_before"]),
-                        pct(&f["fs_use_after"]),
+                        counter_cells(f),
                     );
                 }
             }
@@ -671,31 +967,40 @@ fn update_doc(doc: &Path, table: &str) -> Result<()> {
     fs::write(doc, new).map_err(|e| Error::io(doc, e))
 }
 
-/// Bars: ops/s of each phase, one bar per stack.
+/// Bars: ops/s of each db_bench phase and transactions/s of each
+/// sysbench workload, one bar per stack.
 fn plot(r: &Value, path: &Path) -> Result<()> {
     let sides: Vec<(String, Value)> = r["sides"]
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
-    let phases: Vec<String> = sides
-        .first()
-        .and_then(|(_, s)| s["phases"].as_object().map(|m| m.keys().cloned().collect()))
-        .unwrap_or_default();
+    let first = sides.first().map(|(_, s)| s.clone()).unwrap_or_default();
+    let bars = |at: &dyn Fn(&Value) -> &Value| -> Vec<f64> {
+        sides.iter().map(|(_, s)| at(s).as_f64().unwrap_or(0.0)).collect()
+    };
+    // (title, axis, a bar per side)
+    let mut panels: Vec<(String, &str, Vec<f64>)> = Vec::new();
+    let phases: Vec<String> =
+        first["phases"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    for p in phases {
+        let v = bars(&|s: &Value| &s["phases"][p.as_str()]["ops_per_sec"]);
+        panels.push((format!("db_bench {p}"), "operations/s", v));
+    }
+    for p in apps_mysql::WORKLOADS.iter().filter(|p| first["mysql"]["phases"][**p].is_object()) {
+        let v = bars(&|s: &Value| &s["mysql"]["phases"][*p]["tps"]);
+        panels.push((format!("sysbench {p}"), "transactions/s", v));
+    }
     let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
         let root =
-            SVGBackend::new(path, (420 * phases.len().max(1) as u32, 420)).into_drawing_area();
+            SVGBackend::new(path, (420 * panels.len().max(1) as u32, 420)).into_drawing_area();
         root.fill(&WHITE)?;
-        let panels = root.split_evenly((1, phases.len().max(1)));
+        let areas = root.split_evenly((1, panels.len().max(1)));
         const COLORS: [RGBColor; 3] =
             [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44)];
-        for (area, p) in panels.iter().zip(&phases) {
-            let vals: Vec<f64> = sides
-                .iter()
-                .map(|(_, s)| s["phases"][p]["ops_per_sec"].as_f64().unwrap_or(0.0))
-                .collect();
+        for (area, (title, axis, vals)) in areas.iter().zip(&panels) {
             let top = vals.iter().cloned().fold(1.0, f64::max) * 1.15;
             let mut chart = ChartBuilder::on(area)
-                .caption(format!("db_bench {p}"), ("sans-serif", 18))
+                .caption(title, ("sans-serif", 18))
                 .margin(12)
                 .x_label_area_size(36)
                 .y_label_area_size(64)
@@ -712,7 +1017,7 @@ fn plot(r: &Value, path: &Path) -> Result<()> {
                         String::new()
                     }
                 })
-                .y_desc("operations/s")
+                .y_desc(*axis)
                 .label_style(("sans-serif", 13))
                 .draw()?;
             chart.draw_series(vals.iter().enumerate().map(|(i, v)| {
@@ -737,10 +1042,29 @@ mod tests {
         let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
         let full = p(&[]);
         assert!(!full.smoke && full.fs == ["ext4", "xfs"] && full.workload.overwrite);
+        let sb = full.mysql.clone().unwrap();
+        assert_eq!(sb.workloads, apps_mysql::WORKLOADS);
+        assert_eq!(
+            (sb.tables, sb.table_size, sb.seconds, sb.seed),
+            (4, 25_000, 30, full.workload.seed)
+        );
         assert_eq!(full.workload.phases(), ["fillrandom", "overwrite", "readwhilewriting"]);
         let smoke = p(&["--smoke"]);
         assert!(smoke.smoke && smoke.fs == ["ext4"] && smoke.workload.phases() == ["fillrandom"]);
         assert_eq!((smoke.workload.fill_percent, smoke.workload.precondition), (0, false));
+        let sb = smoke.mysql.unwrap();
+        assert_eq!((sb.workloads, sb.tables, sb.seconds), (vec!["oltp_read_write"], 1, 5));
+        let rocksdb = p(&["--apps", "rocksdb"]);
+        assert!(rocksdb.mysql.is_none() && rocksdb.workload.db_bench);
+        let mysql = p(&["--apps", "mysql", "--sb-workloads", "write_only", "--seed", "9"]);
+        assert!(!mysql.workload.db_bench && mysql.workload.phases().is_empty());
+        assert_eq!(
+            mysql.mysql.as_ref().map(|m| (m.workloads.clone(), m.seed)),
+            Some((vec!["oltp_write_only"], 9))
+        );
+        assert!(parse(["--apps", "postgres"].map(String::from).into_iter()).is_err());
+        assert!(parse(["--apps", ""].map(String::from).into_iter()).is_err());
+        assert!(parse(["--sb-workloads", "insert"].map(String::from).into_iter()).is_err());
         assert_eq!(p(&["--fs", "xfs", "--num", "10", "--seed", "3"]).workload.num, 10);
         assert!(parse(["--fs", "btrfs"].map(String::from).into_iter()).is_err());
     }
@@ -764,6 +1088,7 @@ mod tests {
             overwrite: false,
             precondition: false,
             seed: 1,
+            db_bench: true,
         };
         let phase = |ops: f64| {
             json!({"ops_per_sec": ops, "mb_per_sec": 1.0, "p99_us": 2.0, "p999_us": 3.0,
@@ -774,14 +1099,74 @@ mod tests {
             "f2fs-zns": {"filesystem": "f2fs", "phases": {"fillrandom": phase(125.0)}},
             "ext4-conv": {"filesystem": "ext4", "phases": {"fillrandom": phase(100.0)}},
         }});
-        assert!(missing(&r, &w).is_empty());
+        assert!(missing(&r, &w, None).is_empty());
         let t = markdown(&r);
         assert!(t.contains("fillrandom f2fs-zns / ext4-conv: +25.0 %"), "{t}");
         assert!(t.contains("| 4.0 | 4.0 | 5.0 | 1.25 | 0 |"), "{t}");
         r["sides"]["ext4-conv"]["phases"]["fillrandom"]["p999_us"] = Value::Null;
-        assert_eq!(missing(&r, &w), ["ext4-conv fillrandom: no p999_us"]);
+        assert_eq!(missing(&r, &w, None), ["ext4-conv fillrandom: no p999_us"]);
         r["sides"]["f2fs-zns"]["phases"]["fillrandom"]["device_waf"] = Value::Null;
-        assert_eq!(missing(&r, &w)[1], "f2fs-zns fillrandom: no device_waf");
+        assert_eq!(missing(&r, &w, None)[1], "f2fs-zns fillrandom: no device_waf");
+    }
+
+    #[test]
+    fn mysql_figures_are_required_tabled_and_compared() {
+        let w =
+            Workload { db_bench: false, ..parse(std::iter::empty()).unwrap().unwrap().workload };
+        let sb = Sysbench {
+            tables: 1,
+            table_size: 10,
+            seconds: 1,
+            threads: 1,
+            buffer_pool_mib: 16,
+            workloads: vec!["oltp_read_only", "oltp_write_only"],
+            seed: 1,
+        };
+        let counters = |waf: Value| {
+            json!({"host_mib_written": 4.0, "smart_mib_written": 4.0, "media_mib_written": 5.0,
+                   "device_waf": waf, "f2fs_gc_moved_blocks": 3, "elapsed_s": 9})
+        };
+        let run = |tps: f64, waf: Value| {
+            let mut v = counters(waf);
+            v["tps"] = json!(tps);
+            v["qps"] = json!(tps * 20.0);
+            v["p95_ms"] = json!(7.5);
+            v["p99_ms"] = json!(12.25);
+            v
+        };
+        let side = |fs: &str, tps: f64| {
+            json!({"filesystem": fs, "phases": {}, "mysql": {"phases": {
+                "sysbench_prepare": counters(json!(1.0)),
+                "oltp_read_only": run(tps, Value::Null),
+                "oltp_write_only": run(tps / 2.0, json!(1.5)),
+            }}})
+        };
+        let mut r = json!({"workload": {"db_bench": false}, "zones": 160,
+            "mysql": {"tables": 1, "table_size": 10, "threads": 1, "seconds": 1, "buffer_pool_mib": 16},
+            "sides": {"f2fs-zns": side("f2fs", 150.0), "ext4-conv": side("ext4", 100.0)}});
+        // A read-only run may give the device nothing to write.
+        assert!(missing(&r, &w, Some(&sb)).is_empty(), "{:?}", missing(&r, &w, Some(&sb)));
+        let t = markdown(&r);
+        assert!(!t.contains("db_bench"), "{t}");
+        assert!(t.contains("| f2fs-zns | oltp_write_only | 75.0 | 1500 | 7.50 | 12.25 | 9 | 4.0 | 4.0 | 5.0 | 1.50 | 3 |"), "{t}");
+        assert!(
+            t.find("| ext4-conv | sysbench_prepare |") < t.find("| ext4-conv | oltp_read_only |")
+        );
+        assert!(t.contains("oltp_read_only f2fs-zns / ext4-conv: +50.0 % (p99 +0.0 %)"), "{t}");
+        r["sides"]["ext4-conv"]["mysql"]["phases"]["oltp_write_only"]["p99_ms"] = Value::Null;
+        r["sides"]["ext4-conv"]["mysql"]["phases"]["oltp_write_only"]["device_waf"] = Value::Null;
+        r["sides"]["f2fs-zns"]["mysql"]["phases"]["sysbench_prepare"]["f2fs_gc_moved_blocks"] =
+            Value::Null;
+        assert_eq!(
+            missing(&r, &w, Some(&sb)),
+            [
+                "ext4-conv mysql oltp_write_only: no p99_ms",
+                "ext4-conv mysql oltp_write_only: no device_waf",
+                "f2fs-zns mysql sysbench_prepare: no f2fs_gc_moved_blocks"
+            ]
+        );
+        r["sides"]["f2fs-zns"]["mysql"] = Value::Null;
+        assert_eq!(missing(&r, &w, Some(&sb)).len(), 2 + 5 + 7 + 8);
     }
 
     #[test]

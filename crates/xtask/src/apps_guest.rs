@@ -8,11 +8,15 @@
 //! for the controller's SMART log (its data units written), `APPS-OCP SIDE
 //! POINT PAGE` for its OCP SMART / Health Information Extended log (the
 //! bytes its media took: nvme-cli's JSON, or the raw page in hex where
-//! nvme-cli has no OCP plugin), and `APPS-DB SIDE PHASE LINE` for each line
-//! `db_bench` printed in a phase.
+//! nvme-cli has no OCP plugin), `APPS-DB SIDE PHASE LINE` for each line
+//! `db_bench` printed in a phase, and `APPS-SB SIDE PHASE LINE` for each
+//! line sysbench printed (MariaDB's phases, [`crate::apps_mysql`]).
 
 use std::collections::BTreeMap;
 
+use std::path::Path;
+
+use crate::apps_mysql::{self, Sysbench};
 use crate::clients::{end_lines, start_lines};
 
 /// Prefix of a counter line.
@@ -73,11 +77,16 @@ pub struct Workload {
     pub precondition: bool,
     /// db_bench's seed.
     pub seed: u64,
+    /// Run db_bench at all (its phases; MariaDB's may run alone).
+    pub db_bench: bool,
 }
 
 impl Workload {
     /// The phases this workload runs.
     pub fn phases(&self) -> Vec<&'static str> {
+        if !self.db_bench {
+            return Vec::new();
+        }
         let mut p = vec![PHASES[0]];
         if self.overwrite {
             p.push(PHASES[1]);
@@ -109,21 +118,41 @@ pub fn db_bench_common(w: &Workload) -> String {
     )
 }
 
+/// MariaDB's part of a run: its workload and the directory of the
+/// server's data files in the guest.
+#[derive(Debug, Clone, Copy)]
+pub struct Mysql<'a> {
+    /// sysbench's tables and workloads.
+    pub sysbench: &'a Sysbench,
+    /// The server's messages, character sets and bootstrap SQL.
+    pub share: &'a Path,
+}
+
 /// The guest's `/init`: for each side, connect to its target, find its
 /// namespaces by subsystem and namespace ID, (precondition,) mkfs, mount,
-/// filler file, db_bench's phases with the counters read around each,
-/// umount, disconnect.
-pub fn init_script(modules: &[String], sides: &[Side], w: &Workload, mke2fs: &str) -> String {
+/// filler file, db_bench's phases and MariaDB's with the counters read
+/// around each, umount, disconnect.
+pub fn init_script(
+    modules: &[String],
+    sides: &[Side],
+    w: &Workload,
+    mysql: Option<Mysql>,
+    mke2fs: &str,
+) -> String {
     let mut s = start_lines(
-        "RocksDB's db_bench on f2fs over a ZNS model and on ext4/XFS over its conventional \
-         twin, counters around each phase, a result marker, power off.",
+        "RocksDB's db_bench and MariaDB with sysbench on f2fs over a ZNS model and on \
+         ext4/XFS over its conventional twin, counters around each phase, a result marker, \
+         power off.",
         modules,
         false,
     );
     s.push_str(&format!("MKE2FS={mke2fs}\n"));
     s.push_str(&helpers());
+    if let Some(m) = mysql {
+        s.push_str(&apps_mysql::helpers(m.share));
+    }
     for side in sides {
-        s.push_str(&side_lines(side, w));
+        s.push_str(&side_lines(side, w, mysql.map(|m| m.sysbench)));
     }
     s.push_str(&end_lines());
     s
@@ -202,7 +231,7 @@ phase() {{
 }
 
 /// The lines of one side.
-fn side_lines(side: &Side, w: &Workload) -> String {
+fn side_lines(side: &Side, w: &Workload, sysbench: Option<&Sysbench>) -> String {
     let common = db_bench_common(w);
     let name = &side.name;
     let nqn = &side.nqn;
@@ -239,6 +268,10 @@ FSDEV=$(ls /sys/fs/f2fs | grep -v '^features$' | head -n 1)
             _ => "$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D",
         };
         if w.precondition {
+            // Discarded whole first, each conventional side starts from the
+            // same state, not from the garbage the side before left in the
+            // FTL they share.
+            s.push_str(&format!("run discard-{name} blkdiscard /dev/$D\n"));
             s.push_str(&format!(
                 "run precondition-{name} dd if=/dev/zero of=/dev/$D bs=1M count=$(( $(cat /sys/block/$D/size) / 2048 )) conv=fsync\n"
             ));
@@ -253,7 +286,7 @@ run mount-{name} mount -t {fs} /dev/$D $MNT
     }
     s.push_str("counters mounted\n");
     if w.fill_percent > 0 {
-        let (pct, db) = (w.fill_percent, w.db_mib());
+        let (pct, db) = (w.fill_percent, if w.db_bench { w.db_mib() } else { 0 });
         // The fill ratio is of the space free after mkfs (what df calls
         // available): f2fs on zones whose capacity is below their size
         // counts the gaps as used.
@@ -287,6 +320,9 @@ counters filled
             ),
         };
         s.push_str(&format!("phase {p} {common} {extra}\n"));
+    }
+    if let Some(sb) = sysbench {
+        s.push_str(&apps_mysql::side_lines(name, sb, w.db_bench));
     }
     s.push_str(&format!(
         r#"run umount-{name} umount $MNT
@@ -370,6 +406,8 @@ pub struct Collected {
     pub stats: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
     /// db_bench's lines: (side, phase) -> lines.
     pub db: BTreeMap<(String, String), Vec<String>>,
+    /// sysbench's lines: (side, phase) -> lines.
+    pub sb: BTreeMap<(String, String), Vec<String>>,
     /// SMART lines without data units written, as printed.
     pub smart_errors: Vec<String>,
     /// OCP extended SMART lines without media bytes, as printed.
@@ -468,11 +506,15 @@ impl Collected {
                     None => self.ocp_errors.push(format!("{side} {point}: {page}")),
                 }
             }
-        } else if let Some(rest) = line.strip_prefix(DB) {
+        } else if let Some((rest, to)) = line
+            .strip_prefix(DB)
+            .map(|r| (r, &mut self.db))
+            .or_else(|| line.strip_prefix(apps_mysql::SB).map(|r| (r, &mut self.sb)))
+        {
             let mut it = rest.splitn(3, ' ');
             if let (Some(side), Some(phase)) = (it.next(), it.next()) {
                 let text = it.next().unwrap_or("").to_string();
-                self.db.entry((side.into(), phase.into())).or_default().push(text);
+                to.entry((side.into(), phase.into())).or_default().push(text);
             }
         }
     }
@@ -501,6 +543,7 @@ mod tests {
             overwrite: true,
             precondition: true,
             seed: 7,
+            db_bench: true,
         }
     }
 
@@ -510,7 +553,17 @@ mod tests {
             Side { name: "f2fs-zns".into(), fs: "f2fs", nqn: "nqn.z".into(), port: 4420 },
             Side { name: "ext4-conv".into(), fs: "ext4", nqn: "nqn.c".into(), port: 4421 },
         ];
-        let s = init_script(&["f2fs.ko".into()], &sides, &workload(), "/sbin/mke2fs");
+        let sb = Sysbench {
+            tables: 1,
+            table_size: 100,
+            seconds: 2,
+            threads: 1,
+            buffer_pool_mib: 8,
+            workloads: vec!["oltp_write_only"],
+            seed: 3,
+        };
+        let mysql = Mysql { sysbench: &sb, share: Path::new("/usr/share/mysql") };
+        let s = init_script(&["f2fs.ko".into()], &sides, &workload(), Some(mysql), "/sbin/mke2fs");
         assert!(s.starts_with("#!/bin/sh\n") && s.trim_end().ends_with("poweroff -f"));
         let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} not in {s}"));
         assert!(at("-s 4420 -n nqn.z") < at("mkfs.f2fs -q -f -m -c /dev/$D /dev/$META"));
@@ -520,7 +573,12 @@ mod tests {
                 && at("phase overwrite") < at("phase readwhilewriting")
         );
         assert!(at("nvme disconnect -n nqn.z") < at("-s 4421 -n nqn.c"));
+        // MariaDB after db_bench, on the same filesystem, before umount.
+        assert!(at("mysql_sql() {") < at("# ---- f2fs-zns"));
+        assert!(at("phase readwhilewriting") < at("mysql_init $MNT/mysql"));
+        assert!(at("sb_phase oltp_write_only") < at("run umount-f2fs-zns"));
         assert!(at("precondition-ext4-conv dd") < at("$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D"));
+        assert!(at("run discard-ext4-conv blkdiscard /dev/$D") < at("precondition-ext4-conv dd"));
         assert!(s.contains("--duration=5") && s.contains("--num=1000") && s.contains("--seed=7"));
         assert!(s.contains("nvme ocp smart-add-log /dev/$CTRL -o json"), "{s}");
         assert!(s.contains("--log-id=0xc0 --log-len=512 -b"), "{s}");
@@ -532,10 +590,17 @@ mod tests {
             ..workload()
         };
         assert_eq!(smoke.phases(), ["fillrandom"]);
-        let s = init_script(&[], &sides, &smoke, "/sbin/mke2fs");
+        let s = init_script(&[], &sides, &smoke, None, "/sbin/mke2fs");
         assert!(
             !s.contains("phase overwrite") && !s.contains("filler") && !s.contains("precondition-")
         );
+        assert!(!s.contains("blkdiscard"));
+        assert!(!s.contains("mysql_init") && !s.contains("sb_phase"));
+        let alone = Workload { db_bench: false, ..workload() };
+        assert!(alone.phases().is_empty());
+        let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs");
+        assert!(!s.contains("phase fillrandom") && !s.contains("rm -rf $MNT/db"), "{s}");
+        assert!(s.contains("then a database of 0 MiB") && s.contains("sb_phase oltp_write_only"));
     }
 
     #[test]
@@ -587,6 +652,7 @@ Percentiles: P50: 30.00 P75: 40.00 P99: 300.00 P99.9: 900.00 P99.99: 2000.00";
         c.watch("APPS-STAT f2fs-zns after-fillrandom data_sectors 300");
         c.watch("APPS-DB f2fs-zns fillrandom fillrandom   :  1 micros/op");
         c.watch("vmtest: something else");
+        c.watch("APPS-SB ext4-conv oltp_read_only     transactions:   10   (2.00 per sec.)");
         c.watch(
             r#"APPS-SMART f2fs-zns end {  "critical_warning":0,  "data_units_written":"42",  "x":1}"#,
         );
@@ -612,5 +678,10 @@ Percentiles: P50: 30.00 P75: 40.00 P99: 300.00 P99.9: 900.00 P99.99: 2000.00";
             ["fillrandom   :  1 micros/op"]
         );
         assert_eq!(c.stat("ext4-conv", "end", "data_sectors"), None);
+        assert_eq!(
+            c.sb[&("ext4-conv".to_string(), "oltp_read_only".to_string())],
+            ["    transactions:   10   (2.00 per sec.)"]
+        );
+        assert!(!c.db.contains_key(&("ext4-conv".to_string(), "oltp_read_only".to_string())));
     }
 }

@@ -30,6 +30,7 @@
 
 mod apps;
 mod apps_guest;
+mod apps_mysql;
 mod clients;
 mod cpio;
 mod crash;
@@ -117,8 +118,9 @@ commands:
   ublk-perf  4 KiB random reads at QD 1 and 32 through ublk, NBD, nvme-tcp and
            null_blk in that guest (`cargo xtask ublk --parts perf`); writes
            docs/ublk-perf.json
-  apps     RocksDB's db_bench in a guest on f2fs over a ZNS model and on ext4/XFS over
-           its conventional twin (nvme-tcp to zns serve); writes apps.json, apps.svg;
+  apps     RocksDB's db_bench and MariaDB with sysbench in a guest on f2fs over a ZNS
+           model and on ext4/XFS over its conventional twin (nvme-tcp to zns serve);
+           writes apps.json, apps.svg;
            `cargo xtask apps --help` (`--smoke`: one short run per side)
   crate-graph  the workspace's crate graph from `cargo metadata`, written into
            docs/architecture.md (a test checks it); `--check` only compares
