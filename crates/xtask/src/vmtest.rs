@@ -479,11 +479,11 @@ fn package_of(program: &str) -> &'static str {
     match program {
         "zns" => "zns-cli",
         "zns-engines" => "zns-bench",
-        _ => "zns-device",
+        _ => "zns-tools",
     }
 }
 
-/// Builds `programs` (binaries of `zns-device`, `zns` of `zns-cli`, or
+/// Builds `programs` (binaries of `zns-tools`, `zns` of `zns-cli`, or
 /// `zns-engines` of `zns-bench`)
 /// statically for the guest (against glibc when `glibc`, else musl where
 /// rustup has it); returns their paths, in order.

@@ -35,21 +35,40 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use clap::Parser;
+
 use run::{Config, Side};
 
-const USAGE: &str = "usage: zns-differential [--seed N] [--count N] [--sequence K] \
-[--length MIN..MAX] [--verbose] [--max-differences N] URI
-Runs random command sequences on the device URI and on an emulated device with the
-same geometry, and compares every completion and zone report. Resets every zone:
-use scratch devices only.
+/// Runs random command sequences on the device URI and on an emulated
+/// device with the same geometry, and compares every completion and zone
+/// report. Resets every zone: use scratch devices only.
+#[derive(Debug, Parser)]
+#[command(name = "zns-differential", version)]
+struct Args {
+    /// Seed, decimal or 0x hex (default: from the clock, printed).
+    #[arg(long, value_parser = number)]
+    seed: Option<u64>,
+    /// Sequences to run.
+    #[arg(long, default_value = "1000", value_parser = number)]
+    count: u64,
+    /// Run only sequence K of the seed (with --verbose: to replay one).
+    #[arg(long, value_name = "K", value_parser = number)]
+    sequence: Option<u64>,
+    /// Random commands per sequence.
+    #[arg(long, value_name = "MIN..MAX", default_value = "20..50", value_parser = length)]
+    length: (u64, u64),
+    /// Print every command and both completions.
+    #[arg(long)]
+    verbose: bool,
+    /// Stop after N unexplained differences.
+    #[arg(long, value_name = "N", default_value = "20", value_parser = number)]
+    max_differences: u64,
+    /// The device under test.
+    #[arg(value_name = "URI")]
+    uri: String,
+}
 
-  --seed N             seed (decimal or 0x hex; default: from the clock, printed)
-  --count N            sequences (default 1000)
-  --sequence K         run only sequence K of the seed (with --verbose: to replay one)
-  --length MIN..MAX    random commands per sequence (default 20..50)
-  --verbose            print every command and both completions
-  --max-differences N  stop after N unexplained differences (default 20)";
-
+/// A count or seed, decimal or `0x` hex.
 fn number(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
@@ -58,66 +77,42 @@ fn number(s: &str) -> Result<u64, String> {
     r.map_err(|_| format!("{s:?} is not a number"))
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<(Config, String)>, String> {
-    let mut cfg = Config {
-        seed: 0,
-        first: 0,
-        count: 1000,
-        min_len: 20,
-        max_len: 50,
-        verbose: false,
-        max_differences: 20,
-    };
-    let mut seed = None;
-    let mut sequence = None;
-    let mut uri = None;
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--seed" => seed = Some(number(&value("--seed")?)?),
-            "--count" => cfg.count = number(&value("--count")?)?,
-            "--sequence" => sequence = Some(number(&value("--sequence")?)?),
-            "--max-differences" => cfg.max_differences = number(&value("--max-differences")?)?,
-            "--length" => {
-                let v = value("--length")?;
-                let (lo, hi) = v.split_once("..").ok_or(format!("--length {v:?}: MIN..MAX"))?;
-                cfg.min_len = number(lo)?;
-                cfg.max_len = number(hi)?;
-                if cfg.min_len > cfg.max_len {
-                    return Err(format!("--length {v:?}: MIN exceeds MAX"));
-                }
-            }
-            "--verbose" => cfg.verbose = true,
-            s if s.starts_with('-') => return Err(format!("unknown option {s}\n{USAGE}")),
-            _ if uri.is_some() => return Err(format!("one device URI only\n{USAGE}")),
-            _ => uri = Some(a),
-        }
+/// `MIN..MAX`, MIN not above MAX.
+fn length(v: &str) -> Result<(u64, u64), String> {
+    let (lo, hi) = v.split_once("..").ok_or(format!("{v:?}: MIN..MAX"))?;
+    let (lo, hi) = (number(lo)?, number(hi)?);
+    if lo > hi {
+        return Err(format!("{v:?}: MIN exceeds MAX"));
     }
-    let uri = uri.ok_or(USAGE)?;
-    cfg.seed = seed.unwrap_or_else(|| {
-        let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        rng::mix(t.as_nanos() as u64 ^ std::process::id() as u64)
-    });
-    if let Some(k) = sequence {
-        cfg.first = k;
-        cfg.count = 1;
+    Ok((lo, hi))
+}
+
+impl Args {
+    /// The run's configuration and the device URI.
+    fn config(self) -> (Config, String) {
+        let seed = self.seed.unwrap_or_else(|| {
+            let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+            rng::mix(t.as_nanos() as u64 ^ std::process::id() as u64)
+        });
+        let (first, count) = match self.sequence {
+            Some(k) => (k, 1),
+            None => (0, self.count),
+        };
+        let cfg = Config {
+            seed,
+            first,
+            count,
+            min_len: self.length.0,
+            max_len: self.length.1,
+            verbose: self.verbose,
+            max_differences: self.max_differences,
+        };
+        (cfg, self.uri)
     }
-    Ok(Some((cfg, uri)))
 }
 
 fn main() -> ExitCode {
-    let (cfg, uri) = match parse(std::env::args().skip(1)) {
-        Ok(Some(x)) => x,
-        Ok(None) => return ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("zns-differential: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let (cfg, uri) = Args::parse().config();
     match differential(&cfg, &uri) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -10,81 +10,58 @@
 //! check's name, then one `N passed, N failed` line; the exit code is 1
 //! when any check failed or a device could not be opened.
 
-#[path = "../../tests/conformance/mod.rs"]
+#[path = "../../../device/tests/conformance/mod.rs"]
 mod conformance;
 
 use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str =
-    "usage: zns-conformance [--list] [--only CHECK,...] [--skip CHECK,...] [--repeat N] [--fail-fast] URI...
-Runs the device conformance suite against each device URI (emu:, pcie:, ng:, zbd:).
-Every check resets every zone: use scratch devices only.";
+use clap::Parser;
 
-fn names(list: &str) -> Result<Vec<String>, String> {
-    let known: Vec<&str> = conformance::CHECKS.iter().map(|(n, _)| *n).collect();
-    list.split(',')
-        .filter(|n| !n.is_empty())
-        .map(|n| {
-            if known.contains(&n) {
-                Ok(n.to_string())
-            } else {
-                Err(format!("unknown check {n:?} (--list shows them)"))
-            }
-        })
-        .collect()
-}
-
+/// Runs the device conformance suite against each device URI (emu:, pcie:,
+/// ng:, zbd:, tcp:). Every check resets every zone: use scratch devices
+/// only.
+#[derive(Debug, Parser)]
+#[command(name = "zns-conformance", version)]
 struct Args {
+    /// List the checks and exit.
+    #[arg(long)]
+    list: bool,
+    /// Run only these checks (comma separated).
+    #[arg(long, value_name = "CHECK,...", value_delimiter = ',', value_parser = check_name)]
     only: Option<Vec<String>>,
+    /// Leave these checks out (comma separated).
+    #[arg(long, value_name = "CHECK,...", value_delimiter = ',', value_parser = check_name)]
     skip: Vec<String>,
+    /// Run the suite this many times on each device.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
+    /// Stop at the first failed check.
+    #[arg(long)]
     fail_fast: bool,
+    /// The devices.
+    #[arg(value_name = "URI", required_unless_present = "list")]
     uris: Vec<String>,
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a =
-        Args { only: None, skip: Vec::new(), repeat: 1, fail_fast: false, uris: Vec::new() };
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--list" => {
-                for (name, _) in conformance::CHECKS {
-                    println!("{name}");
-                }
-                return Ok(None);
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--only" => a.only = Some(names(&args.next().ok_or("--only needs a list")?)?),
-            "--skip" => a.skip.extend(names(&args.next().ok_or("--skip needs a list")?)?),
-            "--fail-fast" => a.fail_fast = true,
-            "--repeat" => {
-                let n = args.next().ok_or("--repeat needs a count")?;
-                a.repeat = n.parse().map_err(|_| format!("--repeat {n:?}: not a count"))?;
-            }
-            s if s.starts_with('-') => return Err(format!("unknown option {s}\n{USAGE}")),
-            _ => a.uris.push(arg),
-        }
+/// A check's name, refused unless the suite has it.
+fn check_name(name: &str) -> Result<String, String> {
+    if conformance::CHECKS.iter().any(|(n, _)| *n == name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!("unknown check {name:?} (--list shows them)"))
     }
-    if a.uris.is_empty() {
-        return Err(USAGE.into());
-    }
-    Ok(Some(a))
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => return ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("zns-conformance: {e}");
-            return ExitCode::from(2);
+    let args = Args::parse();
+    if args.list {
+        for (name, _) in conformance::CHECKS {
+            println!("{name}");
         }
-    };
+        return ExitCode::SUCCESS;
+    }
     let (mut passed, mut failed) = (0u32, 0u32);
     for uri in &args.uris {
         let dev = match zns_device::open(uri) {
@@ -110,7 +87,7 @@ fn main() -> ExitCode {
             i.mdts_bytes >> 10,
             i.zasl_bytes >> 10
         );
-        let rounds = args.repeat.max(1) as usize;
+        let rounds = args.repeat as usize;
         let checks = conformance::CHECKS.iter().cycle().take(conformance::CHECKS.len() * rounds);
         for (name, check) in checks {
             let selected = args.only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
