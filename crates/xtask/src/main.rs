@@ -39,6 +39,7 @@ mod dhchap;
 mod elf;
 mod engines;
 mod f2fs;
+mod fidelity;
 mod fio_zbd;
 mod guest;
 mod kernel;
@@ -122,6 +123,10 @@ commands:
            model and on ext4/XFS over its conventional twin (nvme-tcp to zns serve);
            writes apps.json, apps.svg;
            `cargo xtask apps --help` (`--smoke`: one short run per side)
+  fidelity path (d) of the real-time fidelity table: zns characterize in a guest
+           through the kernel's nvme-tcp to the ZN540 model on `zns serve`, dilated
+           by the guest's measured slowdown, beside the host's own paths;
+           `cargo xtask fidelity --help`
   crate-graph  the workspace's crate graph from `cargo metadata`, written into
            docs/architecture.md (a test checks it); `--check` only compares
   engines  compare queue-depth-1 latency of znskit's backends and fio's engines
@@ -161,6 +166,10 @@ fn main() -> ExitCode {
         }
         Some("apps") => apps::parse(args).and_then(|o| match o {
             Some(o) => apps::run(&o),
+            None => Ok(()),
+        }),
+        Some("fidelity") => fidelity::parse(args).and_then(|o| match o {
+            Some(o) => fidelity::run(&o),
             None => Ok(()),
         }),
         Some("engines") => engines::Options::parse(args).and_then(|o| match o {
