@@ -161,8 +161,8 @@ pub fn run(a: &Args) -> Result<()> {
     }
     vmtest::ensure_host_tools(vm.install, false, &cache)?;
     let zns = build_zns(&root, &target)?;
-    let mut files = vmtest::build_guest_binaries(&root, &target, vm.install, vm.glibc, &["zns"])?;
-    files.extend(guest_files(&[("nvme", "nvme-cli")], vm.install)?);
+    let programs = vmtest::build_guest_binaries(&root, &target, vm.install, vm.glibc, &["zns"])?;
+    let files = guest_files(&[("nvme", "nvme-cli")], vm.install)?;
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Generic, vm.kernel.as_deref(), vm.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, &[])?;
@@ -171,7 +171,7 @@ pub fn run(a: &Args) -> Result<()> {
     let port = free_port()?;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let script = init_script(&names, port, host_ns, a);
-    let initramfs = vmtest::pack_initramfs(&dir, &[], &modules, &script, &files)?;
+    let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &files)?;
     let devices: Vec<String> = ["-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0"]
         .map(String::from)
         .to_vec();
@@ -325,7 +325,8 @@ echo "{PROBE}$(tr -d ' \n' < /tmp/probe.json)"
         ),
     }
     s.push_str(&format!(
-        r#"echo "{DILATION}$F"
+        r#"[ -n "$F" ] || {{ say "FAILED: no dilation from the probe"; fail=1; F=1; }}
+echo "{DILATION}$F"
 i=0
 while [ $i -lt 120 ] && ! nvme discover -t tcp -a 10.0.2.2 -s {port} >/dev/null 2>&1; do sleep 1; i=$((i + 1)); done
 "#
