@@ -46,7 +46,9 @@ pub fn run(out: &mut dyn Write) -> Result<()> {
     }
     for f in &funcs {
         let binding = f.driver.as_deref().unwrap_or("no driver");
-        let how = if f.usable_by_user_space_driver() {
+        let how = if f.driver.as_deref() == Some("vfio-pci") {
+            format!("open with --device {} (access to its /dev/vfio/N)", f.uri())
+        } else if f.usable_by_user_space_driver() {
             format!("open with --device {} (as root)", f.uri())
         } else {
             format!(

@@ -82,14 +82,18 @@ pub struct PciFunction {
 
 impl PciFunction {
     /// True when the user-space driver can take it as it is bound (unbound,
-    /// `vfio-pci` or `uio_pci_generic`); root is still needed.
+    /// `vfio-pci` or `uio_pci_generic`); root is still needed without VFIO.
     pub fn usable_by_user_space_driver(&self) -> bool {
         self.driver.as_deref().is_none_or(|d| USER_SPACE_DRIVERS.contains(&d))
     }
 
-    /// The URI that opens it with the user-space driver.
+    /// The URI that opens it with the user-space driver (through VFIO,
+    /// `transport=vfio`, when it is bound to `vfio-pci`).
     pub fn uri(&self) -> String {
-        format!("pcie:{}", self.address)
+        match self.driver.as_deref() {
+            Some("vfio-pci") => format!("pcie:{},transport=vfio", self.address),
+            _ => format!("pcie:{}", self.address),
+        }
     }
 }
 
@@ -254,6 +258,9 @@ mod tests {
         assert_eq!((f[0].vendor, f[0].device, f[0].class), (0x1b36, 0x0010, 0x010802));
         assert!(f[0].usable_by_user_space_driver());
         assert_eq!(f[0].uri(), "pcie:0000:00:04.0");
+        let vfio = PciFunction { driver: Some("vfio-pci".into()), ..f[0].clone() };
+        assert!(vfio.usable_by_user_space_driver());
+        assert_eq!(vfio.uri(), "pcie:0000:00:04.0,transport=vfio");
         assert!(kernel_controllers_in(&sys.join("missing")).is_empty());
         assert!(natural_key("nvme10") > natural_key("nvme2"));
     }

@@ -67,7 +67,7 @@ pub use info::{
     Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo,
 };
 pub use op::{Completion, CopyRange, Rejected, ZoneOp};
-pub use uri::{DeviceUri, DEFAULT_URI};
+pub use uri::{DeviceUri, PcieUri, DEFAULT_URI};
 pub use zns_spec::{ReportFilter, Status, StatusCode, ZoneAttributes, ZoneState, ZoneType};
 pub use zone::{parse_report, Target, Zone, ZoneAction, ZoneReport};
 
@@ -78,7 +78,7 @@ pub use zone::{parse_report, Target, Zone, ZoneAction, ZoneReport};
 pub fn open(uri: &str) -> Result<Arc<dyn ZonedDevice>> {
     Ok(match uri.parse::<DeviceUri>()? {
         DeviceUri::Emulator(e) => Arc::new(DriverDevice::open_emulator(&e, uri)?),
-        DeviceUri::Pcie(addr) => Arc::new(DriverDevice::open_pcie(&addr, uri)?),
+        DeviceUri::Pcie(p) => Arc::new(DriverDevice::open_pcie(&p.addr, p.binding, uri)?),
         DeviceUri::Passthrough(path) => Arc::new(PassthroughDevice::open(&path, uri)?),
         DeviceUri::ZonedBlock(z) => Arc::new(ZonedBlockDevice::open(&z.path, z.io, uri)?),
         DeviceUri::Tcp(t) => Arc::new(TcpDevice::open(&t, uri)?),

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, RwLock};
 
+use zns_driver::transport::PciBinding;
 use zns_driver::PciAddress;
 pub use zns_emulator::clock::{ClockMode, Dilation};
 use zns_emulator::profile::{valid_block_size, Profile};
@@ -257,6 +258,20 @@ impl BlockIo {
     }
 }
 
+/// Options of a `pcie:` URI.
+pub const PCIE_OPTIONS: &[&str] = &["transport"];
+
+/// A `pcie:` URI.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcieUri {
+    /// The controller's PCI function.
+    pub addr: PciAddress,
+    /// Which user-space path reaches it (`transport=`; `auto` when absent).
+    pub binding: PciBinding,
+}
+
 /// A `zbd:` URI.
 ///
 /// Thread safety: plain data.
@@ -275,8 +290,9 @@ pub struct ZonedBlockUri {
 pub enum DeviceUri {
     /// `emu:...`: the in-process emulator through the user-space driver.
     Emulator(EmulatorUri),
-    /// `pcie:BDF`: the user-space driver on a PCIe controller.
-    Pcie(PciAddress),
+    /// `pcie:BDF[,transport=...]`: the user-space driver on a PCIe
+    /// controller.
+    Pcie(PcieUri),
     /// `ng:PATH`: io_uring NVMe passthrough on a generic namespace device.
     Passthrough(PathBuf),
     /// `zbd:PATH[,io=...]`: the kernel's zoned block device.
@@ -450,17 +466,7 @@ impl FromStr for DeviceUri {
         };
         match scheme {
             "emu" => parse_emulator(rest).map(DeviceUri::Emulator).map_err(bad),
-            "pcie" => {
-                if rest.contains(',') {
-                    return Err(bad("pcie: URIs take no options".into()));
-                }
-                let addr: PciAddress = rest.parse().map_err(|_| {
-                    bad(format!(
-                        "{rest:?} is not a PCI address (expected DDDD:BB:DD.F, e.g. 0000:00:04.0)"
-                    ))
-                })?;
-                Ok(DeviceUri::Pcie(addr))
-            }
+            "pcie" => parse_pcie(rest).map(DeviceUri::Pcie).map_err(bad),
             "ng" => {
                 if rest.is_empty() {
                     return Err(bad("ng: needs a device path, e.g. ng:/dev/ng0n1".into()));
@@ -481,6 +487,40 @@ impl FromStr for DeviceUri {
             ))),
         }
     }
+}
+
+fn parse_pcie(rest: &str) -> Result<PcieUri, String> {
+    let mut items = rest.split(',');
+    let bdf = items.next().unwrap_or_default();
+    let addr: PciAddress = bdf.parse().map_err(|_| {
+        format!("{bdf:?} is not a PCI address (expected DDDD:BB:DD.F, e.g. 0000:00:04.0)")
+    })?;
+    let mut binding = None;
+    for item in items {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(format!(
+                "{item:?} is not a key=value option (valid options: {})",
+                PCIE_OPTIONS.join(", ")
+            ));
+        };
+        match key {
+            "transport" if binding.is_some() => return Err(format!("option {key:?} given twice")),
+            "transport" => {
+                binding = Some(
+                    value
+                        .parse::<PciBinding>()
+                        .map_err(|_| one_of(key, value, PciBinding::VALUES))?,
+                )
+            }
+            _ => {
+                return Err(format!(
+                    "unknown option {key:?} (valid options: {})",
+                    PCIE_OPTIONS.join(", ")
+                ))
+            }
+        }
+    }
+    Ok(PcieUri { addr, binding: binding.unwrap_or_default() })
 }
 
 fn parse_zoned_block(rest: &str) -> Result<ZonedBlockUri, String> {
@@ -667,7 +707,13 @@ impl fmt::Display for DeviceUri {
     /// The canonical form, e.g. `emu:tiny,media=null`, `pcie:0000:00:04.0`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeviceUri::Pcie(a) => write!(f, "pcie:{a}"),
+            DeviceUri::Pcie(p) => {
+                write!(f, "pcie:{}", p.addr)?;
+                if p.binding != PciBinding::Auto {
+                    write!(f, ",transport={}", p.binding.name())?;
+                }
+                Ok(())
+            }
             DeviceUri::Layered { uri, .. } => f.write_str(uri),
             DeviceUri::Tcp(t) => {
                 write!(f, "tcp:{}/{}", t.addr, t.nqn)?;
@@ -866,6 +912,11 @@ mod tests {
         }
         assert_eq!("emu:".parse::<DeviceUri>().unwrap().to_string(), "emu:zn540");
         assert_eq!("pcie:00:04.0".parse::<DeviceUri>().unwrap().to_string(), "pcie:0000:00:04.0");
+        let v: DeviceUri = "pcie:00:05.0,transport=vfio".parse().unwrap();
+        assert!(matches!(v, DeviceUri::Pcie(PcieUri { binding: PciBinding::Vfio, .. })));
+        assert_eq!(v.to_string(), "pcie:0000:00:05.0,transport=vfio");
+        let a: DeviceUri = "pcie:00:05.0,transport=auto".parse().unwrap();
+        assert_eq!(a.to_string(), "pcie:0000:00:05.0");
     }
 
     #[test]
@@ -945,6 +996,9 @@ mod tests {
         assert!(err("zbd:/dev/nvme0n1,psync").contains("key=value"));
         assert!(err("/dev/nvme0n1").contains("no scheme"));
         assert!(err("pcie:xyz").contains("not a PCI address"));
-        assert!(err("pcie:0000:00:04.0,x=1").contains("no options"));
+        assert!(err("pcie:0000:00:04.0,x=1").contains("unknown option \"x\""));
+        assert!(err("pcie:0000:00:04.0,transport=uio").contains("valid values: auto, vfio, sysfs"));
+        assert!(err("pcie:0000:00:04.0,transport=vfio,transport=vfio").contains("twice"));
+        assert!(err("pcie:0000:00:04.0,vfio").contains("not a key=value"));
     }
 }

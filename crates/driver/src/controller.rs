@@ -192,7 +192,7 @@ impl Controller {
         f: impl FnOnce(&mut QueuePair, &DmaPool) -> Result<R>,
     ) -> Result<R> {
         if self.shared.shut_down.load(Ordering::SeqCst) {
-            return Err(Error::ControllerFailed);
+            return Err(self.shared.health.error());
         }
         let mut q = self.shared.admin.lock();
         f(&mut q, &self.shared.pool)
@@ -295,6 +295,35 @@ impl Controller {
     pub fn shutdown(&self) -> Result<()> {
         let _admin = self.shared.admin.lock();
         self.shared.shutdown()
+    }
+
+    /// Resets the controller (CC.EN to 0, then a full bring-up) and returns
+    /// the handle of the controller after the reset.
+    ///
+    /// A reset makes the controller forget every queue, the admin queue
+    /// included, and stops its DMA. So this handle, its clones and every
+    /// queue pair created from it stop working: their commands fail with
+    /// [`Error::ControllerReset`] (so do blocking waits for commands that
+    /// were in flight: the controller will not complete them), and
+    /// dropping them frees their memory and buffers without deleting
+    /// anything at the controller. Create new queue pairs from the returned
+    /// handle. Data the controller completed before the reset stays on the
+    /// media (what a write cache held is the device's business: Flush
+    /// first to be sure).
+    pub fn reset(&self) -> Result<Controller> {
+        let admin = self.shared.admin.lock();
+        let shared = &self.shared;
+        if shared.shut_down.swap(true, Ordering::SeqCst) {
+            return Err(shared.health.error());
+        }
+        shared.health.mark_reset();
+        let ready = bringup::ready_timeout(shared.info.cap);
+        let mut stopped = Ok(());
+        shared.health.stop_with(|| stopped = bringup::disable(shared.transport.as_ref(), ready));
+        drop(admin);
+        stopped?;
+        tracing::info!(transport = %shared.transport.describe(), "controller reset");
+        Controller::new(Arc::clone(&shared.transport), shared.options.clone())
     }
 
     /// True once the controller failed (command timeout) or shut down.

@@ -70,6 +70,13 @@ pub enum Error {
     /// unusable.
     #[error("the controller has failed or was shut down; queues are unusable")]
     ControllerFailed,
+    /// The controller was reset ([`crate::Controller::reset`]) after this
+    /// queue pair or handle was made: the controller forgot its queues.
+    #[error(
+        "the controller was reset; this queue pair or handle is gone: use the controller \
+         handle the reset returned and create new queue pairs"
+    )]
+    ControllerReset,
     /// The controller lacks something the driver needs.
     #[error("unsupported controller: {0}")]
     Unsupported(String),
@@ -188,6 +195,9 @@ pub enum TransportError {
         #[source]
         source: std::io::Error,
     },
+    /// A PCI transport name other than `auto`, `vfio` or `sysfs`.
+    #[error("unknown PCI transport {0:?} (expected auto, vfio or sysfs)")]
+    UnknownBinding(String),
     /// The VFIO setup failed a precondition.
     #[error("VFIO: {0}")]
     Vfio(String),

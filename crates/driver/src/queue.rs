@@ -13,7 +13,7 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
-use std::sync::atomic::{fence, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,19 +151,41 @@ const STOPPED: u8 = 2;
 #[derive(Debug)]
 pub(crate) struct Health {
     state: AtomicU8,
+    /// Set before a stop that is a deliberate reset, so queues report it.
+    reset: AtomicBool,
     transport: Arc<dyn Transport>,
     ready_timeout: Duration,
 }
 
 impl Health {
     pub(crate) fn new(transport: Arc<dyn Transport>, ready_timeout: Duration) -> Arc<Self> {
-        Arc::new(Health { state: AtomicU8::new(HEALTHY), transport, ready_timeout })
+        Arc::new(Health {
+            state: AtomicU8::new(HEALTHY),
+            reset: AtomicBool::new(false),
+            transport,
+            ready_timeout,
+        })
     }
 
     /// True once a stop began: new commands are refused.
     #[inline]
     pub(crate) fn failed(&self) -> bool {
         self.state.load(Ordering::Acquire) != HEALTHY
+    }
+
+    /// The error for a command refused after a stop: a reset, or a failure
+    /// or shutdown.
+    pub(crate) fn error(&self) -> Error {
+        if self.reset.load(Ordering::Acquire) {
+            Error::ControllerReset
+        } else {
+            Error::ControllerFailed
+        }
+    }
+
+    /// Marks the coming stop as a deliberate reset (see [`Health::error`]).
+    pub(crate) fn mark_reset(&self) {
+        self.reset.store(true, Ordering::Release);
     }
 
     /// True once the controller is stopped: waiting for completions is over.
@@ -449,7 +471,7 @@ impl QueuePair {
     #[inline]
     fn reserve(&self) -> Result<Cid> {
         if self.health.failed() {
-            return Err(Error::ControllerFailed);
+            return Err(self.health.error());
         }
         match self.free.last() {
             Some(&cid) if self.free_sq_slots() > 0 => Ok(cid),
@@ -727,7 +749,7 @@ impl QueuePair {
                 return Ok(c);
             }
             if self.health.stopped() {
-                return Err(Error::ControllerFailed);
+                return Err(self.health.error());
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
@@ -799,7 +821,7 @@ impl QueuePair {
         while self.outstanding() > 0 {
             if self.poll(usize::MAX, &mut f) == 0 {
                 if self.health.stopped() {
-                    return Err(Error::ControllerFailed);
+                    return Err(self.health.error());
                 }
                 if start.elapsed() > self.timeout {
                     self.health.fail_and_reset();

@@ -109,3 +109,36 @@ fn every_completion_carries_its_own_status() {
         assert_eq!(*status, wcode.status(), "tag {tag}: {status}");
     }
 }
+
+#[test]
+fn a_reset_with_queues_open_reports_them_and_keeps_the_data() {
+    let rig = Rig::new("tiny");
+    let ns = rig.zns();
+    let mut q = rig.ctrl.create_queue_pair(16).unwrap();
+    let z = ns.zone_lba(2).unwrap();
+    q.reset_zone(&ns, z).unwrap();
+    let mut data = rig.ctrl.alloc_buffer(2 * ns.block_size).unwrap();
+    data.fill(0x5C);
+    q.write(&ns, z, &data).unwrap();
+    q.flush(&ns).unwrap();
+    let old = rig.ctrl.clone();
+
+    let ctrl = rig.ctrl.reset().unwrap();
+    // The old queue pair and handle report the reset instead of hanging.
+    let mut back = ctrl.alloc_buffer(2 * ns.block_size).unwrap();
+    let e = q.read(&ns, z, &mut back).unwrap_err();
+    assert!(matches!(e, Error::ControllerReset), "{e}");
+    assert!(matches!(old.identify_controller().unwrap_err(), Error::ControllerReset));
+    assert!(matches!(old.reset().unwrap_err(), Error::ControllerReset));
+    drop(q);
+    drop(old);
+
+    // The controller after the reset has every queue id again and the data.
+    let mut q = ctrl.create_queue_pair(16).unwrap();
+    q.read(&ns, z, &mut back).unwrap();
+    assert!(back.as_slice().iter().all(|&b| b == 0x5C));
+    let mut more = ctrl.alloc_buffer(ns.block_size).unwrap();
+    more.fill(0x77);
+    q.write(&ns, z + 2, &more).unwrap();
+    assert_eq!(ctrl.free_queue_ids() + 1, ctrl.info().io_queue_pairs as usize);
+}

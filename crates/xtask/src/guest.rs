@@ -40,19 +40,74 @@ pub const NAMESPACES: &[Namespace] = &[
     Namespace { nsid: 3, image: "conventional.img", mib: 64, props: "" },
 ];
 
+/// The second controller of the VFIO guest: one small zoned namespace.
+pub const SECOND_NAMESPACES: &[Namespace] = &[Namespace {
+    nsid: 1,
+    image: "second-zns.img",
+    mib: 8 * 16,
+    props: "zoned=true,zoned.zone_size=16M,zoned.zone_capacity=12M,\
+            zoned.max_open=4,zoned.max_active=6",
+}];
+
+/// PCI addresses of the VFIO guest's two controllers (QEMU `addr=` 04.0
+/// and 05.0 on the q35 root bus: each its own IOMMU group).
+pub const VFIO_BDFS: [&str; 2] = ["0000:00:04.0", "0000:00:05.0"];
+
+/// Kernel command line of the VFIO guest: the emulated Intel IOMMU on
+/// (Debian's kernels leave it off by default).
+pub const IOMMU_APPEND: &str = "intel_iommu=on";
+
 /// QEMU arguments attaching the controller and `NAMESPACES` backed by
 /// files in `image_dir`.
 pub fn qemu_device_args(image_dir: &std::path::Path) -> Vec<String> {
-    let mut a = vec!["-device".to_string(), "nvme,serial=zns0,id=nvme0".to_string()];
-    for ns in NAMESPACES {
+    controller_args(image_dir, "nvme0", "nvme,serial=zns0,id=nvme0", NAMESPACES)
+}
+
+/// QEMU arguments of the VFIO guest: a q35 machine with an emulated Intel
+/// IOMMU (interrupt remapping on, which VFIO's type-1 backend wants before
+/// it isolates a device; with TCG the split irqchip it needs is QEMU's
+/// own), the controller of [`qemu_device_args`] at [`VFIO_BDFS`]`[0]` and a
+/// second one with [`SECOND_NAMESPACES`] at [`VFIO_BDFS`]`[1]`.
+///
+/// Why intel-iommu and not virtio-iommu: Debian's cloud kernel is built
+/// without `CONFIG_VIRTIO_IOMMU`, and QEMU's VT-d model runs under TCG.
+pub fn qemu_iommu_args(image_dir: &std::path::Path) -> Vec<String> {
+    let mut a: Vec<String> =
+        ["-machine", "q35,kernel-irqchip=split", "-device", "intel-iommu,intremap=on"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    a.extend(controller_args(
+        image_dir,
+        "nvme0",
+        "nvme,serial=zns0,id=nvme0,addr=04.0",
+        NAMESPACES,
+    ));
+    a.extend(controller_args(
+        image_dir,
+        "nvme1",
+        "nvme,serial=zns1,id=nvme1,addr=05.0",
+        SECOND_NAMESPACES,
+    ));
+    a
+}
+
+fn controller_args(
+    image_dir: &std::path::Path,
+    bus: &str,
+    controller: &str,
+    namespaces: &[Namespace],
+) -> Vec<String> {
+    let mut a = vec!["-device".to_string(), controller.to_string()];
+    for ns in namespaces {
         a.push("-drive".into());
         a.push(format!(
-            "file={},if=none,id=nvm{},format=raw",
+            "file={},if=none,id={bus}-nvm{},format=raw",
             image_dir.join(ns.image).display(),
             ns.nsid
         ));
         let mut dev = format!(
-            "nvme-ns,drive=nvm{0},bus=nvme0,nsid={0},logical_block_size=4096,\
+            "nvme-ns,drive={bus}-nvm{0},bus={bus},nsid={0},logical_block_size=4096,\
              physical_block_size=4096",
             ns.nsid
         );
@@ -77,6 +132,9 @@ pub enum Tool {
     /// `zns characterize --suite smoke`: the characterization suite, short,
     /// checked for its `results.json` and `report.html`.
     Characterize,
+    /// `zns-pcie-check`: both controllers open at once, and a controller
+    /// reset with an I/O queue pair open.
+    PcieCheck,
 }
 
 impl Tool {
@@ -86,6 +144,7 @@ impl Tool {
             Tool::Conformance => "/bin/zns-conformance",
             Tool::Differential => "/bin/zns-differential",
             Tool::Characterize => "/bin/zns",
+            Tool::PcieCheck => "/bin/zns-pcie-check",
         }
     }
 }
@@ -97,8 +156,18 @@ pub struct Run {
     pub label: String,
     /// The program.
     pub tool: Tool,
-    /// The device URI (`pcie:` runs find their address in the guest).
+    /// The device URI (`pcie:` runs find their address in the guest;
+    /// `vfio:` stands for the first controller of the VFIO guest through
+    /// VFIO, `vfio2:` for the second, `vfio-both:` for both).
     pub uri: String,
+}
+
+impl Run {
+    /// True for the runs of the VFIO guest (emulated IOMMU, two
+    /// controllers bound to `vfio-pci`).
+    pub fn in_vfio_guest(&self) -> bool {
+        self.uri.starts_with("vfio")
+    }
 }
 
 /// The runs, in order: the kernel paths first, then the user-space driver
@@ -108,11 +177,16 @@ pub struct Run {
 /// the first zoned namespace). The characterization suite's smoke run
 /// goes through the passthrough on the first zoned namespace.
 ///
+/// The VFIO runs come last and run in a guest of their own (see
+/// [`vfio_script`]): the conformance suite and a differential run on the
+/// first controller through VFIO, the suite on the second controller, and
+/// `zns-pcie-check` on both.
+///
 /// The kernel numbers namespace devices in the order it finds them, not
 /// by namespace ID, so the script looks the names up: `$NS1` and `$NS2`
 /// stand for the `0nX` suffixes of namespaces 1 and 2.
 pub fn default_runs() -> Vec<Run> {
-    use Tool::{Characterize, Conformance, Differential};
+    use Tool::{Characterize, Conformance, Differential, PcieCheck};
     [
         ("ng-pow2", Conformance, "ng:/dev/ng$NS1"),
         ("ng-npow2", Conformance, "ng:/dev/ng$NS2"),
@@ -123,6 +197,10 @@ pub fn default_runs() -> Vec<Run> {
         ("characterize-ng", Characterize, "ng:/dev/ng$NS1"),
         ("pcie", Conformance, "pcie:"),
         ("diff-pcie", Differential, "pcie:"),
+        ("vfio", Conformance, "vfio:"),
+        ("diff-vfio", Differential, "vfio:"),
+        ("vfio-second", Conformance, "vfio2:"),
+        ("vfio-reset", PcieCheck, "vfio-both:"),
     ]
     .into_iter()
     .map(|(l, tool, u)| Run { label: l.into(), tool, uri: u.into() })
@@ -338,24 +416,14 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
 "#,
         );
     }
-    let join = |args: &[String]| args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
     let mut unbound = false;
     let mut seed = p.differential_seed;
-    for r in &p.runs {
+    for r in p.runs.iter().filter(|r| !r.in_vfio_guest()) {
         if r.tool == Tool::Characterize {
             s.push_str(&characterize_lines(&r.label, &r.uri));
             continue;
         }
-        let args = match r.tool {
-            Tool::Conformance | Tool::Characterize => join(&p.conformance_args),
-            Tool::Differential => {
-                let mut a = vec!["--seed".to_string(), format!("{seed:#x}")];
-                a.extend(p.differential_args.iter().cloned());
-                seed = seed.wrapping_add(1);
-                join(&a)
-            }
-        };
-        let program = r.tool.program();
+        let (program, args) = command_of(r, p, &mut seed);
         if r.uri == "pcie:" {
             if !unbound {
                 unbound = true;
@@ -368,6 +436,91 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
         } else {
             s.push_str(&format!("run {} {program} {args} \"{}\"\n", r.label, r.uri));
         }
+    }
+    s.push_str(&epilogue());
+    s
+}
+
+/// The program of run `r` and its arguments before the URI, quoted for
+/// the shell; a differential run takes `seed` and advances it.
+fn command_of(r: &Run, p: &Plan, seed: &mut u64) -> (&'static str, String) {
+    let join = |args: &[String]| args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
+    let args = match r.tool {
+        Tool::Conformance | Tool::Characterize => join(&p.conformance_args),
+        Tool::PcieCheck => String::new(),
+        Tool::Differential => {
+            let mut a = vec!["--seed".to_string(), format!("{:#x}", *seed)];
+            a.extend(p.differential_args.iter().cloned());
+            *seed = seed.wrapping_add(1);
+            join(&a)
+        }
+    };
+    (r.tool.program(), args)
+}
+
+/// Binds both controllers of the VFIO guest to `vfio-pci` the way a user
+/// does: unbind from the kernel's `nvme` driver, `driver_override`, then
+/// `drivers_probe`; checks each landed in an IOMMU group of its own with a
+/// `/dev/vfio/N` node. `$vfio_ok` is 1 on success.
+fn bind_vfio(hugepages: u32) -> String {
+    let mut s = format!(
+        r#"echo {hugepages} > /proc/sys/vm/nr_hugepages
+say "huge pages: $(grep HugePages_Total /proc/meminfo)"
+say "IOMMU: $(ls /sys/class/iommu 2>/dev/null | tr '
+' ' ')groups: $(ls /sys/kernel/iommu_groups | wc -l)"
+vfio_ok=1
+groups=""
+"#
+    );
+    for bdf in VFIO_BDFS {
+        s.push_str(&format!(
+            r#"d=/sys/bus/pci/devices/{bdf}
+if [ -e $d/driver ]; then echo {bdf} > $d/driver/unbind; fi
+echo vfio-pci > $d/driver_override
+echo {bdf} > /sys/bus/pci/drivers_probe
+drv=$(basename "$(readlink $d/driver)" 2>/dev/null)
+grp=$(basename "$(readlink $d/iommu_group)" 2>/dev/null)
+if [ "$drv" = vfio-pci ] && [ -n "$grp" ] && [ -e /dev/vfio/$grp ]; then
+    say "{bdf}: bound to vfio-pci, IOMMU group $grp ($(ls $d/iommu_group/devices | wc -l) device(s))"
+    case " $groups " in *" $grp "*) say "{bdf} shares IOMMU group $grp"; fail=1; vfio_ok=0 ;; esac
+    groups="$groups $grp"
+else
+    say "{bdf}: not bound to vfio-pci (driver '$drv', IOMMU group '$grp')"; fail=1; vfio_ok=0
+fi
+"#
+        ));
+    }
+    s
+}
+
+/// The `/init` script of the VFIO guest of `cargo xtask vmtest`: the
+/// controllers bound to `vfio-pci` ([`bind_vfio`]), then the runs of `p`
+/// that belong there, each device URI naming the VFIO transport.
+pub fn vfio_script(p: &Plan) -> String {
+    let mut s = shell_start(
+        "binds two NVMe controllers to vfio-pci behind an emulated IOMMU, runs the \
+         conformance suite, the differential test and the driver's two-controller and reset \
+         checks through VFIO, prints a result marker and powers off.",
+    );
+    for m in &p.modules {
+        s.push_str(&format!(
+            "insmod /lib/modules/{m} || {{ say \"insmod {m} failed\"; fail=1; }}\n"
+        ));
+    }
+    s.push_str(&bind_vfio(p.hugepages));
+    let [first, second] = VFIO_BDFS.map(|b| format!("pcie:{b},transport=vfio"));
+    let mut seed = p.differential_seed;
+    for r in p.runs.iter().filter(|r| r.in_vfio_guest()) {
+        let (program, args) = command_of(r, p, &mut seed);
+        let uris = match r.uri.as_str() {
+            "vfio2:" => format!("\"{second}\""),
+            "vfio-both:" => format!("\"{first}\" \"{second}\""),
+            _ => format!("\"{first}\""),
+        };
+        s.push_str(&format!(
+            "if [ $vfio_ok -eq 1 ]; then run {} {program} {args} {uris}; fi\n",
+            r.label
+        ));
     }
     s.push_str(&epilogue());
     s
@@ -508,10 +661,54 @@ mod tests {
     fn qemu_gets_three_namespaces() {
         let a = qemu_device_args(std::path::Path::new("img"));
         assert_eq!(a.iter().filter(|x| *x == "-device").count(), 4);
-        assert!(a.contains(&"file=img/zns-pow2.img,if=none,id=nvm1,format=raw".to_string()));
+        assert!(a.contains(&"file=img/zns-pow2.img,if=none,id=nvme0-nvm1,format=raw".to_string()));
+        assert!(a.iter().any(|x| x.starts_with("nvme-ns,drive=nvme0-nvm1,bus=nvme0,nsid=1,")));
         let ns2 = a.iter().find(|x| x.contains("nsid=2")).unwrap();
         assert!(ns2.contains("zoned.zone_size=48M") && ns2.contains("zoned.descr_ext_size=64"));
         let ns3 = a.iter().find(|x| x.contains("nsid=3")).unwrap();
         assert!(!ns3.contains("zoned"));
+    }
+
+    #[test]
+    fn the_vfio_guest_has_an_iommu_and_two_controllers() {
+        let a = qemu_iommu_args(std::path::Path::new("img"));
+        let iommu = a.iter().position(|x| x.starts_with("intel-iommu")).unwrap();
+        let first = a.iter().position(|x| x.starts_with("nvme,")).unwrap();
+        assert!(iommu < first, "the IOMMU must come before the devices it translates");
+        assert!(a.contains(&"q35,kernel-irqchip=split".to_string()));
+        assert!(a.contains(&"nvme,serial=zns0,id=nvme0,addr=04.0".to_string()));
+        assert!(a.contains(&"nvme,serial=zns1,id=nvme1,addr=05.0".to_string()));
+        assert_eq!(a.iter().filter(|x| x.starts_with("nvme-ns,")).count(), 4);
+        assert!(a.iter().any(|x| x.contains("drive=nvme1-nvm1,bus=nvme1,nsid=1")));
+        assert!(VFIO_BDFS[0].ends_with("04.0") && VFIO_BDFS[1].ends_with("05.0"));
+    }
+
+    #[test]
+    fn vfio_runs_go_to_their_own_guest_with_the_vfio_transport() {
+        let plan = Plan {
+            modules: vec!["vfio.ko".into(), "vfio-iommu-type1.ko".into(), "vfio-pci.ko".into()],
+            runs: default_runs(),
+            conformance_args: vec![],
+            differential_args: vec!["--count".into(), "7".into()],
+            differential_seed: 0x10,
+            hugepages: 64,
+            nvme_cli: false,
+            fio: false,
+            trace: false,
+        };
+        let plain = init_script(&plan);
+        assert!(!plain.contains("transport=vfio") && !plain.contains("vfio-reset"));
+        let s = vfio_script(&plan);
+        let bind = s.find("echo vfio-pci > $d/driver_override").unwrap();
+        assert!(s.find("insmod /lib/modules/vfio-pci.ko").unwrap() < bind);
+        assert!(s.contains("echo 0000:00:05.0 > /sys/bus/pci/drivers_probe"));
+        let first = "\"pcie:0000:00:04.0,transport=vfio\"";
+        let second = "\"pcie:0000:00:05.0,transport=vfio\"";
+        assert!(s.find(&format!("run vfio /bin/zns-conformance  {first}")).unwrap() > bind);
+        assert!(s.contains("run diff-vfio /bin/zns-differential '--seed' '0x10'"));
+        assert!(s.contains(&format!("run vfio-second /bin/zns-conformance  {second}")));
+        assert!(s.contains(&format!("run vfio-reset /bin/zns-pcie-check  {first} {second}")));
+        assert!(!s.contains("ng:/dev") && !s.contains("/sys/bus/pci/drivers/nvme/unbind"));
+        assert!(s.trim_end().ends_with("poweroff -f"));
     }
 }

@@ -15,6 +15,11 @@ use crate::{run_checked, Error, Result};
 /// same to the kernel).
 pub const NEEDED_MODULES: &[&str] = &["nvme-core", "nvme"];
 
+/// Modules a guest that binds controllers to `vfio-pci` loads beyond
+/// those: VFIO, its type-1 IOMMU backend (a soft dependency the kernel's
+/// `modprobe` would add; the guest has none) and the PCI driver.
+pub const VFIO_MODULES: &[&str] = &["vfio", "vfio_iommu_type1", "vfio-pci"];
+
 /// An unpacked kernel package.
 #[derive(Debug, Clone)]
 pub struct Kernel {
@@ -276,6 +281,13 @@ fn decompress(path: &Path) -> Result<Vec<u8>> {
 /// dependencies, in load order.
 pub fn modules_to_load(k: &Kernel) -> Result<Vec<Module>> {
     modules_for(k, NEEDED_MODULES, &[])
+}
+
+/// [`NEEDED_MODULES`] and [`VFIO_MODULES`] that are not built in, with
+/// their dependencies, in load order.
+pub fn vfio_modules_to_load(k: &Kernel) -> Result<Vec<Module>> {
+    let all: Vec<&str> = NEEDED_MODULES.iter().chain(VFIO_MODULES).copied().collect();
+    modules_for(k, &all, &[])
 }
 
 /// The modules `required` and `optional` name that are not built in, with

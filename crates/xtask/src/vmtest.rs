@@ -32,8 +32,11 @@ after unbinding the controller from the kernel; and the differential test
 (zns-differential: random command sequences compared with znskit's emulator
 built with the namespace's geometry) on ng:/dev/ng0n1, ng:/dev/ng0n2 and
 pcie:<bdf>; and `zns characterize --suite smoke` on ng:/dev/ng0n1, checked
-for its results.json and report.html. Exits non-zero on any failure or
-unexplained difference.
+for its results.json and report.html. Then a second guest with an emulated
+Intel IOMMU and two controllers bound to vfio-pci runs the suite and the
+differential test through pcie:<bdf>,transport=vfio, the suite on the
+second controller and zns-pcie-check (both controllers at once, a reset
+with queues open). Exits non-zero on any failure or unexplained difference.
 
 options:
   --timeout SECS     give the guest this long (default 900)
@@ -42,7 +45,8 @@ options:
   --repeat N         run the conformance checks N times on each device
   --runs LABEL,...   only these runs (ng-pow2, ng-npow2, zbd-uring, zbd-psync,
                      diff-ng-pow2, diff-ng-npow2, characterize-ng, pcie,
-                     diff-pcie)
+                     diff-pcie; in the VFIO guest: vfio, diff-vfio,
+                     vfio-second, vfio-reset)
   --seed N           seed of the differential runs (default: a new one, printed)
   --sequences N      random command sequences of each differential run (default 1000)
   --no-install       do not install missing packages or targets; fail instead
@@ -472,7 +476,8 @@ fn musl_gcc(install: bool) -> Option<PathBuf> {
 
 /// The test programs the guest runs (binaries of the `zns-device` package,
 /// and `zns`, the command line of `zns-cli`, for the characterization run).
-pub const GUEST_PROGRAMS: &[&str] = &["zns-conformance", "zns-differential", "zns"];
+pub const GUEST_PROGRAMS: &[&str] =
+    &["zns-conformance", "zns-differential", "zns", "zns-pcie-check"];
 
 /// The package a guest program comes from.
 fn package_of(program: &str) -> &'static str {
@@ -692,7 +697,7 @@ pub(crate) fn pack_initramfs_with(
 /// Fresh, sparse backing files for the namespaces.
 pub(crate) fn make_images(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    for ns in guest::NAMESPACES {
+    for ns in guest::NAMESPACES.iter().chain(guest::SECOND_NAMESPACES) {
         let p = dir.join(ns.image);
         let f = fs::File::create(&p).map_err(|e| Error::io(&p, e))?;
         f.set_len(ns.mib << 20).map_err(|e| Error::io(&p, e))?;
@@ -756,6 +761,20 @@ pub(crate) fn boot_watched(
     log: &Path,
     watch: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
+    boot_with(kernel, initramfs, devices, "", o, log, watch)
+}
+
+/// [`boot_watched`] with `extra` appended to the kernel command line
+/// (`intel_iommu=on`, say).
+pub(crate) fn boot_with(
+    kernel: &kernel::Kernel,
+    initramfs: &Path,
+    devices: &[String],
+    extra: &str,
+    o: &Options,
+    log: &Path,
+    watch: &mut dyn FnMut(&str),
+) -> Result<Outcome> {
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-nographic", "-no-reboot", "-m", &o.memory, "-smp", &o.smp.to_string()]);
     let kvm = o.kvm;
@@ -769,7 +788,9 @@ pub(crate) fn boot_watched(
     // namespaces themselves, whichever QEMU (newer ones put every
     // controller in a subsystem, which makes Linux put a multipath head in
     // front of each namespace).
-    cmd.args(["-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init nvme_core.multipath=N"]);
+    let append =
+        format!("console=ttyS0 panic=-1 loglevel=4 rdinit=/init nvme_core.multipath=N {extra}");
+    cmd.args(["-append", append.trim_end()]);
     cmd.args(devices);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     println!(
@@ -856,7 +877,9 @@ pub(crate) fn new_seed() -> u64 {
     z ^ (z >> 31)
 }
 
-/// Runs the whole task.
+/// Runs the whole task: the guest with the kernel paths and the
+/// user-space driver over sysfs, then (when any of its runs is selected)
+/// the VFIO guest.
 pub fn run(o: &Options) -> Result<()> {
     let start = Instant::now();
     let root = workspace_root();
@@ -870,27 +893,76 @@ pub fn run(o: &Options) -> Result<()> {
         o.kernel.as_deref(),
         o.install,
     )?;
-    let modules = kernel::modules_to_load(&kernel)?;
     let programs = build_guest_binaries(&root, &target, o.install, o.glibc, GUEST_PROGRAMS)?;
-    let mut peer_files = Vec::new();
-    let (mut nvme_cli, mut fio) = (false, false);
-    if o.peers {
-        for (prog, flag) in [("nvme", &mut nvme_cli), ("fio", &mut fio)] {
-            match which(prog).and_then(|p| with_libraries(&p)) {
-                Some(files) => {
-                    peer_files.extend(files);
-                    *flag = true;
-                }
-                None => println!("vmtest: {prog} not packed into the guest (no ldd listing)"),
-            }
-        }
-        peer_files.sort();
-        peer_files.dedup();
-    }
     let mut runs = guest::default_runs();
     if let Some(keep) = &o.runs {
         runs.retain(|r| keep.contains(&r.label));
     }
+    let (vfio_runs, plain_runs): (Vec<_>, Vec<_>) =
+        runs.into_iter().partition(guest::Run::in_vfio_guest);
+    let seed = o.seed.unwrap_or_else(new_seed);
+    let differential =
+        |r: &[guest::Run]| r.iter().filter(|r| r.tool == guest::Tool::Differential).count() as u64;
+    if differential(&plain_runs) + differential(&vfio_runs) > 0 {
+        println!(
+            "vmtest: differential runs with seeds from {seed:#x} (one more each run), {} \
+             sequences each",
+            o.sequences
+        );
+    }
+    let prepared = start.elapsed();
+    let mut outcomes = Vec::new();
+    if !plain_runs.is_empty() {
+        let modules = kernel::modules_to_load(&kernel)?;
+        let (peers, nvme_cli, fio) = peer_files(o);
+        let mut plan = plan(o, &modules, plain_runs.clone(), seed);
+        (plan.nvme_cli, plan.fio) = (nvme_cli, fio);
+        let init = guest::init_script(&plan);
+        let g = Guest { name: "guest", init, modules, peers, iommu: false };
+        outcomes.push(boot_guest(&cache, &kernel, &programs, &g, o)?);
+    }
+    if !vfio_runs.is_empty() {
+        let modules = kernel::vfio_modules_to_load(&kernel)?;
+        let plan = plan(o, &modules, vfio_runs, seed.wrapping_add(differential(&plain_runs)));
+        let init = guest::vfio_script(&plan);
+        let g = Guest { name: "vfio-guest", init, modules, peers: Vec::new(), iommu: true };
+        outcomes.push(boot_guest(&cache, &kernel, &programs, &g, o)?);
+    }
+    println!();
+    let mut pass = true;
+    for (name, outcome, secs) in &outcomes {
+        for s in &outcome.summaries {
+            println!("vmtest: {name}: {}", s.trim_start_matches("vmtest: "));
+        }
+        for f in &outcome.failures {
+            println!("vmtest: {name}: {}", f.trim_start_matches("vmtest: "));
+        }
+        let verdict = match outcome.result {
+            Some(true) if outcome.failures.is_empty() => "PASS",
+            Some(_) => "FAIL",
+            None => "FAIL (no result marker: the guest stopped early)",
+        };
+        pass &= verdict == "PASS";
+        println!(
+            "vmtest: {name}: {verdict} in {secs:.1} s (log {})",
+            cache.join(format!("{name}.log")).display()
+        );
+    }
+    println!(
+        "vmtest: {} in {:.1} s (preparation {:.1} s)",
+        if pass { "PASS" } else { "FAIL" },
+        start.elapsed().as_secs_f64(),
+        prepared.as_secs_f64()
+    );
+    if pass {
+        Ok(())
+    } else {
+        Err(Error::new("the guest tests failed"))
+    }
+}
+
+/// The plan of a guest running `runs`, with `modules` loaded.
+fn plan(o: &Options, modules: &[kernel::Module], runs: Vec<guest::Run>, seed: u64) -> Plan {
     let mut conformance_args = Vec::new();
     if let Some(only) = &o.only {
         conformance_args.extend(["--only".to_string(), only.clone()]);
@@ -901,59 +973,77 @@ pub fn run(o: &Options) -> Result<()> {
     if o.trace {
         conformance_args.push("--fail-fast".into());
     }
-    let seed = o.seed.unwrap_or_else(new_seed);
-    if runs.iter().any(|r| r.tool == guest::Tool::Differential) {
-        println!(
-            "vmtest: differential runs with seeds from {seed:#x} (one more each run), {} \
-             sequences each",
-            o.sequences
-        );
-    }
-    let differential_args = vec!["--count".into(), o.sequences.to_string()];
-    let plan = Plan {
+    Plan {
         modules: modules.iter().map(|m| m.name.clone()).collect(),
         runs,
         conformance_args,
-        differential_args,
+        differential_args: vec!["--count".into(), o.sequences.to_string()],
         differential_seed: seed,
         hugepages: 64,
-        nvme_cli,
-        fio,
+        nvme_cli: false,
+        fio: false,
         trace: o.trace,
-    };
-    let init = guest::init_script(&plan);
-    let initramfs = pack_initramfs(&cache, &programs, &modules, &init, &peer_files)?;
+    }
+}
+
+/// nvme-cli and fio with their shared objects, when `--no-peers` is not
+/// given and `ldd` lists them; whether each is there.
+fn peer_files(o: &Options) -> (Vec<PathBuf>, bool, bool) {
+    let mut files = Vec::new();
+    let (mut nvme_cli, mut fio) = (false, false);
+    if o.peers {
+        for (prog, flag) in [("nvme", &mut nvme_cli), ("fio", &mut fio)] {
+            match which(prog).and_then(|p| with_libraries(&p)) {
+                Some(f) => {
+                    files.extend(f);
+                    *flag = true;
+                }
+                None => println!("vmtest: {prog} not packed into the guest (no ldd listing)"),
+            }
+        }
+        files.sort();
+        files.dedup();
+    }
+    (files, nvme_cli, fio)
+}
+
+/// One guest boot of the task.
+struct Guest {
+    /// Its name in the summary and its log's name.
+    name: &'static str,
+    /// The `/init` script.
+    init: String,
+    /// The modules it loads.
+    modules: Vec<kernel::Module>,
+    /// Host programs packed with their libraries.
+    peers: Vec<PathBuf>,
+    /// The VFIO guest: emulated IOMMU, two controllers.
+    iommu: bool,
+}
+
+/// Packs and boots `g` on fresh namespace images; its name, what it
+/// reported and its time in seconds.
+fn boot_guest(
+    cache: &Path,
+    kernel: &kernel::Kernel,
+    programs: &[PathBuf],
+    g: &Guest,
+    o: &Options,
+) -> Result<(&'static str, Outcome, f64)> {
+    let initramfs = pack_initramfs(cache, programs, &g.modules, &g.init, &g.peers)?;
     let images = cache.join("images");
     make_images(&images)?;
-    let prepared = start.elapsed();
-    let guest_start = Instant::now();
-    let devices = guest::qemu_device_args(&images);
-    let outcome = boot(&kernel, &initramfs, &devices, o, &cache.join("guest.log"))?;
-    let guest_time = guest_start.elapsed();
-    println!();
-    for s in &outcome.summaries {
-        println!("vmtest: {}", s.trim_start_matches("vmtest: "));
-    }
-    for f in &outcome.failures {
-        println!("vmtest: {}", f.trim_start_matches("vmtest: "));
-    }
-    let verdict = match outcome.result {
-        Some(true) if outcome.failures.is_empty() => "PASS",
-        Some(_) => "FAIL",
-        None => "FAIL (no result marker: the guest stopped early)",
-    };
-    println!(
-        "vmtest: {verdict} in {:.1} s (preparation {:.1} s, guest {:.1} s; log {})",
-        start.elapsed().as_secs_f64(),
-        prepared.as_secs_f64(),
-        guest_time.as_secs_f64(),
-        cache.join("guest.log").display()
-    );
-    if verdict == "PASS" {
-        Ok(())
+    let (devices, append) = if g.iommu {
+        (guest::qemu_iommu_args(&images), guest::IOMMU_APPEND)
     } else {
-        Err(Error::new("the guest tests failed"))
-    }
+        (guest::qemu_device_args(&images), "")
+    };
+    let log = cache.join(format!("{}.log", g.name));
+    let t = Instant::now();
+    let outcome = boot_with(kernel, &initramfs, &devices, append, o, &log, &mut |_| {})?;
+    let secs = t.elapsed().as_secs_f64();
+    println!("vmtest: {} took {secs:.1} s", g.name);
+    Ok((g.name, outcome, secs))
 }
 
 #[cfg(test)]

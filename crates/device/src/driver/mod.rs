@@ -7,6 +7,7 @@ mod queue;
 use std::any::Any;
 use std::sync::Arc;
 
+use zns_driver::transport::PciBinding;
 use zns_driver::{Controller, ControllerOptions, Namespace, PciAddress};
 use zns_emulator::host::{HostMemory, ProcessMemory};
 use zns_emulator::profile::{NamespaceKind, Profile};
@@ -181,9 +182,10 @@ impl DriverDevice {
 
     /// Opens the PCIe controller at `addr` with the user-space driver. It
     /// must be an NVMe controller (class 0108h), unbound from the kernel's
-    /// `nvme` driver (unbound, `vfio-pci` or `uio_pci_generic`), and the
-    /// process must run as root.
-    pub fn open_pcie(addr: &PciAddress, uri: &str) -> Result<Self> {
+    /// `nvme` driver (unbound, `vfio-pci` or `uio_pci_generic`); without
+    /// VFIO the process must run as root. `binding` picks VFIO or sysfs `resource0`
+    /// (or the one the bound driver calls for).
+    pub fn open_pcie(addr: &PciAddress, binding: PciBinding, uri: &str) -> Result<Self> {
         let fail = |reason: String| DeviceError::Unavailable { uri: uri.to_string(), reason };
         let dir = addr.sysfs_dir();
         if !dir.exists() {
@@ -200,14 +202,20 @@ impl DriverDevice {
                 "PCI device {addr} is not an NVMe controller (class {class:#08x}, expected 0x0108xx)"
             )));
         }
+        // VFIO needs only access to /dev/vfio/N; sysfs resource0 and pagemap
+        // physical addresses need root.
+        let vfio = std::fs::read_link(addr.sysfs_file("driver"))
+            .is_ok_and(|d| d.file_name().is_some_and(|n| n == "vfio-pci"));
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !vfio && binding != PciBinding::Vfio && unsafe { libc::geteuid() } != 0 {
             return Err(fail(
-                "the user-space driver needs root (it maps BAR0 and pins DMA memory)".into(),
+                "the user-space driver needs root without VFIO (it maps BAR0 through sysfs and \
+                 pins DMA memory at physical addresses)"
+                    .into(),
             ));
         }
-        let transport =
-            zns_driver::transport::open_pci(&addr.to_string()).map_err(|e| fail(e.to_string()))?;
+        let transport = zns_driver::transport::open_pci_with(&addr.to_string(), binding)
+            .map_err(|e| fail(e.to_string()))?;
         let ctrl = Controller::new(transport, ControllerOptions::default())
             .map_err(|e| fail(format!("bring-up failed: {e}")))?;
         Self::from_controller(ctrl, uri)

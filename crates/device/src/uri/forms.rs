@@ -104,9 +104,17 @@ pub const URI_FORMS: &[UriForm] = &[
     },
     UriForm {
         form: "pcie:DDDD:BB:DD.F",
-        device: "the user-space driver on a PCIe NVMe controller (root; the function unbound \
-                 from the kernel, or bound to `vfio-pci` or `uio_pci_generic`)",
+        device: "the user-space driver on a PCIe NVMe controller (the function unbound from \
+                 the kernel, or bound to `uio_pci_generic`: root; or bound to `vfio-pci`: access \
+                 to its `/dev/vfio/N`)",
         example: "pcie:0000:00:04.0",
+    },
+    UriForm {
+        form: "pcie:DDDD:BB:DD.F,transport=vfio|sysfs|auto",
+        device: "the same through VFIO only (the function bound to `vfio-pci`, DMA through \
+                 the IOMMU) or sysfs `resource0` and huge pages only; `auto` (the default) \
+                 picks VFIO when the function is bound to `vfio-pci`",
+        example: "pcie:0000:00:04.0,transport=vfio",
     },
     UriForm {
         form: "ng:/dev/ngXnY",
