@@ -4,6 +4,7 @@
 //! Recommended set), as the device layer hands them upward, for instance
 //! to an NVMe/TCP target that announces them to its hosts.
 
+#[cfg(feature = "emulator")]
 use std::sync::Arc;
 
 /// A device's record of the zones it changed on its own.
@@ -27,12 +28,14 @@ pub trait ZoneChanges: Send + Sync {
 /// The Changed Zone List of a zoned namespace of the emulator, read
 /// directly from its zone state (the same list its Get Log Page BFh
 /// returns).
+#[cfg(feature = "emulator")]
 pub(crate) struct EmulatedChanges {
     emulator: Arc<zns_emulator::Controller>,
     /// Index of the namespace in the emulator's list.
     index: usize,
 }
 
+#[cfg(feature = "emulator")]
 impl EmulatedChanges {
     /// The changes of namespace `nsid` of `emulator`; `None` when it is not
     /// a zoned namespace there.
@@ -47,12 +50,14 @@ impl EmulatedChanges {
     }
 }
 
+#[cfg(feature = "emulator")]
 impl std::fmt::Debug for EmulatedChanges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmulatedChanges").field("namespace", &self.index).finish()
     }
 }
 
+#[cfg(feature = "emulator")]
 impl ZoneChanges for EmulatedChanges {
     fn generation(&self) -> u64 {
         self.zones().changed_zones_generation()

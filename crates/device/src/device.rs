@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::fmt;
+#[cfg(feature = "emulator")]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,10 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
     fn alloc(&self, len: usize) -> Result<IoBuffer>;
 
     /// The emulated controller behind the device, for fault injection and
-    /// power cuts in tests; `None` for real devices.
+    /// power cuts in tests, and for the model's own counters and clock;
+    /// `None` for real devices. A hook for tests and tools, present only
+    /// with the `emulator` feature.
+    #[cfg(feature = "emulator")]
     fn emulator(&self) -> Option<&Arc<zns_emulator::Controller>> {
         None
     }

@@ -176,9 +176,11 @@ pub enum DeviceError {
     #[error(transparent)]
     Driver(zns_driver::Error),
     /// The emulated device could not be built.
+    #[cfg(feature = "emulator")]
     #[error("emulator: {0}")]
     Emulator(Box<zns_emulator::EmulatorError>),
     /// A device image could not be created or opened.
+    #[cfg(feature = "emulator")]
     #[error("device image: {0}")]
     Image(Box<zns_emulator::image::ImageError>),
 }
@@ -213,12 +215,14 @@ impl DeviceError {
     }
 }
 
+#[cfg(feature = "emulator")]
 impl From<zns_emulator::EmulatorError> for DeviceError {
     fn from(e: zns_emulator::EmulatorError) -> Self {
         DeviceError::Emulator(Box::new(e))
     }
 }
 
+#[cfg(feature = "emulator")]
 impl From<zns_emulator::image::ImageError> for DeviceError {
     fn from(e: zns_emulator::image::ImageError) -> Self {
         DeviceError::Image(Box::new(e))

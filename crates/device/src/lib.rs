@@ -77,6 +77,7 @@ pub use zone::{parse_report, Target, Zone, ZoneAction, ZoneReport};
 /// (for `emu:` URIs without `file=`, a new empty emulated device).
 pub fn open(uri: &str) -> Result<Arc<dyn ZonedDevice>> {
     Ok(match uri.parse::<DeviceUri>()? {
+        #[cfg(feature = "emulator")]
         DeviceUri::Emulator(e) => Arc::new(DriverDevice::open_emulator(&e, uri)?),
         DeviceUri::Pcie(p) => Arc::new(DriverDevice::open_pcie(&p.addr, p.binding, uri)?),
         DeviceUri::Passthrough(path) => Arc::new(PassthroughDevice::open(&path, uri)?),
