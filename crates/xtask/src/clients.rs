@@ -50,53 +50,17 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use clap::Parser;
+
+use crate::args::{self, GuestArgs, List};
 use crate::guest::RESULT_MARKER;
 use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
 use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
 use crate::{f2fs, fio_zbd, kernel, twins, zonefs, Error, Result};
-
-const USAGE: &str = "usage: cargo xtask clients [OPTIONS]
-
-Boots a QEMU guest whose kernel connects over NVMe/TCP to `zns serve` (an
-emulated ZN540 and a small-zone device) and whose virtio disk is `zns ftl
-serve` (the FTL over NBD), both running on the host, and runs nvme-cli,
-blkzone, fio, btrfs, mkfs.ext4, SQLite, XFS and fsck against them, then
-fio's own zoned block device tests (t/zbd/test-zbd-support from Debian's fio
-source package); then boots Debian's generic kernel for f2fs on the target's
-zoned namespace with the FTL namespace as its metadata device; then, on that
-kernel, ext4 on a conventional twin (emu:small-conv) and f2fs on its ZNS twin
-(emu:small), one fio job on both, figures side by side.
-
-options:
-  --parts LIST       the parts to run, comma separated (default: all):
-                       base     nvme-cli, blkzone, fio, btrfs, conformance, ext4,
-                                SQLite, XFS (the cloud kernel's guest)
-                       fio-zbd  fio's t/zbd/test-zbd-support (same guest)
-                       zonefs   zonefs, formatted by the task (same guest)
-                       nvme-cli nvme-cli's own test suite (tests/ of its source
-                                package) on a zns serve controller (same guest)
-                       f2fs     f2fs (a second guest: the generic kernel)
-                       twins    ext4 on emu:small-conv, f2fs on emu:small, one
-                                fio job on both (a third guest, generic kernel)
-  --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
-                     (1-29,33-58)
-  --timeout SECS     give each guest this long (default 1800)
-  --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
-  --f2fs-kernel PACKAGE
-                     the f2fs guest's kernel (default: newest
-                     linux-image-*-amd64-unsigned, Debian's generic kernel)
-  --no-install       do not install missing packages; fail instead
-  --kvm              use KVM (software emulation otherwise)
-  --memory SIZE      guest memory (default 1G)
-  --nvmet            also run the conformance suite through znskit's tcp: initiator
-                     against the guest kernel's own target (nvmet-tcp on a zoned
-                     null_blk), as `cargo xtask nvmet` does in a guest of its own
-  --nvmet-only CHECKS
-                     the same, with only these conformance checks";
 
 /// The subsystem NQN the guest connects to.
 pub const NQN: &str = "nqn.2026-11.io.znskit:clients";
@@ -161,69 +125,78 @@ pub const PARTS: &[&str] = &["base", "fio-zbd", "zonefs", "nvme-cli", "f2fs", "t
 /// The parts run when `--parts` is not given.
 pub const DEFAULT_PARTS: &[&str] = PARTS;
 
-/// Options of the task.
-#[derive(Debug, Clone)]
-pub struct Options {
-    vm: VmOptions,
-    /// Run the kernel-target step, with these conformance checks ("" = all).
-    nvmet: Option<String>,
-    /// The parts to run (of [`PARTS`]).
-    parts: Vec<String>,
-    /// Only these fio zbd tests (all when empty).
-    zbd_tests: Vec<u32>,
-    /// The f2fs guest's kernel package.
+/// Real clients in QEMU guests on `zns serve` (NVMe/TCP) and `zns ftl serve` (NBD)
+///
+/// Boots a QEMU guest whose kernel connects over NVMe/TCP to `zns serve` (an
+/// emulated ZN540 and a small-zone device) and whose virtio disk is `zns ftl
+/// serve` (the FTL over NBD), both running on the host, and runs nvme-cli,
+/// blkzone, fio, btrfs, mkfs.ext4, SQLite, XFS and fsck against them, then
+/// fio's own zoned block device tests (t/zbd/test-zbd-support from Debian's fio
+/// source package); then boots Debian's generic kernel for f2fs on the target's
+/// zoned namespace with the FTL namespace as its metadata device; then, on that
+/// kernel, ext4 on a conventional twin (emu:small-conv) and f2fs on its ZNS twin
+/// (emu:small), one fio job on both, figures side by side.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    verbatim_doc_comment,
+    args_override_self = true,
+    mut_arg("kernel", args::cloud_kernel),
+    mut_arg("timeout", |a| a.default_value("1800").help("Give each guest this long, seconds"))
+)]
+pub struct Args {
+    /// The parts to run, comma separated:
+    ///   base     nvme-cli, blkzone, fio, btrfs, conformance, ext4, SQLite, XFS
+    ///            (the cloud kernel's guest)
+    ///   fio-zbd  fio's t/zbd/test-zbd-support (same guest)
+    ///   zonefs   zonefs, formatted by the task (same guest)
+    ///   nvme-cli nvme-cli's own test suite (tests/ of its source package) on a
+    ///            zns serve controller (same guest)
+    ///   f2fs     f2fs (a second guest: the generic kernel)
+    ///   twins    ext4 on emu:small-conv, f2fs on emu:small, one fio job on both
+    ///            (a third guest, generic kernel)
+    #[arg(long, value_name = "LIST", verbatim_doc_comment,
+          default_value_t = List::of(DEFAULT_PARTS),
+          value_parser = |s: &str| args::parts(s, PARTS))]
+    parts: List<String>,
+    /// Only these fio zbd tests: numbers and ranges, comma separated
+    /// (1-29,33-58; default: all)
+    #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = args::zbd_tests)]
+    zbd_tests: Option<List<u32>>,
+    /// The f2fs and twins guests' kernel (default: newest
+    /// linux-image-*-amd64-unsigned, Debian's generic kernel)
+    #[arg(long, value_name = "PACKAGE", verbatim_doc_comment)]
     f2fs_kernel: Option<String>,
+    /// Also run the conformance suite through znskit's tcp: initiator against
+    /// the guest kernel's own target (nvmet-tcp on a zoned null_blk), as
+    /// `cargo xtask nvmet` does in a guest of its own
+    #[arg(long, verbatim_doc_comment, overrides_with = "nvmet_only")]
+    nvmet: bool,
+    /// The same as --nvmet, with only these conformance checks (comma
+    /// separated).
+    #[arg(long, value_name = "CHECKS", overrides_with = "nvmet")]
+    nvmet_only: Option<String>,
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
-impl Options {
+impl Args {
     fn part(&self, name: &str) -> bool {
         self.parts.iter().any(|p| p == name)
     }
-}
 
-/// Parses the arguments after `clients`; `None` after printing help.
-pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-    let mut o = VmOptions::default();
-    o.timeout = Duration::from_secs(1800);
-    let mut nvmet = None;
-    let mut parts: Vec<String> = DEFAULT_PARTS.iter().map(|p| p.to_string()).collect();
-    let mut zbd_tests = Vec::new();
-    let mut f2fs_kernel = None;
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
-        };
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--timeout" => {
-                let v = value("--timeout")?;
-                let s: u64 =
-                    v.parse().map_err(|_| Error::new(format!("--timeout {v:?}: not a number")))?;
-                o.timeout = Duration::from_secs(s.max(1));
-            }
-            "--parts" => {
-                parts = crate::guest::parse_parts(&value("--parts")?, PARTS)?;
-            }
-            "--zbd-tests" => {
-                let v = value("--zbd-tests")?;
-                zbd_tests = fio_zbd::parse_selection(&v).ok_or_else(|| {
-                    Error::new(format!("--zbd-tests {v:?}: not test numbers and ranges (1-29,33)"))
-                })?;
-            }
-            "--kernel" => o.kernel = Some(value("--kernel")?),
-            "--f2fs-kernel" => f2fs_kernel = Some(value("--f2fs-kernel")?),
-            "--no-install" => o.install = false,
-            "--kvm" => o.kvm = true,
-            "--memory" => o.memory = value("--memory")?,
-            "--nvmet" => nvmet = Some(String::new()),
-            "--nvmet-only" => nvmet = Some(value("--nvmet-only")?),
-            other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
-        }
+    /// The kernel-target step's conformance checks ("" = all), if it runs.
+    fn nvmet(&self) -> Option<String> {
+        self.nvmet_only.clone().or_else(|| self.nvmet.then(String::new))
     }
-    Ok(Some(Options { vm: o, nvmet, parts, zbd_tests, f2fs_kernel }))
+
+    /// Only these fio zbd tests (all when empty).
+    fn zbd_tests(&self) -> &[u32] {
+        self.zbd_tests.as_deref().unwrap_or_default()
+    }
+
+    fn vm(&self) -> VmOptions {
+        self.guest.vm()
+    }
 }
 
 /// The guest programs `tools` (program, Debian package) with their
@@ -283,8 +256,8 @@ struct Report {
 }
 
 /// Runs the whole task.
-pub fn run(opts: &Options) -> Result<()> {
-    let o = &opts.vm;
+pub fn run(opts: &Args) -> Result<()> {
+    let o = &opts.vm();
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
@@ -296,7 +269,7 @@ pub fn run(opts: &Options) -> Result<()> {
         || opts.part("fio-zbd")
         || opts.part("zonefs")
         || opts.part("nvme-cli")
-        || opts.nvmet.is_some();
+        || opts.nvmet().is_some();
     if cloud {
         reports.push(("cloud kernel guest", run_cloud(opts, &root, &target, &zns)?));
     }
@@ -347,8 +320,8 @@ fn server_end(what: &str, end: Result<String>, clean: &[&str], failures: &mut Ve
 }
 
 /// The cloud kernel's guest: the base clients, fio's zbd tests, nvmet.
-fn run_cloud(opts: &Options, root: &Path, target: &Path, zns: &Path) -> Result<Report> {
-    let o = &opts.vm;
+fn run_cloud(opts: &Args, root: &Path, target: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm();
     let cache = target.join("vmtest");
     let dir = cache.join("clients");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -395,8 +368,8 @@ struct CloudInputs {
 impl CloudInputs {
     /// Gathers the guest's tools and prepares the test suites the parts of
     /// `opts` run.
-    fn prepare(opts: &Options, cache: &Path) -> Result<CloudInputs> {
-        let o = &opts.vm;
+    fn prepare(opts: &Args, cache: &Path) -> Result<CloudInputs> {
+        let o = &opts.vm();
         let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
         if opts.part("fio-zbd") {
             tools.extend_from_slice(fio_zbd::TOOLS);
@@ -415,12 +388,12 @@ impl CloudInputs {
         let zbd =
             if opts.part("fio-zbd") { Some(fio_zbd::prepare(cache, o.install)?) } else { None };
         let zbd_wanted: Vec<u32> = match &zbd {
-            Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
+            Some(z) if opts.zbd_tests().is_empty() => z.tests.clone(),
             Some(z) => {
-                if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
+                if let Some(n) = opts.zbd_tests().iter().find(|n| !z.tests.contains(n)) {
                     return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
                 }
-                opts.zbd_tests.clone()
+                opts.zbd_tests().to_vec()
             }
             None => Vec::new(),
         };
@@ -451,7 +424,7 @@ impl CloudServers {
     /// Starts the servers the parts of `opts` need; `nvme_cli`: the
     /// nvme-cli suite runs.
     fn start(
-        opts: &Options,
+        opts: &Args,
         zns: &Path,
         dir: &Path,
         zbd_device: &str,
@@ -541,14 +514,14 @@ impl CloudServers {
 /// the workspace and its target directory, where the guest's programs
 /// are built.
 fn cloud_initramfs(
-    opts: &Options,
+    opts: &Args,
     (root, target): (&Path, &Path),
     dir: &Path,
     modules: &[kernel::Module],
     inputs: &CloudInputs,
     servers: &CloudServers,
 ) -> Result<PathBuf> {
-    let o = &opts.vm;
+    let o = &opts.vm();
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let plan =
@@ -561,9 +534,9 @@ fn cloud_initramfs(
                 crate::nvme_cli::guest_lines(s.port, HOSTNQN, HOSTID, &suite.tests)
             }),
             base: opts.part("base"),
-            zbd: inputs.zbd.as_ref().map(|_| opts.zbd_tests.clone()),
+            zbd: inputs.zbd.as_ref().map(|_| opts.zbd_tests().to_vec()),
             zonefs: opts.part("zonefs"),
-            nvmet: opts.nvmet.clone(),
+            nvmet: opts.nvmet(),
             media_port: servers.media.as_ref().map(|m| m.port),
         };
     let script = init_script(&names, servers.nvmf.port, &mke2fs, &plan);
@@ -721,8 +694,8 @@ run nvme-disconnect-media nvme disconnect -n {MEDIA_NQN}
 }
 
 /// The generic kernel's guest: f2fs on the target's zoned namespace.
-fn run_f2fs(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
-    let o = &opts.vm;
+fn run_f2fs(opts: &Args, cache: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm();
     let dir = cache.join("clients-f2fs");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let files = guest_files(f2fs::TOOLS, o.install)?;
@@ -772,8 +745,8 @@ fn run_f2fs(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
 /// The generic kernel's guest for the twins: ext4 on the conventional
 /// twin, f2fs on the ZNS twin, one fio job on both, the figures side by
 /// side.
-fn run_twins(opts: &Options, cache: &Path, zns: &Path) -> Result<Report> {
-    let o = &opts.vm;
+fn run_twins(opts: &Args, cache: &Path, zns: &Path) -> Result<Report> {
+    let o = &opts.vm();
     let dir = cache.join("clients-twins");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let files = guest_files(twins::TOOLS, o.install)?;
@@ -1094,6 +1067,8 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn script(plan: &GuestPlan) -> String {
@@ -1172,16 +1147,18 @@ mod tests {
             nvme_cli: None,
         });
         assert!(!base.contains("test-zbd-support"));
-        let parse = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
+        let parse = |a: &[&str]| crate::args::tests::parse::<Args>(a).unwrap().unwrap();
         let o = parse(&["--parts", "f2fs", "--zbd-tests", "3,5"]);
-        assert_eq!(parse(&["--zbd-tests", "1-3,7"]).zbd_tests, [1, 2, 3, 7]);
+        assert_eq!(parse(&["--zbd-tests", "1-3,7"]).zbd_tests(), [1, 2, 3, 7]);
         assert!(o.part("f2fs") && !o.part("base") && !o.part("fio-zbd"));
-        assert_eq!(o.zbd_tests, [3, 5]);
+        assert_eq!(o.zbd_tests(), [3, 5]);
         assert!(DEFAULT_PARTS.iter().all(|p| parse(&[]).part(p)));
+        assert!(parse(&[]).zbd_tests().is_empty(), "all of fio's zbd tests by default");
         assert!(parse(&["--parts", "zonefs"]).part("zonefs"));
         let t = parse(&["--parts", "twins"]);
         assert!(t.part("twins") && !t.part("f2fs") && parse(&[]).part("twins"));
-        assert!(super::parse(["--parts", "xfs"].map(String::from).into_iter()).is_err());
+        let bad = |a: &[&str]| crate::args::tests::parse::<Args>(a).unwrap_err().to_string();
+        assert!(bad(&["--parts", "xfs"]).contains("unknown part \"xfs\""));
         let z = script(&GuestPlan {
             base: false,
             zbd: None,
@@ -1193,6 +1170,25 @@ mod tests {
         });
         assert!(z.contains("nvme connect $T") && z.contains("mount -t zonefs $B /mnt"));
         assert!(!z.contains("test-zbd-support") && !z.contains("fio-zoned"));
-        assert!(super::parse(["--zbd-tests", "x"].map(String::from).into_iter()).is_err());
+        assert!(bad(&["--zbd-tests", "x"]).contains("--zbd-tests"));
+        assert!(bad(&["--zbd-tests", "9-2"]).contains("not test numbers and ranges"));
+    }
+
+    #[test]
+    fn options_keep_their_defaults_and_the_last_nvmet_option_wins() {
+        let parse = |a: &[&str]| crate::args::tests::parse::<Args>(a).unwrap().unwrap();
+        let o = parse(&[]);
+        let vm = o.vm();
+        assert_eq!((vm.timeout, vm.memory.as_str()), (Duration::from_secs(1800), "1G"));
+        assert_eq!((o.nvmet(), o.f2fs_kernel.as_deref()), (None, None));
+        assert_eq!(parse(&["--nvmet"]).nvmet().as_deref(), Some(""));
+        assert_eq!(parse(&["--nvmet-only", "copy"]).nvmet().as_deref(), Some("copy"));
+        assert_eq!(parse(&["--nvmet-only", "copy", "--nvmet"]).nvmet().as_deref(), Some(""));
+        assert_eq!(parse(&["--nvmet", "--nvmet-only", "copy"]).nvmet().as_deref(), Some("copy"));
+        let o = parse(&["--timeout", "60", "--memory", "2G", "--f2fs-kernel", "k", "--kvm"]);
+        let vm = o.vm();
+        assert_eq!((vm.timeout, vm.memory.as_str(), vm.kvm), (Duration::from_secs(60), "2G", true));
+        assert_eq!(o.f2fs_kernel.as_deref(), Some("k"));
+        assert!(crate::args::tests::parse::<Args>(&["--timeout", "1h"]).is_err());
     }
 }

@@ -25,30 +25,14 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+
+use crate::args::{self, GuestArgs};
 use crate::clients::guest_files;
 use crate::guest::RESULT_MARKER;
 use crate::server::{build_zns, Server};
-use crate::vmtest::{self, Options as VmOptions};
+use crate::vmtest;
 use crate::{kernel, run_checked, Error, Result};
-
-const USAGE: &str = "usage: cargo xtask crash [OPTIONS]
-
-Crash consistency through a real filesystem: ext4 in a QEMU guest on the
-FTL exported by `zns ftl serve` (NBD, the guest kernel's nbd driver), the
-server killed with SIGKILL at a random moment of each cycle and restarted
-on the same device image; after each crash the guest remounts, fsck must
-be clean and every file whose fsync succeeded must read back intact.
-
-options:
-  --cycles N         crash cycles (default 20)
-  --seed S           seed of the kill moments (default: from the clock; printed)
-  --min-ms MS        earliest kill after a cycle starts writing (default 300)
-  --max-ms MS        latest kill after a cycle starts writing (default 3000)
-  --timeout SECS     give the guest this long (default 900)
-  --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
-  --no-install       do not install missing packages; fail instead
-  --kvm              use KVM (software emulation otherwise)
-  --memory SIZE      guest memory (default 1G)";
 
 /// The guest line that starts a cycle's writes: the host arms its kill.
 const ARM: &str = "CRASH-ARM ";
@@ -70,60 +54,45 @@ const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
 const GUEST_TOOLS: &[(&str, &str)] =
     &[("nbd-client", "nbd-client"), ("mke2fs", "e2fsprogs"), ("e2fsck", "e2fsprogs")];
 
-/// Options of the task.
-#[derive(Debug, Clone)]
-pub struct Options {
-    vm: VmOptions,
+/// Crash consistency: ext4 on `zns ftl serve` (NBD), the server killed in each cycle
+///
+/// Crash consistency through a real filesystem: ext4 in a QEMU guest on the
+/// FTL exported by `zns ftl serve` (NBD, the guest kernel's nbd driver), the
+/// server killed with SIGKILL at a random moment of each cycle and restarted
+/// on the same device image; after each crash the guest remounts, fsck must
+/// be clean and every file whose fsync succeeded must read back intact.
+#[derive(Debug, Clone, Parser)]
+#[command(verbatim_doc_comment, args_override_self = true, mut_arg("kernel", args::cloud_kernel))]
+pub struct Args {
+    /// Crash cycles.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..))]
     cycles: u32,
+    /// Seed of the kill moments (default: from the clock; printed).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     seed: Option<u64>,
+    /// Earliest kill after a cycle starts writing, milliseconds.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, default_value_t = 300)]
     min_ms: u64,
+    /// Latest kill after a cycle starts writing, milliseconds (at least
+    /// --min-ms).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, default_value_t = 3000)]
     max_ms: u64,
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Options { vm: VmOptions::default(), cycles: 20, seed: None, min_ms: 300, max_ms: 3000 }
-    }
-}
-
-fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
-    v.parse().map_err(|_| Error::new(format!("{name} {v:?}: not a number")))
-}
-
-/// Parses the arguments after `crash`; `None` after printing help.
-pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-    let mut o = Options::default();
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
-        };
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--cycles" => o.cycles = number("--cycles", &value("--cycles")?)?,
-            "--seed" => o.seed = Some(number("--seed", &value("--seed")?)?),
-            "--min-ms" => o.min_ms = number("--min-ms", &value("--min-ms")?)?,
-            "--max-ms" => o.max_ms = number("--max-ms", &value("--max-ms")?)?,
-            "--timeout" => {
-                let s: u64 = number("--timeout", &value("--timeout")?)?;
-                o.vm.timeout = Duration::from_secs(s.max(1));
-            }
-            "--kernel" => o.vm.kernel = Some(value("--kernel")?),
-            "--no-install" => o.vm.install = false,
-            "--kvm" => o.vm.kvm = true,
-            "--memory" => o.vm.memory = value("--memory")?,
-            other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
+impl Args {
+    /// Checks what clap cannot: the kill window is not empty.
+    fn check(&self) -> Result<()> {
+        if self.min_ms > self.max_ms {
+            return Err(Error::new(format!(
+                "--min-ms {} is above --max-ms {}",
+                self.min_ms, self.max_ms
+            )));
         }
+        Ok(())
     }
-    if o.cycles == 0 {
-        return Err(Error::new("--cycles must be at least 1"));
-    }
-    if o.min_ms > o.max_ms {
-        return Err(Error::new(format!("--min-ms {} is above --max-ms {}", o.min_ms, o.max_ms)));
-    }
-    Ok(Some(o))
 }
 
 /// SplitMix64: the kill moments, reproducible from the seed.
@@ -135,7 +104,7 @@ struct Moments {
 
 impl Moments {
     fn new(seed: u64, min_ms: u64, max_ms: u64) -> Moments {
-        Moments { state: seed, min_ms, span: max_ms - min_ms + 1 }
+        Moments { state: seed, min_ms, span: (max_ms - min_ms).saturating_add(1) }
     }
 
     fn next(&mut self) -> Duration {
@@ -199,8 +168,9 @@ fn killer(
 }
 
 /// Runs the whole task.
-pub fn run(opts: &Options) -> Result<()> {
-    let o = &opts.vm;
+pub fn run(opts: &Args) -> Result<()> {
+    opts.check()?;
+    let o = &opts.guest.vm();
     let start = Instant::now();
     let seed = opts.seed.unwrap_or_else(vmtest::new_seed);
     println!("crash: {} cycles, seed {seed}", opts.cycles);
@@ -483,9 +453,20 @@ mod tests {
 
     #[test]
     fn options_reject_nonsense() {
-        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string()));
-        assert!(p(&["--cycles", "0"]).is_err());
-        assert!(p(&["--min-ms", "10", "--max-ms", "5"]).is_err());
-        assert_eq!(p(&["--cycles", "3"]).unwrap().unwrap().cycles, 3);
+        let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
+        let e = p(&["--cycles", "0"]).unwrap_err().to_string();
+        assert!(e.contains("--cycles"), "{e}");
+        assert!(p(&["--cycles", "many"]).is_err() && p(&["--seed", "-1"]).is_err());
+        assert!(p(&["--min-ms", "soon"]).is_err() && p(&["--max-ms", "1.5"]).is_err());
+        let e = p(&["--min-ms", "10", "--max-ms", "5"]).unwrap().unwrap().check().unwrap_err();
+        assert_eq!(e.to_string(), "--min-ms 10 is above --max-ms 5");
+        let o = p(&["--min-ms", "5", "--max-ms", "5"]).unwrap().unwrap();
+        assert!(o.check().is_ok(), "a window of one moment");
+        let o = p(&["--cycles", "3", "--seed", "7", "--memory", "2G"]).unwrap().unwrap();
+        assert_eq!((o.cycles, o.seed, o.guest.vm().memory.as_str()), (3, Some(7), "2G"));
+        let o = p(&[]).unwrap().unwrap();
+        assert_eq!((o.cycles, o.seed, o.min_ms, o.max_ms), (20, None, 300, 3000));
+        assert_eq!(o.guest.vm().timeout, Duration::from_secs(900));
+        assert!(o.check().is_ok());
     }
 }

@@ -11,14 +11,6 @@ use serde_json::Value;
 
 use crate::{Error, Result};
 
-const USAGE: &str = "usage: cargo xtask crate-graph [--check]
-
-Writes the workspace's crate graph (from `cargo metadata`) into
-docs/architecture.md between its crate-graph markers: a Mermaid diagram and a
-table of each crate's layer, what it depends on, and what only its tests,
-examples and benchmarks use. With --check, changes nothing and fails when the
-document differs.";
-
 /// The document holding the graph.
 pub const DOC: &str = "docs/architecture.md";
 
@@ -36,17 +28,24 @@ pub struct Crate {
     dev: BTreeSet<String>,
 }
 
+/// The crate graph from `cargo metadata`, written into docs/architecture.md
+///
+/// Writes the workspace's crate graph (from `cargo metadata`) into
+/// docs/architecture.md between its crate-graph markers: a Mermaid diagram and a
+/// table of each crate's layer, what it depends on, and what only its tests,
+/// examples and benchmarks use. With --check, changes nothing and fails when the
+/// document differs.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(verbatim_doc_comment, args_override_self = true)]
+pub struct Args {
+    /// Change nothing; fail when the document differs from Cargo's metadata.
+    #[arg(long)]
+    check: bool,
+}
+
 /// Runs the task.
-pub fn run(mut args: impl Iterator<Item = String>) -> Result<()> {
-    let check = match args.next().as_deref() {
-        None => false,
-        Some("--check") => true,
-        Some("--help" | "-h") => {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        Some(other) => return Err(Error::new(format!("unknown option {other}\n\n{USAGE}"))),
-    };
+pub fn run(args: &Args) -> Result<()> {
+    let check = args.check;
     let root = crate::vmtest::workspace_root();
     let graph = metadata(&root)?;
     let path = root.join(DOC);
@@ -195,6 +194,14 @@ mod tests {
         let doc = std::fs::read_to_string(root.join(DOC)).unwrap();
         let want = replace_section(&doc, &render(&graph)).unwrap();
         assert!(want == doc, "{DOC}: the crate graph is out of date: run cargo xtask crate-graph");
+    }
+
+    #[test]
+    fn check_is_the_only_option() {
+        let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
+        assert!(!p(&[]).unwrap().unwrap().check && p(&["--check"]).unwrap().unwrap().check);
+        assert!(p(&["--help"]).unwrap().is_none());
+        assert!(p(&["--chekc"]).is_err() && p(&["check"]).is_err());
     }
 
     #[test]

@@ -12,32 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use clap::Parser;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::args::{self, GuestArgs};
 use crate::guest::{self, EnginesPlan};
-use crate::vmtest::{self, Options as VmOptions};
+use crate::vmtest;
 use crate::{kernel, Error, Result};
-
-const USAGE: &str = "usage: cargo xtask engines [OPTIONS]
-
-Boots the vmtest guest and measures queue-depth-1 latency of 4 KiB random reads,
-sequential writes and zone appends on QEMU's zoned namespace through znskit's
-user-space driver (pcie:), io_uring passthrough (ng:) and zoned block device (zbd:)
-backends and fio's psync, libaio and io_uring engines (fio cannot append: no zone
-append reaches user space through a block device). Writes engines.json (the table
-and the CCDF points) and engines.svg (the CCDF plot) into the output directory.
-
-Software emulation distorts absolute numbers: compare engines within one run only.
-
-options:
-  --out DIR          output directory (default: docs/ of the workspace)
-  --ops N            measured operations per engine and operation (default 5000)
-  --warmup N         operations before those, not measured (default 50)
-  --timeout SECS     give the guest this long (default 900)
-  --kernel PACKAGE   kernel package (as for vmtest)
-  --no-install       do not install missing packages or targets; fail instead
-  --kvm              use KVM (software emulation otherwise)";
 
 /// Engines in the order of the table and the plot's legend.
 pub const ENGINES: &[&str] = &["pcie", "ng", "zbd", "fio-psync", "fio-libaio", "fio-io_uring"];
@@ -49,45 +31,36 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("append", "4 KiB zone append"),
 ];
 
-/// Options of the task.
-#[derive(Debug, Clone)]
-pub struct Options {
+/// Queue-depth-1 latency of znskit's backends and fio's engines in a guest
+///
+/// Boots the vmtest guest and measures queue-depth-1 latency of 4 KiB random reads,
+/// sequential writes and zone appends on QEMU's zoned namespace through znskit's
+/// user-space driver (pcie:), io_uring passthrough (ng:) and zoned block device (zbd:)
+/// backends and fio's psync, libaio and io_uring engines (fio cannot append: no zone
+/// append reaches user space through a block device). Writes engines.json (the table
+/// and the CCDF points) and engines.svg (the CCDF plot) into the output directory.
+///
+/// Software emulation distorts absolute numbers: compare engines within one run only.
+#[derive(Debug, Clone, Parser)]
+#[command(verbatim_doc_comment, args_override_self = true, mut_arg("kernel", args::cloud_kernel))]
+pub struct Args {
+    /// Output directory (default: docs/ of the workspace).
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Measured operations per engine and operation (0 counts as 1).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 5000)]
     ops: u64,
+    /// Operations before those, not measured.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 50)]
     warmup: u64,
-    vm: VmOptions,
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
-impl Options {
-    /// Parses the arguments after `engines`; `None` after printing help.
-    pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-        let mut o = Options { out: None, ops: 5000, warmup: 50, vm: VmOptions::default() };
-        while let Some(a) = args.next() {
-            let mut value = |name: &str| {
-                args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
-            };
-            let count = |name: &str, v: String| {
-                v.parse::<u64>().map_err(|_| Error::new(format!("{name} {v:?}: not a count")))
-            };
-            match a.as_str() {
-                "-h" | "--help" => {
-                    println!("{USAGE}");
-                    return Ok(None);
-                }
-                "--out" => o.out = Some(PathBuf::from(value("--out")?)),
-                "--ops" => o.ops = count("--ops", value("--ops")?)?.max(1),
-                "--warmup" => o.warmup = count("--warmup", value("--warmup")?)?,
-                "--timeout" => {
-                    let s = count("--timeout", value("--timeout")?)?;
-                    o.vm.timeout = std::time::Duration::from_secs(s.max(1));
-                }
-                "--kernel" => o.vm.kernel = Some(value("--kernel")?),
-                "--no-install" => o.vm.install = false,
-                "--kvm" => o.vm.kvm = true,
-                other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
-            }
-        }
-        Ok(Some(o))
+impl Args {
+    /// Measured operations per engine and operation.
+    fn ops(&self) -> u64 {
+        self.ops.max(1)
     }
 }
 
@@ -297,25 +270,26 @@ fn first_line(cmd: &str, arg: &str) -> String {
 }
 
 /// Runs the whole task.
-pub fn run(o: &Options) -> Result<()> {
+pub fn run(a: &Args) -> Result<()> {
     let start = Instant::now();
+    let vm = a.guest.vm();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
     let cache = target.join("vmtest");
     let dir = cache.join("engines");
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let out = o.out.clone().unwrap_or_else(|| root.join("docs"));
+    let out = a.out.clone().unwrap_or_else(|| root.join("docs"));
     fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
-    vmtest::ensure_host_tools(o.vm.install, true, &cache)?;
+    vmtest::ensure_host_tools(vm.install, true, &cache)?;
     let kernel = kernel::prepare(
         &cache.join("kernel"),
         kernel::Flavour::Cloud,
-        o.vm.kernel.as_deref(),
-        o.vm.install,
+        vm.kernel.as_deref(),
+        vm.install,
     )?;
     let modules = kernel::modules_to_load(&kernel)?;
     let programs =
-        vmtest::build_guest_binaries(&root, &target, o.vm.install, o.vm.glibc, &["zns-engines"])?;
+        vmtest::build_guest_binaries(&root, &target, vm.install, vm.glibc, &["zns-engines"])?;
     let fio = vmtest::which("fio").ok_or_else(|| Error::new("fio is not installed"))?;
     let mut files = vmtest::with_libraries(&fio)
         .ok_or_else(|| Error::new("cannot list the shared libraries fio needs (ldd)"))?;
@@ -323,8 +297,8 @@ pub fn run(o: &Options) -> Result<()> {
     files.dedup();
     let plan = EnginesPlan {
         modules: modules.iter().map(|m| m.name.clone()).collect(),
-        ops: o.ops,
-        warmup: o.warmup,
+        ops: a.ops(),
+        warmup: a.warmup,
         hugepages: 64,
     };
     let script = guest::engines_script(&plan);
@@ -333,7 +307,7 @@ pub fn run(o: &Options) -> Result<()> {
     vmtest::make_images(&images)?;
     let log = dir.join("guest.log");
     let devices = guest::qemu_device_args(&images);
-    let outcome = vmtest::boot(&kernel, &initramfs, &devices, &o.vm, &log)?;
+    let outcome = vmtest::boot(&kernel, &initramfs, &devices, &vm, &log)?;
     for f in &outcome.failures {
         println!("engines: {}", f.trim_start_matches("vmtest: "));
     }
@@ -347,15 +321,15 @@ pub fn run(o: &Options) -> Result<()> {
         caveat: CAVEAT,
         environment: Environment {
             qemu: first_line("qemu-system-x86_64", "--version"),
-            accelerator: if o.vm.kvm { "KVM" } else { "TCG (software emulation)" },
-            guest_cpus: o.vm.smp,
+            accelerator: if vm.kvm { "KVM" } else { "TCG (software emulation)" },
+            guest_cpus: vm.smp,
             guest_kernel: kernel.package.clone(),
             fio: first_line(&fio.to_string_lossy(), "--version"),
             namespace: format!("nsid {}: {}", ns.nsid, ns.props),
             block_size: 4096,
             queue_depth: 1,
-            ops: o.ops,
-            warmup: o.warmup,
+            ops: a.ops(),
+            warmup: a.warmup,
         },
         results: &rows,
     };
@@ -379,6 +353,22 @@ pub fn run(o: &Options) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_keep_their_defaults_and_reject_what_is_not_a_count() {
+        let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
+        let o = p(&[]).unwrap().unwrap();
+        assert_eq!((o.ops(), o.warmup, o.out.as_deref()), (5000, 50, None));
+        let vm = o.guest.vm();
+        assert_eq!((vm.timeout.as_secs(), vm.install, vm.kvm), (900, true, false));
+        let o = p(&["--out", "x", "--ops", "0", "--warmup", "0", "--no-install"]).unwrap().unwrap();
+        assert_eq!((o.ops(), o.warmup, o.out.as_deref()), (1, 0, Some(Path::new("x"))));
+        assert!(!o.guest.vm().install);
+        for bad in [&["--ops", "many"][..], &["--warmup", "-3"], &["--ops", "1e3"], &["--out"]] {
+            let e = p(bad).unwrap_err().to_string();
+            assert!(e.contains(bad[0]), "{bad:?}: {e}");
+        }
+    }
 
     fn row(engine: &str, op: &str, base: f64) -> Row {
         Row {

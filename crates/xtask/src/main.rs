@@ -31,6 +31,7 @@
 mod apps;
 mod apps_guest;
 mod apps_mysql;
+mod args;
 mod clients;
 mod cpio;
 mod crash;
@@ -58,6 +59,8 @@ mod zonefs;
 use std::fmt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
+
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// An error with a message for the person running the task.
 #[derive(Debug)]
@@ -93,100 +96,161 @@ pub fn run_checked(cmd: &mut Command, what: &str) -> Result<()> {
     Ok(())
 }
 
-const USAGE: &str = "usage: cargo xtask <command>
+/// znskit developer automation: QEMU guests that run znskit's devices and
+/// exports against real kernels and clients, and the workspace's checks.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    disable_help_subcommand = true,
+    after_help = "Each command's options: cargo xtask COMMAND --help"
+)]
+struct Cli {
+    #[command(subcommand)]
+    task: Option<Task>,
+}
 
-commands:
-  vmtest   run the device conformance suite and the differential test in a QEMU
-           guest against QEMU's ZNS controller (ng:, zbd: and pcie: backends);
-           `cargo xtask vmtest --help`
-  clients  real clients in a QEMU guest: the kernel's nvme-tcp, nvme-cli, blkzone,
-           fio, fio's t/zbd tests, btrfs and zonefs on `zns serve`; ext4, fio,
-           SQLite and fsck on `zns ftl serve` attached as the guest's disk; f2fs
-           in a second guest (Debian's generic kernel); ext4 on a conventional twin
-           and f2fs on its ZNS twin, one fio job on both, in a third;
-           `cargo xtask clients --help`
-  crash    crash consistency through ext4: the guest's kernel on `zns ftl serve` (NBD)
-           over an image, the server killed with SIGKILL in each cycle, fsck and
-           every fsynced file checked after recovery; `cargo xtask crash --help`
-  nvmet    znskit's NVMe/TCP initiator against the guest kernel's own target
-           (nvmet-tcp on a zoned null_blk): the conformance suite, nvmet's known
-           divergences accepted exactly; `cargo xtask nvmet --help`
-  ublk     znskit devices as the guest kernel's block devices through ublk: zns ublk
-           on an emulated ZNS SSD (host-managed zoned: blkzone, dd), zns ftl ublk
-           (mkfs.ext4, fsck), a conventional namespace (ext4, blkdiscard, -z);
-           kill -9 and takeover cycles; fio's zbd tests, zonefs,
-           f2fs, btrfs, ext4 with SQLite; `cargo xtask ublk --help`
-  ublk-perf  4 KiB random reads at QD 1 and 32 through ublk, NBD, nvme-tcp and
-           null_blk in that guest (`cargo xtask ublk --parts perf`); writes
-           docs/ublk-perf.json
-  apps     RocksDB's db_bench and MariaDB with sysbench in a guest on f2fs over a ZNS
-           model and on ext4/XFS over its conventional twin (nvme-tcp to zns serve);
-           writes apps.json, apps.svg;
-           `cargo xtask apps --help` (`--smoke`: one short run per side)
-  fidelity path (d) of the real-time fidelity table: zns characterize in a guest
-           through the kernel's nvme-tcp to the ZN540 model on `zns serve`, dilated
-           by the guest's measured slowdown, beside the host's own paths;
-           `cargo xtask fidelity --help`
-  crate-graph  the workspace's crate graph from `cargo metadata`, written into
-           docs/architecture.md (a test checks it); `--check` only compares
-  engines  compare queue-depth-1 latency of znskit's backends and fio's engines
-           in that guest; writes docs/engines.json and docs/engines.svg;
-           `cargo xtask engines --help`";
+/// The commands.
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Conformance suite and differential test in a guest on QEMU's ZNS controller
+    #[command(disable_help_flag = true)]
+    Vmtest(Raw),
+    Clients(clients::Args),
+    Crash(crash::Args),
+    Nvmet(nvmet::Args),
+    Ublk(ublk::Args),
+    /// 4 KiB random reads through ublk, NBD, nvme-tcp and null_blk (ublk --parts perf)
+    ///
+    /// 4 KiB random reads at QD 1 and 32 through ublk, NBD, nvme-tcp and
+    /// null_blk in the guest of `cargo xtask ublk`, which this is with
+    /// `--parts perf`; writes docs/ublk-perf.json.
+    #[command(verbatim_doc_comment, mut_arg("parts", |a| a.default_value(ublk_perf::PART)))]
+    UblkPerf(ublk::Args),
+    /// RocksDB and MariaDB in a guest: f2fs over a ZNS model, ext4/XFS over its twin
+    #[command(disable_help_flag = true)]
+    Apps(Raw),
+    /// Path (d) of the fidelity table: zns characterize in a guest over nvme-tcp
+    #[command(disable_help_flag = true)]
+    Fidelity(Raw),
+    CrateGraph(crate_graph::Args),
+    Engines(engines::Args),
+}
+
+/// The arguments of a command that parses its own (`--help` included).
+#[derive(Debug, clap::Args)]
+struct Raw {
+    #[arg(value_name = "OPTIONS", trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+/// Runs a command whose own parser gives its options, or `None` after
+/// printing its help.
+fn with<O>(parsed: Result<Option<O>>, run: impl FnOnce(&O) -> Result<()>) -> Result<()> {
+    match parsed? {
+        Some(o) => run(&o),
+        None => Ok(()),
+    }
+}
+
+/// Runs the command.
+fn run(task: Option<Task>) -> Result<()> {
+    match task {
+        None => Cli::command()
+            .print_long_help()
+            .map_err(|e| Error::new(format!("cannot print the help: {e}"))),
+        Some(Task::Vmtest(raw)) => with(vmtest::Options::parse(raw.args.into_iter()), vmtest::run),
+        Some(Task::Apps(raw)) => with(apps::parse(raw.args.into_iter()), apps::run),
+        Some(Task::Fidelity(raw)) => with(fidelity::parse(raw.args.into_iter()), fidelity::run),
+        Some(Task::Clients(a)) => clients::run(&a),
+        Some(Task::Crash(a)) => crash::run(&a),
+        Some(Task::Nvmet(a)) => nvmet::run(&a),
+        Some(Task::Ublk(a) | Task::UblkPerf(a)) => ublk::run(&a),
+        Some(Task::CrateGraph(a)) => crate_graph::run(&a),
+        Some(Task::Engines(a)) => engines::run(&a),
+    }
+}
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let result = match args.next().as_deref() {
-        Some("vmtest") => vmtest::Options::parse(args).and_then(|o| match o {
-            Some(o) => vmtest::run(&o),
-            None => Ok(()),
-        }),
-        Some("crate-graph") => crate_graph::run(args),
-        Some("clients") => clients::parse(args).and_then(|o| match o {
-            Some(o) => clients::run(&o),
-            None => Ok(()),
-        }),
-        Some("crash") => crash::parse(args).and_then(|o| match o {
-            Some(o) => crash::run(&o),
-            None => Ok(()),
-        }),
-        Some("nvmet") => nvmet::parse(args).and_then(|o| match o {
-            Some(o) => nvmet::run(&o),
-            None => Ok(()),
-        }),
-        Some("ublk") => ublk::parse(args).and_then(|o| match o {
-            Some(o) => ublk::run(&o),
-            None => Ok(()),
-        }),
-        Some("ublk-perf") => {
-            ublk::parse(["--parts".to_string(), "perf".to_string()].into_iter().chain(args))
-                .and_then(|o| match o {
-                    Some(o) => ublk::run(&o),
-                    None => Ok(()),
-                })
-        }
-        Some("apps") => apps::parse(args).and_then(|o| match o {
-            Some(o) => apps::run(&o),
-            None => Ok(()),
-        }),
-        Some("fidelity") => fidelity::parse(args).and_then(|o| match o {
-            Some(o) => fidelity::run(&o),
-            None => Ok(()),
-        }),
-        Some("engines") => engines::Options::parse(args).and_then(|o| match o {
-            Some(o) => engines::run(&o),
-            None => Ok(()),
-        }),
-        Some("-h" | "--help") | None => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Some(other) => Err(Error::new(format!("unknown command {other:?}\n{USAGE}"))),
-    };
+    let result = args::parse_from::<Cli>(std::env::args()).and_then(|cli| match cli {
+        Some(cli) => run(cli.task),
+        None => Ok(()),
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `args` (no program name); a help asked for is checked for its
+    /// usage line rather than printed.
+    fn parse(args: &[&str]) -> Result<Option<Cli>> {
+        let argv = std::iter::once("cargo xtask").chain(args.iter().copied());
+        args::settle(Cli::try_parse_from(argv), |e| {
+            let help = e.to_string();
+            assert!(help.contains("Usage: cargo xtask"), "{help}");
+        })
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// The name each command had before clap parsed the command line.
+    fn name(task: &Task) -> &'static str {
+        match task {
+            Task::Vmtest(_) => "vmtest",
+            Task::Clients(_) => "clients",
+            Task::Crash(_) => "crash",
+            Task::Nvmet(_) => "nvmet",
+            Task::Ublk(_) => "ublk",
+            Task::UblkPerf(_) => "ublk-perf",
+            Task::Apps(_) => "apps",
+            Task::Fidelity(_) => "fidelity",
+            Task::CrateGraph(_) => "crate-graph",
+            Task::Engines(_) => "engines",
+        }
+    }
+
+    #[test]
+    fn each_command_keeps_its_name() {
+        let names =
+            Cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect::<Vec<_>>();
+        assert_eq!(names.len(), 10, "{names:?}");
+        for n in &names {
+            let task = parse(&[n]).unwrap().unwrap().task.unwrap();
+            assert_eq!(name(&task), n);
+        }
+        assert!(matches!(parse(&[]), Ok(Some(Cli { task: None }))));
+        assert!(parse(&["--help"]).unwrap().is_none());
+        assert!(parse(&["clients", "--help"]).unwrap().is_none());
+        let e = parse(&["vmtset"]).unwrap_err().to_string();
+        assert!(e.contains("vmtset"), "{e}");
+        assert!(parse(&["crash", "--cycles", "0"]).is_err());
+    }
+
+    #[test]
+    fn commands_with_their_own_parser_get_every_argument() {
+        for name in ["vmtest", "apps", "fidelity"] {
+            let args = [name, "--help", "--runs", "ng-pow2", "-x"];
+            let raw = match parse(&args).unwrap().unwrap().task.unwrap() {
+                Task::Vmtest(r) | Task::Apps(r) | Task::Fidelity(r) => r.args,
+                other => panic!("{name}: {other:?}"),
+            };
+            assert_eq!(raw, &args[1..], "{name}");
+        }
+        let task = parse(&["vmtest"]).unwrap().unwrap().task;
+        assert!(
+            matches!(task, Some(Task::Vmtest(Raw { ref args })) if args.is_empty()),
+            "{task:?}"
+        );
     }
 }

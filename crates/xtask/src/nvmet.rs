@@ -12,25 +12,14 @@
 //! clients --nvmet`.
 
 use std::fs;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use clap::Parser;
+
+use crate::args::{self, GuestArgs};
 use crate::guest::RESULT_MARKER;
-use crate::vmtest::{self, Options as VmOptions};
+use crate::vmtest;
 use crate::{kernel, Error, Result};
-
-const USAGE: &str = "usage: cargo xtask nvmet [OPTIONS]
-
-Boots a QEMU guest whose kernel exports a zoned null_blk device with its own
-NVMe/TCP target (nvmet-tcp) on the guest's loopback, and runs znskit's tcp:
-initiator against it: writes in the capsule and by R2T, then the device
-conformance suite (nvmet's known divergences accepted exactly).
-
-options:
-  --timeout SECS     give the guest this long (default 600)
-  --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
-  --no-install       do not install missing packages; fail instead
-  --kvm              use KVM (software emulation otherwise)
-  --only CHECKS      only these conformance checks (comma-separated)";
 
 /// The subsystem the guest kernel's own target (nvmet) exports.
 pub const NVMET_NQN: &str = "nqn.2026-11.io.znskit:nvmet";
@@ -41,47 +30,30 @@ const ZNSKIT_NQN: &str = "nqn.2026-11.io.znskit:guest";
 /// Kernel modules the guest needs beyond the built-in ones.
 const MODULES: &[&str] = &["nvmet-tcp", "null_blk"];
 
-/// Options of the task.
-#[derive(Debug, Clone)]
-pub struct Options {
-    vm: VmOptions,
-    /// Conformance checks to run ("" = all).
-    only: String,
-}
-
-/// Parses the arguments after `nvmet`; `None` after printing help.
-pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-    let mut o = VmOptions::default();
-    o.timeout = Duration::from_secs(600);
-    let mut only = String::new();
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
-        };
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--timeout" => {
-                let v = value("--timeout")?;
-                let s: u64 =
-                    v.parse().map_err(|_| Error::new(format!("--timeout {v:?}: not a number")))?;
-                o.timeout = Duration::from_secs(s.max(1));
-            }
-            "--kernel" => o.kernel = Some(value("--kernel")?),
-            "--no-install" => o.install = false,
-            "--kvm" => o.kvm = true,
-            "--only" => only = value("--only")?,
-            other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
-        }
-    }
-    Ok(Some(Options { vm: o, only }))
+/// znskit's NVMe/TCP initiator against the guest kernel's own target (nvmet-tcp)
+///
+/// Boots a QEMU guest whose kernel exports a zoned null_blk device with its own
+/// NVMe/TCP target (nvmet-tcp) on the guest's loopback, and runs znskit's tcp:
+/// initiator against it: writes in the capsule and by R2T, then the device
+/// conformance suite (nvmet's known divergences accepted exactly).
+#[derive(Debug, Clone, Parser)]
+#[command(
+    verbatim_doc_comment,
+    args_override_self = true,
+    mut_arg("kernel", args::cloud_kernel),
+    mut_arg("timeout", |a| a.default_value("600"))
+)]
+pub struct Args {
+    /// Only these conformance checks (comma separated; default: all).
+    #[arg(long, value_name = "CHECKS")]
+    only: Option<String>,
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
 /// Runs the whole task.
-pub fn run(opts: &Options) -> Result<()> {
-    let o = &opts.vm;
+pub fn run(opts: &Args) -> Result<()> {
+    let o = &opts.guest.vm();
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
@@ -104,7 +76,7 @@ pub fn run(opts: &Options) -> Result<()> {
         &["zns-conformance", "zns"],
     )?;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
-    let script = init_script(&names, &opts.only);
+    let script = init_script(&names, opts.only.as_deref().unwrap_or_default());
     let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &[])?;
     let prepared = start.elapsed();
     let log = dir.join("guest.log");
@@ -262,6 +234,8 @@ kill $ZP
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -275,9 +249,16 @@ mod tests {
         assert!(lo < port && port < suite);
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
         assert!(script_lines("copy,queue_full").contains("--only copy,queue_full \"tcp:"));
-        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string()));
+        let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
         let o = p(&["--only", "copy", "--timeout", "60"]).unwrap().unwrap();
-        assert_eq!((o.only.as_str(), o.vm.timeout), ("copy", Duration::from_secs(60)));
+        assert_eq!(
+            (o.only.as_deref(), o.guest.vm().timeout),
+            (Some("copy"), Duration::from_secs(60))
+        );
+        let o = p(&[]).unwrap().unwrap();
+        assert_eq!((o.only, o.guest.vm().timeout), (None, Duration::from_secs(600)));
         assert!(p(&["--frobnicate"]).is_err());
+        assert!(p(&["--timeout", "ten"]).unwrap_err().to_string().contains("--timeout"));
+        assert!(p(&["--only"]).is_err(), "--only needs its checks");
     }
 }

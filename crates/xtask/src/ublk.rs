@@ -38,50 +38,15 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use clap::Parser;
+
+use crate::args::{self, GuestArgs, List};
 use crate::guest::RESULT_MARKER;
 use crate::kernel::Flavour;
-use crate::vmtest::{self, Options as VmOptions};
+use crate::vmtest;
 use crate::{clients, fio_zbd, kernel, ublk_clients, ublk_crash, ublk_perf, Error, Result};
-
-const USAGE: &str = "usage: cargo xtask ublk [OPTIONS]
-
-Boots a QEMU guest on Debian's generic kernel with ublk_drv loaded and serves
-znskit devices as the guest's block devices through ublk: `zns --device
-emu:small ublk` as a host-managed zoned device (blkzone report, open, finish,
-reset; dd with direct I/O written at zone 0 and read back), then `zns --device
-emu:small ftl ublk`, the FTL as a plain disk (mkfs.ext4, mount, a file written
-and read back, e2fsck), and `zns --device emu:small-conv,zones=64 ublk`, a
-conventional namespace as a plain disk (ext4 likewise; blkdiscard and
-blkdiscard -z read back as zeros). Then kill -9 of the server and a new one
-taking the device over (zns ublk --id N), cycle after cycle, on the zoned
-device and on the FTL; then real clients: fio's zoned block device tests,
-zonefs, f2fs and btrfs on zoned ublk devices, ext4 with fio, SQLite and fsck
-on the FTL's. Each part is timed.
-
-options:
-  --parts LIST       the parts to run, comma separated (default: all):
-                       basic    the zoned device and the FTL, as above
-                       conv     the conventional namespace, as above
-                       crash    kill -9 and takeover cycles (zoned, FTL, ext4)
-                       fio-zbd  fio's t/zbd/test-zbd-support (Debian's fio source)
-                       zonefs   zonefs, formatted by the task, mounted and written
-                       f2fs     f2fs on the zoned device, the FTL's as metadata device
-                       btrfs    btrfs in zoned mode
-                       ftl-fs   ext4 on the FTL: fio, SQLite, fsck
-                       perf     not by default (cargo xtask ublk-perf): 4 KiB random
-                                reads at QD 1 and 32 through ublk, NBD, nvme-tcp
-                                and null_blk; writes docs/ublk-perf.json
-  --zbd-tests LIST   only these fio zbd tests: numbers and ranges, comma separated
-                     (1-29,33-58)
-  --cycles N         crash cycles on each device (default: 12 zoned, 10 FTL;
-                     the zoned device takes at most 13)
-  --timeout SECS     give the guest this long (default 900)
-  --kernel PACKAGE   kernel package (default: newest linux-image-*-amd64-unsigned,
-                     Debian's generic kernel: ublk_drv and every filesystem)
-  --no-install       do not install missing packages; fail instead
-  --kvm              use KVM (software emulation otherwise)";
 
 /// Kernel modules the guest loads: the ublk driver and ext4.
 const MODULES: &[&str] = &["ublk_drv", "ext4"];
@@ -110,77 +75,63 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
     ("dd", "coreutils"),
 ];
 
-/// Options of the task.
-#[derive(Debug, Clone)]
-pub struct Options {
-    vm: VmOptions,
-    /// The parts to run (of [`PARTS`]).
-    parts: Vec<String>,
-    /// Crash cycles on each device (`None`: each device's default).
+/// znskit devices as the guest kernel's block devices through ublk
+///
+/// Boots a QEMU guest on Debian's generic kernel with ublk_drv loaded and serves
+/// znskit devices as the guest's block devices through ublk: `zns --device
+/// emu:small ublk` as a host-managed zoned device (blkzone report, open, finish,
+/// reset; dd with direct I/O written at zone 0 and read back), then `zns --device
+/// emu:small ftl ublk`, the FTL as a plain disk (mkfs.ext4, mount, a file written
+/// and read back, e2fsck), and `zns --device emu:small-conv,zones=64 ublk`, a
+/// conventional namespace as a plain disk (ext4 likewise; blkdiscard and
+/// blkdiscard -z read back as zeros). Then kill -9 of the server and a new one
+/// taking the device over (zns ublk --id N), cycle after cycle, on the zoned
+/// device and on the FTL; then real clients: fio's zoned block device tests,
+/// zonefs, f2fs and btrfs on zoned ublk devices, ext4 with fio, SQLite and fsck
+/// on the FTL's. Each part is timed.
+#[derive(Debug, Clone, Parser)]
+#[command(verbatim_doc_comment, args_override_self = true, mut_arg("kernel", args::generic_kernel))]
+pub struct Args {
+    /// The parts to run, comma separated (they run in this order):
+    ///   basic    the zoned device and the FTL, as above
+    ///   conv     the conventional namespace, as above
+    ///   crash    kill -9 and takeover cycles (zoned, FTL, ext4)
+    ///   fio-zbd  fio's t/zbd/test-zbd-support (Debian's fio source)
+    ///   zonefs   zonefs, formatted by the task, mounted and written
+    ///   f2fs     f2fs on the zoned device, the FTL's as metadata device
+    ///   btrfs    btrfs in zoned mode
+    ///   ftl-fs   ext4 on the FTL: fio, SQLite, fsck
+    ///   perf     not by default (cargo xtask ublk-perf): 4 KiB random
+    ///            reads at QD 1 and 32 through ublk, NBD, nvme-tcp
+    ///            and null_blk; writes docs/ublk-perf.json
+    #[arg(long, value_name = "LIST", verbatim_doc_comment,
+          default_value_t = List::of(&PARTS[..DEFAULT_PARTS]),
+          value_parser = |s: &str| args::parts(s, PARTS))]
+    parts: List<String>,
+    /// Only these fio zbd tests: numbers and ranges, comma separated
+    /// (1-29,33-58; default: all)
+    #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = args::zbd_tests)]
+    zbd_tests: Option<List<u32>>,
+    /// Crash cycles on each device (default: 12 zoned, 10 FTL; the zoned
+    /// device takes at most 13)
+    #[arg(long, value_name = "N", allow_negative_numbers = true, verbatim_doc_comment,
+          value_parser = clap::value_parser!(u32)
+              .range(1..=i64::from(ublk_crash::ZONED_CYCLES) + 1))]
     cycles: Option<u32>,
-    /// Only these fio zbd tests (all when empty).
-    zbd_tests: Vec<u32>,
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
-/// Parses the arguments after `ublk`; `None` after printing help.
-pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-    let mut o = VmOptions::default();
-    o.timeout = Duration::from_secs(900);
-    let mut parts: Vec<String> = PARTS[..DEFAULT_PARTS].iter().map(|p| p.to_string()).collect();
-    let mut cycles = None;
-    let mut zbd_tests = Vec::new();
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| {
-            args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
-        };
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--timeout" => {
-                let v = value("--timeout")?;
-                let s: u64 =
-                    v.parse().map_err(|_| Error::new(format!("--timeout {v:?}: not a number")))?;
-                o.timeout = Duration::from_secs(s.max(1));
-            }
-            "--parts" => {
-                parts = crate::guest::parse_parts(&value("--parts")?, PARTS)?;
-            }
-            "--cycles" => {
-                let v = value("--cycles")?;
-                let n: u32 = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=ublk_crash::ZONED_CYCLES + 1).contains(n))
-                    .ok_or_else(|| {
-                        Error::new(format!(
-                            "--cycles {v:?}: a number from 1 to {}",
-                            ublk_crash::ZONED_CYCLES + 1
-                        ))
-                    })?;
-                cycles = Some(n);
-            }
-            "--zbd-tests" => {
-                let v = value("--zbd-tests")?;
-                zbd_tests = fio_zbd::parse_selection(&v).ok_or_else(|| {
-                    Error::new(format!("--zbd-tests {v:?}: not test numbers and ranges (1-29,33)"))
-                })?;
-            }
-            "--kernel" => o.kernel = Some(value("--kernel")?),
-            "--no-install" => o.install = false,
-            "--kvm" => o.kvm = true,
-            other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
-        }
+impl Args {
+    /// Only these fio zbd tests (all when empty).
+    fn zbd_tests(&self) -> &[u32] {
+        self.zbd_tests.as_deref().unwrap_or_default()
     }
-    // In the order they run, whatever the order asked.
-    parts = PARTS.iter().filter(|p| parts.iter().any(|q| q == *p)).map(|p| p.to_string()).collect();
-    Ok(Some(Options { vm: o, parts, cycles, zbd_tests }))
 }
 
 /// Runs the whole task.
-pub fn run(opts: &Options) -> Result<()> {
-    let o = &opts.vm;
+pub fn run(opts: &Args) -> Result<()> {
+    let o = &opts.guest.vm();
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
@@ -191,7 +142,7 @@ pub fn run(opts: &Options) -> Result<()> {
     let mut tools: Vec<(&str, &str)> = GUEST_TOOLS.to_vec();
     let mut wanted_modules: Vec<&str> = MODULES.to_vec();
     let mut entries = Vec::new();
-    for p in &opts.parts {
+    for p in opts.parts.iter() {
         tools.extend(ublk_clients::tools(p));
         wanted_modules.extend_from_slice(ublk_clients::modules(p));
         entries.extend(ublk_clients::entries(p, zonefs_uuid()));
@@ -210,12 +161,12 @@ pub fn run(opts: &Options) -> Result<()> {
         None
     };
     let zbd_wanted: Vec<u32> = match &zbd {
-        Some(z) if opts.zbd_tests.is_empty() => z.tests.clone(),
+        Some(z) if opts.zbd_tests().is_empty() => z.tests.clone(),
         Some(z) => {
-            if let Some(n) = opts.zbd_tests.iter().find(|n| !z.tests.contains(n)) {
+            if let Some(n) = opts.zbd_tests().iter().find(|n| !z.tests.contains(n)) {
                 return Err(Error::new(format!("--zbd-tests: the script has no test {n}")));
             }
-            opts.zbd_tests.clone()
+            opts.zbd_tests().to_vec()
         }
         None => Vec::new(),
     };
@@ -238,8 +189,11 @@ pub fn run(opts: &Options) -> Result<()> {
     let path_of =
         |p: &str| vmtest::which(p).ok_or_else(|| Error::new(format!("{p} is not installed")));
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
-    let plan =
-        Plan { parts: opts.parts.clone(), cycles: opts.cycles, zbd_tests: opts.zbd_tests.clone() };
+    let plan = Plan {
+        parts: opts.parts.to_vec(),
+        cycles: opts.cycles,
+        zbd_tests: opts.zbd_tests().to_vec(),
+    };
     let by_path = GuestTools {
         mke2fs: path_of("mke2fs")?,
         dd: path_of("dd")?,
@@ -288,7 +242,7 @@ pub fn run(opts: &Options) -> Result<()> {
             println!("ublk: {p}");
         }
     }
-    for part in &opts.parts {
+    for part in opts.parts.iter() {
         match part_times.iter().find(|(p, _)| p == part) {
             Some((_, secs)) => println!("ublk: part {part}: {secs} s in the guest"),
             None => {
@@ -552,6 +506,8 @@ fi
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -605,23 +561,51 @@ mod tests {
         assert_eq!(parse_part_time("UBLK-PART crash"), None);
         assert!(s.contains("expect zoned host-managed cat $q/zoned"));
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
-        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string()));
+        let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
         let o = p(&["--timeout", "60", "--kvm"]).unwrap().unwrap();
-        assert_eq!((o.vm.timeout, o.vm.kvm), (Duration::from_secs(60), true));
-        assert_eq!(
-            (o.parts.as_slice(), o.cycles),
-            (
-                PARTS[..DEFAULT_PARTS].iter().map(|p| p.to_string()).collect::<Vec<_>>().as_slice(),
-                None
-            )
-        );
+        assert_eq!((o.guest.vm().timeout, o.guest.vm().kvm), (Duration::from_secs(60), true));
+        assert_eq!((&o.parts[..], o.cycles), (&List::of(&PARTS[..DEFAULT_PARTS])[..], None));
         assert!(o.parts.iter().any(|p| p == "conv"), "conv runs by default");
+        assert!(!o.parts.iter().any(|p| p == ublk_perf::PART), "not the benchmark");
         let o = p(&["--parts", "conv,basic"]).unwrap().unwrap();
-        assert_eq!(o.parts, ["basic", "conv"]);
+        assert_eq!(o.parts.0, ["basic", "conv"]);
         let o = p(&["--parts", "crash", "--cycles", "3"]).unwrap().unwrap();
-        assert_eq!((o.parts.as_slice(), o.cycles), (&["crash".to_string()][..], Some(3)));
+        assert_eq!((&o.parts[..], o.cycles), (&["crash".to_string()][..], Some(3)));
         assert!(p(&["--parts", "nope"]).is_err() && p(&["--cycles", "14"]).is_err());
         assert!(p(&["--help"]).unwrap().is_none());
         assert!(p(&["--frobnicate"]).is_err());
+    }
+
+    #[test]
+    fn ublk_perf_is_ublk_with_the_benchmark_part() {
+        let perf = |a: &[&str]| {
+            let argv = ["cargo xtask", "ublk-perf"].into_iter().chain(a.iter().copied());
+            match crate::Cli::try_parse_from(argv).unwrap().task {
+                Some(crate::Task::UblkPerf(o)) => o,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(perf(&[]).parts.0, [ublk_perf::PART]);
+        let o = perf(&["--parts", "perf,basic", "--timeout", "60"]);
+        assert_eq!(o.parts, List::of(&["basic", "perf"]), "in the order they run");
+        assert_eq!(o.guest.vm().timeout, Duration::from_secs(60));
+        let argv = ["cargo xtask", "ublk"];
+        match crate::Cli::try_parse_from(argv).unwrap().task {
+            Some(crate::Task::Ublk(o)) => assert_eq!(o.parts, List::of(&PARTS[..DEFAULT_PARTS])),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_option_values_are_errors_that_say_what_is_wanted() {
+        let bad = |a: &[&str]| crate::args::tests::parse::<Args>(a).unwrap_err().to_string();
+        assert!(bad(&["--parts", "basic,nope"]).contains("unknown part \"nope\""));
+        assert!(bad(&["--cycles", "0"]).contains("--cycles"));
+        assert!(bad(&["--cycles", "several"]).contains("--cycles"));
+        assert!(crate::args::tests::parse::<Args>(&["--cycles", "13"]).is_ok(), "13 is the most");
+        assert!(bad(&["--zbd-tests", "1-x"]).contains("not test numbers and ranges"));
+        assert!(bad(&["--timeout", "-1"]).contains("--timeout"));
+        let o = crate::args::tests::parse::<Args>(&[]).unwrap().unwrap();
+        assert_eq!((o.guest.vm().timeout, o.zbd_tests()), (Duration::from_secs(900), &[][..]));
     }
 }
