@@ -74,6 +74,8 @@ pub struct ServeArgs {
     /// this certificate authority (PEM), as QEMU's `verify-peer=on`.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 impl ServeArgs {
@@ -182,12 +184,17 @@ pub fn run(uri: &str, args: &ServeArgs, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "  where DIR holds ca-cert.pem (the CA that signed --tls-cert){client}")?;
         }
     }
+    let mut metrics = crate::metrics::Plan::new(&args.metrics);
+    metrics.ftl(&ftl);
+    let metrics = metrics.start(out)?;
     out.flush()?;
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let stats = server.stop();
+    // The endpoint holds the FTL: it stops before the FTL closes.
+    drop(metrics);
     let ftl = Arc::try_unwrap(ftl)
         .map_err(|_| anyhow::anyhow!("the FTL is still in use after the server stopped"))?;
     let st = ftl.stats();

@@ -16,11 +16,13 @@ mod identify;
 mod io;
 mod list;
 mod log;
+mod metrics;
 mod nodata;
 mod num;
 mod range;
 mod report;
 mod serve;
+mod top;
 mod ublk;
 mod zrwa;
 
@@ -117,6 +119,11 @@ enum Command {
         #[command(subcommand)]
         command: FtlCommands,
     },
+    /// A live view of the device in the terminal: its zone map, open and
+    /// active zones against their limits, IOPS and latency percentiles,
+    /// host and media bytes and write amplification; of --device, or of a
+    /// running server's --metrics endpoint. q quits.
+    Top(top::TopArgs),
     /// Serve the device as a local block device through ublk (zoned,
     /// host-managed, where the device is) until SIGINT/SIGTERM; prints
     /// its /dev/ublkbN first. Needs root and `modprobe ublk_drv`.
@@ -313,6 +320,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         }
         Command::Ftl { command: FtlCommands::Ublk(args) } => ublk::run_ftl(&device, &args, out),
         Command::Ublk(args) => ublk::run(&device, &args, out),
+        Command::Top(args) => top::run(&device, &args, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),

@@ -88,6 +88,8 @@ pub struct ServeArgs {
     /// each response within it; past it the connection is closed.
     #[arg(long, default_value_t = zns_nvmf::DEFAULT_STALL_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
     pub stall_timeout: f64,
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 /// `zns gen-dhchap-key`.
@@ -184,6 +186,7 @@ pub fn run(
     let mut timed: Vec<(String, Arc<zns_emulator::Controller>)> = Vec::new();
     // Without --device, `--ftl` alone chooses what is served.
     let zoned = if device_given || args.ftl.is_empty() { uris } else { &[] };
+    let mut metrics = crate::metrics::Plan::new(&args.metrics);
     for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
@@ -192,7 +195,7 @@ pub fn run(
         }
         // Its zoned namespace and its conventional one where it has one; a
         // device that is not zoned is one conventional namespace.
-        backends.extend(Backend::of_device(dev));
+        backends.extend(Backend::of_device(metrics.device(dev)));
     }
     let mut ftls: Vec<Arc<Ftl>> = Vec::new();
     for uri in &args.ftl {
@@ -202,6 +205,7 @@ pub fn run(
             writeln!(out, "formatted a new FTL on {uri} (it lives as long as this server)")?;
         }
         let ftl = Arc::new(ftl);
+        metrics.ftl(&ftl);
         backends.push(Backend::Block {
             device: Arc::clone(&ftl) as Arc<dyn BlockDevice>,
             name: format!("FTL on {uri}"),
@@ -234,6 +238,7 @@ pub fn run(
     for ns in target.subsystem().namespaces() {
         describe(ns, out)?;
     }
+    let metrics = metrics.start(out)?;
     writeln!(
         out,
         "  nvme connect -t tcp -a {} -s {} -n {}    (SIGINT or SIGTERM stops)",
@@ -247,6 +252,8 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(50));
     }
     let stats = target.stop();
+    // The endpoint holds the FTLs: it stops before they close.
+    drop(metrics);
     let mut closed = 0;
     for ftl in ftls {
         let ftl = Arc::try_unwrap(ftl)

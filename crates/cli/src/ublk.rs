@@ -43,6 +43,8 @@ pub struct UblkArgs {
     /// kernel's queue map), instead of letting it run on any free CPU.
     #[arg(long)]
     pub pin_queues: bool,
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 #[cfg(feature = "ublk")]
@@ -104,6 +106,8 @@ mod imp {
     pub fn run(uri: &str, args: &UblkArgs, out: &mut dyn Write) -> Result<()> {
         let stop = stop_flag()?;
         let dev = zns_device::open(&serving_uri(uri))?;
+        let mut metrics = crate::metrics::Plan::new(&args.metrics);
+        let dev = metrics.device(dev);
         let info = dev.info().clone();
         let ublk = UblkDevice::start(Target::Zoned(dev), &args.config())
             .with_context(|| format!("serve {uri} through ublk"))?;
@@ -126,8 +130,11 @@ mod imp {
             human_size(info.namespace_blocks * bs),
             queues(&ublk)
         )?;
+        let metrics = metrics.start(out)?;
         out.flush()?;
-        wait_and_stop(ublk, &stop, out)
+        let result = wait_and_stop(ublk, &stop, out);
+        drop(metrics);
+        result
     }
 
     /// `zns ftl ublk`: the FTL on the device as a plain block device.
@@ -161,8 +168,13 @@ mod imp {
             ftl.block_size(),
             queues(&ublk)
         )?;
+        let mut metrics = crate::metrics::Plan::new(&args.metrics);
+        metrics.ftl(&ftl);
+        let metrics = metrics.start(out)?;
         out.flush()?;
         let result = wait_and_stop(ublk, &stop, out);
+        // The endpoint holds the FTL: it stops before the FTL closes.
+        drop(metrics);
         close_ftl(ftl)?;
         writeln!(out, "checkpoint written")?;
         result
@@ -232,7 +244,14 @@ mod imp {
             assert_eq!(serving_uri("pcie:0000:00:04.0"), "pcie:0000:00:04.0");
             assert_eq!(describe_queues(1, 64), "1 queue of depth 64");
             assert_eq!(describe_queues(4, 32), "4 queues of depth 32");
-            let c = UblkArgs { queues: 2, depth: 16, id: Some(3), pin_queues: true }.config();
+            let c = UblkArgs {
+                queues: 2,
+                depth: 16,
+                id: Some(3),
+                pin_queues: true,
+                metrics: crate::metrics::MetricsArgs { metrics: None },
+            }
+            .config();
             assert_eq!((c.queues, c.depth, c.id, c.pin_queues), (2, 16, Some(3), true));
         }
     }

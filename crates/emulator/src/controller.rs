@@ -542,6 +542,14 @@ impl Controller {
         }
     }
 
+    /// Bytes the host wrote (Write, Zone Append) and read (Read) since
+    /// creation, exact: the SMART log rounds them up to data units of
+    /// 512,000 bytes. Takes each I/O submission queue's lock in turn.
+    pub fn host_bytes(&self) -> (u64, u64) {
+        let t = self.io_totals();
+        (t.bytes_written, t.bytes_read)
+    }
+
     /// Host I/O since creation, every queue's (live and deleted). Takes
     /// each I/O submission queue's lock in turn.
     pub(crate) fn io_totals(&self) -> IoCounters {

@@ -139,7 +139,7 @@ pub struct Server {
     child: Child,
     /// The address it printed on its `listening on` line.
     pub addr: String,
-    stdout: BufReader<ChildStdout>,
+    stdout: Option<BufReader<ChildStdout>>,
 }
 
 impl Server {
@@ -160,7 +160,7 @@ impl Server {
         let (text, stdout) =
             read_until(&mut child, stdout, &what, |l| l.starts_with("listening on "));
         // From here on Drop kills and reaps the child, whatever happens.
-        let mut server = Server { child, addr: String::new(), stdout };
+        let mut server = Server { child, addr: String::new(), stdout: Some(stdout) };
         let Some(rest) = text.lines().find_map(|l| l.strip_prefix("listening on ")) else {
             let mut err = String::new();
             server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -168,6 +168,21 @@ impl Server {
         };
         server.addr = rest.split_whitespace().next().unwrap().to_string();
         server
+    }
+
+    /// Reads the server's output up to its `metrics on http://ADDR/metrics`
+    /// line (`--metrics`) and returns `http://ADDR`.
+    pub fn metrics_url(&mut self) -> String {
+        let out = self.stdout.take().unwrap();
+        let (text, out) = read_until(&mut self.child, out, "a `metrics on` line", |l| {
+            l.trim_start().starts_with("metrics on ")
+        });
+        self.stdout = Some(out);
+        let url = text
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("metrics on "))
+            .unwrap_or_else(|| panic!("no `metrics on` line in {text}"));
+        url.trim_end_matches("/metrics").to_string()
     }
 
     /// Sends SIGTERM and returns the rest of stdout once it exits
@@ -178,7 +193,7 @@ impl Server {
         assert_eq!(r, 0);
         let status = wait_exit(&mut self.child, "zns to exit after SIGTERM");
         let mut rest = String::new();
-        self.stdout.read_to_string(&mut rest).unwrap();
+        self.stdout.take().unwrap().read_to_string(&mut rest).unwrap();
         let mut err = String::new();
         self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
         assert!(status.success(), "serve failed: {status}\n{rest}\n{err}");
