@@ -14,8 +14,10 @@
 //!
 //! A timed emulator (`emu:zn540`) runs on the real clock unless the URI
 //! says `clock=`: hosts on the network live in real time, and the
-//! modelled drive's latencies then reach them. The target runs until
-//! SIGINT or SIGTERM.
+//! modelled drive's latencies then reach them. eZNS tenants
+//! (`ezns:config=PATH,tenant=NAME`) of one configuration file are
+//! namespaces over one instance and one base device, which is served the
+//! same way. The target runs until SIGINT or SIGTERM.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,6 +167,21 @@ pub(crate) fn serving_uri(uri: &str) -> String {
     }
 }
 
+/// Brings up the eZNS instance of every `ezns:` URI in `uris` with its
+/// base device as served (a timed emulator on the real clock unless the
+/// configuration's URI chose a clock), before any tenant is opened: the
+/// tenants opened next share it, one base device per configuration file.
+fn ezns_instances(uris: &[String]) -> Result<Vec<zns_ezns::Instance>> {
+    let mut out = Vec::new();
+    for uri in uris.iter().filter(|u| u.starts_with("ezns:")) {
+        let u: zns_ezns::config::EznsUri = uri.parse().with_context(|| format!("open {uri}"))?;
+        let i = zns_ezns::Instance::open_config_mapped(&u.config, &serving_uri)
+            .with_context(|| format!("open {uri}"))?;
+        out.push(i);
+    }
+    Ok(out)
+}
+
 /// Sets a flag on SIGINT and SIGTERM (every server command stops on it).
 pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
@@ -186,12 +203,16 @@ pub fn run(
     let mut timed: Vec<(String, Arc<zns_emulator::Controller>)> = Vec::new();
     // Without --device, `--ftl` alone chooses what is served.
     let zoned = if device_given || args.ftl.is_empty() { uris } else { &[] };
+    let _instances = ezns_instances(zoned)?;
     let mut metrics = crate::metrics::Plan::new(&args.metrics);
     for uri in zoned {
         let served = serving_uri(uri);
         let dev = zns_device::open(&served).with_context(|| format!("open {served}"))?;
+        // Tenants of one eZNS instance share its base emulator: report it once.
         if let Some(e) = dev.emulator().filter(|e| e.is_timed()) {
-            timed.push((served.clone(), Arc::clone(e)));
+            if !timed.iter().any(|(_, t)| Arc::ptr_eq(t, e)) {
+                timed.push((served.clone(), Arc::clone(e)));
+            }
         }
         // Its zoned namespace and its conventional one where it has one; a
         // device that is not zoned is one conventional namespace.

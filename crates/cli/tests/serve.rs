@@ -187,3 +187,64 @@ fn zns_log_shows_the_media_bytes_of_every_device_served() {
     assert!(o.stdout.contains("\"physical_media_units_written\": 0"), "{}", o.stdout);
     server.stop();
 }
+
+/// The tenants of one eZNS configuration as namespaces of one subsystem:
+/// one instance, so one base device (its late completions reported once),
+/// a timed base on the real clock as `zns serve` serves timed devices, and
+/// each tenant's writes in its own logical zones.
+#[test]
+fn serve_exports_the_tenants_of_one_ezns_instance_over_one_base_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tenants.toml");
+    std::fs::write(
+        &config,
+        r#"device = "emu:zn540,zones=48"
+zone_scale = 1
+max_width = 4
+headroom = 2
+
+[[tenant]]
+name = "a"
+zones = 8
+active_zones = 2
+
+[[tenant]]
+name = "b"
+zones = 8
+active_zones = 2
+"#,
+    )
+    .unwrap();
+    let nqn = "nqn.2026-11.io.znskit:tenants";
+    let uri = |t: &str| format!("ezns:config={},tenant={t}", config.display());
+    let (a, b) = (uri("a"), uri("b"));
+    let server = common::Server::start(&[
+        "--device",
+        &a,
+        "--device",
+        &b,
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--nqn",
+        nqn,
+    ]);
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![0xA5u8; 4096]).unwrap();
+    let input = data.to_str().unwrap();
+    let (ta, tb) = (format!("tcp:{}/{nqn}/1", server.addr), format!("tcp:{}/{nqn}/2", server.addr));
+    common::ok(common::zns(&["-d", &ta, "write", "--lba", "0", "--input", input]));
+    let o = common::ok(common::zns(&["-d", &tb, "report-zones", "--state", "empty"]));
+    assert!(o.stdout.starts_with("nr_zones: 8"), "b is untouched: {}", o.stdout);
+    let o = common::ok(common::zns(&["-d", &ta, "report-zones", "--state", "empty"]));
+    assert!(o.stdout.starts_with("nr_zones: 7"), "{}", o.stdout);
+    let text = server.stop();
+    for (ns, t) in [(1, &a), (2, &b)] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("namespace {ns}: {t}")))
+            .unwrap_or_else(|| panic!("no namespace {ns} in {text}"));
+        assert!(line.contains("real"), "the base is timed: the real clock: {line}");
+    }
+    assert_eq!(text.matches("late completions").count(), 1, "one base device: {text}");
+}

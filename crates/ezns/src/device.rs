@@ -38,6 +38,18 @@ impl Instance {
     /// other opener of the same file in this process (so tenants of one
     /// device share one instance), or a new one on the file's base device.
     pub fn open_config(path: &Path) -> Result<Instance, EznsError> {
+        Instance::open_config_mapped(path, &|uri| uri.to_string())
+    }
+
+    /// As [`Instance::open_config`], but a new instance opens its base
+    /// device at `map(URI)`, the file's URI as the opener wants it (`zns
+    /// serve` puts a timed emulator on the real clock, as it does for the
+    /// devices it serves directly). An instance already up is returned as
+    /// it is: every tenant of one file shares one base device.
+    pub fn open_config_mapped(
+        path: &Path,
+        map: &dyn Fn(&str) -> String,
+    ) -> Result<Instance, EznsError> {
         let key = path
             .canonicalize()
             .map_err(|e| EznsError::Config(format!("cannot read {}: {e}", path.display())))?;
@@ -47,7 +59,7 @@ impl Instance {
             return Ok(Instance { ez });
         }
         let config = Config::load(path)?;
-        let base = zns_device::open(&config.device)?;
+        let base = zns_device::open(&map(&config.device))?;
         let shown = path.display().to_string();
         let ez = crate::open::open(base, config, Some(key.clone()), &|name| {
             format!("ezns:config={shown},tenant={name}")

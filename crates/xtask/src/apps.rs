@@ -33,6 +33,13 @@
 //! preconditioning, one short sysbench oltp_read_write on a small table,
 //! on f2fs-zns and ext4-conv; it fails unless both runs finish and every
 //! figure it reports is there.
+//!
+//! Every run times a CPU-bound probe on the host and in the guest
+//! (`apps.json`: `clock`). `--dilation F` serves the devices on a clock
+//! dilated F times; `--dilations F1,F2` runs the whole comparison at each
+//! factor and compares the ratios ([`crate::apps_dilation`]). `--tenants`
+//! replaces the stacks by four eZNS tenants against static zones
+//! ([`crate::apps_tenants`]).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -42,8 +49,10 @@ use std::time::{Duration, Instant};
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
+use crate::apps_dilation;
 use crate::apps_guest::{self, Collected, Side, Workload};
 use crate::apps_mysql::{self, Sysbench};
+use crate::apps_tenants::{self, TenantWorkload};
 use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
 use crate::vmtest::GuestEntry;
@@ -88,14 +97,38 @@ options:
   --buffer-pool MIB  InnoDB's buffer pool (default 16)
   --out DIR          where apps.json, apps.svg, apps-table.md go
                      (default target/apps, target/apps-smoke with --smoke)
-  --docs             also write docs/apps.json, docs/apps.svg and the table
-                     in docs/apps.md
+  --docs             after a run without failures also write docs/apps.json,
+                     docs/apps.svg and the table in docs/apps.md (with
+                     --tenants: docs/apps-tenants.json and its table; with
+                     --dilations: docs/apps-dilations.json and its table)
   --timeout SECS     give the guest this long (default 2700; --smoke 720)
   --kernel PACKAGE   kernel package (default: newest linux-image-*-amd64-unsigned)
   --no-install       do not install missing packages; fail instead
   --zns PATH         serve with this `zns` binary instead of building one
   --kvm              use KVM (software emulation otherwise)
-  --memory SIZE      guest memory (default 1G)";
+  --memory SIZE      guest memory (default 1G)
+
+tenants (eZNS):
+  --tenants          instead of the stacks above: four tenants as the namespaces
+                     of one `zns serve`, eZNS logical zones against static
+                     striping over the same ZN540 model (a target each), an f2fs
+                     and db_bench per tenant, all four at once: fill, overwrite
+                     together, overwrite by one alone (ballooning), reads alone
+                     and beside three writers (isolation); throughput, p99,
+                     p99.9 per tenant (results in target/apps-tenants)
+  --tn-num N         keys each tenant fills (default 8192; --smoke 4096)
+  --tn-seconds S     seconds of each timed phase (default 20; --smoke 8)
+
+dilated clock:
+  --dilation F       serve every device on a clock dilated F times (F >= 1):
+                     each modelled duration lasts F times longer, for a guest
+                     F times slower than the machine the model stands for; the
+                     guest's slowdown is measured by a CPU-bound probe in the
+                     same run (apps.json: clock)
+  --dilations F1,F2  run the whole comparison at each factor and report, per
+                     phase, each factor's ZNS/conventional ratio (eZNS/static
+                     with --tenants) and whether they agree within 10 %
+                     (results in target/apps-dilations)";
 
 /// Zones of each device (4 MiB, capacity 3 MiB).
 pub const ZONES: u32 = 160;
@@ -150,6 +183,18 @@ pub struct Options {
     out: Option<PathBuf>,
     docs: bool,
     zns: Option<PathBuf>,
+    tenants: Option<TenantWorkload>,
+    dilations: Vec<f64>,
+}
+
+/// Dilation factors, comma separated, each finite and at least 1.
+fn parse_factors(flag: &str, v: &str) -> Result<Vec<f64>> {
+    v.split(',')
+        .map(|f| match f.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 1.0 => Ok(x),
+            _ => Err(Error::new(format!("{flag} {f:?}: give a factor of at least 1"))),
+        })
+        .collect()
 }
 
 /// Parses the arguments after `apps`; `None` after printing help.
@@ -181,6 +226,8 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
     let mut fs: Vec<String> =
         if smoke { vec!["ext4".into()] } else { vec!["ext4".into(), "xfs".into()] };
     let (mut zones, mut out, mut docs, mut zns) = (ZONES, None, false, None);
+    let mut tw = TenantWorkload::new(smoke, w.seed);
+    let (mut tenants, mut dilations) = (false, Vec::new());
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| {
@@ -195,6 +242,23 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
                 return Ok(None);
             }
             "--smoke" => {}
+            "--tenants" => tenants = true,
+            "--tn-num" => tw.num = num::<u64>("--tn-num", &value("--tn-num")?)?.max(1),
+            "--tn-seconds" => {
+                tw.seconds = num::<u32>("--tn-seconds", &value("--tn-seconds")?)?.max(1)
+            }
+            "--dilation" => {
+                dilations = parse_factors("--dilation", &value("--dilation")?)?;
+                if dilations.len() != 1 {
+                    return Err(Error::new("--dilation: one factor (--dilations for several)"));
+                }
+            }
+            "--dilations" => {
+                dilations = parse_factors("--dilations", &value("--dilations")?)?;
+                if dilations.len() < 2 {
+                    return Err(Error::new("--dilations: give two factors or more (F1,F2)"));
+                }
+            }
             "--apps" => {
                 let v = value("--apps")?;
                 let list: Vec<&str> = v.split(',').map(str::trim).collect();
@@ -255,8 +319,22 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
         return Err(Error::new("--apps: nothing to run"));
     }
     sb.seed = w.seed;
+    tw.seed = w.seed;
     let mysql = mysql.then_some(sb);
-    Ok(Some(Options { vm: o, smoke, fs, workload: w, mysql, zones, out, docs, zns }))
+    let tenants = tenants.then_some(tw);
+    Ok(Some(Options {
+        vm: o,
+        smoke,
+        fs,
+        workload: w,
+        mysql,
+        zones,
+        out,
+        docs,
+        zns,
+        tenants,
+        dilations,
+    }))
 }
 
 /// The controller and namespace lines of a profile, then the ZN540's
@@ -317,37 +395,253 @@ policy = \"greedy\"
     )
 }
 
-/// Runs the task.
+/// Runs the task: once, or once per dilation factor of `--dilations` and
+/// their ZNS/conventional ratios compared.
 pub fn run(opts: &Options) -> Result<()> {
-    let o = &opts.vm;
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
+    let default = match (&opts.tenants, opts.dilations.len() > 1, opts.smoke) {
+        (Some(_), false, _) => "apps-tenants",
+        (Some(_), true, _) => "apps-tenants-dilations",
+        (None, true, _) => "apps-dilations",
+        (None, false, true) => "apps-smoke",
+        (None, false, false) => "apps",
+    };
+    let out = opts.out.clone().unwrap_or_else(|| target.join(default));
+    let mut failures = Vec::new();
+    let mut runs = Vec::new();
+    if opts.dilations.len() < 2 {
+        let (report, table, f) = run_once(opts, opts.dilations.first().copied(), &out)?;
+        failures.extend(f);
+        runs.push((opts.dilations.first().copied().unwrap_or(1.0), report, table));
+    } else {
+        for &f in &opts.dilations {
+            let dir = out.join(format!("dilation-{f}"));
+            let (report, table, fails) = run_once(opts, Some(f), &dir)?;
+            failures.extend(fails.into_iter().map(|x| format!("dilation {f}: {x}")));
+            runs.push((f, report, table));
+        }
+    }
+    let (json_name, marker) = if opts.tenants.is_some() {
+        ("apps-tenants.json", "apps-tenants")
+    } else {
+        ("apps.json", "apps")
+    };
+    let (report, table, marker, json_name) = if runs.len() > 1 {
+        let cmp = apps_dilation::compare(&runs);
+        let table = apps_dilation::markdown(&cmp);
+        let mut report = json!({
+            "task": "cargo xtask apps",
+            "dilations": opts.dilations,
+            "comparison": cmp,
+            "runs": runs.iter().map(|(f, r, _)| json!({"dilation": f, "report": r})).collect::<Vec<_>>(),
+        });
+        report["failures"] = json!(failures);
+        (report, table, "apps-dilations", "apps-dilations.json")
+    } else {
+        let (_, report, table) = runs.pop().ok_or_else(|| Error::new("no run"))?;
+        (report, table, marker, json_name)
+    };
+    fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+    write_outputs(&out, &report, &table, runs.len() > 1 || opts.tenants.is_some())?;
+    if opts.docs && failures.is_empty() {
+        let docs = root.join("docs");
+        write_json(&docs.join(json_name), &report)?;
+        if marker == "apps" {
+            plot(&report, &docs.join("apps.svg"))?;
+        }
+        update_doc(&docs.join("apps.md"), marker, &table)?;
+    }
+    println!();
+    for l in table.lines() {
+        println!("apps: {l}");
+    }
+    for f in &failures {
+        println!("apps: {f}");
+    }
+    println!(
+        "apps: {} in {:.1} s (results in {})",
+        if failures.is_empty() { "PASS" } else { "FAIL" },
+        start.elapsed().as_secs_f64(),
+        out.display()
+    );
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::new("the application runs failed"))
+    }
+}
+
+/// `uri` with the dilated clock of factor `f`, if any.
+fn dilated(uri: String, f: Option<f64>) -> String {
+    match f {
+        Some(f) => format!("{uri},dilation={f}"),
+        None => uri,
+    }
+}
+
+/// The host's probe time (`zns characterize --probe`, fastest pass, ns).
+fn host_probe(zns: &Path) -> Result<u64> {
+    let o = std::process::Command::new(zns)
+        .args(["characterize", "--probe"])
+        .output()
+        .map_err(|e| Error::new(format!("{}: {e}", zns.display())))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::new(format!("zns characterize --probe: {e}: {text}")))?;
+    v["ns"].as_u64().ok_or_else(|| Error::new(format!("zns characterize --probe: no ns: {text}")))
+}
+
+/// The dilation and the probes of a run: the host's probe time, the
+/// guest's, and the guest's slowdown against the host (the factor that
+/// would give the guest the host's CPU-to-device ratio).
+fn probe_report(dilation: Option<f64>, host_ns: u64, c: &Collected) -> Value {
+    let guest = c.probe.as_ref().and_then(|p| p.as_ref().ok());
+    json!({
+        "dilation": dilation.unwrap_or(1.0),
+        "host_probe_ns": host_ns,
+        "guest_probe_ns": guest.and_then(|g| g["ns"].as_u64()),
+        "guest_slowdown_vs_host": guest.and_then(|g| g["slowdown"].as_f64()),
+        "guest_probe_error": c.probe.as_ref().and_then(|p| p.as_ref().err()),
+        "how": "zns characterize --probe (a fixed CPU-bound loop, best of 5 passes) on the host \
+                before the guest boots and in the guest (the host's zns binary) against the \
+                host's time: the guest's slowdown, the dilation that would keep the host's \
+                CPU-to-device ratio",
+    })
+}
+
+/// What every run needs: the `zns` binary, the kernel and its modules,
+/// the guest's files, the work directory.
+struct Prepared {
+    zns: PathBuf,
+    kernel: kernel::Kernel,
+    modules: Vec<kernel::Module>,
+    files: Vec<PathBuf>,
+    entries: Vec<GuestEntry>,
+    share: Option<PathBuf>,
+    dir: PathBuf,
+    host_ns: u64,
+}
+
+fn prepare(opts: &Options, dilation: Option<f64>) -> Result<Prepared> {
+    let o = &opts.vm;
+    let root = vmtest::workspace_root();
+    let target = vmtest::target_dir(&root);
     let cache = target.join("vmtest");
-    let dir = cache.join(if opts.smoke { "apps-smoke" } else { "apps" });
+    let mut name = match (&opts.tenants, opts.smoke) {
+        (Some(_), _) => "apps-tenants".to_string(),
+        (None, true) => "apps-smoke".into(),
+        (None, false) => "apps".into(),
+    };
+    if let Some(f) = dilation {
+        name.push_str(&format!("-dilation-{f}"));
+    }
+    let dir = cache.join(name);
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     vmtest::ensure_host_tools(o.install, false, &cache)?;
     let zns = match &opts.zns {
         Some(p) => p.clone(),
         None => build_zns(&root, &target)?,
     };
-    let (files, entries, share) = guest_payload(opts)?;
+    let (mut files, mut entries, share) = guest_payload(opts)?;
+    // The host's zns in the guest, for the probe: without its debug
+    // information (tens of MiB the guest would hold in RAM), where `strip`
+    // is there.
+    let stripped = dir.join("zns-stripped");
+    let strip = std::process::Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&zns)
+        .status();
+    let packed = if strip.is_ok_and(|s| s.success()) { &stripped } else { &zns };
+    let bytes = fs::read(packed).map_err(|e| Error::io(packed, e))?;
+    entries.push(GuestEntry::File { path: "/usr/bin/zns".into(), mode: 0o755, bytes });
+    let libs = vmtest::with_libraries(&zns)
+        .ok_or_else(|| Error::new(format!("cannot list the libraries of {}", zns.display())))?;
+    files.extend(libs.into_iter().filter(|l| *l != zns));
+    files.sort();
+    files.dedup();
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Generic, o.kernel.as_deref(), o.install)?;
     let mut wanted = MODULES.to_vec();
-    if opts.fs.iter().any(|f| f == "xfs") {
+    if opts.tenants.is_none() && opts.fs.iter().any(|f| f == "xfs") {
         wanted.push("xfs");
     }
     let modules = kernel::modules_for(&kernel, &wanted, &[])?;
-    let zns_toml = dir.join("apps-zns.toml");
-    let conv_toml = dir.join("apps-conv.toml");
+    let host_ns = host_probe(&zns)?;
+    Ok(Prepared { zns, kernel, modules, files, entries, share, dir, host_ns })
+}
+
+/// The servers of a run (by label), the guest's script, and the devices
+/// served (the stacks' URIs, or the tenants' configurations, by name).
+type Launched = (Vec<(&'static str, Server)>, String, Vec<(String, String)>);
+
+/// The servers of a run and the guest's script: the ZNS and conventional
+/// stacks, or the tenants' two modes.
+fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Result<Launched> {
+    let names: Vec<String> = p.modules.iter().map(|m| m.name.clone()).collect();
+    if let Some(tw) = &opts.tenants {
+        let base_toml = p.dir.join("apps-tenants-base.toml");
+        let text = profile("apps-tenants", &apps_tenants::base_namespace());
+        fs::write(&base_toml, text).map_err(|e| Error::io(&base_toml, e))?;
+        let mut servers = Vec::new();
+        let mut configs = Vec::new();
+        let mut body = String::new();
+        for (mode, label) in
+            apps_tenants::MODES.iter().zip(["zns serve (eZNS)", "zns serve (static)"])
+        {
+            let base = format!("emu:profile={},zones={},clock=real", base_toml.display(), tw.zones);
+            let text = apps_tenants::config(mode, &dilated(base, dilation), tw);
+            let path = p.dir.join(format!("tenants-{mode}.toml"));
+            fs::write(&path, &text).map_err(|e| Error::io(&path, e))?;
+            let mut args: Vec<String> = Vec::new();
+            for t in apps_tenants::TENANTS {
+                args.extend([
+                    "--device".into(),
+                    format!("ezns:config={},tenant={t}", path.display()),
+                ]);
+            }
+            args.extend(["serve", "--listen", "127.0.0.1:0", "--nqn"].map(String::from));
+            args.push(apps_tenants::nqn(mode));
+            for _ in apps_tenants::TENANTS {
+                args.extend(["--ftl".into(), f2fs::FTL_DEVICE.into()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let server = Server::start(label, &p.zns, &args)?;
+            body.push_str(&apps_tenants::mode_lines(
+                mode,
+                server.port,
+                tw,
+                dilation.unwrap_or(1.0),
+            ));
+            servers.push((label, server));
+            configs.push((mode.to_string(), shown_config(&text)));
+        }
+        let mut s = crate::clients::start_lines(
+            "four f2fs tenants with db_bench each on eZNS and on static zones over one ZN540 \
+             model per mode, a result marker, power off.",
+            &names,
+            false,
+        );
+        s.push_str(&apps_guest::helpers());
+        s.push_str(&apps_guest::probe_lines(p.host_ns));
+        s.push_str(&body);
+        s.push_str(&crate::clients::end_lines());
+        return Ok((servers, s, configs));
+    }
+    let zns_toml = p.dir.join("apps-zns.toml");
+    let conv_toml = p.dir.join("apps-conv.toml");
     fs::write(&zns_toml, zns_profile()).map_err(|e| Error::io(&zns_toml, e))?;
     fs::write(&conv_toml, conv_profile()).map_err(|e| Error::io(&conv_toml, e))?;
-    let zns_uri = format!("emu:profile={},zones={}", zns_toml.display(), opts.zones);
-    let conv_uri = format!("emu:profile={},zones={}", conv_toml.display(), opts.zones);
+    let zns_uri =
+        dilated(format!("emu:profile={},zones={}", zns_toml.display(), opts.zones), dilation);
+    let conv_uri =
+        dilated(format!("emu:profile={},zones={}", conv_toml.display(), opts.zones), dilation);
     let zns_server = Server::start(
         "zns serve (ZNS)",
-        &zns,
+        &p.zns,
         &[
             "--device",
             &zns_uri,
@@ -362,30 +656,15 @@ pub fn run(opts: &Options) -> Result<()> {
     )?;
     let conv_server = Server::start(
         "zns serve (conventional)",
-        &zns,
+        &p.zns,
         &["--device", &conv_uri, "serve", "--listen", "127.0.0.1:0", "--nqn", NQN_CONV],
     )?;
-    let mut sides = vec![Side {
-        name: "f2fs-zns".into(),
-        fs: "f2fs",
-        nqn: NQN_ZNS.into(),
-        port: zns_server.port,
-    }];
-    for f in &opts.fs {
-        let fs: &'static str = if f == "xfs" { "xfs" } else { "ext4" };
-        sides.push(Side {
-            name: format!("{fs}-conv"),
-            fs,
-            nqn: NQN_CONV.into(),
-            port: conv_server.port,
-        });
-    }
-    let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
+    let sides = sides(opts, zns_server.port, conv_server.port);
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let mysql = opts
         .mysql
         .as_ref()
-        .zip(share.as_deref())
+        .zip(p.share.as_deref())
         .map(|(sysbench, share)| apps_guest::Mysql { sysbench, share });
     let script = apps_guest::init_script(
         &names,
@@ -393,72 +672,114 @@ pub fn run(opts: &Options) -> Result<()> {
         &opts.workload,
         mysql,
         &mke2fs.display().to_string(),
+        Some(p.host_ns),
     );
-    let initramfs = vmtest::pack_initramfs_with(&dir, &[], &modules, &script, &files, &entries)?;
+    let uris = vec![("zns".to_string(), zns_uri), ("conv".to_string(), conv_uri)];
+    Ok((
+        vec![("zns serve (ZNS)", zns_server), ("zns serve (conventional)", conv_server)],
+        script,
+        uris,
+    ))
+}
+
+/// The sides of the ZNS-against-conventional run.
+fn sides(opts: &Options, zns_port: u16, conv_port: u16) -> Vec<Side> {
+    let mut sides =
+        vec![Side { name: "f2fs-zns".into(), fs: "f2fs", nqn: NQN_ZNS.into(), port: zns_port }];
+    for f in &opts.fs {
+        let fs: &'static str = if f == "xfs" { "xfs" } else { "ext4" };
+        sides.push(Side { name: format!("{fs}-conv"), fs, nqn: NQN_CONV.into(), port: conv_port });
+    }
+    sides
+}
+
+/// An eZNS configuration as recorded: its base profile by name, not path.
+fn shown_config(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.strip_prefix("device = \"") {
+            Some(uri) => format!("device = \"{}", shown(uri)),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One run (at dilation `dilation`, if any): servers, the guest, the
+/// figures; writes them into `out` and returns the report, its table and
+/// the failures.
+fn run_once(
+    opts: &Options,
+    dilation: Option<f64>,
+    out: &Path,
+) -> Result<(Value, String, Vec<String>)> {
+    let o = &opts.vm;
+    let p = prepare(opts, dilation)?;
+    let (servers, script, uris) = servers_and_script(opts, &p, dilation)?;
+    let initramfs =
+        vmtest::pack_initramfs_with(&p.dir, &[], &p.modules, &script, &p.files, &p.entries)?;
     let devices: Vec<String> = ["-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0"]
         .map(String::from)
         .to_vec();
-    let log = dir.join("guest.log");
+    let log = p.dir.join("guest.log");
     let mut collected = Collected::default();
     let guest_start = Instant::now();
     let outcome =
-        vmtest::boot_watched(&kernel, &initramfs, &devices, o, &log, &mut |l| collected.watch(l));
+        vmtest::boot_watched(&p.kernel, &initramfs, &devices, o, &log, &mut |l| collected.watch(l));
     let guest_secs = guest_start.elapsed().as_secs_f64();
-    let zns_end = zns_server.stop();
-    let conv_end = conv_server.stop();
-    let outcome = outcome?;
-    let mut failures = outcome.failures.clone();
-    for (what, end) in [("zns serve (ZNS)", &zns_end), ("zns serve (conventional)", &conv_end)] {
-        match end {
-            Ok(s) if s.contains(" 0 ended by transport errors") => {}
+    let mut failures = Vec::new();
+    let mut lateness = Vec::new();
+    for (what, server) in servers {
+        match server.stop() {
+            Ok(s) if s.contains(" 0 ended by transport errors") => {
+                // Recorded without this machine's paths (the profiles' directory).
+                let dir = format!("{}/", p.dir.display());
+                lateness.extend(
+                    s.lines()
+                        .filter(|l| l.contains("late completions"))
+                        .map(|l| l.trim().replace(&dir, "")),
+                );
+            }
             Ok(s) => failures.push(format!("{what} saw errors: {}", s.trim())),
             Err(e) => failures.push(e.to_string()),
         }
     }
+    let outcome = outcome?;
+    failures.extend(outcome.failures.clone());
     if outcome.result != Some(true) {
         failures.push("the guest did not report PASS".into());
     }
-    let results = results(opts, &sides, &collected, &zns_uri, &conv_uri);
-    failures.extend(missing(&results, &opts.workload, opts.mysql.as_ref()));
-    failures
-        .extend(collected.smart_errors.iter().map(|e| format!("no SMART data units written: {e}")));
-    failures.extend(collected.ocp_errors.iter().map(|e| format!("no OCP media bytes: {e}")));
-    let out = opts
-        .out
-        .clone()
-        .unwrap_or_else(|| target.join(if opts.smoke { "apps-smoke" } else { "apps" }));
-    fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
-    let table = markdown(&results);
-    let mut report = results.clone();
+    if !matches!(collected.probe, Some(Ok(_))) {
+        failures.push(format!("no probe from the guest: {:?}", collected.probe));
+    }
+    let (mut report, table) = if let Some(tw) = &opts.tenants {
+        let r = apps_tenants::results(tw, &collected.tenants, &uris);
+        failures.extend(apps_tenants::missing(&r, tw));
+        let table = apps_tenants::markdown(&r);
+        (json!({"task": "cargo xtask apps --tenants", "smoke": opts.smoke, "tenants": r}), table)
+    } else {
+        let uri =
+            |k: &str| uris.iter().find(|(n, _)| n == k).map(|(_, u)| u.clone()).unwrap_or_default();
+        let results = results(opts, &sides(opts, 0, 0), &collected, &uri("zns"), &uri("conv"));
+        failures.extend(missing(&results, &opts.workload, opts.mysql.as_ref()));
+        failures.extend(
+            collected.smart_errors.iter().map(|e| format!("no SMART data units written: {e}")),
+        );
+        failures.extend(collected.ocp_errors.iter().map(|e| format!("no OCP media bytes: {e}")));
+        let table = markdown(&results);
+        (results, table)
+    };
+    report["clock"] = probe_report(dilation, p.host_ns, &collected);
+    report["late_completions"] = json!(lateness);
     report["guest_seconds"] = json!(guest_secs);
     report["failures"] = json!(failures);
-    write_outputs(&out, &report, &table)?;
-    if opts.docs && failures.is_empty() {
-        let docs = root.join("docs");
-        write_outputs(&docs, &report, &table)?;
-        fs::remove_file(docs.join("apps-table.md")).ok();
-        update_doc(&docs.join("apps.md"), &table)?;
-    }
-    println!();
-    for l in table.lines() {
-        println!("apps: {l}");
-    }
-    for f in &failures {
-        println!("apps: {f}");
-    }
+    fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    write_outputs(out, &report, &table, opts.tenants.is_some())?;
     println!(
-        "apps: {} in {:.1} s (guest {:.1} s; log {}; results in {})",
-        if failures.is_empty() { "PASS" } else { "FAIL" },
-        start.elapsed().as_secs_f64(),
-        guest_secs,
-        log.display(),
-        out.display()
+        "apps: run{} done: guest {guest_secs:.1} s, log {}",
+        dilation.map(|f| format!(" at dilation {f}")).unwrap_or_default(),
+        log.display()
     );
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::new("the application runs failed"))
-    }
+    Ok((report, table, failures))
 }
 
 /// The host files packed into the guest (programs, their libraries,
@@ -506,13 +827,21 @@ fn mysql_guest_files(sb: &Sysbench) -> Result<(Vec<GuestEntry>, PathBuf, Vec<Pat
     Ok((entries, share, data))
 }
 
-fn write_outputs(out: &Path, report: &Value, table: &str) -> Result<()> {
-    let json_path = out.join("apps.json");
-    let text = serde_json::to_string_pretty(report).unwrap_or_default() + "\n";
-    fs::write(&json_path, text).map_err(|e| Error::io(&json_path, e))?;
+/// `apps.json` and `apps-table.md` in `out`, and `apps.svg` unless
+/// `no_plot` (the tenants' and the dilations' reports have no bars).
+fn write_outputs(out: &Path, report: &Value, table: &str, no_plot: bool) -> Result<()> {
+    write_json(&out.join("apps.json"), report)?;
     let table_path = out.join("apps-table.md");
     fs::write(&table_path, table).map_err(|e| Error::io(&table_path, e))?;
+    if no_plot {
+        return Ok(());
+    }
     plot(report, &out.join("apps.svg"))
+}
+
+fn write_json(path: &Path, report: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(report).unwrap_or_default() + "\n";
+    fs::write(path, text).map_err(|e| Error::io(path, e))
 }
 
 /// Bytes in `sectors` of 512 bytes, as MiB.
@@ -955,15 +1284,16 @@ fn db_bench_table(r: &Value) -> String {
     s
 }
 
-/// Replaces what lies between the markers in `doc` with `table`.
-fn update_doc(doc: &Path, table: &str) -> Result<()> {
-    const BEGIN: &str = "<!-- apps:begin (written by cargo xtask apps --docs) -->";
-    const END: &str = "<!-- apps:end -->";
+/// Replaces what lies between the markers `name` (`apps`, `apps-tenants`,
+/// `apps-dilations`) in `doc` with `table`.
+fn update_doc(doc: &Path, name: &str, table: &str) -> Result<()> {
+    let begin = format!("<!-- {name}:begin (written by cargo xtask apps --docs) -->");
+    let end = format!("<!-- {name}:end -->");
     let text = fs::read_to_string(doc).map_err(|e| Error::io(doc, e))?;
-    let (Some(a), Some(b)) = (text.find(BEGIN), text.find(END)) else {
-        return Err(Error::new(format!("{}: no {BEGIN} … {END} markers", doc.display())));
+    let (Some(a), Some(b)) = (text.find(&begin), text.find(&end)) else {
+        return Err(Error::new(format!("{}: no {begin} … {end} markers", doc.display())));
     };
-    let new = format!("{}{BEGIN}\n{table}{}", &text[..a], &text[b..]);
+    let new = format!("{}{begin}\n{table}{}", &text[..a], &text[b..]);
     fs::write(doc, new).map_err(|e| Error::io(doc, e))
 }
 
@@ -1067,6 +1397,23 @@ mod tests {
         assert!(parse(["--sb-workloads", "insert"].map(String::from).into_iter()).is_err());
         assert_eq!(p(&["--fs", "xfs", "--num", "10", "--seed", "3"]).workload.num, 10);
         assert!(parse(["--fs", "btrfs"].map(String::from).into_iter()).is_err());
+    }
+
+    #[test]
+    fn tenants_and_dilation_options_are_parsed_and_checked() {
+        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string()));
+        let t = p(&["--tenants", "--smoke", "--tn-seconds", "3", "--seed", "4"]).unwrap().unwrap();
+        let tw = t.tenants.unwrap();
+        assert_eq!((tw.num, tw.seconds, tw.seed), (4096, 3, 4));
+        assert!(p(&[]).unwrap().unwrap().tenants.is_none());
+        assert_eq!(p(&["--dilation", "8"]).unwrap().unwrap().dilations, [8.0]);
+        assert_eq!(p(&["--dilations", "2, 16"]).unwrap().unwrap().dilations, [2.0, 16.0]);
+        for bad in [&["--dilation", "0.5"][..], &["--dilation", "2,4"], &["--dilations", "4"]] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+        assert!(p(&["--dilations", "2,x"]).is_err() && p(&["--dilation", "inf"]).is_err());
+        assert_eq!(dilated("emu:zn540".into(), Some(4.0)), "emu:zn540,dilation=4");
+        assert_eq!(dilated("emu:zn540".into(), None), "emu:zn540");
     }
 
     #[test]

@@ -138,6 +138,7 @@ pub fn init_script(
     w: &Workload,
     mysql: Option<Mysql>,
     mke2fs: &str,
+    probe_host_ns: Option<u64>,
 ) -> String {
     let mut s = start_lines(
         "RocksDB's db_bench and MariaDB with sysbench on f2fs over a ZNS model and on \
@@ -151,6 +152,9 @@ pub fn init_script(
     if let Some(m) = mysql {
         s.push_str(&apps_mysql::helpers(m.share));
     }
+    if let Some(ns) = probe_host_ns {
+        s.push_str(&probe_lines(ns));
+    }
     for side in sides {
         s.push_str(&side_lines(side, w, mysql.map(|m| m.sysbench)));
     }
@@ -158,8 +162,21 @@ pub fn init_script(
     s
 }
 
+/// Prefix of the line with the guest's CPU-bound probe (`zns
+/// characterize --probe`, set against the host's).
+pub const PROBE: &str = "APPS-PROBE ";
+
+/// The guest's lines that run the CPU-bound probe (the host's `zns`,
+/// packed as `/usr/bin/zns`) against the host's probe time `host_ns`.
+pub fn probe_lines(host_ns: u64) -> String {
+    format!(
+        "say \"RUN probe: zns characterize --probe --probe-reference {host_ns}\"\n\
+         echo \"{PROBE}$(zns characterize --probe --probe-reference {host_ns} 2>&1 | tr -d '\\n')\"\n"
+    )
+}
+
 /// Shell helpers: namespaces and controllers by subsystem NQN, counters.
-fn helpers() -> String {
+pub(crate) fn helpers() -> String {
     format!(
         r#"mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 # The block device of namespace $2 of subsystem $1, and the controller.
@@ -377,7 +394,7 @@ pub fn parse_db_bench(phase: &str, lines: &[String]) -> DbFigures {
             }
         }
     }
-    let wanted = if phase == "readwhilewriting" {
+    let wanted = if phase == "readwhilewriting" || phase == "readrandom" {
         "Microseconds per read:"
     } else {
         "Microseconds per write:"
@@ -412,6 +429,11 @@ pub struct Collected {
     pub smart_errors: Vec<String>,
     /// OCP extended SMART lines without media bytes, as printed.
     pub ocp_errors: Vec<String>,
+    /// The guest's probe (`zns characterize --probe`'s JSON), or what it
+    /// printed instead.
+    pub probe: Option<Result<serde_json::Value, String>>,
+    /// The tenants' db_bench lines.
+    pub tenants: crate::apps_tenants::TenantLines,
 }
 
 /// The media bytes written and read of an OCP SMART / Health Information
@@ -454,7 +476,12 @@ impl Collected {
     /// Takes `line` if it is one of the run's.
     pub fn watch(&mut self, line: &str) {
         let line = line.trim_end_matches(['\r', '\n']);
-        if let Some(rest) = line.strip_prefix(STAT) {
+        if let Some(rest) = line.strip_prefix(PROBE) {
+            let v = rest.find('{').and_then(|at| serde_json::from_str(&rest[at..]).ok());
+            self.probe = Some(v.ok_or_else(|| rest.to_string()));
+        } else if line.starts_with(crate::apps_tenants::TN) {
+            self.tenants.watch(line);
+        } else if let Some(rest) = line.strip_prefix(STAT) {
             let w: Vec<&str> = rest.split_whitespace().collect();
             if let [side, point, key, value] = w[..] {
                 if let Ok(v) = value.parse::<u64>() {
@@ -563,7 +590,14 @@ mod tests {
             seed: 3,
         };
         let mysql = Mysql { sysbench: &sb, share: Path::new("/usr/share/mysql") };
-        let s = init_script(&["f2fs.ko".into()], &sides, &workload(), Some(mysql), "/sbin/mke2fs");
+        let s = init_script(
+            &["f2fs.ko".into()],
+            &sides,
+            &workload(),
+            Some(mysql),
+            "/sbin/mke2fs",
+            Some(9),
+        );
         assert!(s.starts_with("#!/bin/sh\n") && s.trim_end().ends_with("poweroff -f"));
         let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} not in {s}"));
         assert!(at("-s 4420 -n nqn.z") < at("mkfs.f2fs -q -f -m -c /dev/$D /dev/$META"));
@@ -582,6 +616,7 @@ mod tests {
         assert!(s.contains("--duration=5") && s.contains("--num=1000") && s.contains("--seed=7"));
         assert!(s.contains("nvme ocp smart-add-log /dev/$CTRL -o json"), "{s}");
         assert!(s.contains("--log-id=0xc0 --log-len=512 -b"), "{s}");
+        assert!(at("zns characterize --probe --probe-reference 9 2>&1") < at("# ---- f2fs-zns"));
         let smoke = Workload {
             fill_percent: 0,
             rww_seconds: 0,
@@ -590,7 +625,7 @@ mod tests {
             ..workload()
         };
         assert_eq!(smoke.phases(), ["fillrandom"]);
-        let s = init_script(&[], &sides, &smoke, None, "/sbin/mke2fs");
+        let s = init_script(&[], &sides, &smoke, None, "/sbin/mke2fs", None);
         assert!(
             !s.contains("phase overwrite") && !s.contains("filler") && !s.contains("precondition-")
         );
@@ -598,7 +633,7 @@ mod tests {
         assert!(!s.contains("mysql_init") && !s.contains("sb_phase"));
         let alone = Workload { db_bench: false, ..workload() };
         assert!(alone.phases().is_empty());
-        let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs");
+        let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs", None);
         assert!(!s.contains("phase fillrandom") && !s.contains("rm -rf $MNT/db"), "{s}");
         assert!(s.contains("then a database of 0 MiB") && s.contains("sb_phase oltp_write_only"));
     }
@@ -683,5 +718,13 @@ Percentiles: P50: 30.00 P75: 40.00 P99: 300.00 P99.9: 900.00 P99.99: 2000.00";
             ["    transactions:   10   (2.00 per sec.)"]
         );
         assert!(!c.db.contains_key(&("ext4-conv".to_string(), "oltp_read_only".to_string())));
+        c.watch(
+            r#"APPS-PROBE {  "ns": 240000000,  "slowdown": 30.0,  "suggested_dilation": 30.0}"#,
+        );
+        assert_eq!(c.probe.as_ref().unwrap().as_ref().unwrap()["slowdown"], 30.0);
+        c.watch("APPS-PROBE zns: not found");
+        assert_eq!(c.probe, Some(Err("zns: not found".into())));
+        c.watch("APPS-TN elastic fill a fillrandom : 1 micros/op");
+        assert_eq!(c.tenants.lines.len(), 1);
     }
 }

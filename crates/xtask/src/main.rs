@@ -29,8 +29,10 @@
 //!   `cargo xtask engines --help`.
 
 mod apps;
+mod apps_dilation;
 mod apps_guest;
 mod apps_mysql;
+mod apps_tenants;
 mod args;
 mod clients;
 mod cpio;
@@ -127,7 +129,8 @@ enum Task {
     /// `--parts perf`; writes docs/ublk-perf.json.
     #[command(verbatim_doc_comment, mut_arg("parts", |a| a.default_value(ublk_perf::PART)))]
     UblkPerf(ublk::Args),
-    /// RocksDB and MariaDB in a guest: f2fs over a ZNS model, ext4/XFS over its twin
+    /// RocksDB and MariaDB in a guest: f2fs over a ZNS model, ext4/XFS over its twin;
+    /// eZNS tenants (--tenants); two dilations (--dilations F1,F2)
     #[command(disable_help_flag = true)]
     Apps(Raw),
     /// Path (d) of the fidelity table: zns characterize in a guest over nvme-tcp

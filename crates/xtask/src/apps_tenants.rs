@@ -1,0 +1,510 @@
+//! `cargo xtask apps --tenants`: four tenants as the namespaces of one
+//! `zns serve`, eZNS logical zones (`mode = "elastic"`) against static
+//! striping (`mode = "static"`) over the same ZN540 model, each tenant an
+//! f2fs with a db_bench of its own, all four running together.
+//!
+//! Each mode has its own `zns serve` and base device (a configuration file
+//! each, written by the task): the four tenants `a` to `d` are namespaces 1
+//! to 4, and the FTLs that hold their f2fs metadata namespaces 5 to 8. The
+//! guest runs, per mode:
+//!
+//! 1. `fill`: fillrandom on every tenant at once (each builds its database);
+//! 2. `overwrite-together`: overwrite on every tenant for the same seconds;
+//! 3. `overwrite-alone`: overwrite on `a` alone, the others idle (their
+//!    filesystems mounted, doing nothing): ballooning's case, a busy
+//!    tenant that may borrow the idle tenants' spares;
+//! 4. `read-alone`: readrandom on `a`, the others idle;
+//! 5. `read-beside-writers`: readrandom on `a` while `b`, `c` and `d`
+//!    overwrite: isolation's case, a light reader beside heavy writers.
+//!
+//! Every db_bench line reaches the host as `APPS-TN MODE PHASE TENANT
+//! LINE`; the host takes each run's throughput and tails (p99, p99.9) and
+//! sets the claims beside each other: `a`'s gain alone over together
+//! (ballooning) and `a`'s read tail beside writers over alone (isolation),
+//! per mode.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::apps_guest::{self, Workload};
+
+/// The tenants, in namespace order.
+pub const TENANTS: [&str; 4] = ["a", "b", "c", "d"];
+
+/// The modes compared, each a `zns serve` of its own.
+pub const MODES: [&str; 2] = ["elastic", "static"];
+
+/// The phases, in the order they run.
+pub const PHASES: [&str; 5] =
+    ["fill", "overwrite-together", "overwrite-alone", "read-alone", "read-beside-writers"];
+
+/// Prefix of a tenant's db_bench line.
+pub const TN: &str = "APPS-TN ";
+
+/// The subsystem of mode `mode`.
+pub fn nqn(mode: &str) -> String {
+    format!("nqn.2026-11.io.znskit:apps-tenants-{mode}")
+}
+
+/// What the tenants run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantWorkload {
+    /// Keys each tenant's fillrandom writes.
+    pub num: u64,
+    /// Value bytes.
+    pub value_size: u32,
+    /// Seconds of each timed phase (overwrite, readrandom).
+    pub seconds: u32,
+    /// Physical zones of each mode's base device.
+    pub zones: u32,
+    /// Logical zones of each tenant.
+    pub tenant_zones: u32,
+    /// Active (and open) logical zones of each tenant.
+    pub active_zones: u32,
+    /// db_bench's seed.
+    pub seed: u64,
+}
+
+impl TenantWorkload {
+    /// The full run's sizes, or the smaller ones of `--smoke`.
+    pub fn new(smoke: bool, seed: u64) -> TenantWorkload {
+        TenantWorkload {
+            num: if smoke { 4096 } else { 8192 },
+            value_size: 1000,
+            seconds: if smoke { 8 } else { 20 },
+            zones: 320,
+            tenant_zones: 40,
+            active_zones: 8,
+            seed,
+        }
+    }
+
+    /// MiB of keys and values each tenant's fillrandom writes.
+    pub fn db_mib(&self) -> f64 {
+        (self.num * (16 + self.value_size as u64)) as f64 / (1u64 << 20) as f64
+    }
+}
+
+/// The base device's active zones: room for four tenants' shares.
+pub const BASE_ACTIVE: u32 = 96;
+
+/// The eZNS configuration of `mode` over the base device `device`.
+pub fn config(mode: &str, device: &str, w: &TenantWorkload) -> String {
+    let mut s = format!(
+        r#"# Four tenants over one ZN540 model (zones cut down), {mode} striping.
+device = "{device}"
+mode = "{mode}"
+zone_scale = 1
+stripe_unit_kib = 64
+max_width = 8
+headroom = 8
+idle_ms = {IDLE_MS}
+tick_ms = 50
+"#
+    );
+    for t in TENANTS {
+        let _ = write!(
+            s,
+            "\n[[tenant]]\nname = \"{t}\"\nzones = {}\nactive_zones = {}\n",
+            w.tenant_zones, w.active_zones
+        );
+    }
+    s
+}
+
+/// The base device's namespace: the apps profile's 4 MiB zones of 3 MiB
+/// capacity, with active zones for four tenants' shares.
+pub fn base_namespace() -> String {
+    format!(
+        "[[namespace]]
+kind = \"zoned\"
+block_size = 4096
+zones = 512
+zone_size = 1024
+zone_capacity = 768
+max_open = {BASE_ACTIVE}
+max_active = {BASE_ACTIVE}
+descriptor_extension_bytes = 0
+read_across_zone_boundaries = true
+"
+    )
+}
+
+/// db_bench's command for tenant `t` of `mode`: the apps' options on the
+/// tenant's filesystem, then `extra`.
+fn db_bench(mode: &str, t: &str, w: &TenantWorkload, extra: &str) -> String {
+    let common = apps_guest::db_bench_common(&Workload {
+        num: w.num,
+        value_size: w.value_size,
+        fill_percent: 0,
+        rww_seconds: 0,
+        overwrite: false,
+        precondition: false,
+        seed: w.seed,
+        db_bench: true,
+    });
+    format!("{} {extra}", common.replace("$MNT", &format!("/mnt/{mode}-{t}")))
+}
+
+/// Who runs what in `phase`: (tenant, db_bench's benchmark, its options).
+pub fn phase_runs(phase: &str, w: &TenantWorkload) -> Vec<(&'static str, &'static str, String)> {
+    let timed = |b: &str| format!("--benchmarks={b} --use_existing_db=1 --duration={}", w.seconds);
+    match phase {
+        "fill" => TENANTS
+            .iter()
+            .map(|t| (*t, "fillrandom", "--benchmarks=fillrandom --use_existing_db=0".into()))
+            .collect(),
+        "overwrite-together" => {
+            TENANTS.iter().map(|t| (*t, "overwrite", timed("overwrite"))).collect()
+        }
+        "overwrite-alone" => vec![("a", "overwrite", timed("overwrite"))],
+        "read-alone" => vec![("a", "readrandom", timed("readrandom"))],
+        _ => std::iter::once(("a", "readrandom", timed("readrandom")))
+            .chain(TENANTS[1..].iter().map(|t| (*t, "overwrite", timed("overwrite"))))
+            .collect(),
+    }
+}
+
+/// Device time without I/O after which a tenant is idle (`idle_ms`).
+pub const IDLE_MS: u64 = 500;
+
+/// Wall seconds the guest waits before a phase where `a` runs alone, so
+/// the arbiter sees the others idle: `IDLE_MS` of device time (`dilation`
+/// times longer on a dilated clock) and a second more.
+pub fn idle_wait_s(dilation: f64) -> u64 {
+    (IDLE_MS as f64 * dilation / 1000.0).ceil() as u64 + 1
+}
+
+/// The guest's lines for mode `mode` (its target on `port`): connect, mkfs
+/// and mount each tenant's f2fs, the phases, umount, disconnect.
+pub fn mode_lines(mode: &str, port: u16, w: &TenantWorkload, dilation: f64) -> String {
+    let nqn = nqn(mode);
+    let n = TENANTS.len();
+    let mut s = format!(
+        r#"# ---- tenants, {mode} ----
+run connect-{mode} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn}
+i=0
+while [ $i -lt 100 ] && [ -z "$(disk_of {nqn} {last})" ]; do sleep 0.1; i=$((i + 1)); done
+"#,
+        last = 2 * n
+    );
+    for (i, t) in TENANTS.iter().enumerate() {
+        let (data, meta) = (i + 1, i + 1 + n);
+        let _ = write!(
+            s,
+            r#"D=$(disk_of {nqn} {data}); META=$(disk_of {nqn} {meta})
+say "{mode} tenant {t}: $D ($(cat /sys/block/$D/size 2>/dev/null) sectors, $(cat /sys/block/$D/queue/max_open_zones 2>/dev/null) open), metadata $META"
+expect zoned-{mode}-{t} host-managed cat /sys/block/$D/queue/zoned
+echo mq-deadline > /sys/block/$D/queue/scheduler
+mkdir -p /mnt/{mode}-{t}
+run mkfs-{mode}-{t} mkfs.f2fs -q -f -m -c /dev/$D /dev/$META
+run mount-{mode}-{t} mount -t f2fs /dev/$META /mnt/{mode}-{t}
+"#
+        );
+    }
+    for p in PHASES {
+        // The others idle long enough for the arbiter to see it (idle_ms).
+        if p.ends_with("alone") {
+            let _ = writeln!(s, "sleep {}", idle_wait_s(dilation));
+        }
+        let _ = writeln!(
+            s,
+            "sync; echo 3 > /proc/sys/vm/drop_caches\nsay \"RUN tenants-{mode}-{p}\"\nt0=$(now)"
+        );
+        let runs = phase_runs(p, w);
+        for (t, _, extra) in &runs {
+            let _ = writeln!(
+                s,
+                "( {} > /tmp/tn-{t}.out 2>&1 < /dev/null; echo $? > /tmp/tn-{t}.rc ) &",
+                db_bench(mode, t, w, extra)
+            );
+        }
+        s.push_str("wait\n");
+        for (t, _, _) in &runs {
+            let _ = writeln!(
+                s,
+                r#"sed "s/^/{TN}{mode} {p} {t} /" /tmp/tn-{t}.out
+rc=$(cat /tmp/tn-{t}.rc); if [ "$rc" != 0 ]; then fail=1; say "FAILED tenants-{mode}-{p}-{t} rc=$rc"; fi"#
+            );
+        }
+        let _ = writeln!(s, "say \"END tenants-{mode}-{p} ($(( $(now) - t0 )) s)\"");
+    }
+    for t in TENANTS {
+        let _ = writeln!(s, "run umount-{mode}-{t} umount /mnt/{mode}-{t}");
+    }
+    let _ = writeln!(s, "run disconnect-{mode} nvme disconnect -n {nqn}");
+    s
+}
+
+/// The tenants' db_bench lines: (mode, phase, tenant) -> lines.
+#[derive(Debug, Default)]
+pub struct TenantLines {
+    /// Lines by mode, phase and tenant.
+    pub lines: BTreeMap<(String, String, String), Vec<String>>,
+}
+
+impl TenantLines {
+    /// Takes `line` if it is a tenant's.
+    pub fn watch(&mut self, line: &str) {
+        let Some(rest) = line.trim_end_matches(['\r', '\n']).strip_prefix(TN) else { return };
+        let mut it = rest.splitn(4, ' ');
+        if let (Some(m), Some(p), Some(t)) = (it.next(), it.next(), it.next()) {
+            let text = it.next().unwrap_or("").to_string();
+            self.lines.entry((m.into(), p.into(), t.into())).or_default().push(text);
+        }
+    }
+}
+
+/// Relative change of `b` over `a`, percent.
+fn change(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 => Some((b / a - 1.0) * 100.0),
+        _ => None,
+    }
+}
+
+/// The tenants' results: per mode, phase and tenant db_bench's figures;
+/// per mode the claims' figures (ballooning, isolation).
+pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]) -> Value {
+    let mut modes = serde_json::Map::new();
+    for m in MODES {
+        let mut phases = serde_json::Map::new();
+        for p in PHASES {
+            let mut tenants = serde_json::Map::new();
+            for (t, bench, _) in phase_runs(p, w) {
+                let key = (m.to_string(), p.to_string(), t.to_string());
+                let lines = c.lines.get(&key).cloned().unwrap_or_default();
+                let f = apps_guest::parse_db_bench(bench, &lines);
+                tenants.insert(
+                    t.into(),
+                    json!({
+                        "benchmark": bench,
+                        "ops_per_sec": f.ops_per_sec,
+                        "mb_per_sec": f.mb_per_sec,
+                        "operations": f.operations,
+                        "p50_us": f.p50_us,
+                        "p99_us": f.p99_us,
+                        "p999_us": f.p999_us,
+                        "latency_of": if bench == "readrandom" { "reads" } else { "writes" },
+                    }),
+                );
+            }
+            phases.insert(p.into(), Value::Object(tenants));
+        }
+        let f = |p: &str, k: &str| phases.get(p).and_then(|v| v["a"][k].as_f64());
+        let others = |p: &str| -> Option<f64> {
+            let v = phases.get(p)?;
+            TENANTS[1..].iter().map(|t| v[*t]["ops_per_sec"].as_f64()).sum()
+        };
+        let claims = json!({
+            "ballooning": {
+                "a_ops_together": f("overwrite-together", "ops_per_sec"),
+                "a_ops_alone": f("overwrite-alone", "ops_per_sec"),
+                "a_gain_alone_pct": change(f("overwrite-together", "ops_per_sec"), f("overwrite-alone", "ops_per_sec")),
+                "a_p99_together_us": f("overwrite-together", "p99_us"),
+                "a_p99_alone_us": f("overwrite-alone", "p99_us"),
+            },
+            "isolation": {
+                "a_read_p99_alone_us": f("read-alone", "p99_us"),
+                "a_read_p99_beside_writers_us": f("read-beside-writers", "p99_us"),
+                "a_read_p999_alone_us": f("read-alone", "p999_us"),
+                "a_read_p999_beside_writers_us": f("read-beside-writers", "p999_us"),
+                "p99_change_pct": change(f("read-alone", "p99_us"), f("read-beside-writers", "p99_us")),
+                "p999_change_pct": change(f("read-alone", "p999_us"), f("read-beside-writers", "p999_us")),
+                "a_read_ops_alone": f("read-alone", "ops_per_sec"),
+                "a_read_ops_beside_writers": f("read-beside-writers", "ops_per_sec"),
+                "writers_ops_sum": others("read-beside-writers"),
+            },
+        });
+        modes.insert(m.into(), json!({ "phases": phases, "claims": claims }));
+    }
+    json!({
+        "tenants": TENANTS,
+        "keys_per_tenant": w.num,
+        "value_size": w.value_size,
+        "db_mib_per_tenant": w.db_mib(),
+        "seconds_per_timed_phase": w.seconds,
+        "base_zones": w.zones,
+        "base_active_zones": BASE_ACTIVE,
+        "tenant_logical_zones": w.tenant_zones,
+        "tenant_active_zones": w.active_zones,
+        "seed": w.seed,
+        "configs": configs.iter().map(|(m, t)| (m.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
+        "modes": modes,
+    })
+}
+
+/// Every figure a tenants run must give; each missing one is a failure.
+pub fn missing(r: &Value, w: &TenantWorkload) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in MODES {
+        for p in PHASES {
+            for (t, bench, _) in phase_runs(p, w) {
+                let v = &r["modes"][m]["phases"][p][t];
+                let mut need = vec!["ops_per_sec", "p99_us", "p999_us"];
+                if bench != "readrandom" {
+                    need.push("mb_per_sec");
+                }
+                out.extend(
+                    need.iter()
+                        .filter(|k| v[**k].is_null())
+                        .map(|k| format!("tenants {m} {p} {t}: no {k}")),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn num(v: &Value, digits: usize) -> String {
+    v.as_f64().map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "–".into())
+}
+
+fn pct(v: &Value) -> String {
+    v.as_f64().map(|x| format!("{x:+.1} %")).unwrap_or_else(|| "–".into())
+}
+
+/// The tenants' figures as markdown: one row per mode, phase and tenant,
+/// then the claims per mode.
+pub fn markdown(r: &Value) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Four tenants, each an f2fs with db_bench ({} keys of 16 + {} bytes, {:.1} MiB), \
+         {} logical zones and {} active; timed phases {} s; base device {} zones, {} active.\n",
+        r["keys_per_tenant"],
+        r["value_size"],
+        r["db_mib_per_tenant"].as_f64().unwrap_or(0.0),
+        r["tenant_logical_zones"],
+        r["tenant_active_zones"],
+        r["seconds_per_timed_phase"],
+        r["base_zones"],
+        r["base_active_zones"],
+    );
+    s.push_str("| mode | phase | tenant | benchmark | ops/s | MB/s | p99 (µs) | p99.9 (µs) |\n");
+    s.push_str("|---|---|---|---|---:|---:|---:|---:|\n");
+    for m in MODES {
+        for p in PHASES {
+            let Some(ts) = r["modes"][m]["phases"][p].as_object() else { continue };
+            for (t, v) in ts {
+                let _ = writeln!(
+                    s,
+                    "| {m} | {p} | {t} | {} | {} | {} | {} | {} |",
+                    v["benchmark"].as_str().unwrap_or(""),
+                    num(&v["ops_per_sec"], 0),
+                    num(&v["mb_per_sec"], 1),
+                    num(&v["p99_us"], 0),
+                    num(&v["p999_us"], 0),
+                );
+            }
+        }
+    }
+    s.push_str(
+        "\n| mode | `a` overwrite ops/s together → alone | gain alone | `a` read p99 alone → beside writers (µs) | p99 change | p99.9 alone → beside (µs) | p99.9 change | writers' ops/s |\n",
+    );
+    s.push_str("|---|---|---:|---|---:|---|---:|---:|\n");
+    for m in MODES {
+        let b = &r["modes"][m]["claims"]["ballooning"];
+        let i = &r["modes"][m]["claims"]["isolation"];
+        let _ = writeln!(
+            s,
+            "| {m} | {} → {} | {} | {} → {} | {} | {} → {} | {} | {} |",
+            num(&b["a_ops_together"], 0),
+            num(&b["a_ops_alone"], 0),
+            pct(&b["a_gain_alone_pct"]),
+            num(&i["a_read_p99_alone_us"], 0),
+            num(&i["a_read_p99_beside_writers_us"], 0),
+            pct(&i["p99_change_pct"]),
+            num(&i["a_read_p999_alone_us"], 0),
+            num(&i["a_read_p999_beside_writers_us"], 0),
+            pct(&i["p999_change_pct"]),
+            num(&i["writers_ops_sum"], 0),
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_has_four_tenants_over_one_base_device() {
+        let w = TenantWorkload::new(true, 5);
+        let text = config("elastic", "emu:profile=x.toml,zones=256,clock=real", &w);
+        assert_eq!(text.matches("[[tenant]]").count(), 4, "{text}");
+        assert!(text.contains("mode = \"elastic\"") && text.contains("zones = 40"), "{text}");
+        assert!(base_namespace().contains(&format!("max_active = {BASE_ACTIVE}")));
+    }
+
+    #[test]
+    fn the_guest_runs_the_phases_in_order_with_the_right_tenants() {
+        let w = TenantWorkload::new(false, 5);
+        let s = mode_lines("static", 4430, &w, 8.0);
+        assert_eq!(s.matches("sleep 5\n").count(), 2, "{s}");
+        let at = |n: &str| s.find(n).unwrap_or_else(|| panic!("{n} not in {s}"));
+        assert!(at("-s 4430 -n nqn.2026-11.io.znskit:apps-tenants-static") < at("mkfs-static-a"));
+        assert!(at("mount-static-d") < at("RUN tenants-static-fill"));
+        for p in PHASES.windows(2) {
+            assert!(
+                at(&format!("RUN tenants-static-{}\"", p[0]))
+                    < at(&format!("RUN tenants-static-{}\"", p[1]))
+            );
+        }
+        assert!(s.contains("--db=/mnt/static-c/db") && !s.contains("$MNT"), "{s}");
+        assert!(s.contains("--benchmarks=readrandom --use_existing_db=1 --duration=20"));
+        // Isolation: a reads while the three others write.
+        let r = phase_runs("read-beside-writers", &w);
+        assert_eq!(
+            r.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(),
+            [("a", "readrandom"), ("b", "overwrite"), ("c", "overwrite"), ("d", "overwrite")]
+        );
+        assert_eq!(phase_runs("overwrite-alone", &w).len(), 1);
+        assert!(
+            at("umount-static-a")
+                < at("nvme disconnect -n nqn.2026-11.io.znskit:apps-tenants-static")
+        );
+    }
+
+    #[test]
+    fn figures_are_collected_checked_and_set_beside_the_claims() {
+        let w = TenantWorkload::new(true, 5);
+        let mut c = TenantLines::default();
+        let out = |bench: &str, ops: u64, p99: f64| {
+            let per = if bench == "readrandom" { "read" } else { "write" };
+            format!(
+                "{bench} : 10.0 micros/op {ops} ops/sec 8.0 seconds 800 operations; 1.0 MB/s\n\
+                 Microseconds per {per}:\nPercentiles: P50: 5.00 P99: {p99:.2} P99.9: {:.2}",
+                p99 * 2.0
+            )
+        };
+        for m in MODES {
+            for p in PHASES {
+                for (t, bench, _) in phase_runs(p, &w) {
+                    let ops = if p == "overwrite-alone" { 150 } else { 100 };
+                    let p99 = if p == "read-beside-writers" { 300.0 } else { 200.0 };
+                    for l in out(bench, ops, p99).lines() {
+                        c.watch(&format!("{TN}{m} {p} {t} {l}\r"));
+                    }
+                }
+            }
+        }
+        let r = results(&w, &c, &[]);
+        assert!(missing(&r, &w).is_empty(), "{:?}", missing(&r, &w));
+        let b = &r["modes"]["elastic"]["claims"]["ballooning"];
+        assert_eq!(b["a_gain_alone_pct"].as_f64(), Some(50.0), "{b}");
+        let i = &r["modes"]["static"]["claims"]["isolation"];
+        assert_eq!(
+            (i["p99_change_pct"].as_f64(), i["writers_ops_sum"].as_f64()),
+            (Some(50.0), Some(300.0))
+        );
+        let t = markdown(&r);
+        assert!(t.contains("| elastic | 100 → 150 | +50.0 % | 200 → 300 | +50.0 % | 400 → 600 | +50.0 % | 300 |"), "{t}");
+        c.lines.remove(&("static".into(), "fill".into(), "c".into()));
+        let r = results(&w, &c, &[]);
+        assert_eq!(missing(&r, &w).len(), 4, "{:?}", missing(&r, &w));
+        assert!(missing(&r, &w)[0].starts_with("tenants static fill c: no"));
+    }
+}
