@@ -123,6 +123,11 @@ pub struct CharacterizeArgs {
     /// the same axes and every figure) to this file.
     #[arg(long, requires = "compare", value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Trace every command and flash operation of the emulated device
+    /// into FILE (JSON trace-event format for ui.perfetto.dev; the last
+    /// events, see docs/observability.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "fidelity", "probe"])]
+    pub trace: Option<PathBuf>,
     /// With --suite compare: device minutes of sustained random writes.
     #[arg(long, value_name = "MIN")]
     pub minutes: Option<f64>,
@@ -258,6 +263,9 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
     let (json, html) = characterize::write_outputs(&results, &args.out)?;
     summary(&results, out)?;
     writeln!(out, "wrote {} and {}", json.display(), html.display())?;
+    if let Some(t) = &args.trace {
+        writeln!(out, "wrote trace {}", t.display())?;
+    }
     let stopped: Vec<&str> =
         results.experiments.iter().filter(|e| e.error.is_some()).map(|e| e.name.as_str()).collect();
     if !stopped.is_empty() {
@@ -406,6 +414,9 @@ pub fn run_compare(
     args: &CharacterizeArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    if args.trace.is_some() {
+        bail!("--trace takes one emu: device; --suite compare runs two (give each a trace=FILE)");
+    }
     if !args.only.is_empty() {
         bail!(
             "--only selects experiments of the other suites; --suite compare runs all of its own"

@@ -23,6 +23,7 @@ mod range;
 mod report;
 mod serve;
 mod top;
+mod trace;
 mod ublk;
 mod zrwa;
 
@@ -313,13 +314,20 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
     }
     let device = cli.device.first().cloned().unwrap_or_else(|| DEFAULT_URI.to_string());
     match cli.command {
-        Command::Serve(args) => serve::run(&cli.device, device_given, &args, out),
+        Command::Serve(args) => {
+            let devices = trace::traced_uris(&cli.device, args.trace.as_deref())?;
+            serve::run(&devices, device_given, &args, out)
+        }
         Command::GenDhchapKey(args) => serve::gen_key(&args, out),
         Command::Ftl { command: FtlCommands::Ftl(command) } => {
             ftl::run(&device, device_given, command, out)
         }
-        Command::Ftl { command: FtlCommands::Ublk(args) } => ublk::run_ftl(&device, &args, out),
-        Command::Ublk(args) => ublk::run(&device, &args, out),
+        Command::Ftl { command: FtlCommands::Ublk(args) } => {
+            ublk::run_ftl(&trace::traced_uri(&device, args.trace.as_deref())?, &args, out)
+        }
+        Command::Ublk(args) => {
+            ublk::run(&trace::traced_uri(&device, args.trace.as_deref())?, &args, out)
+        }
         Command::Top(args) => top::run(&device, &args, out),
         Command::List => list::run(out),
         Command::Emu { command } => emu::run(command, out),
@@ -327,7 +335,9 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Characterize(args) if args.suite == characterize::SuiteArg::Compare => {
             characterize::run_compare(&cli.device, device_given, &args, out)
         }
-        Command::Characterize(args) => characterize::run(&device, &args, out),
+        Command::Characterize(args) => {
+            characterize::run(&trace::traced_uri(&device, args.trace.as_deref())?, &args, out)
+        }
         Command::Ezns { command } => ezns::run(command, &device, device_given, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
         Command::Log { command } => log::run(open(&device)?.as_ref(), &command, out),

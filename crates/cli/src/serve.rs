@@ -40,6 +40,11 @@ pub const DEFAULT_NQN: &str = "nqn.2026-11.io.znskit:target";
 /// Arguments of `zns serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Trace every command and flash operation of the (one) emu: device
+    /// into FILE, written when the server stops (JSON trace-event format
+    /// for ui.perfetto.dev; the last events, see docs/observability.md).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Address to listen on; port 0 picks a free port (the `listening on`
     /// line says which). Anything but loopback exposes the devices to the
     /// network: admit only known hosts with --allow-host and

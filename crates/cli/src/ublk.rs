@@ -25,6 +25,11 @@ use clap::Args;
 /// Arguments of `zns ublk` and `zns ftl ublk`.
 #[derive(Debug, Args)]
 pub struct UblkArgs {
+    /// Trace every command and flash operation of the emu: device into
+    /// FILE, written when the device is removed (JSON trace-event format
+    /// for ui.perfetto.dev; the last events, see docs/observability.md).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// ublk queues (the block device's hardware queues), each served by
     /// a thread of its own.
     #[arg(long, default_value_t = 1, value_name = "N",
@@ -245,6 +250,7 @@ mod imp {
             assert_eq!(describe_queues(1, 64), "1 queue of depth 64");
             assert_eq!(describe_queues(4, 32), "4 queues of depth 32");
             let c = UblkArgs {
+                trace: None,
                 queues: 2,
                 depth: 16,
                 id: Some(3),

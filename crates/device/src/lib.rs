@@ -50,6 +50,8 @@ pub mod driver;
 pub mod error;
 pub mod info;
 pub mod op;
+#[cfg(feature = "emulator")]
+pub mod trace;
 pub mod uri;
 pub mod zone;
 

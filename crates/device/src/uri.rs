@@ -656,6 +656,19 @@ mod tests {
         assert!(err("emu:zn540,dilation=0.5").contains("from 1"));
         assert!(err("emu:zn540,timing=off,dilation=2").contains("does not combine"));
         assert_eq!(emu("emu:zn540,dilation=4").dilation, Dilation::new(4.0).ok());
+        let t = emu("emu:zn540,trace=run.json,trace_events=1000");
+        assert_eq!(
+            (t.trace.as_deref(), t.trace_events),
+            (Some(std::path::Path::new("run.json")), Some(1000))
+        );
+        assert_eq!(
+            "emu:zn540,trace=run.json,trace_events=1000".parse::<DeviceUri>().unwrap().to_string(),
+            "emu:zn540,trace=run.json,trace_events=1000"
+        );
+        assert!(err("emu:zn540,trace=").contains("needs a file name"));
+        assert!(err("emu:zn540,trace=a,trace_events=0").contains(">= 1"));
+        assert!(err("emu:zn540,trace_events=5").contains("needs trace=FILE"));
+        assert!(err("emu:zn540,timing=off,trace=a").contains("does not combine"));
         assert!(err("emu:tiny,profile=small").contains("twice"));
         assert!(err("emu:tiny,,media=null").contains("empty option"));
         assert!(err("emu:tiny,null").contains("key=value"));

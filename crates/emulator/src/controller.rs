@@ -27,6 +27,7 @@ use crate::namespace::Namespace;
 use crate::profile::Profile;
 use crate::queue::{CompletionQueue, IoCounters, SubmissionQueue, FETCH_BATCH};
 use crate::timing::{Op, Timing};
+use crate::trace::{TraceSink, ZoneTracer};
 
 /// Smallest and only memory page size the controller supports (CAP.MPSMIN = MPSMAX = 0).
 pub const PAGE_SIZE: usize = 4096;
@@ -86,6 +87,8 @@ pub struct Controller {
     timing: Option<Timing>,
     /// The controller's clock (a real one when there is no timing model).
     clock: Arc<Clock>,
+    /// Trace sinks added ([`Controller::add_trace_sink`]).
+    trace_sinks: Mutex<Vec<Arc<dyn TraceSink>>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -143,7 +146,47 @@ impl Controller {
             write_cache: AtomicBool::new(true),
             timing,
             clock,
+            trace_sinks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Sends the controller's trace events to `sink` from now on, besides
+    /// the sinks added before: every command, flash operation, channel
+    /// transfer, write buffer change and garbage collection reclaim of the
+    /// timing model (none without one), and every zone state transition
+    /// ([`crate::trace`]).
+    pub fn add_trace_sink(&self, sink: Arc<dyn TraceSink>) {
+        let mut sinks = self.trace_sinks.lock();
+        sinks.push(sink);
+        self.install_trace(&sinks);
+    }
+
+    /// Stops sending trace events to `sink` (added with
+    /// [`Controller::add_trace_sink`]); true when it was there.
+    pub fn remove_trace_sink(&self, sink: &Arc<dyn TraceSink>) -> bool {
+        let mut sinks = self.trace_sinks.lock();
+        let before = sinks.len();
+        sinks.retain(|s| !Arc::ptr_eq(s, sink));
+        self.install_trace(&sinks);
+        sinks.len() != before
+    }
+
+    /// Installs `sinks` as one in the timing model and the zone state
+    /// machines.
+    fn install_trace(&self, sinks: &[Arc<dyn TraceSink>]) {
+        let sink = crate::trace::combine(sinks);
+        if let Some(t) = &self.timing {
+            t.set_trace(sink.clone());
+        }
+        for ns in &self.namespaces {
+            if let Some(z) = ns.zones() {
+                let tracer = sink.clone().map(|sink| {
+                    let clock = Arc::clone(&self.clock);
+                    Arc::new(ZoneTracer { nsid: ns.nsid(), clock, sink })
+                });
+                z.set_tracer(tracer);
+            }
+        }
     }
 
     /// The controller's clock: the one its timing model runs on (virtual

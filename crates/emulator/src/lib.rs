@@ -56,6 +56,7 @@ pub mod profile;
 pub mod prp;
 pub mod reference;
 pub mod timing;
+pub mod trace;
 pub mod zns;
 
 mod admin;

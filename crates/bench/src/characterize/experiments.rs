@@ -94,6 +94,8 @@ pub(crate) fn run(
     }
     let mut q = dev.queue(1024)?;
     let pool = empty_zones(q.as_mut(), &info, opts.force)?;
+    // After the zones were emptied: the map starts with every zone Empty.
+    let recorder = super::activity::Recorder::attach(dev);
     let dilation = match opts.dilation {
         Some(f) => Dilation::new(f).map_err(CharacterizeError::Dilation)?,
         None => dev.emulator().map_or(Dilation::NONE, |e| e.clock().dilation()),
@@ -135,6 +137,7 @@ pub(crate) fn run(
     r.drop_dataset()?;
     r.sweep()?;
     let device_ns = r.ctx.now().saturating_sub(device0);
+    let activity = recorder.map(|a| a.finish(dev));
     let clock_name = clock::clock_name(dev);
     let overhead = engine_overhead(&r.plan, clock_name, &r.points);
     obs.suite_finished();
@@ -169,6 +172,7 @@ pub(crate) fn run(
             overhead,
             late_completions,
         },
+        activity,
     };
     results.reference = match &opts.reference {
         Some(r) => Some(reference::table_from_run(r, &results)),

@@ -28,11 +28,13 @@
 //! one, side by side (`--suite compare`). The three pages share their
 //! scaffolding (module `html`).
 
+pub mod activity;
 pub mod clock;
 pub mod compare;
 mod engine;
 mod experiments;
 pub mod fidelity;
+pub mod heatmap;
 mod html;
 pub mod overhead;
 mod plan;

@@ -102,6 +102,9 @@ pub fn html(r: &Results) -> String {
     for s in sections_with(&[("", r)], overlay.as_ref()) {
         page.section(&s);
     }
+    if let Some(a) = &r.activity {
+        page.section(&activity_section(a));
+    }
     if let Some(t) = &r.reference {
         reference_part(&mut page, t);
     }
@@ -1147,6 +1150,32 @@ fn io_bars(runs: &Runs<'_>, stats: &[BarStat<'_>]) -> BarSeries {
         }
     }
     out
+}
+
+/// The drive's activity over the run: per-die utilization and zone states.
+fn activity_section(a: &super::activity::Activity) -> Section {
+    let mut text = format!(
+        "From the emulator's trace events. Left: each die's busy fraction (reads, programs, \
+         erases) in buckets of {} of model time; right: the state of the {} zones whose state \
+         changed, at the end of each bucket",
+        super::heatmap::duration(a.bucket_ns as f64),
+        a.zones_touched
+    );
+    if a.zone_rows.iter().any(|r| r.first_zone != r.last_zone) {
+        text.push_str(" (zones binned into rows; a row shows its most active zone)");
+    }
+    text.push_str(
+        ". Colours: white empty, orange implicitly opened, red explicitly opened, purple \
+         closed, green full, brown read only, black offline.",
+    );
+    if a.transitions_dropped > 0 {
+        text.push_str(&format!(" {} later transitions were not drawn.", a.transitions_dropped));
+    }
+    Section {
+        title: "Inside the drive: die utilization and zone states".into(),
+        text,
+        charts: vec![super::heatmap::die_timeline(a), super::heatmap::zone_map(a)],
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,11 @@ pub struct Results {
     /// virtual clock, two runs of the same suite and seed give files equal
     /// in everything but this.
     pub host: Host,
+    /// Die utilization and zone states over the run, from the trace events
+    /// of an emulator with a timing model in this process (absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<super::activity::Activity>,
 }
 
 /// The part of a run that depends on the host: when it ran, how long it
@@ -547,6 +552,7 @@ pub(crate) mod test_runs {
             summary,
             reference: None,
             host: Default::default(),
+            activity: None,
         }
     }
 }

@@ -93,8 +93,15 @@ impl DriverDevice {
             }
             builder = builder.dilation(d);
         }
+        let trace = match &uri.trace {
+            Some(path) => Some(trace_file(&builder, uri, path, text)?),
+            None => None,
+        };
         let host: Arc<dyn HostMemory> = memory.clone();
         let emu = builder.build(host)?;
+        if let Some(t) = trace {
+            emu.add_trace_sink(t);
+        }
         Self::from_emulator(emu, memory, text)
     }
 
@@ -208,6 +215,31 @@ fn apply_geometry(profile: &mut Profile, uri: &EmulatorUri, text: &str) -> Resul
         });
     }
     profile.validate().map_err(|e| DeviceError::uri(text, e.to_string()))
+}
+
+/// The trace file `uri` asks for: the timing model must run, and the
+/// file must be writable now (it is written when the device closes).
+fn trace_file(
+    builder: &zns_emulator::EmulatorBuilder,
+    uri: &EmulatorUri,
+    path: &std::path::Path,
+    text: &str,
+) -> Result<Arc<dyn zns_emulator::trace::TraceSink>> {
+    let Some(timing) = builder.profile().timing.as_ref().filter(|_| builder.timed()) else {
+        return Err(DeviceError::uri(
+            text,
+            format!(
+                "trace= needs the timing model, and the {:?} profile has none (or timing=off \
+                 was given)",
+                builder.profile().name
+            ),
+        ));
+    };
+    if let Err(e) = std::fs::File::create(path) {
+        return Err(DeviceError::uri(text, format!("trace file {}: {e}", path.display())));
+    }
+    let events = uri.trace_events.unwrap_or(crate::trace::DEFAULT_TRACE_EVENTS);
+    Ok(Arc::new(crate::trace::TraceFile::new(path, events, timing.channels)))
 }
 
 #[cfg(test)]

@@ -11,8 +11,19 @@ use super::{one_of, DEFAULT_PROFILE};
 
 /// Options an `emu:` URI accepts.
 pub const EMULATOR_OPTIONS: &[&str] = &[
-    "profile", "file", "media", "timing", "clock", "dilation", "zones", "metadata", "lba", "op",
+    "profile",
+    "file",
+    "media",
+    "timing",
+    "clock",
+    "dilation",
+    "zones",
+    "metadata",
+    "lba",
+    "op",
     "zrwa",
+    "trace",
+    "trace_events",
 ];
 
 /// Zone random write areas an `emu:` URI gives the zoned namespace
@@ -133,6 +144,13 @@ pub struct EmulatorUri {
     /// Zone random write areas of the zoned namespace, instead of the
     /// profile's.
     pub zrwa: Option<ZrwaOption>,
+    /// A trace of every command and flash operation, written to this file
+    /// in the JSON trace-event format when the device closes
+    /// ([`crate::trace`]).
+    pub trace: Option<PathBuf>,
+    /// Events the trace keeps (the last ones); `None` =
+    /// [`crate::trace::DEFAULT_TRACE_EVENTS`].
+    pub trace_events: Option<usize>,
 }
 
 impl EmulatorUri {
@@ -241,6 +259,14 @@ fn emulator_option(u: &mut EmulatorUri, key: &str, value: &str) -> Result<(), St
                 )
             })
         }),
+        "trace" => once(&mut u.trace, key, || match value {
+            "" => Err("trace= needs a file name".into()),
+            _ => Ok(PathBuf::from(value)),
+        }),
+        "trace_events" => once(&mut u.trace_events, key, || match value.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("trace_events={value:?}: expected a number of events >= 1")),
+        }),
         "zones" => once(&mut u.zones, key, || match value.parse::<u32>() {
             Ok(n) if n > 0 => Ok(n),
             _ => Err(format!("zones={value:?}: expected a number of zones >= 1")),
@@ -285,6 +311,12 @@ fn check_emulator_options(u: &EmulatorUri) -> Result<(), String> {
     if u.timing == Some(Timing::Off) && u.dilation.is_some() {
         return Err("dilation= needs the timing model; it does not combine with timing=off".into());
     }
+    if u.timing == Some(Timing::Off) && u.trace.is_some() {
+        return Err("trace= needs the timing model; it does not combine with timing=off".into());
+    }
+    if u.trace_events.is_some() && u.trace.is_none() {
+        return Err("trace_events= sizes a trace: it needs trace=FILE".into());
+    }
     Ok(())
 }
 
@@ -328,6 +360,12 @@ impl fmt::Display for EmulatorUri {
         }
         if let Some(z) = u.zrwa {
             parts.push(format!("zrwa={z}"));
+        }
+        if let Some(t) = &u.trace {
+            parts.push(format!("trace={}", t.display()));
+        }
+        if let Some(n) = u.trace_events {
+            parts.push(format!("trace_events={n}"));
         }
         write!(f, "emu:{}", parts.join(","))
     }

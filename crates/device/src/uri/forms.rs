@@ -76,6 +76,14 @@ pub const URI_FORMS: &[UriForm] = &[
         example: "emu:zn540,clock=real,dilation=4",
     },
     UriForm {
+        form: "emu:PROFILE,trace=FILE,trace_events=N",
+        device: "a trace of every command, flash operation, channel transfer and zone state \
+                 change of the timed emulator, written to `FILE` when the device closes (JSON \
+                 trace-event format for ui.perfetto.dev), keeping the last `N` events (default \
+                 500000); see observability.md",
+        example: "emu:zn540,trace=run.json,trace_events=200000",
+    },
+    UriForm {
         form: "emu:PROFILE,zones=N",
         device: "the profile's zoned namespace cut (or grown) to `N` zones, geometry and timing \
                  unchanged",

@@ -264,6 +264,12 @@ impl Timing {
         }
     }
 
+    /// Installs (or with `None` removes) the sink of the model's trace
+    /// events.
+    pub fn set_trace(&self, sink: Option<Arc<dyn crate::trace::TraceSink>>) {
+        self.sim.lock().set_trace(sink);
+    }
+
     /// Completions posted so far, by how late they were posted.
     pub fn lateness(&self) -> &Lateness {
         &self.lateness
@@ -347,7 +353,9 @@ impl Timing {
     pub fn power_cut(&self) {
         let mut sim = self.sim.lock();
         let now = sim.now();
+        let trace = sim.trace().cloned();
         *sim = Sim::new(&self.profile, self.ns.clone(), self.queues);
+        sim.set_trace(trace);
         sim.run_until(now);
     }
 }

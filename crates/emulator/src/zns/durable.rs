@@ -132,7 +132,8 @@ impl Zones {
             }
             z.state = state;
         }
-        *res = Resources::default();
+        // The trace outlives a power cut.
+        *res = Resources { trace: res.trace.take(), ..Resources::default() };
         for m in self.zones.iter() {
             if m.lock().state == ZoneState::Closed {
                 res.active += 1;

@@ -187,6 +187,12 @@ impl Zones {
         })
     }
 
+    /// Traces every zone state transition to `tracer` from now on (`None`:
+    /// stops).
+    pub(crate) fn set_tracer(&self, tracer: Option<Arc<crate::trace::ZoneTracer>>) {
+        self.resources.lock().trace = tracer;
+    }
+
     /// The zones' write generations (shared with the media's checksums).
     pub fn generations(&self) -> &Arc<Generations> {
         &self.generations

@@ -27,6 +27,8 @@ pub(crate) struct Resources {
     /// Implicitly opened zones in the order they were opened; the front is
     /// the one the controller closes first when it needs an open resource.
     pub implicit: VecDeque<u32>,
+    /// Where transitions are traced, when a trace sink is installed.
+    pub trace: Option<std::sync::Arc<crate::trace::ZoneTracer>>,
 }
 
 impl Resources {
@@ -61,6 +63,9 @@ impl Resources {
             self.release_zrwa(zone);
         }
         zone.state = to;
+        if let Some(t) = &self.trace {
+            t.transition(index, from, to);
+        }
     }
 
     /// Gives up the zone's random write area, if it has one: the blocks it

@@ -17,6 +17,7 @@ impl Sim {
             job.at -= 1;
             job.steps[job.at] = Step::Admit(bytes);
             self.buffer_waiters.push_back((id, bytes));
+            self.trace_buffer_wait(id, bytes);
             self.relieve();
             return true;
         }
@@ -41,6 +42,7 @@ impl Sim {
                 job.at -= 1;
                 job.steps[job.at] = Step::Pad { zone, left };
                 self.buffer_waiters.push_back((id, len));
+                self.trace_buffer_wait(id, len);
                 self.relieve();
                 return true;
             }
@@ -57,6 +59,7 @@ impl Sim {
     fn try_admit(&mut self, bytes: u64) -> bool {
         if self.buffer_waiters.is_empty() && self.buffer_used + bytes <= self.p.buffer {
             self.buffer_used += bytes;
+            self.trace_buffer();
             true
         } else {
             false
@@ -76,6 +79,7 @@ impl Sim {
             self.job(job).granted += b;
             self.schedule(self.now, Ev::Job(job));
         }
+        self.trace_buffer();
     }
 
     /// With writers waiting and no program under way to make room, the
@@ -110,8 +114,9 @@ impl Sim {
         let before = std::mem::replace(&mut z.staged, target);
         if target > before {
             self.free_buffer(target - before);
-        } else {
+        } else if before > target {
             self.buffer_used += before - target;
+            self.trace_buffer();
         }
     }
 }

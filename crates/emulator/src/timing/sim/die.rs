@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use super::params::xfer;
 use super::{Ev, Sim};
+use crate::trace::{CommandId, TraceEvent};
 
 /// Die operation classes, highest priority first: host reads, reads of
 /// garbage collection, programs, erases of resets and of garbage
@@ -23,7 +24,7 @@ const CLASSES: usize = 5;
 pub(super) enum DieOp {
     Read { job: u32, bytes: u64, sense: u64 },
     Program(u32),
-    Timed { job: Option<u32>, ns: u64 },
+    Timed { job: Option<u32>, ns: u64, close: bool },
 }
 
 /// One die: the operation under way, those waiting by class, and a
@@ -40,6 +41,8 @@ pub(super) struct Die {
     pub(super) array_from: u64,
     /// When the current operation ends.
     pub(super) until: u64,
+    /// When the current operation started or resumed (for traces).
+    pub(super) op_start: u64,
     /// A program or erase suspended for reads: the operation, the array
     /// time it still needs, and how often it was suspended.
     pub(super) suspended: Option<(DieOp, u64, u32)>,
@@ -58,8 +61,9 @@ impl Sim {
         if d.epoch != epoch {
             return;
         }
-        if let Some(DieOp::Read { bytes, .. }) = d.current {
-            let end = self.channel(die, bytes);
+        if let Some(DieOp::Read { bytes, job, .. }) = d.current {
+            let cmd = self.cmd_of(job);
+            let end = self.channel(die, bytes, cmd);
             self.dies[die as usize].until = end;
             self.schedule(end, Ev::DieFree(die, epoch));
         }
@@ -83,11 +87,15 @@ impl Sim {
 
     /// Reserves die `die`'s channel for a transfer of `bytes` from now;
     /// returns its end.
-    fn channel(&mut self, die: u32, bytes: u64) -> u64 {
+    fn channel(&mut self, die: u32, bytes: u64, cmd: Option<CommandId>) -> u64 {
         let ch = (die % self.p.channels) as usize;
         let start = self.channel_free[ch].max(self.now);
         let end = start + self.p.channel_overhead + xfer(bytes, self.p.channel_mbps);
         self.channel_free[ch] = end;
+        if let Some(t) = &self.trace {
+            let (channel, start_ns, end_ns) = (ch as u32, start, end);
+            t.event(&TraceEvent::Transfer { channel, die, start_ns, end_ns, bytes, cmd });
+        }
         end
     }
 
@@ -152,8 +160,12 @@ impl Sim {
     /// Suspends the program or erase under way on `die` (once its data is
     /// on the die) and starts `read` first.
     fn suspend_for(&mut self, die: u32, read: DieOp, suspend: u64) {
-        let d = &mut self.dies[die as usize];
+        let d = &self.dies[die as usize];
         let at = self.now.max(d.array_from);
+        if let (Some(current), true) = (d.current, self.trace.is_some()) {
+            self.trace_die_op(die, &current, at, true);
+        }
+        let d = &mut self.dies[die as usize];
         let left = d.until.saturating_sub(at);
         let current = d.current.take().expect("busy die");
         d.suspended = Some((current, left, d.suspends + 1));
@@ -167,11 +179,12 @@ impl Sim {
         let now = self.now + delay;
         let epoch = self.dies[die as usize].epoch;
         self.dies[die as usize].current = Some(op);
+        self.dies[die as usize].op_start = now;
         match op {
             DieOp::Read { sense, .. } => self.schedule(now + sense, Ev::SenseDone(die, epoch)),
             DieOp::Program(id) => {
                 let prog = self.progs[id as usize].expect("live program");
-                let array_from = self.channel(die, prog.bytes);
+                let array_from = self.channel(die, prog.bytes, None);
                 let until = array_from + self.program_time(&prog);
                 let d = &mut self.dies[die as usize];
                 (d.array_from, d.until, d.suspends) = (array_from, until, 0);
@@ -188,6 +201,11 @@ impl Sim {
     /// The operation under way on `die` ended: the next one starts, reads
     /// first, then a suspended operation resumes, then the other classes.
     pub(super) fn die_free(&mut self, die: u32) {
+        if self.trace.is_some() {
+            if let Some(op) = self.dies[die as usize].current {
+                self.trace_die_op(die, &op, self.now, false);
+            }
+        }
         match self.dies[die as usize].current.take() {
             Some(DieOp::Read { job, .. }) => self.piece_done(job),
             Some(DieOp::Program(id)) => self.program_done(id),
@@ -207,7 +225,12 @@ impl Sim {
             let until = self.now + suspend + left;
             let epoch = d.epoch;
             (d.current, d.array_from, d.until, d.suspends) = (Some(op), self.now, until, suspends);
+            d.op_start = self.now;
             self.schedule(until, Ev::DieFree(die, epoch));
+            if let Some(t) = &self.trace {
+                let op = Self::flash_op(&op);
+                t.event(&TraceEvent::Resume { at_ns: self.now, die, op });
+            }
         } else if let Some(op) = d.queues.iter_mut().find_map(|q| q.pop_front()) {
             self.die_start(die, op, 0);
         }

@@ -24,6 +24,9 @@ impl Sim {
     pub(super) fn process(&mut self, id: u32, ns: u64, ahead: u64) -> bool {
         let done = self.unit(self.now, ns + ahead);
         self.job(id).unit_done = done;
+        if self.trace.is_some() {
+            self.trace_started(id, done - ns - ahead);
+        }
         self.resume_at(done - ahead, id)
     }
 
@@ -66,6 +69,11 @@ impl Sim {
         let job = self.jobs[id as usize].take().expect("live job");
         self.free_jobs.push(id);
         if !job.cancelled && !job.internal {
+            if let Some(t) = &self.trace {
+                let cmd = crate::trace::CommandId { sqid: job.sqid, cid: job.cqe.cid };
+                let status = job.cqe.status >> 1;
+                t.event(&crate::trace::TraceEvent::Completed { at_ns: self.now, cmd, status });
+            }
             if let Some(r) = self.ready.get_mut(job.cqid as usize) {
                 if r.is_empty() {
                     self.ready_since[job.cqid as usize] = self.wall;

@@ -162,7 +162,7 @@ impl Sim {
         for w in work {
             let job = w.wait.then_some(id);
             n += u32::from(w.wait);
-            self.die_request(w.die, DieOp::Timed { job, ns: w.ns }, w.class);
+            self.die_request(w.die, DieOp::Timed { job, ns: w.ns, close: w.close }, w.class);
         }
         if n > 0 {
             self.job(id).pending += n;

@@ -40,14 +40,17 @@
 //! | `die` | channels and dies: reads, programs, erases, program and erase suspend |
 //! | `draws` | fixed pseudo-random draws: program and erase times, housekeeping |
 //! | `segments` | segments of a conventional namespace with an FTL, its garbage collection |
+//! | `trace` | trace events for an installed sink ([`crate::trace`]) |
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::sync::Arc;
 
 use zns_spec::CompletionEntry;
 
 use super::profile::TimingProfile;
 use super::Op;
+use crate::trace::{CommandId, TraceSink};
 
 mod buffer;
 mod die;
@@ -58,6 +61,7 @@ mod layout;
 mod params;
 mod plan;
 mod segments;
+mod trace;
 mod zone;
 
 use die::Die;
@@ -148,6 +152,8 @@ pub(crate) struct Sim {
     parked: BTreeMap<ZoneKey, Vec<u32>>,
     /// Reclaimed incarnations of segments with programs still to finish.
     retired: BTreeMap<(ZoneKey, u32), ZoneSim>,
+    /// Where trace events go, when a sink is installed.
+    trace: Option<Arc<dyn TraceSink>>,
 }
 
 impl Sim {
@@ -186,8 +192,19 @@ impl Sim {
             blocked: BTreeMap::new(),
             parked: BTreeMap::new(),
             retired: BTreeMap::new(),
+            trace: None,
             p,
         }
+    }
+
+    /// Installs (or with `None` removes) the sink of trace events.
+    pub fn set_trace(&mut self, sink: Option<Arc<dyn TraceSink>>) {
+        self.trace = sink;
+    }
+
+    /// The installed sink of trace events.
+    pub fn trace(&self) -> Option<&Arc<dyn TraceSink>> {
+        self.trace.as_ref()
     }
 
     /// Simulated time reached.
@@ -296,6 +313,9 @@ impl Sim {
     /// Takes command `op` arriving now from queue `sqid`, to complete with
     /// `cqe` on `cqid`.
     pub fn submit(&mut self, sqid: u16, cqid: u16, cqe: CompletionEntry, op: Op) {
+        if self.trace.is_some() {
+            self.trace_queued(CommandId { sqid, cid: cqe.cid }, cqid, &op);
+        }
         let steps = self.plan(op);
         let job = Job {
             steps,

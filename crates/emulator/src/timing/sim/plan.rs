@@ -27,6 +27,9 @@ pub(super) struct DieWork {
     pub(super) class: usize,
     /// The job waits for it (background erases it does not).
     pub(super) wait: bool,
+    /// Closing a partly programmed block rather than erasing one (for
+    /// traces).
+    pub(super) close: bool,
 }
 
 /// One step of a job.
@@ -415,13 +418,14 @@ impl Sim {
         for (die, (h, all)) in per_die {
             if h > 0 && unfinished && h % upb != 0 {
                 let ns = self.p.close_block;
-                work.push(DieWork { die, ns, class: CLASS_ERASE, wait: true });
+                work.push(DieWork { die, ns, class: CLASS_ERASE, wait: true, close: true });
             }
             for _ in 0..h.div_ceil(upb) {
-                work.push(DieWork { die, ns: erase, class: CLASS_ERASE, wait: true });
+                work.push(DieWork { die, ns: erase, class: CLASS_ERASE, wait: true, close: false });
             }
             for _ in 0..all.div_ceil(upb).saturating_sub(h.div_ceil(upb)) {
-                work.push(DieWork { die, ns: erase, class: CLASS_BACKGROUND, wait: false });
+                let class = CLASS_BACKGROUND;
+                work.push(DieWork { die, ns: erase, class, wait: false, close: false });
             }
         }
     }

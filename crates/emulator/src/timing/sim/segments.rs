@@ -244,6 +244,12 @@ impl Sim {
     /// are done, as a job of the device's own.
     pub fn collect(&mut self, nsid: u32, e: GcEvent) {
         let zone = (nsid, e.segment);
+        if let Some(t) = &self.trace {
+            let (segment, gen, blocks) = (e.segment, e.gen, e.valid.len() as u64);
+            let ev =
+                crate::trace::TraceEvent::GcMove { at_ns: self.now, nsid, segment, gen, blocks };
+            t.event(&ev);
+        }
         let victim = match self.zones.get(&zone) {
             Some(z) if z.gen == e.gen => self.zones.remove(&zone),
             _ => self.retired.remove(&(zone, e.gen)),
@@ -268,7 +274,7 @@ impl Sim {
         steps.push(Step::AwaitRetired(zone, e.gen));
         let erase = self.erase_time(zone);
         let work = (0..self.p.dies)
-            .map(|die| DieWork { die, ns: erase, class: CLASS_ERASE, wait: true })
+            .map(|die| DieWork { die, ns: erase, class: CLASS_ERASE, wait: true, close: false })
             .collect();
         steps.push(Step::DieOps(work));
         steps.push(Step::Unblock(zone, e.gen));
