@@ -334,3 +334,37 @@ mod tests {
         assert!(std::mem::size_of::<TraceEvent>() <= 64, "{}", std::mem::size_of::<TraceEvent>());
     }
 }
+
+/// Busy time of each die, summed from [`TraceEvent::Flash`] spans: the
+/// sink live views (metrics, `zns top`) add to see how busy the flash is.
+/// A span cut by a suspension counts up to the suspension, its resumed
+/// rest as the next span.
+///
+/// Thread safety: `Send + Sync`; one relaxed atomic add per flash
+/// operation, read at any time with [`DieBusy::busy_ns`].
+#[derive(Debug)]
+pub struct DieBusy {
+    busy: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl DieBusy {
+    /// Counters for `dies` dies, all zero.
+    pub fn new(dies: usize) -> Self {
+        DieBusy { busy: (0..dies).map(|_| std::sync::atomic::AtomicU64::new(0)).collect() }
+    }
+
+    /// Model nanoseconds each die has been busy since the sink was added.
+    pub fn busy_ns(&self) -> Vec<u64> {
+        self.busy.iter().map(|b| b.load(std::sync::atomic::Ordering::Relaxed)).collect()
+    }
+}
+
+impl TraceSink for DieBusy {
+    fn event(&self, event: &TraceEvent) {
+        if let TraceEvent::Flash { die, start_ns, end_ns, .. } = *event {
+            if let Some(b) = self.busy.get(die as usize) {
+                b.fetch_add(end_ns.saturating_sub(start_ns), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use zns_device::{ZoneQueue, ZonedDevice};
+use zns_emulator::trace::{DieBusy, TraceSink};
 use zns_ftl::Ftl;
 use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog, SmartLog};
 
@@ -197,9 +198,58 @@ fn gather_zones(map: &ZoneMap, f: &mut Families) {
     );
 }
 
+/// A device a scrape covers, with the die-busy sink added to its timing
+/// model (timed emulators only).
+pub(crate) struct DeviceSource {
+    pub device: Arc<dyn ZonedDevice>,
+    die_busy: Option<Arc<DieBusy>>,
+}
+
+impl std::fmt::Debug for DeviceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceSource").field("uri", &self.device.info().uri).finish_non_exhaustive()
+    }
+}
+
+impl DeviceSource {
+    /// `device`, counting its dies' busy time from now on when it is a
+    /// timed emulator (a trace sink: one atomic add per flash operation).
+    pub fn new(device: &Arc<dyn ZonedDevice>) -> Self {
+        let die_busy = device.emulator().filter(|e| e.is_timed()).and_then(|e| {
+            let t = e.profile().timing.as_ref()?;
+            let sink = Arc::new(DieBusy::new((t.channels * t.dies_per_channel) as usize));
+            e.add_trace_sink(Arc::clone(&sink) as Arc<dyn TraceSink>);
+            Some(sink)
+        });
+        DeviceSource { device: Arc::clone(device), die_busy }
+    }
+
+    /// Adds this device's samples.
+    pub fn gather(&self, f: &mut Families) {
+        gather_device(self.device.as_ref(), f);
+        let (Some(busy), Some(e)) = (&self.die_busy, self.device.emulator()) else { return };
+        let uri = self.device.info().uri.as_str();
+        f.add(
+            "zns_model_time_seconds",
+            "The timing model's time (its clock over the dilation factor): the denominator of die busy time",
+            l(&[("device", uri)]),
+            Value::Gauge(e.clock().model_now_ns() as f64 / 1e9),
+        );
+        for (die, ns) in busy.busy_ns().into_iter().enumerate() {
+            let die = die.to_string();
+            f.add(
+                "zns_die_busy_seconds",
+                "Model time each die spent reading, programming or erasing since the metrics began",
+                l(&[("device", uri), ("die", &die)]),
+                Value::Seconds(ns as f64 / 1e9),
+            );
+        }
+    }
+}
+
 /// A device's own figures: host and media bytes, write amplification,
 /// late completions, a conventional twin's garbage collection.
-pub(crate) fn gather_device(dev: &dyn ZonedDevice, f: &mut Families) {
+fn gather_device(dev: &dyn ZonedDevice, f: &mut Families) {
     let uri = dev.info().uri.as_str();
     let d = l(&[("device", uri)]);
     let host = host_bytes(dev);

@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use zns_device::ZonedDevice;
 use zns_ftl::Ftl;
 
-use crate::collect::{gather_device, FtlSource, NamespaceSource};
+use crate::collect::{DeviceSource, FtlSource, NamespaceSource};
 use crate::family::Families;
 use crate::metered::MeteredDevice;
 use crate::zones::ZoneMap;
@@ -19,7 +19,7 @@ use crate::zones::ZoneMap;
 #[derive(Debug, Default)]
 struct Sources {
     namespaces: Vec<NamespaceSource>,
-    devices: Vec<Arc<dyn ZonedDevice>>,
+    devices: Vec<DeviceSource>,
     ftls: Vec<FtlSource>,
 }
 
@@ -30,7 +30,7 @@ impl Sources {
             ns.gather(&mut f);
         }
         for d in &self.devices {
-            gather_device(d.as_ref(), &mut f);
+            d.gather(&mut f);
         }
         for ftl in &self.ftls {
             ftl.gather(&mut f);
@@ -63,8 +63,8 @@ impl ExporterBuilder {
 
     fn device(&mut self, dev: &Arc<dyn ZonedDevice>) {
         let uri = &dev.info().uri;
-        if !self.sources.devices.iter().any(|d| d.info().uri == *uri) {
-            self.sources.devices.push(Arc::clone(dev));
+        if !self.sources.devices.iter().any(|d| d.device.info().uri == *uri) {
+            self.sources.devices.push(DeviceSource::new(dev));
         }
     }
 

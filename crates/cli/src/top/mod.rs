@@ -237,7 +237,8 @@ mod tests {
         assert_eq!(rows.len(), 1, "{text}");
         assert!(text.contains("host written"), "{text}");
         assert!(text.contains("WAF 1.00"), "{text}");
-        assert!(text.contains("die busy: not reported by this device model yet"), "{text}");
+        // An untimed emulator has no dies to report.
+        assert!(text.contains("die busy: -"), "{text}");
         // Colours say the state: implicitly opened yellow, explicitly green.
         let mut t = Terminal::new(TestBackend::new(100, 30)).unwrap();
         t.draw(|f| render::draw(f, &view, 0)).unwrap();
@@ -245,6 +246,27 @@ mod tests {
         assert_eq!(buf[(7, 3)].fg, ratatui::style::Color::Yellow);
         assert_eq!(buf[(8, 3)].fg, ratatui::style::Color::Green);
         assert_eq!(buf[(10, 3)].fg, ratatui::style::Color::Blue);
+    }
+
+    #[test]
+    fn a_timed_emulator_reports_its_dies_busy_between_readings() {
+        let dev = zns_device::open("emu:zn540,zones=16").unwrap();
+        let source = local(&dev);
+        let first = source.read().unwrap();
+        let mut q = dev.queue(4).unwrap();
+        let buf = q.alloc(128 << 10).unwrap();
+        for i in 0..64 {
+            q.write(i * 32, &buf).unwrap();
+        }
+        q.flush().unwrap();
+        let view = View::new("emu:zn540", &source.read().unwrap(), Some(&first), None);
+        let busy = view.die_busy.clone().expect("a timed emulator reports its dies");
+        assert_eq!(busy.len(), 32, "{busy:?}");
+        assert!(busy.iter().all(|b| (0.0..=1.0).contains(b)), "{busy:?}");
+        // 8 MiB programmed across the zone's dies: some of them were busy.
+        assert!(busy.iter().filter(|b| **b > 0.0).count() >= 2, "{busy:?}");
+        let text = frame_text(&view, 0, 120, 40);
+        assert!(text.contains("die busy: ") && text.contains('%'), "{text}");
     }
 
     #[test]

@@ -125,9 +125,9 @@ pub struct View {
     pub late: Option<(f64, f64)>,
     /// The FTL's figures, when an FTL is served.
     pub ftl: Option<FtlView>,
-    /// Busy time of each die over the interval (fraction). The emulator's
-    /// timing model does not report per-die busy time yet, so this is
-    /// `None` for every source today; its die events will fill it.
+    /// Busy time of each die over the interval, a fraction of the model's
+    /// time (`zns_die_busy_seconds` over `zns_model_time_seconds`): timed
+    /// emulators only, and only once two readings exist.
     pub die_busy: Option<Vec<f64>>,
 }
 
@@ -194,9 +194,33 @@ impl View {
             waf,
             late,
             ftl,
-            die_busy: None,
+            die_busy: before.and_then(|b| die_busy(now, b)),
         }
     }
+}
+
+/// Each die's busy fraction between two readings of the first device
+/// that reports its dies.
+fn die_busy(now: &Reading, before: &Reading) -> Option<Vec<f64>> {
+    let model = now.samples.iter().find(|s| s.name == "zns_model_time_seconds")?;
+    let device = model.label("device")?;
+    let dt = model.value - before.total("zns_model_time_seconds", &[("device", device)])?;
+    if dt <= 0.0 {
+        return None;
+    }
+    let mut dies: Vec<(usize, f64)> = now
+        .matching("zns_die_busy_seconds_total", &[("device", device)])
+        .filter_map(|s| {
+            let die = s.label("die")?;
+            let then = before.total(s.name.as_str(), &[("device", device), ("die", die)])?;
+            Some((die.parse().ok()?, ((s.value - then) / dt).clamp(0.0, 1.0)))
+        })
+        .collect();
+    if dies.is_empty() {
+        return None;
+    }
+    dies.sort_by_key(|d| d.0);
+    Some(dies.into_iter().map(|d| d.1).collect())
 }
 
 /// Command rates: from the source's own counters where it has them, else

@@ -187,7 +187,7 @@ fn figures(view: &View) -> Vec<Line<'static>> {
             let each: Vec<String> = d.iter().map(|b| format!("{:.0}%", b * 100.0)).collect();
             format!("die busy: {}", each.join(" "))
         }
-        None => "die busy: not reported by this device model yet".to_string(),
+        None => "die busy: - (a timed emulator reports it from the second reading on)".to_string(),
     }));
     lines
 }
