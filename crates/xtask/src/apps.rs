@@ -49,86 +49,18 @@ use std::time::{Duration, Instant};
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
+use clap::Parser;
+
 use crate::apps_dilation;
 use crate::apps_guest::{self, Collected, Side, Workload};
 use crate::apps_mysql::{self, Sysbench};
 use crate::apps_tenants::{self, TenantWorkload};
+use crate::args::{self, GuestArgs, List};
 use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
 use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
 use crate::{f2fs, kernel, Error, Result};
-
-const USAGE: &str = "usage: cargo xtask apps [OPTIONS]
-
-RocksDB's db_bench (Debian's rocksdb-tools) and MariaDB with sysbench (Debian's
-mariadb-server, sysbench) in a QEMU guest on Debian's generic kernel: db_bench's
-fillrandom, overwrite and readwhilewriting, then sysbench's oltp_read_only,
-oltp_write_only and oltp_read_write, on f2fs over an emulated ZNS drive (the
-ZN540's timing model, zones cut down) and on ext4 (and XFS) over its
-conventional twin (the same NAND behind a device-side FTL), both through the
-kernel's nvme-tcp to `zns serve`. Throughput and tails (db_bench: p99, p99.9;
-sysbench: transactions/s, p95, p99), bytes the host wrote, the controllers'
-SMART data units written and media bytes written (OCP log C0h), the device WAF
-they give, f2fs's GC.
-
-options:
-  --smoke            fillrandom only, a small database, no filler, one short
-                     sysbench oltp_read_write, f2fs-zns and ext4-conv; fails
-                     unless both runs give every figure
-  --apps LIST        rocksdb, mysql or both, comma separated (default both)
-  --fs LIST          conventional side's filesystems, comma separated: ext4, xfs
-                     (default ext4,xfs; --smoke: ext4)
-  --num N            keys written and overwritten (default 65536; --smoke 8192)
-  --value-size B     value bytes (default 1000)
-  --fill PCT         filesystem use aimed at before overwrite, filler file
-                     included, percent of the space free after mkfs
-                     (default 55; --smoke 0)
-  --rww-seconds S    seconds of readwhilewriting (default 30; 0 skips it)
-  --no-precondition  do not write the conventional namespace whole before mkfs
-  --zones N          zones of each device (default 160: 480 MiB of flash)
-  --seed N           db_bench's and sysbench's seed (default: from the clock)
-  --sb-tables N      sysbench's tables (default 4; --smoke 1)
-  --sb-table-size N  rows of each (default 25000; --smoke 5000)
-  --sb-seconds S     seconds of each sysbench workload (default 30; --smoke 5)
-  --sb-threads N     sysbench's client threads (default 4)
-  --sb-workloads L   read_only, write_only, read_write, comma separated
-                     (default all three; --smoke read_write)
-  --buffer-pool MIB  InnoDB's buffer pool (default 16)
-  --out DIR          where apps.json, apps.svg, apps-table.md go
-                     (default target/apps, target/apps-smoke with --smoke)
-  --docs             after a run without failures also write docs/apps.json,
-                     docs/apps.svg and the table in docs/apps.md (with
-                     --tenants: docs/apps-tenants.json and its table; with
-                     --dilations: docs/apps-dilations.json and its table)
-  --timeout SECS     give the guest this long (default 2700; --smoke 720)
-  --kernel PACKAGE   kernel package (default: newest linux-image-*-amd64-unsigned)
-  --no-install       do not install missing packages; fail instead
-  --zns PATH         serve with this `zns` binary instead of building one
-  --kvm              use KVM (software emulation otherwise)
-  --memory SIZE      guest memory (default 1G)
-
-tenants (eZNS):
-  --tenants          instead of the stacks above: four tenants as the namespaces
-                     of one `zns serve`, eZNS logical zones against static
-                     striping over the same ZN540 model (a target each), an f2fs
-                     and db_bench per tenant, all four at once: fill, overwrite
-                     together, overwrite by one alone (ballooning), reads alone
-                     and beside three writers (isolation); throughput, p99,
-                     p99.9 per tenant (results in target/apps-tenants)
-  --tn-num N         keys each tenant fills (default 8192; --smoke 4096)
-  --tn-seconds S     seconds of each timed phase (default 20; --smoke 8)
-
-dilated clock:
-  --dilation F       serve every device on a clock dilated F times (F >= 1):
-                     each modelled duration lasts F times longer, for a guest
-                     F times slower than the machine the model stands for; the
-                     guest's slowdown is measured by a CPU-bound probe in the
-                     same run (apps.json: clock)
-  --dilations F1,F2  run the whole comparison at each factor and report, per
-                     phase, each factor's ZNS/conventional ratio (eZNS/static
-                     with --tenants) and whether they agree within 10 %
-                     (results in target/apps-dilations)";
 
 /// Zones of each device (4 MiB, capacity 3 MiB).
 pub const ZONES: u32 = 160;
@@ -187,154 +119,239 @@ pub struct Options {
     dilations: Vec<f64>,
 }
 
+/// RocksDB and MariaDB in a guest: f2fs over a ZNS model, ext4/XFS over its twin;
+/// eZNS tenants (--tenants); two dilations (--dilations F1,F2)
+///
+/// RocksDB's db_bench (Debian's rocksdb-tools) and MariaDB with sysbench (Debian's
+/// mariadb-server, sysbench) in a QEMU guest on Debian's generic kernel: db_bench's
+/// fillrandom, overwrite and readwhilewriting, then sysbench's oltp_read_only,
+/// oltp_write_only and oltp_read_write, on f2fs over an emulated ZNS drive (the
+/// ZN540's timing model, zones cut down) and on ext4 (and XFS) over its
+/// conventional twin (the same NAND behind a device-side FTL), both through the
+/// kernel's nvme-tcp to `zns serve`. Throughput and tails (db_bench: p99, p99.9;
+/// sysbench: transactions/s, p95, p99), bytes the host wrote, the controllers'
+/// SMART data units written and media bytes written (OCP log C0h), the device WAF
+/// they give, f2fs's GC.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    verbatim_doc_comment,
+    args_override_self = true,
+    mut_arg("kernel", args::generic_kernel),
+    mut_arg("timeout", |a| a
+        .default_value(None::<&str>)
+        .help("Give the guest this long, seconds (default 2700; --smoke 720)"))
+)]
+pub struct Args {
+    /// Fillrandom only, a small database, no filler, one short sysbench
+    /// oltp_read_write, f2fs-zns and ext4-conv; fails unless both runs give
+    /// every figure
+    #[arg(long, verbatim_doc_comment)]
+    smoke: bool,
+    /// rocksdb, mysql or both, comma separated.
+    #[arg(long, value_name = "LIST", default_value_t = List::of(APPS), value_parser = apps)]
+    apps: List<String>,
+    /// The conventional side's filesystems, comma separated: ext4, xfs
+    /// (default ext4,xfs; --smoke: ext4)
+    #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = filesystems)]
+    fs: Option<List<String>>,
+    /// Keys written and overwritten (default 65536; --smoke 8192).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    num: Option<u64>,
+    /// Value bytes.
+    #[arg(long, value_name = "B", allow_negative_numbers = true, default_value_t = 1000)]
+    value_size: u32,
+    /// Filesystem use aimed at before overwrite, filler file included,
+    /// percent of the space free after mkfs, at most 95 (default 55;
+    /// --smoke 0)
+    #[arg(long, value_name = "PCT", verbatim_doc_comment, allow_negative_numbers = true)]
+    fill: Option<u32>,
+    /// Seconds of readwhilewriting, 0 skips it (default 30; --smoke 0).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    rww_seconds: Option<u32>,
+    /// Do not write the conventional namespace whole before mkfs.
+    #[arg(long)]
+    no_precondition: bool,
+    /// Zones of each device, at least 16 (160: 480 MiB of flash).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = ZONES)]
+    zones: u32,
+    /// db_bench's and sysbench's seed (default: from the clock).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    seed: Option<u64>,
+    /// sysbench's tables (default 4; --smoke 1).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    sb_tables: Option<u32>,
+    /// Rows of each (default 25000; --smoke 5000).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    sb_table_size: Option<u32>,
+    /// Seconds of each sysbench workload (default 30; --smoke 5).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    sb_seconds: Option<u32>,
+    /// sysbench's client threads.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 4)]
+    sb_threads: u32,
+    /// read_only, write_only, read_write, comma separated (default all
+    /// three; --smoke read_write)
+    #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = sb_workloads)]
+    sb_workloads: Option<List<&'static str>>,
+    /// InnoDB's buffer pool, MiB, at least 8.
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true, default_value_t = 16)]
+    buffer_pool: u32,
+    /// Where apps.json, apps.svg, apps-table.md go (default target/apps,
+    /// target/apps-smoke with --smoke)
+    #[arg(long, value_name = "DIR", verbatim_doc_comment)]
+    out: Option<PathBuf>,
+    /// After a run without failures also write docs/apps.json,
+    /// docs/apps.svg and the table in docs/apps.md (with --tenants:
+    /// docs/apps-tenants.json and its table; with --dilations:
+    /// docs/apps-dilations.json and its table)
+    #[arg(long, verbatim_doc_comment)]
+    docs: bool,
+    /// Serve with this `zns` binary instead of building one.
+    #[arg(long, value_name = "PATH")]
+    zns: Option<PathBuf>,
+    /// Instead of the stacks above: four tenants as the namespaces of one
+    /// `zns serve`, eZNS logical zones against static striping over the
+    /// same ZN540 model (a target each), an f2fs and db_bench per tenant,
+    /// all four at once: fill, overwrite together, overwrite by one alone
+    /// (ballooning), reads alone and beside three writers (isolation);
+    /// throughput, p99, p99.9 per tenant (results in target/apps-tenants)
+    #[arg(long, verbatim_doc_comment, help_heading = "Tenants (eZNS)")]
+    tenants: bool,
+    /// Keys each tenant fills (default 8192; --smoke 4096).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Tenants (eZNS)")]
+    tn_num: Option<u64>,
+    /// Seconds of each timed phase (default 20; --smoke 8).
+    #[arg(long, value_name = "S", allow_negative_numbers = true, help_heading = "Tenants (eZNS)")]
+    tn_seconds: Option<u32>,
+    /// Serve every device on a clock dilated F times (F >= 1): each
+    /// modelled duration lasts F times longer, for a guest F times slower
+    /// than the machine the model stands for; the guest's slowdown is
+    /// measured by a CPU-bound probe in the same run (apps.json: clock)
+    #[arg(long, value_name = "F", verbatim_doc_comment, value_parser = dilation,
+          overrides_with = "dilations", help_heading = "Dilated clock")]
+    dilation: Option<f64>,
+    /// Run the whole comparison at each factor and report, per phase, each
+    /// factor's ZNS/conventional ratio (eZNS/static with --tenants) and
+    /// whether they agree within 10 % (results in target/apps-dilations)
+    #[arg(long, value_name = "F1,F2", verbatim_doc_comment, value_parser = dilations,
+          overrides_with = "dilation", help_heading = "Dilated clock")]
+    dilations: Option<List<f64>>,
+    #[command(flatten)]
+    guest: GuestArgs,
+}
+
+/// The applications `--apps` names.
+const APPS: &[&str] = &["rocksdb", "mysql"];
+
+/// `--apps`: rocksdb, mysql or both.
+fn apps(v: &str) -> Result<List<String>, String> {
+    let list: Vec<String> = v.split(',').map(|a| a.trim().to_string()).collect();
+    match list.iter().find(|a| !APPS.contains(&a.as_str())) {
+        Some(bad) => Err(format!("{bad:?} is not rocksdb or mysql")),
+        None => Ok(List(list)),
+    }
+}
+
+/// `--fs`: ext4, xfs or both.
+fn filesystems(v: &str) -> Result<List<String>, String> {
+    let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+    match list.iter().find(|f| !["ext4", "xfs"].contains(&f.as_str())) {
+        Some(bad) => Err(format!("{bad:?} is not ext4 or xfs")),
+        None => Ok(List(list)),
+    }
+}
+
+/// `--sb-workloads`: sysbench's workloads, in [`apps_mysql::WORKLOADS`]' order.
+fn sb_workloads(v: &str) -> Result<List<&'static str>, String> {
+    apps_mysql::parse_workloads(v).map(List)
+}
+
 /// Dilation factors, comma separated, each finite and at least 1.
-fn parse_factors(flag: &str, v: &str) -> Result<Vec<f64>> {
+fn factors(v: &str) -> Result<Vec<f64>, String> {
     v.split(',')
         .map(|f| match f.trim().parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 1.0 => Ok(x),
-            _ => Err(Error::new(format!("{flag} {f:?}: give a factor of at least 1"))),
+            _ => Err(format!("{f:?}: give a factor of at least 1")),
         })
         .collect()
 }
 
-/// Parses the arguments after `apps`; `None` after printing help.
-pub fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-    let args: Vec<String> = args.collect();
-    let smoke = args.iter().any(|a| a == "--smoke");
-    let mut o = VmOptions::default();
-    o.timeout = Duration::from_secs(if smoke { 720 } else { 2700 });
-    let mut w = Workload {
-        num: if smoke { 8192 } else { 65536 },
-        value_size: 1000,
-        fill_percent: if smoke { 0 } else { 55 },
-        rww_seconds: if smoke { 0 } else { 30 },
-        overwrite: !smoke,
-        precondition: !smoke,
-        seed: vmtest::new_seed() % 1_000_000_007,
-        db_bench: true,
-    };
-    let mut sb = Sysbench {
-        tables: if smoke { 1 } else { 4 },
-        table_size: if smoke { 5000 } else { 25_000 },
-        seconds: if smoke { 5 } else { 30 },
-        threads: 4,
-        buffer_pool_mib: 16,
-        workloads: if smoke { vec!["oltp_read_write"] } else { apps_mysql::WORKLOADS.to_vec() },
-        seed: 0,
-    };
-    let mut mysql = true;
-    let mut fs: Vec<String> =
-        if smoke { vec!["ext4".into()] } else { vec!["ext4".into(), "xfs".into()] };
-    let (mut zones, mut out, mut docs, mut zns) = (ZONES, None, false, None);
-    let mut tw = TenantWorkload::new(smoke, w.seed);
-    let (mut tenants, mut dilations) = (false, Vec::new());
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| {
-            it.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
+/// `--dilation`: one factor.
+fn dilation(v: &str) -> Result<f64, String> {
+    match factors(v)?[..] {
+        [f] => Ok(f),
+        _ => Err("one factor (--dilations for several)".into()),
+    }
+}
+
+/// `--dilations`: two factors or more.
+fn dilations(v: &str) -> Result<List<f64>, String> {
+    let f = factors(v)?;
+    if f.len() < 2 {
+        return Err("give two factors or more (F1,F2)".into());
+    }
+    Ok(List(f))
+}
+
+impl Args {
+    /// The task's options: the defaults `--smoke` changes resolved, the
+    /// seed drawn from the clock when not given.
+    pub fn options(&self) -> Options {
+        let smoke = self.smoke;
+        let pick = |given: Option<u32>, full: u32, small: u32| {
+            given.unwrap_or(if smoke { small } else { full })
         };
-        fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
-            v.parse().map_err(|_| Error::new(format!("{name} {v:?}: not a number")))
-        }
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--smoke" => {}
-            "--tenants" => tenants = true,
-            "--tn-num" => tw.num = num::<u64>("--tn-num", &value("--tn-num")?)?.max(1),
-            "--tn-seconds" => {
-                tw.seconds = num::<u32>("--tn-seconds", &value("--tn-seconds")?)?.max(1)
-            }
-            "--dilation" => {
-                dilations = parse_factors("--dilation", &value("--dilation")?)?;
-                if dilations.len() != 1 {
-                    return Err(Error::new("--dilation: one factor (--dilations for several)"));
-                }
-            }
-            "--dilations" => {
-                dilations = parse_factors("--dilations", &value("--dilations")?)?;
-                if dilations.len() < 2 {
-                    return Err(Error::new("--dilations: give two factors or more (F1,F2)"));
-                }
-            }
-            "--apps" => {
-                let v = value("--apps")?;
-                let list: Vec<&str> = v.split(',').map(str::trim).collect();
-                if let Some(bad) = list.iter().find(|a| !["rocksdb", "mysql"].contains(a)) {
-                    return Err(Error::new(format!("--apps: {bad:?} is not rocksdb or mysql")));
-                }
-                w.db_bench = list.contains(&"rocksdb");
-                mysql = list.contains(&"mysql");
-            }
-            "--sb-tables" => sb.tables = num::<u32>("--sb-tables", &value("--sb-tables")?)?.max(1),
-            "--sb-table-size" => {
-                sb.table_size = num::<u32>("--sb-table-size", &value("--sb-table-size")?)?.max(1)
-            }
-            "--sb-seconds" => {
-                sb.seconds = num::<u32>("--sb-seconds", &value("--sb-seconds")?)?.max(1)
-            }
-            "--sb-threads" => {
-                sb.threads = num::<u32>("--sb-threads", &value("--sb-threads")?)?.max(1)
-            }
-            "--sb-workloads" => {
-                sb.workloads = apps_mysql::parse_workloads(&value("--sb-workloads")?)
-                    .map_err(|e| Error::new(format!("--sb-workloads: {e}")))?
-            }
-            "--buffer-pool" => {
-                sb.buffer_pool_mib = num::<u32>("--buffer-pool", &value("--buffer-pool")?)?.max(8)
-            }
-            "--fs" => {
-                let v = value("--fs")?;
-                fs = v.split(',').map(|s| s.trim().to_string()).collect();
-                if let Some(bad) = fs.iter().find(|f| !["ext4", "xfs"].contains(&f.as_str())) {
-                    return Err(Error::new(format!("--fs: {bad:?} is not ext4 or xfs")));
-                }
-            }
-            "--num" => w.num = num::<u64>("--num", &value("--num")?)?.max(1),
-            "--value-size" => {
-                w.value_size = num::<u32>("--value-size", &value("--value-size")?)?.max(1)
-            }
-            "--fill" => w.fill_percent = num::<u32>("--fill", &value("--fill")?)?.min(95),
-            "--rww-seconds" => w.rww_seconds = num("--rww-seconds", &value("--rww-seconds")?)?,
-            "--no-precondition" => w.precondition = false,
-            "--zones" => zones = num::<u32>("--zones", &value("--zones")?)?.max(16),
-            "--seed" => w.seed = num("--seed", &value("--seed")?)?,
-            "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--docs" => docs = true,
-            "--zns" => zns = Some(PathBuf::from(value("--zns")?)),
-            "--timeout" => {
-                o.timeout =
-                    Duration::from_secs(num::<u64>("--timeout", &value("--timeout")?)?.max(1))
-            }
-            "--kernel" => o.kernel = Some(value("--kernel")?),
-            "--no-install" => o.install = false,
-            "--kvm" => o.kvm = true,
-            "--memory" => o.memory = value("--memory")?,
-            other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
+        let seed = self.seed.unwrap_or_else(|| vmtest::new_seed() % 1_000_000_007);
+        let workload = Workload {
+            num: self.num.unwrap_or(if smoke { 8192 } else { 65536 }).max(1),
+            value_size: self.value_size.max(1),
+            fill_percent: pick(self.fill, 55, 0).min(95),
+            rww_seconds: pick(self.rww_seconds, 30, 0),
+            overwrite: !smoke,
+            precondition: !smoke && !self.no_precondition,
+            seed,
+            db_bench: self.apps.iter().any(|a| a == "rocksdb"),
+        };
+        let default_workloads =
+            if smoke { vec!["oltp_read_write"] } else { apps_mysql::WORKLOADS.to_vec() };
+        let mysql = self.apps.iter().any(|a| a == "mysql").then(|| Sysbench {
+            tables: pick(self.sb_tables, 4, 1).max(1),
+            table_size: pick(self.sb_table_size, 25_000, 5000).max(1),
+            seconds: pick(self.sb_seconds, 30, 5).max(1),
+            threads: self.sb_threads.max(1),
+            buffer_pool_mib: self.buffer_pool.max(8),
+            workloads: self.sb_workloads.as_ref().map_or(default_workloads, |w| w.0.clone()),
+            seed,
+        });
+        let tenants = self.tenants.then(|| {
+            let mut tw = TenantWorkload::new(smoke, seed);
+            tw.num = self.tn_num.unwrap_or(tw.num).max(1);
+            tw.seconds = self.tn_seconds.unwrap_or(tw.seconds).max(1);
+            tw
+        });
+        let fs = match &self.fs {
+            Some(fs) => fs.0.clone(),
+            None if smoke => vec!["ext4".into()],
+            None => vec!["ext4".into(), "xfs".into()],
+        };
+        let dilations = match (&self.dilations, self.dilation) {
+            (Some(list), _) => list.0.clone(),
+            (None, one) => one.into_iter().collect(),
+        };
+        Options {
+            vm: self.guest.vm_or(Duration::from_secs(if smoke { 720 } else { 2700 })),
+            smoke,
+            fs,
+            workload,
+            mysql,
+            zones: self.zones.max(16),
+            out: self.out.clone(),
+            docs: self.docs,
+            zns: self.zns.clone(),
+            tenants,
+            dilations,
         }
     }
-    if !w.db_bench && !mysql {
-        return Err(Error::new("--apps: nothing to run"));
-    }
-    sb.seed = w.seed;
-    tw.seed = w.seed;
-    let mysql = mysql.then_some(sb);
-    let tenants = tenants.then_some(tw);
-    Ok(Some(Options {
-        vm: o,
-        smoke,
-        fs,
-        workload: w,
-        mysql,
-        zones,
-        out,
-        docs,
-        zns,
-        tenants,
-        dilations,
-    }))
 }
 
 /// The controller and namespace lines of a profile, then the ZN540's
@@ -1367,11 +1384,18 @@ fn plot(r: &Value, path: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// Parses `args` as the options of the task.
+    fn parse(args: &[&str]) -> Result<Option<Options>> {
+        crate::args::tests::parse::<Args>(args).map(|a| a.map(|a| a.options()))
+    }
+
     #[test]
     fn options_default_to_the_full_run_and_smoke_cuts_it_down() {
-        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string())).unwrap().unwrap();
+        let p = |a: &[&str]| parse(a).unwrap().unwrap();
         let full = p(&[]);
         assert!(!full.smoke && full.fs == ["ext4", "xfs"] && full.workload.overwrite);
+        assert_eq!((full.workload.num, full.workload.fill_percent), (65536, 55));
+        assert_eq!((full.vm.timeout, full.zones), (Duration::from_secs(2700), ZONES));
         let sb = full.mysql.clone().unwrap();
         assert_eq!(sb.workloads, apps_mysql::WORKLOADS);
         assert_eq!(
@@ -1382,8 +1406,13 @@ mod tests {
         let smoke = p(&["--smoke"]);
         assert!(smoke.smoke && smoke.fs == ["ext4"] && smoke.workload.phases() == ["fillrandom"]);
         assert_eq!((smoke.workload.fill_percent, smoke.workload.precondition), (0, false));
+        assert_eq!((smoke.workload.num, smoke.vm.timeout), (8192, Duration::from_secs(720)));
         let sb = smoke.mysql.unwrap();
         assert_eq!((sb.workloads, sb.tables, sb.seconds), (vec!["oltp_read_write"], 1, 5));
+        let given =
+            p(&["--timeout", "60", "--fill", "99", "--smoke", "--num", "0", "--zones", "3"]);
+        assert_eq!((given.vm.timeout, given.workload.fill_percent), (Duration::from_secs(60), 95));
+        assert_eq!((given.workload.num, given.zones), (1, 16));
         let rocksdb = p(&["--apps", "rocksdb"]);
         assert!(rocksdb.mysql.is_none() && rocksdb.workload.db_bench);
         let mysql = p(&["--apps", "mysql", "--sb-workloads", "write_only", "--seed", "9"]);
@@ -1392,28 +1421,59 @@ mod tests {
             mysql.mysql.as_ref().map(|m| (m.workloads.clone(), m.seed)),
             Some((vec!["oltp_write_only"], 9))
         );
-        assert!(parse(["--apps", "postgres"].map(String::from).into_iter()).is_err());
-        assert!(parse(["--apps", ""].map(String::from).into_iter()).is_err());
-        assert!(parse(["--sb-workloads", "insert"].map(String::from).into_iter()).is_err());
-        assert_eq!(p(&["--fs", "xfs", "--num", "10", "--seed", "3"]).workload.num, 10);
-        assert!(parse(["--fs", "btrfs"].map(String::from).into_iter()).is_err());
+        assert!(parse(&["--apps", "postgres"]).is_err());
+        assert!(parse(&["--apps", ""]).is_err());
+        assert!(parse(&["--sb-workloads", "insert"]).is_err());
+        let xfs = p(&["--fs", "xfs", "--num", "10", "--seed", "3"]);
+        assert_eq!((xfs.workload.num, xfs.fs.as_slice()), (10, &["xfs".to_string()][..]));
+        assert!(parse(&["--fs", "btrfs"]).is_err());
+        assert!(parse(&["--help"]).unwrap().is_none());
     }
 
     #[test]
     fn tenants_and_dilation_options_are_parsed_and_checked() {
-        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string()));
+        let p = parse;
         let t = p(&["--tenants", "--smoke", "--tn-seconds", "3", "--seed", "4"]).unwrap().unwrap();
         let tw = t.tenants.unwrap();
         assert_eq!((tw.num, tw.seconds, tw.seed), (4096, 3, 4));
         assert!(p(&[]).unwrap().unwrap().tenants.is_none());
         assert_eq!(p(&["--dilation", "8"]).unwrap().unwrap().dilations, [8.0]);
         assert_eq!(p(&["--dilations", "2, 16"]).unwrap().unwrap().dilations, [2.0, 16.0]);
+        let last = p(&["--dilations", "2,4", "--dilation", "3"]).unwrap().unwrap();
+        assert_eq!(last.dilations, [3.0], "the last of --dilation and --dilations wins");
+        assert!(p(&[]).unwrap().unwrap().dilations.is_empty());
         for bad in [&["--dilation", "0.5"][..], &["--dilation", "2,4"], &["--dilations", "4"]] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
         assert!(p(&["--dilations", "2,x"]).is_err() && p(&["--dilation", "inf"]).is_err());
         assert_eq!(dilated("emu:zn540".into(), Some(4.0)), "emu:zn540,dilation=4");
         assert_eq!(dilated("emu:zn540".into(), None), "emu:zn540");
+    }
+
+    #[test]
+    fn bad_values_are_errors_that_name_the_option() {
+        for (args, name) in [
+            (&["--apps", "rocksdb,postgres"][..], "--apps"),
+            (&["--fs", "ext4,btrfs"], "--fs"),
+            (&["--sb-workloads", ","], "--sb-workloads"),
+            (&["--num", "lots"], "--num"),
+            (&["--num", "-1"], "--num"),
+            (&["--fill", "half"], "--fill"),
+            (&["--value-size", "1k"], "--value-size"),
+            (&["--zones", "-16"], "--zones"),
+            (&["--seed", "0x10"], "--seed"),
+            (&["--sb-tables", "x"], "--sb-tables"),
+            (&["--tn-num", "x"], "--tn-num"),
+            (&["--tn-seconds", "-3"], "--tn-seconds"),
+            (&["--dilation", "0"], "--dilation"),
+            (&["--dilations", "8"], "--dilations"),
+            (&["--timeout", "soon"], "--timeout"),
+            (&["--memory", "lots"], "--memory"),
+            (&["--frobnicate"], "--frobnicate"),
+        ] {
+            let e = parse(args).unwrap_err().to_string();
+            assert!(e.contains(name), "{args:?}: {e}");
+        }
     }
 
     #[test]
@@ -1458,8 +1518,7 @@ mod tests {
 
     #[test]
     fn mysql_figures_are_required_tabled_and_compared() {
-        let w =
-            Workload { db_bench: false, ..parse(std::iter::empty()).unwrap().unwrap().workload };
+        let w = Workload { db_bench: false, ..parse(&[]).unwrap().unwrap().workload };
         let sb = Sysbench {
             tables: 1,
             table_size: 10,

@@ -11,15 +11,20 @@ use clap::Parser;
 use crate::vmtest::Options as VmOptions;
 use crate::{fio_zbd, guest, Error, Result};
 
+/// `--timeout`'s default, seconds: [`VmOptions::default`]'s.
+const DEFAULT_TIMEOUT: &str = "900";
+
 /// The options of the QEMU guest that every guest task takes. A task
 /// whose guest needs another default time sets it on its command:
-/// `#[command(mut_arg("timeout", |a| a.default_value("1800")))]`.
+/// `#[command(mut_arg("timeout", |a| a.default_value("1800")))]`; one
+/// whose default depends on its other options removes it
+/// (`a.default_value(None::<&str>)`) and asks for [`GuestArgs::vm_or`].
 #[derive(Debug, Clone, clap::Args)]
 pub struct GuestArgs {
     /// Give the guest this long, seconds.
     #[arg(long, value_name = "SECS", allow_negative_numbers = true,
-          default_value_t = VmOptions::default().timeout.as_secs())]
-    timeout: u64,
+          default_value = DEFAULT_TIMEOUT)]
+    timeout: Option<u64>,
     /// Kernel package (default: the newest Debian kernel of the task's
     /// flavour).
     #[arg(long, value_name = "PACKAGE")]
@@ -47,8 +52,15 @@ impl GuestArgs {
     /// The guest's options (what the options do not set, as
     /// [`VmOptions::default`] has it).
     pub fn vm(&self) -> VmOptions {
+        self.vm_or(VmOptions::default().timeout)
+    }
+
+    /// The guest's options, giving the guest `timeout` when `--timeout`
+    /// has neither a value nor a default.
+    pub fn vm_or(&self, timeout: Duration) -> VmOptions {
         let mut o = VmOptions::default();
-        o.timeout = Duration::from_secs(self.timeout.max(1));
+        let secs = self.timeout.unwrap_or(timeout.as_secs());
+        o.timeout = Duration::from_secs(secs.max(1));
         o.kernel = self.kernel.clone();
         o.install = !self.no_install;
         o.kvm = self.kvm;
@@ -178,6 +190,29 @@ pub(crate) mod tests {
         parts: Option<List<String>>,
         #[arg(long, value_parser = zbd_tests)]
         zbd_tests: Option<List<u32>>,
+    }
+
+    #[derive(Debug, Parser)]
+    struct Plain {
+        #[command(flatten)]
+        guest: GuestArgs,
+    }
+
+    #[derive(Debug, Parser)]
+    #[command(mut_arg("timeout", |a| a.default_value(None::<&str>)))]
+    struct Later {
+        #[command(flatten)]
+        guest: GuestArgs,
+    }
+
+    #[test]
+    fn the_timeout_defaults_to_the_vm_options_or_to_what_the_task_resolves() {
+        let p: Plain = parse(&[]).unwrap().unwrap();
+        assert_eq!(p.guest.vm().timeout, VmOptions::default().timeout);
+        let l: Later = parse(&[]).unwrap().unwrap();
+        assert_eq!(l.guest.vm_or(Duration::from_secs(77)).timeout, Duration::from_secs(77));
+        let l: Later = parse(&["--timeout", "5"]).unwrap().unwrap();
+        assert_eq!(l.guest.vm_or(Duration::from_secs(77)).timeout, Duration::from_secs(5));
     }
 
     #[test]

@@ -20,43 +20,96 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+
+use crate::args::{self, GuestArgs, List};
 use crate::guest::{self, Plan, RESULT_MARKER};
 use crate::{cpio, elf, kernel, run_checked, Error, Result};
 
-const USAGE: &str = "usage: cargo xtask vmtest [OPTIONS]
+/// Conformance suite and differential test in a guest on QEMU's ZNS controller
+///
+/// Boots a QEMU guest (Debian cloud kernel, busybox initramfs) with QEMU's NVMe
+/// ZNS controller and runs the device conformance suite against ng:/dev/ng0n1,
+/// ng:/dev/ng0n2, zbd:/dev/nvme0n1 (io_uring and pread/pwrite), and pcie:<bdf>
+/// after unbinding the controller from the kernel; and the differential test
+/// (zns-differential: random command sequences compared with znskit's emulator
+/// built with the namespace's geometry) on ng:/dev/ng0n1, ng:/dev/ng0n2 and
+/// pcie:<bdf>; and `zns characterize --suite smoke` on ng:/dev/ng0n1, checked
+/// for its results.json and report.html. Then a second guest with an emulated
+/// Intel IOMMU and two controllers bound to vfio-pci runs the suite and the
+/// differential test through pcie:<bdf>,transport=vfio, the suite on the
+/// second controller and zns-pcie-check (both controllers at once, a reset
+/// with queues open). Exits non-zero on any failure or unexplained difference.
+#[derive(Debug, Clone, Parser)]
+#[command(verbatim_doc_comment, args_override_self = true, mut_arg("kernel", args::cloud_kernel))]
+pub struct Args {
+    /// Run only these conformance checks (comma separated).
+    #[arg(long, value_name = "CHECKS")]
+    only: Option<String>,
+    /// Run the conformance checks N times on each device.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 1)]
+    repeat: u32,
+    /// Only these runs, comma separated: ng-pow2, ng-npow2, zbd-uring,
+    /// zbd-psync, diff-ng-pow2, diff-ng-npow2, characterize-ng, pcie,
+    /// diff-pcie; in the VFIO guest: vfio, diff-vfio, vfio-second,
+    /// vfio-reset (default: all)
+    #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = runs)]
+    runs: Option<List<String>>,
+    /// Seed of the differential runs, decimal or 0x hexadecimal (default: a
+    /// new one, printed)
+    #[arg(long, value_name = "N", allow_negative_numbers = true, verbatim_doc_comment, value_parser = seed)]
+    seed: Option<u64>,
+    /// Random command sequences of each differential run.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 1000)]
+    sequences: u64,
+    /// Leave nvme-cli and fio out of the guest.
+    #[arg(long)]
+    no_peers: bool,
+    /// Trace the guest's block layer and io_uring; print on failure.
+    #[arg(long)]
+    trace: bool,
+    /// Link the guest binaries statically against glibc, not musl.
+    #[arg(long)]
+    glibc: bool,
+    #[command(flatten)]
+    guest: GuestArgs,
+}
 
-Boots a QEMU guest (Debian cloud kernel, busybox initramfs) with QEMU's NVMe
-ZNS controller and runs the device conformance suite against ng:/dev/ng0n1,
-ng:/dev/ng0n2, zbd:/dev/nvme0n1 (io_uring and pread/pwrite), and pcie:<bdf>
-after unbinding the controller from the kernel; and the differential test
-(zns-differential: random command sequences compared with znskit's emulator
-built with the namespace's geometry) on ng:/dev/ng0n1, ng:/dev/ng0n2 and
-pcie:<bdf>; and `zns characterize --suite smoke` on ng:/dev/ng0n1, checked
-for its results.json and report.html. Then a second guest with an emulated
-Intel IOMMU and two controllers bound to vfio-pci runs the suite and the
-differential test through pcie:<bdf>,transport=vfio, the suite on the
-second controller and zns-pcie-check (both controllers at once, a reset
-with queues open). Exits non-zero on any failure or unexplained difference.
+impl Args {
+    /// The task's options.
+    pub fn options(&self) -> Options {
+        Options {
+            only: self.only.clone(),
+            repeat: self.repeat,
+            runs: self.runs.as_ref().map(|r| r.0.clone()),
+            seed: self.seed,
+            sequences: self.sequences,
+            peers: !self.no_peers,
+            glibc: self.glibc,
+            trace: self.trace,
+            ..self.guest.vm()
+        }
+    }
+}
 
-options:
-  --timeout SECS     give the guest this long (default 900)
-  --kernel PACKAGE   kernel package (default: newest linux-image-*-cloud-amd64-unsigned)
-  --only CHECK,...   run only these conformance checks
-  --repeat N         run the conformance checks N times on each device
-  --runs LABEL,...   only these runs (ng-pow2, ng-npow2, zbd-uring, zbd-psync,
-                     diff-ng-pow2, diff-ng-npow2, characterize-ng, pcie,
-                     diff-pcie; in the VFIO guest: vfio, diff-vfio,
-                     vfio-second, vfio-reset)
-  --seed N           seed of the differential runs (default: a new one, printed)
-  --sequences N      random command sequences of each differential run (default 1000)
-  --no-install       do not install missing packages or targets; fail instead
-  --no-peers         leave nvme-cli and fio out of the guest
-  --trace            trace the guest's block layer and io_uring; print on failure
-  --glibc            link the guest binary statically against glibc, not musl
-  --kvm              use KVM (software emulation otherwise: KVM inside some
-                     virtual machines fails to run the guest kernel)
-  --smp N            guest CPUs (default 2)
-  --memory SIZE      guest memory (default 1G)";
+/// `--runs`: labels of [`guest::default_runs`], comma separated.
+fn runs(list: &str) -> Result<List<String>, String> {
+    let labels: Vec<String> = guest::default_runs().into_iter().map(|r| r.label).collect();
+    let named: Vec<String> = list.split(',').map(str::to_string).collect();
+    match named.iter().find(|l| !labels.contains(l)) {
+        Some(bad) => Err(format!("unknown run {bad:?} (runs: {})", labels.join(", "))),
+        None => Ok(List(named)),
+    }
+}
+
+/// `--seed`: decimal, or hexadecimal after `0x`.
+fn seed(s: &str) -> Result<u64, String> {
+    let n = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    n.map_err(|_| format!("{s:?}: not a seed (decimal, or hexadecimal after 0x)"))
+}
 
 /// Options of the task.
 #[derive(Debug, Clone)]
@@ -95,73 +148,6 @@ impl Default for Options {
             smp: 2,
             memory: "1G".into(),
         }
-    }
-}
-
-impl Options {
-    /// Parses the arguments after `vmtest`; `None` after printing help.
-    pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>> {
-        let mut o = Options::default();
-        let labels: Vec<String> = guest::default_runs().into_iter().map(|r| r.label).collect();
-        while let Some(a) = args.next() {
-            let mut value = |name: &str| {
-                args.next().ok_or_else(|| Error::new(format!("{name} needs a value\n{USAGE}")))
-            };
-            match a.as_str() {
-                "-h" | "--help" => {
-                    println!("{USAGE}");
-                    return Ok(None);
-                }
-                "--timeout" => {
-                    let v = value("--timeout")?;
-                    let s: u64 = v
-                        .parse()
-                        .map_err(|_| Error::new(format!("--timeout {v:?}: not a number")))?;
-                    o.timeout = Duration::from_secs(s.max(1));
-                }
-                "--kernel" => o.kernel = Some(value("--kernel")?),
-                "--only" => o.only = Some(value("--only")?),
-                "--repeat" => {
-                    let v = value("--repeat")?;
-                    o.repeat = v.parse().map_err(|_| Error::new(format!("--repeat {v:?}")))?;
-                }
-                "--runs" => {
-                    let v: Vec<String> = value("--runs")?.split(',').map(str::to_string).collect();
-                    if let Some(bad) = v.iter().find(|l| !labels.contains(l)) {
-                        return Err(Error::new(format!(
-                            "unknown run {bad:?} (runs: {})",
-                            labels.join(", ")
-                        )));
-                    }
-                    o.runs = Some(v);
-                }
-                "--seed" => {
-                    let v = value("--seed")?;
-                    let n = match v.strip_prefix("0x") {
-                        Some(h) => u64::from_str_radix(h, 16),
-                        None => v.parse(),
-                    };
-                    o.seed = Some(n.map_err(|_| Error::new(format!("--seed {v:?}")))?);
-                }
-                "--sequences" => {
-                    let v = value("--sequences")?;
-                    o.sequences =
-                        v.parse().map_err(|_| Error::new(format!("--sequences {v:?}")))?;
-                }
-                "--no-install" => o.install = false,
-                "--no-peers" => o.peers = false,
-                "--kvm" => o.kvm = true,
-                "--glibc" => o.glibc = true,
-                "--trace" => o.trace = true,
-                "--smp" => {
-                    let v = value("--smp")?;
-                    o.smp = v.parse().map_err(|_| Error::new(format!("--smp {v:?}")))?;
-                }
-                "--memory" => o.memory = value("--memory")?,
-                other => return Err(Error::new(format!("unknown option {other:?}\n{USAGE}"))),
-            }
-        }
-        Ok(Some(o))
     }
 }
 
@@ -1052,15 +1038,62 @@ mod tests {
 
     #[test]
     fn options_parse_and_refuse_what_they_do_not_know() {
-        let p = |a: &[&str]| Options::parse(a.iter().map(|s| s.to_string()));
+        let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
         let o = p(&["--timeout", "60", "--runs", "ng-pow2,pcie", "--no-install"]).unwrap().unwrap();
+        let o = o.options();
         assert_eq!(o.timeout, Duration::from_secs(60));
         assert_eq!(o.runs.as_deref(), Some(&["ng-pow2".to_string(), "pcie".to_string()][..]));
         assert!(!o.install && o.peers);
+        let d = p(&[]).unwrap().unwrap().options();
+        assert_eq!(
+            (d.timeout, d.repeat, d.sequences, d.runs, d.seed),
+            (Duration::from_secs(900), 1, 1000, None, None)
+        );
+        assert!(d.peers && !d.glibc && !d.trace && !d.kvm && d.only.is_none());
+        let o = p(&[
+            "--seed",
+            "0x1f",
+            "--no-peers",
+            "--glibc",
+            "--trace",
+            "--only",
+            "copy",
+            "--repeat",
+            "3",
+            "--sequences",
+            "5",
+        ])
+        .unwrap()
+        .unwrap()
+        .options();
+        assert_eq!(
+            (o.seed, o.only.as_deref(), o.repeat, o.sequences),
+            (Some(31), Some("copy"), 3, 5)
+        );
+        assert!(!o.peers && o.glibc && o.trace);
+        assert_eq!(p(&["--seed", "12"]).unwrap().unwrap().options().seed, Some(12));
         assert!(p(&["--runs", "floppy"]).unwrap_err().to_string().contains("unknown run"));
         assert!(p(&["--timeout"]).is_err());
         assert!(p(&["--frobnicate"]).is_err());
         assert!(p(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_values_are_errors_that_name_the_option() {
+        for (args, name) in [
+            (&["--runs", "ng-pow2,floppy"][..], "--runs"),
+            (&["--runs", ""], "--runs"),
+            (&["--seed", "0xzz"], "--seed"),
+            (&["--seed", "-1"], "--seed"),
+            (&["--repeat", "twice"], "--repeat"),
+            (&["--repeat", "-2"], "--repeat"),
+            (&["--sequences", "many"], "--sequences"),
+            (&["--smp", "0"], "--smp"),
+            (&["--only"], "--only"),
+        ] {
+            let e = crate::args::tests::parse::<Args>(args).unwrap_err().to_string();
+            assert!(e.contains(name), "{args:?}: {e}");
+        }
     }
 
     #[test]
