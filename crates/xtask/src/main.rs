@@ -202,6 +202,25 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Every `cargo xtask` command line of `scripts/test-all` parses.
+    #[test]
+    fn the_command_lines_of_test_all_parse() {
+        let script = include_str!("../../../scripts/test-all");
+        let lines: Vec<&str> = script
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("cargo xtask "))
+            .collect();
+        assert!(lines.len() >= 6, "{lines:?}");
+        for l in lines {
+            let args: Vec<&str> = l.split_whitespace().skip(2).collect();
+            match parse(&args) {
+                Ok(Some(_)) => {}
+                other => panic!("{l}: {:?}", other.err()),
+            }
+        }
+    }
+
     /// The name each command had before clap parsed the command line.
     fn name(task: &Task) -> &'static str {
         match task {
