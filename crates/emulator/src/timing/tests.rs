@@ -876,9 +876,10 @@ fn real_clock_lateness_is_counted_when_the_host_falls_behind_and_not_when_it_kee
     assert!(over.max_ns >= 2_000_000, "{over:?}");
     // Light: QD 1, polled without pause. A scheduler that takes the core
     // away for longer than the threshold makes a completion late for
-    // real, so a few attempts are allowed; one must be clean.
+    // real, so several attempts are allowed (a loaded machine takes the
+    // core away often); one must be clean.
     let mut lba = 16;
-    let clean = (0..5).any(|_| {
+    let clean = (0..20).any(|_| {
         let before = h.ctrl.lateness().unwrap();
         for _ in 0..100 {
             push_writes(&mut h, lba, 1);
