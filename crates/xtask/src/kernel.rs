@@ -89,8 +89,38 @@ pub fn pick_package(flavour: Flavour, search_output: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn search_packages(flavour: Flavour) -> Result<String> {
-    let out = Command::new("apt-cache")
+/// The machine's Debian sources with the release's backports beside them
+/// (a private list: the machine's apt configuration is left as it is),
+/// its lists refreshed: newer kernels (ublk, zoned ublk, NVMe in-band
+/// authentication) come from backports on a stable release. `None` when
+/// no such list can be made or refreshed (offline, not Debian).
+fn backports(cache: &Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let (list, lists, _) = crate::vmtest::backports_sources(cache).ok()?;
+    let ok = crate::vmtest::apt_with(&list, &lists)
+        .arg("update")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some((list, lists))
+}
+
+/// `apt-cache` (or `apt-get` with `tool` "apt-get") on the backports list
+/// when there is one, else on the machine's sources.
+fn apt_tool(tool: &str, bp: Option<&(std::path::PathBuf, std::path::PathBuf)>) -> Command {
+    let mut c = Command::new(tool);
+    if let Some((list, lists)) = bp {
+        c.arg("-o").arg(format!("Dir::Etc::sourcelist={}", list.display()));
+        c.args(["-o", "Dir::Etc::sourceparts=-"]);
+        c.arg("-o").arg(format!("Dir::State::lists={}", lists.display()));
+    }
+    c
+}
+
+fn search_packages(
+    flavour: Flavour,
+    bp: Option<&(std::path::PathBuf, std::path::PathBuf)>,
+) -> Result<String> {
+    let out = apt_tool("apt-cache", bp)
         .args(["search", "--names-only", &flavour.search_pattern()])
         .output()
         .map_err(|e| Error::new(format!("apt-cache: {e}")))?;
@@ -106,13 +136,15 @@ pub fn prepare(
     may_install: bool,
 ) -> Result<Kernel> {
     fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
+    let bp = if may_install { backports(cache) } else { None };
+    let bp = bp.as_ref();
     let package = match wanted {
         Some(p) => p.to_string(),
         None => {
-            let mut found = pick_package(flavour, &search_packages(flavour)?);
+            let mut found = pick_package(flavour, &search_packages(flavour, bp)?);
             if found.is_none() && may_install {
                 run_checked(Command::new("apt-get").arg("update"), "apt-get update")?;
-                found = pick_package(flavour, &search_packages(flavour)?);
+                found = pick_package(flavour, &search_packages(flavour, None)?);
             }
             match found {
                 Some(p) => p,
@@ -139,7 +171,7 @@ pub fn prepare(
     fs::create_dir_all(&dl).map_err(|e| Error::io(&dl, e))?;
     let download = || {
         run_checked(
-            Command::new("apt-get").arg("download").arg(&package).current_dir(&dl),
+            apt_tool("apt-get", bp).arg("download").arg(&package).current_dir(&dl),
             &format!("apt-get download {package}"),
         )
     };

@@ -206,11 +206,8 @@ mod tests {
     #[test]
     fn the_command_lines_of_test_all_parse() {
         let script = include_str!("../../../scripts/test-all");
-        let lines: Vec<&str> = script
-            .lines()
-            .map(str::trim)
-            .filter(|l| l.starts_with("cargo xtask "))
-            .collect();
+        let lines: Vec<&str> =
+            script.lines().map(str::trim).filter(|l| l.starts_with("cargo xtask ")).collect();
         assert!(lines.len() >= 6, "{lines:?}");
         for l in lines {
             let args: Vec<&str> = l.split_whitespace().skip(2).collect();

@@ -324,7 +324,7 @@ pub(crate) fn apt_with(list: &Path, lists: &Path) -> Command {
 /// the release's backports beside the machine's Debian sources, for apt's
 /// `-o Dir::...` options (the machine's own apt configuration is left as
 /// it is), and the backports suite's name.
-fn backports_sources(cache: &Path) -> Result<(PathBuf, PathBuf, String)> {
+pub(crate) fn backports_sources(cache: &Path) -> Result<(PathBuf, PathBuf, String)> {
     let codename = codename()?;
     let text = with_backports(&configured_sources(), &codename).ok_or_else(|| {
         Error::new(format!("no apt source of Debian {codename} to add backports to"))
