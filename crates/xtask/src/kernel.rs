@@ -94,15 +94,38 @@ pub fn pick_package(flavour: Flavour, search_output: &str) -> Option<String> {
 /// its lists refreshed: newer kernels (ublk, zoned ublk, NVMe in-band
 /// authentication) come from backports on a stable release. `None` when
 /// no such list can be made or refreshed (offline, not Debian).
+///
+/// Lists refreshed within [`LISTS_FRESH`] are used as they are: one
+/// `cargo xtask` run prepares a kernel for every guest it starts.
 fn backports(cache: &Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
     let (list, lists, _) = crate::vmtest::backports_sources(cache).ok()?;
+    // The marker holds the sources it was refreshed from: other sources
+    // need their own update.
+    let marker = lists.join(".refreshed");
+    let sources = std::fs::read(&list).ok()?;
+    let fresh = std::fs::read(&marker).is_ok_and(|m| m == sources)
+        && std::fs::metadata(&marker)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < LISTS_FRESH);
+    if fresh {
+        return Some((list, lists));
+    }
     let ok = crate::vmtest::apt_with(&list, &lists)
         .arg("update")
         .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
+    if ok {
+        // A marker that cannot be written only costs the next run an update.
+        let _ = std::fs::write(&marker, &sources);
+    }
     ok.then_some((list, lists))
 }
+
+/// How long refreshed backports lists are used without another update.
+const LISTS_FRESH: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// `apt-cache` (or `apt-get` with `tool` "apt-get") on the backports list
 /// when there is one, else on the machine's sources.
