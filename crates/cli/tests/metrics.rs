@@ -4,6 +4,7 @@
 mod common;
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zns_device::ZonedDevice;
@@ -21,6 +22,29 @@ fn sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// Runs `zns ARGS` (a server), listening and serving its metrics on free
+/// loopback ports: the server and its metrics URL.
+fn start(args: &[&str]) -> (common::Server, String) {
+    let mut all = args.to_vec();
+    all.extend(["--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]);
+    let mut server = common::Server::start(&all);
+    let url = server.metrics_url();
+    (server, url)
+}
+
+/// `zns --device emu:small serve` as subsystem `nqn` (see [`start`]), and
+/// a host on its namespace 1.
+fn serve_emu_small(nqn: &str) -> (common::Server, String, Arc<dyn ZonedDevice>) {
+    let (server, url) = start(&["--device", "emu:small", "serve", "--nqn", nqn]);
+    let dev = host(&server, nqn);
+    (server, url, dev)
+}
+
+/// A host on namespace 1 of subsystem `nqn` of `server`.
+fn host(server: &common::Server, nqn: &str) -> Arc<dyn ZonedDevice> {
+    zns_device::open(&format!("tcp:{}/{nqn}/1", server.addr)).unwrap()
+}
+
 /// Writes `n` commands of 4 blocks each at the start of zone 0 of `dev`.
 fn write(dev: &dyn ZonedDevice, n: u64) {
     let mut q = dev.queue(4).unwrap();
@@ -32,20 +56,7 @@ fn write(dev: &dyn ZonedDevice, n: u64) {
 
 #[test]
 fn serve_counts_the_commands_of_a_host_by_opcode_and_status() {
-    let nqn = "nqn.2026-11.io.znskit:metrics";
-    let mut server = common::Server::start(&[
-        "--device",
-        "emu:small",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--nqn",
-        nqn,
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let url = server.metrics_url();
-    let dev = zns_device::open(&format!("tcp:{}/{nqn}/1", server.addr)).unwrap();
+    let (server, url, dev) = serve_emu_small("nqn.2026-11.io.znskit:metrics");
     write(dev.as_ref(), 6);
     // A write past the write pointer fails with Zone Invalid Write.
     let mut q = dev.queue(2).unwrap();
@@ -70,19 +81,8 @@ fn serve_counts_the_commands_of_a_host_by_opcode_and_status() {
 #[test]
 fn serve_exports_the_figures_of_an_ftl() {
     let nqn = "nqn.2026-11.io.znskit:ftl-metrics";
-    let mut server = common::Server::start(&[
-        "serve",
-        "--ftl",
-        "emu:small",
-        "--listen",
-        "127.0.0.1:0",
-        "--nqn",
-        nqn,
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let url = server.metrics_url();
-    let dev = zns_device::open(&format!("tcp:{}/{nqn}/1", server.addr)).unwrap();
+    let (server, url) = start(&["serve", "--ftl", "emu:small", "--nqn", nqn]);
+    let dev = host(&server, nqn);
     write(dev.as_ref(), 5);
     drop(dev);
     let text = client::get(&url, "/metrics", TIMEOUT).unwrap();
@@ -95,17 +95,7 @@ fn serve_exports_the_figures_of_an_ftl() {
 
 #[test]
 fn ftl_serve_exports_the_figures_of_its_ftl() {
-    let mut server = common::Server::start(&[
-        "--device",
-        "emu:small",
-        "ftl",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let url = server.metrics_url();
+    let (server, url) = start(&["--device", "emu:small", "ftl", "serve"]);
     let text = client::get(&url, "/metrics", TIMEOUT).unwrap();
     assert!(sum(&text, "zns_ftl_logical_blocks", &[("ftl", "1")]) > 0.0, "{text}");
     assert_eq!(sum(&text, "zns_ftl_zones", &[("ftl", "1")]) as u64, 256);
@@ -185,20 +175,7 @@ fn prometheus_scrapes_the_endpoint_and_answers_a_promql_query() {
     if !common::have("prometheus", "prometheus") {
         return;
     }
-    let nqn = "nqn.2026-11.io.znskit:prometheus";
-    let mut server = common::Server::start(&[
-        "--device",
-        "emu:small",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--nqn",
-        nqn,
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let url = server.metrics_url();
-    let dev = zns_device::open(&format!("tcp:{}/{nqn}/1", server.addr)).unwrap();
+    let (server, url, dev) = serve_emu_small("nqn.2026-11.io.znskit:prometheus");
     write(dev.as_ref(), 9);
     let prometheus = Prometheus::start(url.trim_start_matches("http://"));
     let q = r#"sum(zns_commands_total{job="zns",namespace="1",opcode="write"})"#;
@@ -223,19 +200,7 @@ fn prometheus_scrapes_the_endpoint_and_answers_a_promql_query() {
 /// the rates of writes a host sends meanwhile.
 #[test]
 fn top_once_shows_a_live_server() {
-    let nqn = "nqn.2026-11.io.znskit:top";
-    let mut server = common::Server::start(&[
-        "--device",
-        "emu:small",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--nqn",
-        nqn,
-        "--metrics",
-        "127.0.0.1:0",
-    ]);
-    let url = server.metrics_url();
+    let (server, url, dev) = serve_emu_small("nqn.2026-11.io.znskit:top");
     let mut top = Command::new(env!("CARGO_BIN_EXE_zns"))
         .args(["top", "--metrics", &url, "--once", "--interval", "1", "--size", "100x30"])
         .stdin(Stdio::null())
@@ -245,7 +210,6 @@ fn top_once_shows_a_live_server() {
         .unwrap();
     // Writes until top has printed its frame, so that some fall in its
     // interval; paced, and never filling zone 0, which stays open.
-    let dev = zns_device::open(&format!("tcp:{}/{nqn}/1", server.addr)).unwrap();
     let mut q = dev.queue(2).unwrap();
     let buf = q.alloc(4096).unwrap();
     let deadline = Instant::now() + common::PATIENCE;

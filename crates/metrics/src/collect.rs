@@ -12,7 +12,8 @@ use zns_emulator::trace::{DieBusy, TraceSink};
 use zns_ftl::Ftl;
 use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog, SmartLog};
 
-use crate::family::{Families, Labels, Value};
+use crate::family::Value::{self, Count, Gauge, Seconds};
+use crate::family::{Families, Labels};
 use crate::record::{status_label, DeviceMetrics, Opcode, LATENCY_BOUNDS};
 use crate::zones::{ZoneMap, STATE_LABELS};
 
@@ -48,6 +49,18 @@ fn l(pairs: &[(&'static str, &str)]) -> Labels {
     pairs.iter().map(|&(k, v)| (k, v.to_string())).collect()
 }
 
+/// Adds a sample to each family of `rows` (name, help, value), every one
+/// with `labels`.
+fn add_rows(
+    f: &mut Families,
+    labels: &Labels,
+    rows: impl IntoIterator<Item = (&'static str, &'static str, Value)>,
+) {
+    for (name, help, v) in rows {
+        f.add(name, help, labels.clone(), v);
+    }
+}
+
 impl NamespaceSource {
     /// The zone map, through the scrape's own queue.
     pub fn zone_map(&self) -> Option<ZoneMap> {
@@ -80,7 +93,7 @@ impl NamespaceSource {
             "zns_namespace_info",
             "A namespace served: its device URI and kind (zoned, conventional); value 1",
             l(&[("namespace", ns), ("device", uri), ("kind", kind)]),
-            Value::Gauge(1.0),
+            Gauge(1.0),
         );
         if let Some(m) = &self.metrics {
             gather_io(ns, m, f);
@@ -99,19 +112,17 @@ fn gather_io(ns: &str, m: &DeviceMetrics, f: &mut Families) {
             let c = &q.ops[op as usize];
             let labels = l(&[("namespace", ns), ("queue", &queue), ("opcode", op.label())]);
             let n = c.commands.load(Ordering::Relaxed);
-            f.add(
-                "zns_commands",
-                "Commands completed, by namespace, queue and opcode",
-                labels.clone(),
-                Value::Count(n),
-            );
-            f.add(
-                "zns_bytes",
-                "Bytes of data commands moved between host and device, by namespace, queue and \
-                 opcode",
-                labels.clone(),
-                Value::Count(c.bytes.load(Ordering::Relaxed)),
-            );
+            let bytes = c.bytes.load(Ordering::Relaxed);
+            let rows = [
+                ("zns_commands", "Commands completed, by namespace, queue and opcode", Count(n)),
+                (
+                    "zns_bytes",
+                    "Bytes of data commands moved between host and device, by namespace, \
+                     queue and opcode",
+                    Count(bytes),
+                ),
+            ];
+            add_rows(f, &labels, rows);
             if n == 0 {
                 continue;
             }
@@ -143,7 +154,7 @@ fn gather_io(ns: &str, m: &DeviceMetrics, f: &mut Families) {
                 "zns_completions",
                 "Completions by namespace, queue and status (the specification's name)",
                 l(&[("namespace", ns), ("queue", &queue), ("status", status_label(i))]),
-                Value::Count(n),
+                Count(n),
             );
         }
     }
@@ -157,45 +168,29 @@ fn gather_zones(map: &ZoneMap, f: &mut Families) {
             "zns_zones",
             "Zones by state",
             l(&[("namespace", ns), ("state", state)]),
-            Value::Gauge(n as f64),
-        );
-    }
-    let one = l(&[("namespace", ns)]);
-    f.add(
-        "zns_open_zones",
-        "Open zones (implicitly and explicitly opened)",
-        one.clone(),
-        Value::Gauge(map.open() as f64),
-    );
-    f.add(
-        "zns_active_zones",
-        "Active zones (open and closed)",
-        one.clone(),
-        Value::Gauge(map.active() as f64),
-    );
-    if let Some(n) = map.max_open {
-        f.add(
-            "zns_max_open_zones",
-            "Max Open Resources (absent: no limit)",
-            one.clone(),
-            Value::Gauge(n as f64),
-        );
-    }
-    if let Some(n) = map.max_active {
-        f.add(
-            "zns_max_active_zones",
-            "Max Active Resources (absent: no limit)",
-            one.clone(),
-            Value::Gauge(n as f64),
+            Gauge(n as f64),
         );
     }
     let written: u64 = map.zones.iter().map(|z| z.written).sum();
-    f.add(
-        "zns_zone_written_blocks",
-        "Blocks below the write pointers of all zones",
-        one,
-        Value::Gauge(written as f64),
-    );
+    // Gauges of the namespace; a limit the device does not set is left out.
+    let rows = [
+        ("zns_open_zones", "Open zones (implicitly and explicitly opened)", Some(map.open())),
+        ("zns_active_zones", "Active zones (open and closed)", Some(map.active())),
+        (
+            "zns_max_open_zones",
+            "Max Open Resources (absent: no limit)",
+            map.max_open.map(u64::from),
+        ),
+        (
+            "zns_max_active_zones",
+            "Max Active Resources (absent: no limit)",
+            map.max_active.map(u64::from),
+        ),
+        ("zns_zone_written_blocks", "Blocks below the write pointers of all zones", Some(written)),
+    ];
+    let gauges =
+        rows.into_iter().filter_map(|(name, help, n)| Some((name, help, Gauge(n? as f64))));
+    add_rows(f, &l(&[("namespace", ns)]), gauges);
 }
 
 /// A device a scrape covers, with the die-busy sink added to its timing
@@ -233,7 +228,7 @@ impl DeviceSource {
             "zns_model_time_seconds",
             "The timing model's time (its clock over the dilation factor): the denominator of die busy time",
             l(&[("device", uri)]),
-            Value::Gauge(e.clock().model_now_ns() as f64 / 1e9),
+            Gauge(e.clock().model_now_ns() as f64 / 1e9),
         );
         for (die, ns) in busy.busy_ns().into_iter().enumerate() {
             let die = die.to_string();
@@ -241,7 +236,7 @@ impl DeviceSource {
                 "zns_die_busy_seconds",
                 "Model time each die spent reading, programming or erasing since the metrics began",
                 l(&[("device", uri), ("die", &die)]),
-                Value::Seconds(ns as f64 / 1e9),
+                Seconds(ns as f64 / 1e9),
             );
         }
     }
@@ -254,104 +249,103 @@ fn gather_device(dev: &dyn ZonedDevice, f: &mut Families) {
     let d = l(&[("device", uri)]);
     let host = host_bytes(dev);
     if let Some((written, read)) = host {
-        f.add(
-            "zns_host_written_bytes",
-            "Bytes the host wrote (Write, Zone Append)",
-            d.clone(),
-            Value::Count(written),
-        );
-        f.add("zns_host_read_bytes", "Bytes the host read", d.clone(), Value::Count(read));
+        let rows = [
+            ("zns_host_written_bytes", "Bytes the host wrote (Write, Zone Append)", Count(written)),
+            ("zns_host_read_bytes", "Bytes the host read", Count(read)),
+        ];
+        add_rows(f, &d, rows);
     }
     if let Some(s) = smart_log(dev) {
-        f.add(
-            "zns_host_read_commands",
-            "Read commands the controller completed (SMART)",
-            d.clone(),
-            Value::Count(s.host_read_commands as u64),
-        );
-        f.add(
-            "zns_host_write_commands",
-            "Write commands the controller completed (SMART)",
-            d.clone(),
-            Value::Count(s.host_write_commands as u64),
-        );
+        let rows = [
+            (
+                "zns_host_read_commands",
+                "Read commands the controller completed (SMART)",
+                Count(s.host_read_commands as u64),
+            ),
+            (
+                "zns_host_write_commands",
+                "Write commands the controller completed (SMART)",
+                Count(s.host_write_commands as u64),
+            ),
+        ];
+        add_rows(f, &d, rows);
     }
-    let media = ocp_log(dev);
-    if let Some(m) = &media {
+    if let Some(m) = ocp_log(dev) {
         let (w, r) = (m.media_bytes_written as u64, m.media_bytes_read as u64);
-        f.add("zns_media_written_bytes", "Bytes programmed into the media (OCP C0h), the device's own garbage collection included", d.clone(), Value::Count(w));
-        f.add(
-            "zns_media_read_bytes",
-            "Bytes read from the media (OCP C0h)",
-            d.clone(),
-            Value::Count(r),
-        );
+        let rows = [
+            (
+                "zns_media_written_bytes",
+                "Bytes programmed into the media (OCP C0h), the device's own garbage \
+                 collection included",
+                Count(w),
+            ),
+            ("zns_media_read_bytes", "Bytes read from the media (OCP C0h)", Count(r)),
+        ];
+        add_rows(f, &d, rows);
         if let Some((hw, _)) = host.filter(|h| h.0 > 0) {
             f.add(
                 "zns_write_amplification",
                 "Media bytes written over host bytes written",
                 d.clone(),
-                Value::Gauge(w as f64 / hw as f64),
+                Gauge(w as f64 / hw as f64),
             );
         }
     }
     let Some(e) = dev.emulator() else { return };
     if let Some(late) = e.lateness() {
-        f.add(
-            "zns_timed_completions",
-            "Completions the timing model posted",
-            d.clone(),
-            Value::Count(late.delivered),
-        );
-        f.add("zns_late_completions", "Completions posted more than the lateness threshold after their due time on the real clock", d.clone(), Value::Count(late.late));
-        f.add(
-            "zns_completion_lateness_seconds",
-            "Sum of the delays past due times",
-            d.clone(),
-            Value::Seconds(late.sum_ns as f64 / 1e9),
-        );
-        f.add(
-            "zns_completion_lateness_max_seconds",
-            "Longest delay past a due time",
-            d.clone(),
-            Value::Gauge(late.max_ns as f64 / 1e9),
-        );
+        let rows = [
+            ("zns_timed_completions", "Completions the timing model posted", Count(late.delivered)),
+            (
+                "zns_late_completions",
+                "Completions posted more than the lateness threshold after their due time \
+                 on the real clock",
+                Count(late.late),
+            ),
+            (
+                "zns_completion_lateness_seconds",
+                "Sum of the delays past due times",
+                Seconds(late.sum_ns as f64 / 1e9),
+            ),
+            (
+                "zns_completion_lateness_max_seconds",
+                "Longest delay past a due time",
+                Gauge(late.max_ns as f64 / 1e9),
+            ),
+        ];
+        add_rows(f, &d, rows);
     }
     for ns in e.namespaces() {
         let Some(fw) = ns.firmware() else { continue };
         let s = fw.stats();
         let nsid = ns.nsid().to_string();
-        let t = l(&[("device", uri), ("nsid", &nsid)]);
-        f.add(
-            "zns_twin_host_blocks",
-            "Blocks the host wrote to a conventional twin's firmware",
-            t.clone(),
-            Value::Count(s.host_blocks),
-        );
-        f.add(
-            "zns_twin_gc_moved_blocks",
-            "Blocks a conventional twin's garbage collection moved",
-            t.clone(),
-            Value::Count(s.gc_blocks),
-        );
-        f.add(
-            "zns_twin_gc_victims",
-            "Segments a conventional twin's garbage collection reclaimed",
-            t.clone(),
-            Value::Count(s.victims),
-        );
-        f.add(
-            "zns_twin_free_segments",
-            "Free segments of a conventional twin",
-            t.clone(),
-            Value::Gauge(s.free_segments as f64),
-        );
-        f.add(
-            "zns_twin_max_erases",
-            "Erases of a conventional twin's most erased segment",
-            t,
-            Value::Gauge(s.max_erases as f64),
-        );
+        let rows = [
+            (
+                "zns_twin_host_blocks",
+                "Blocks the host wrote to a conventional twin's firmware",
+                Count(s.host_blocks),
+            ),
+            (
+                "zns_twin_gc_moved_blocks",
+                "Blocks a conventional twin's garbage collection moved",
+                Count(s.gc_blocks),
+            ),
+            (
+                "zns_twin_gc_victims",
+                "Segments a conventional twin's garbage collection reclaimed",
+                Count(s.victims),
+            ),
+            (
+                "zns_twin_free_segments",
+                "Free segments of a conventional twin",
+                Gauge(s.free_segments as f64),
+            ),
+            (
+                "zns_twin_max_erases",
+                "Erases of a conventional twin's most erased segment",
+                Gauge(s.max_erases as f64),
+            ),
+        ];
+        add_rows(f, &l(&[("device", uri), ("nsid", &nsid)]), rows);
     }
 }
 
@@ -412,14 +406,12 @@ impl FtlSource {
                 s.user_waits,
             ),
         ];
-        for (name, help, v) in counts {
-            f.add(name, help, t.clone(), Value::Count(v));
-        }
+        add_rows(f, &t, counts.map(|(name, help, v)| (name, help, Count(v))));
         f.add(
             "zns_ftl_gc_seconds",
             "Time garbage collection spent relocating and resetting",
             t.clone(),
-            Value::Seconds(s.gc_seconds),
+            Seconds(s.gc_seconds),
         );
         let gauges: [(&'static str, &'static str, f64); 4] = [
             ("zns_ftl_logical_blocks", "Blocks the FTL exposes", s.logical_blocks as f64),
@@ -435,9 +427,7 @@ impl FtlSource {
                 s.waf_total,
             ),
         ];
-        for (name, help, v) in gauges {
-            f.add(name, help, t.clone(), Value::Gauge(v));
-        }
+        add_rows(f, &t, gauges.map(|(name, help, v)| (name, help, Gauge(v))));
         let p = &s.pools;
         for (pool, n) in [
             ("free", p.free),
@@ -451,7 +441,7 @@ impl FtlSource {
                 "zns_ftl_zones",
                 "The FTL's zones by pool",
                 l(&[("ftl", &self.name), ("pool", pool)]),
-                Value::Gauge(n as f64),
+                Gauge(n as f64),
             );
         }
     }

@@ -9,7 +9,8 @@
 //! bytes (write amplification), late completions and a conventional
 //! twin's garbage collection, and each FTL's figures, when it is scraped;
 //! a [`MetricsServer`] serves it over HTTP (`GET /metrics` in the
-//! OpenMetrics text format Prometheus scrapes, `GET /zones` as JSON).
+//! OpenMetrics text format Prometheus scrapes, `GET /zones` as JSON),
+//! each peer bounded in threads, bytes and time ([`HttpLimits`]).
 //! [`client::get`] and [`parse::parse`] read an endpoint back, for
 //! `zns top`. docs/observability.md lists every metric.
 
@@ -26,7 +27,7 @@ mod zones;
 
 pub use error::MetricsError;
 pub use exporter::{Exporter, ExporterBuilder};
-pub use http::{MetricsServer, OPENMETRICS};
+pub use http::{HttpLimits, MetricsServer, DRAIN_MAX, LINGER, OPENMETRICS, WORKERS};
 pub use metered::MeteredDevice;
 pub use record::{DeviceMetrics, Opcode, QueueMetrics, BUCKETS, LATENCY_BOUNDS};
 pub use zones::{state_label, ZoneEntry, ZoneMap, STATE_LABELS};

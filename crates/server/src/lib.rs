@@ -1,6 +1,7 @@
 //! # zns-server
 //!
-//! The TCP server core of znskit's exports (`zns-nbd`, `zns-nvmf`): an
+//! The TCP server core of znskit's network endpoints (the exports
+//! `zns-nbd` and `zns-nvmf`, and `zns-metrics`'s HTTP endpoint): an
 //! accept thread, one poller thread and a bounded pool of worker threads
 //! ([`EventServer`], module [`event`]). A connection is a [`Session`] that
 //! keeps its own state: a worker runs it while it has work, the poller
