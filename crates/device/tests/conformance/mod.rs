@@ -48,6 +48,55 @@ pub const CHECKS: &[Check] = &[
     ("zrwa_resources", zrwa_resources),
 ];
 
+/// One `#[test]` per check named, each on a fresh device from the
+/// invoking module's `fn dev() -> Arc<dyn ZonedDevice>`, with this module
+/// imported there as `c` (the macro's paths resolve where it is used).
+// Not every user of this module makes tests of it.
+#[allow(unused_macros)]
+macro_rules! check_tests {
+    ($($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                c::$check(dev().as_ref());
+            }
+        )*
+    };
+}
+
+/// The tests of every check a backend without ZRWA runs (all of
+/// [`CHECKS`] but the ZRWA ones, which [`check_tests`] adds where they
+/// apply), plus the whole suite in order on one device.
+#[allow(unused_macros)]
+macro_rules! suite_tests {
+    () => {
+        check_tests!(
+            geometry_and_full_report,
+            zone_state_transitions,
+            select_all_actions,
+            invalid_transitions_and_targets,
+            write_append_read_round_trips,
+            plain_memory_buffers,
+            report_filters_and_partial_reports,
+            write_errors_reach_the_caller,
+            resource_limits,
+            write_zeroes_and_flush,
+            copy,
+            zone_extensions,
+            async_at_depth,
+            blocking_calls_keep_async_completions,
+            queue_full,
+            bad_submissions_return_the_buffer,
+            queues_on_several_threads,
+            per_lba_metadata,
+        );
+        #[test]
+        fn whole_suite_on_one_device() {
+            c::run_all(dev().as_ref());
+        }
+    };
+}
+
 /// Runs every check against `dev`.
 pub fn run_all(dev: &dyn ZonedDevice) {
     for (name, check) in CHECKS {
