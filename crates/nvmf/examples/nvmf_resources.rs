@@ -64,6 +64,8 @@
 //!     [--stalled 1000] [--seconds 2] [--goals 123] [--device URI]...
 //! ```
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -74,6 +76,8 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use zns_device::{Data, IoBuffer, ZoneOp, ZonedDevice};
 use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
+
+use common::{floor_qd32, lba, prepare, QD};
 use zns_spec::fabrics::{ConnectCommand, ConnectData};
 use zns_spec::sgl::SglDescriptor;
 use zns_spec::tcp::{CommonHeader, Digests, IcReq, PduType, IC_PDU_SIZE};
@@ -82,7 +86,6 @@ use zns_spec::CompletionEntry;
 const NQN: &str = "nqn.2026-11.io.znskit:resources";
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa";
 const MIB: f64 = 1024.0 * 1024.0;
-const QD: usize = 32;
 
 fn main() {
     let usage = "--idle N, --stalled N, --seconds S, --goals 1234, --device URI";
@@ -682,96 +685,7 @@ fn cpu_while_waiting(dur: Duration) -> Value {
     })
 }
 
-/// The kernel's share at QD 32 (as `nvmf_loopback`'s `tcp_floor.qd32`):
-/// an answering thread that sleeps in blocking reads and answers each
-/// batch of 72-byte requests with one send of 4 KiB + 48 bytes each; its
-/// CPU time per request.
-fn floor_qd32(dur: Duration) -> Value {
-    const REQUEST: usize = 8 + 64;
-    const RESPONSE: usize = 24 + 4096 + 24;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let echo = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_nodelay(true).unwrap();
-        let (mut input, mut out) = (vec![0u8; 256 * 1024], Vec::with_capacity(QD * RESPONSE));
-        let (data, mut held, mut answered) = (vec![0xA5u8; RESPONSE], 0usize, 0u64);
-        let cpu0 = threads_cpu()[&(unsafe { libc::gettid() } as u64)].1;
-        while let Ok(n @ 1..) = s.read(&mut input) {
-            held += n;
-            out.clear();
-            while held >= REQUEST {
-                held -= REQUEST;
-                out.extend_from_slice(&data);
-                answered += 1;
-            }
-            if s.write_all(&out).is_err() {
-                break;
-            }
-        }
-        let cpu1 = threads_cpu()[&(unsafe { libc::gettid() } as u64)].1;
-        (cpu1 - cpu0, answered)
-    });
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_nodelay(true).unwrap();
-    s.set_nonblocking(true).unwrap();
-    let batch = vec![0u8; QD * REQUEST];
-    s.write_all(&batch).unwrap();
-    let (mut input, mut held, mut done) = (vec![0u8; 256 * 1024], 0usize, 0u64);
-    let start = Instant::now();
-    while start.elapsed() < dur {
-        let n = match s.read(&mut input) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => panic!("{e}"),
-        };
-        held += n;
-        let whole = held / RESPONSE;
-        held %= RESPONSE;
-        done += whole as u64;
-        if whole > 0 {
-            s.set_nonblocking(false).unwrap();
-            s.write_all(&batch[..whole * REQUEST]).unwrap();
-            s.set_nonblocking(true).unwrap();
-        }
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    drop(s);
-    let (cpu, answered) = echo.join().unwrap();
-    json!({
-        "iops": (done as f64 / elapsed).round(),
-        "server_cpu_us_per_io": (cpu as f64 / answered.max(1) as f64 / 1e1).round() / 1e2,
-    })
-}
-
 // ---------------------------------------------------------------- shared
-
-/// Writes the first zones so reads find data; the readable span in blocks.
-fn prepare(dev: &dyn ZonedDevice) -> u64 {
-    let info = dev.info().clone();
-    let mut q = dev.queue(4).unwrap();
-    let chunk = (info.mdts_bytes / info.block_size as usize).clamp(1, 64);
-    let mut buf = dev.alloc(chunk * info.block_size as usize).unwrap();
-    buf.fill(0xA5);
-    let zones = 8.min(info.zone_count);
-    for z in 0..zones {
-        let mut lba = z * info.zone_size;
-        while lba + chunk as u64 <= z * info.zone_size + info.zone_capacity {
-            q.execute(&ZoneOp::Write { lba, fua: false }, Data::ToDevice(&buf)).unwrap();
-            lba += chunk as u64;
-        }
-    }
-    zones * info.zone_size
-}
-
-/// A random readable LBA (in the written part of a zone).
-fn lba(rng: &mut u64, info: &zns_device::DeviceInfo, span: u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    let zone = (*rng % (span / info.zone_size)) * info.zone_size;
-    zone + (*rng >> 20) % (info.zone_capacity - 64)
-}
 
 /// Raises `RLIMIT_NOFILE` to `want` (the hard limit too, where the
 /// process may); the limits in force after.
