@@ -315,8 +315,8 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
     let device = cli.device.first().cloned().unwrap_or_else(|| DEFAULT_URI.to_string());
     match cli.command {
         Command::Serve(args) => {
-            let devices = trace::traced_uris(&cli.device, args.trace.as_deref())?;
-            serve::run(&devices, device_given, &args, out)
+            let traced = trace::traced_uris(&cli.device, args.trace.as_deref())?;
+            serve::run(&traced, device_given, &args, out)
         }
         Command::GenDhchapKey(args) => serve::gen_key(&args, out),
         Command::Ftl { command: FtlCommands::Ftl(command) } => {

@@ -20,6 +20,7 @@
 //! same way. The target runs until SIGINT or SIGTERM.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +44,8 @@ pub struct ServeArgs {
     /// Trace every command and flash operation of the (one) emu: device
     /// into FILE, written when the server stops (JSON trace-event format
     /// for ui.perfetto.dev; the last events, see docs/observability.md).
+    /// Serving eZNS tenants (of one configuration), their base device is
+    /// traced, with eZNS's stripe groups and zone ballooning.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
     /// Address to listen on; port 0 picks a free port (the `listening on`
@@ -174,13 +177,25 @@ pub(crate) fn serving_uri(uri: &str) -> String {
 
 /// Brings up the eZNS instance of every `ezns:` URI in `uris` with its
 /// base device as served (a timed emulator on the real clock unless the
-/// configuration's URI chose a clock), before any tenant is opened: the
+/// configuration's URI chose a clock; traced into `trace` when it is the
+/// configuration `--trace` goes to), before any tenant is opened: the
 /// tenants opened next share it, one base device per configuration file.
-fn ezns_instances(uris: &[String]) -> Result<Vec<zns_ezns::Instance>> {
+fn ezns_instances(
+    uris: &[String],
+    trace: Option<(&Path, &Path)>,
+) -> Result<Vec<zns_ezns::Instance>> {
     let mut out = Vec::new();
     for uri in uris.iter().filter(|u| u.starts_with("ezns:")) {
         let u: zns_ezns::config::EznsUri = uri.parse().with_context(|| format!("open {uri}"))?;
-        let i = zns_ezns::Instance::open_config_mapped(&u.config, &serving_uri)
+        let traced = match trace {
+            Some((config, file)) if crate::trace::same_config(config, &u.config) => {
+                let c = zns_ezns::Config::load(&u.config).with_context(|| format!("open {uri}"))?;
+                Some(crate::trace::ezns_base_uri(&serving_uri(&c.device), file)?)
+            }
+            _ => None,
+        };
+        let map = |base: &str| traced.clone().unwrap_or_else(|| serving_uri(base));
+        let i = zns_ezns::Instance::open_config_mapped(&u.config, &map)
             .with_context(|| format!("open {uri}"))?;
         out.push(i);
     }
@@ -197,18 +212,20 @@ pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
 }
 
 pub fn run(
-    uris: &[String],
+    traced: &crate::trace::ServeTrace,
     device_given: bool,
     args: &ServeArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let uris = &traced.uris[..];
     let stop = stop_flag()?;
     let mut backends = Vec::new();
     // Timed emulators served, to report their late completions at the end.
     let mut timed: Vec<(String, Arc<zns_emulator::Controller>)> = Vec::new();
     // Without --device, `--ftl` alone chooses what is served.
     let zoned = if device_given || args.ftl.is_empty() { uris } else { &[] };
-    let _instances = ezns_instances(zoned)?;
+    let ezns_trace = traced.ezns_config.as_deref().zip(args.trace.as_deref());
+    let _instances = ezns_instances(zoned, ezns_trace)?;
     let mut metrics = crate::metrics::Plan::new(&args.metrics);
     for uri in zoned {
         let served = serving_uri(uri);

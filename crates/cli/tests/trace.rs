@@ -176,4 +176,76 @@ fn zns_serve_writes_its_trace_when_stopped() {
     assert!(write.is_some_and(|w| w["args"]["blocks"] == 8), "no write of 8 blocks: {doc}");
 }
 
+/// `zns serve --trace` on the tenants of an eZNS configuration traces
+/// their base device: its commands, and eZNS's stripe groups on the
+/// tenants' tracks.
+#[test]
+fn zns_serve_traces_the_base_device_of_ezns_tenants_with_their_stripes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tenants.toml");
+    std::fs::write(
+        &config,
+        r#"device = "emu:zn540,zones=48"
+zone_scale = 1
+max_width = 4
+headroom = 2
+
+[[tenant]]
+name = "a"
+zones = 8
+active_zones = 2
+
+[[tenant]]
+name = "b"
+zones = 8
+active_zones = 2
+"#,
+    )
+    .unwrap();
+    let trace = dir.path().join("ezns.json");
+    let uri = |t: &str| format!("ezns:config={},tenant={t}", config.display());
+    let nqn = "nqn.2026-11.io.znskit:ezns-trace";
+    let server = Server::start(&[
+        "--device",
+        &uri("a"),
+        "--device",
+        &uri("b"),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--nqn",
+        nqn,
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![0x5a; 4096]).unwrap();
+    let input = data.to_str().unwrap();
+    // Tenant b (namespace 2) writes its logical zone 1.
+    let remote = format!("tcp:{}/{nqn}/2", server.addr);
+    let o = ok(zns(&["--device", &remote, "report-zones", "--format", "json"]));
+    let zones: Value = serde_json::from_str(&o.stdout).unwrap();
+    let zslba = zones["zones"][1]["slba"].as_u64().unwrap_or_else(|| panic!("{}", o.stdout));
+    ok(zns(&["--device", &remote, "write", "--lba", &zslba.to_string(), "--input", input]));
+    let stdout = server.stop();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let events = doc["traceEvents"].as_array().expect("events");
+    let (threads, procs) = names(events);
+    let pid = *procs.iter().find(|(_, n)| *n == "eZNS tenants").expect("eZNS tenants").0;
+    assert_eq!(threads[&(pid, 1)], "tenant b");
+    let stripe = events
+        .iter()
+        .find(|e| e["ph"] == "i" && e["pid"] == pid && e["name"] == "stripe")
+        .unwrap_or_else(|| panic!("no stripe mark: {doc}"));
+    assert_eq!((stripe["tid"].as_u64(), stripe["args"]["lzone"].as_u64()), (Some(1), Some(1)));
+    let zones = stripe["args"]["zones"].as_array().expect("zones");
+    assert!(!zones.is_empty() && zones.len() <= 4, "{stripe}");
+    assert_eq!(stripe["args"]["budgets"][0], "b");
+    // The device's side of the write: a command and its flash work.
+    assert!(events.iter().any(|e| e["ph"] == "b" && e["name"] == "write"), "{doc}");
+    let o = zns(&["--device", &uri("a"), "--device", "emu:zn540", "serve", "--trace", "t.json"]);
+    assert!(o.stderr.contains("plus the base device of 1 eZNS configuration"), "{}", o.stderr);
+}
+
 const NQN: &str = "nqn.2026-11.io.znskit:trace";

@@ -14,6 +14,11 @@
 //! | `write buffer` | - | the buffer's fill (a counter), writers waiting for room (marks) |
 //! | `zones A-B` (one per 64 zones) | `zone N` | each zone's state as slices from one transition to the next |
 //! | `garbage collection` | - | reclaims of a conventional namespace's segments (marks) |
+//! | `eZNS tenants` | `tenant NAME` | eZNS above the device: each stripe group a logical zone is given (a mark listing its physical zones), zone ballooning (lend, borrow, give back, get back marks; counters of the zones each tenant has lent and borrowed), tenants marked inactive and active again |
+//!
+//! Flash operations carry the planes they cover (`"planes":[0,1]`) as an
+//! argument, not tracks of their own: the model runs a die's planes as one
+//! (see [`zns_emulator::trace::TraceEvent::Flash`]).
 //!
 //! Times are model time, microseconds in the file.
 
@@ -38,6 +43,7 @@ const PID_DIES: u32 = 1;
 const PID_CHANNELS: u32 = 2;
 const PID_BUFFER: u32 = 3;
 const PID_GC: u32 = 4;
+const PID_TENANTS: u32 = 5;
 const PID_QUEUES: u32 = 100;
 const PID_ZONES: u32 = 1000;
 
@@ -52,6 +58,9 @@ pub struct TraceFile {
     ring: Mutex<VecDeque<TraceEvent>>,
     /// Events dropped from the front of the ring.
     dropped: AtomicU64,
+    /// Names of the tenants of a layer above the device (eZNS), kept
+    /// outside the ring so that no name is dropped.
+    tenants: Mutex<BTreeMap<u16, String>>,
 }
 
 impl std::fmt::Debug for TraceFile {
@@ -75,6 +84,7 @@ impl TraceFile {
             channels: channels.max(1),
             ring: Mutex::new(VecDeque::with_capacity(capacity.min(1 << 16))),
             dropped: AtomicU64::new(0),
+            tenants: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -99,9 +109,10 @@ impl TraceFile {
     pub fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
         let events: Vec<TraceEvent> = self.ring.lock().iter().copied().collect();
         let dropped = self.dropped.load(Ordering::Relaxed);
+        let tenants = self.tenants.lock().clone();
         let mut w = JsonWriter { out, first: true, line: String::new() };
         w.out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-        Tracks::new(self.channels).write(&events, &mut w)?;
+        Tracks::new(self.channels, tenants).write(&events, &mut w)?;
         write!(
             w.out,
             "\n],\"otherData\":{{\"producer\":\"znskit\",\"events\":{},\"dropped\":{dropped}}}}}\n",
@@ -118,6 +129,14 @@ impl TraceSink for TraceFile {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         ring.push_back(*event);
+    }
+
+    fn name_tenant(&self, tenant: u16, name: &str) {
+        let mut names = self.tenants.lock();
+        // Named again with every batch of events: allocate only when new.
+        if names.get(&tenant).map(String::as_str) != Some(name) {
+            names.insert(tenant, name.to_string());
+        }
     }
 }
 
@@ -203,6 +222,29 @@ fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
+/// `text` escaped for the inside of a JSON string.
+fn json_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A plane mask as a JSON array of plane numbers: `[0,1]`.
+fn plane_list(mask: u32) -> String {
+    let planes: Vec<String> =
+        (0..32).filter(|p| mask & (1 << p) != 0).map(|p: u32| p.to_string()).collect();
+    format!("[{}]", planes.join(","))
+}
+
 /// A command's name in the file: `sq1:cid42`.
 fn cmd_name(c: CommandId) -> String {
     format!("sq{}:cid{}", c.sqid, c.cid)
@@ -233,6 +275,18 @@ struct Open {
     started: Option<u64>,
 }
 
+/// An eZNS stripe group being gathered from its columns' events.
+struct StripeGroup {
+    at: u64,
+    tenant: u16,
+    lzone: u32,
+    start: u64,
+    len: u64,
+    width: u16,
+    zones: Vec<u32>,
+    budgets: Vec<u16>,
+}
+
 /// The tracks seen while writing, for their names at the end.
 struct Tracks {
     channels: u32,
@@ -242,13 +296,18 @@ struct Tracks {
     zones: BTreeMap<(u32, u32), (ZoneState, u64)>,
     open: HashMap<CommandId, Open>,
     async_id: u64,
+    /// Tenant names (eZNS), and the tenants with events.
+    tenant_names: BTreeMap<u16, String>,
+    tenants: BTreeMap<u16, ()>,
+    /// The stripe group whose columns are being read.
+    stripe: Option<StripeGroup>,
     /// The earliest and latest event times kept.
     begin: u64,
     end: u64,
 }
 
 impl Tracks {
-    fn new(channels: u32) -> Self {
+    fn new(channels: u32, tenant_names: BTreeMap<u16, String>) -> Self {
         Tracks {
             channels,
             dies: BTreeMap::new(),
@@ -257,9 +316,18 @@ impl Tracks {
             zones: BTreeMap::new(),
             open: HashMap::new(),
             async_id: 0,
+            tenant_names,
+            tenants: BTreeMap::new(),
+            stripe: None,
             begin: 0,
             end: 0,
         }
+    }
+
+    /// A tenant's name escaped for a JSON string (its index when it was
+    /// not named).
+    fn tenant(&self, t: u16) -> String {
+        json_escape(self.tenant_names.get(&t).map_or(&t.to_string(), |n| n))
     }
 
     /// Writes every event, then the zones' last states and the names.
@@ -269,6 +337,7 @@ impl Tracks {
             self.end = self.end.max(e.time_ns());
             self.event(e, w)?;
         }
+        self.flush_stripe(w)?;
         // Each zone's last state lasts to the end of the trace.
         let zones = std::mem::take(&mut self.zones);
         for (&(nsid, zone), &(state, since)) in &zones {
@@ -309,9 +378,19 @@ impl Tracks {
                     self.command(cmd, &o, at_ns, status, w)?;
                 }
             }
-            TraceEvent::Flash { die, op, start_ns, end_ns, cmd, zone, bytes, suspended } => {
+            TraceEvent::Flash {
+                die,
+                op,
+                start_ns,
+                end_ns,
+                cmd,
+                zone,
+                bytes,
+                planes,
+                suspended,
+            } => {
                 self.dies.insert(die, ());
-                let mut args = format!(r#""bytes":{bytes}"#);
+                let mut args = format!(r#""bytes":{bytes},"planes":{}"#, plane_list(planes));
                 if let Some(c) = cmd {
                     let _ = write!(args, r#","command":"{}""#, cmd_name(c));
                 }
@@ -368,6 +447,9 @@ impl Tracks {
                     w.slice(pid, zone, state_name(from), since, at_ns, &args)?;
                 }
             }
+            TraceEvent::Stripe { .. }
+            | TraceEvent::Balloon { .. }
+            | TraceEvent::TenantActivity { .. } => self.ezns(e, w)?,
             TraceEvent::GcMove { at_ns, nsid, segment, gen, blocks } => {
                 let args = format!(
                     r#""nsid":{nsid},"segment":{segment},"erase_count":{gen},"blocks":{blocks}"#
@@ -377,6 +459,103 @@ impl Tracks {
             _ => {}
         }
         Ok(())
+    }
+
+    /// An event of eZNS above the device, on its tenant's track.
+    fn ezns(&mut self, e: &TraceEvent, w: &mut JsonWriter<'_>) -> io::Result<()> {
+        if !matches!(e, TraceEvent::Stripe { .. }) {
+            // A group's columns come one after another, before eZNS's next
+            // event (the device's own may come between them).
+            self.flush_stripe(w)?;
+        }
+        match *e {
+            TraceEvent::Stripe {
+                at_ns,
+                tenant,
+                lzone,
+                start,
+                len,
+                width,
+                column,
+                zone,
+                budget,
+            } => {
+                let same = self.stripe.as_ref().is_some_and(|g| {
+                    (g.at, g.tenant, g.lzone, g.start) == (at_ns, tenant, lzone, start)
+                        && usize::from(column) == g.zones.len()
+                });
+                if !same {
+                    self.flush_stripe(w)?;
+                    self.stripe = Some(StripeGroup {
+                        at: at_ns,
+                        tenant,
+                        lzone,
+                        start,
+                        len,
+                        width,
+                        zones: Vec::new(),
+                        budgets: Vec::new(),
+                    });
+                }
+                if let Some(g) = self.stripe.as_mut() {
+                    g.zones.push(zone);
+                    g.budgets.push(budget);
+                }
+            }
+            TraceEvent::Balloon { at_ns, lender, borrower, zones, returned, lent, borrowed } => {
+                self.tenants.insert(lender, ());
+                self.tenants.insert(borrower, ());
+                let (to_borrower, to_lender) =
+                    if returned { ("give back", "get back") } else { ("borrow", "lend") };
+                let (ln, bn) = (self.tenant(lender), self.tenant(borrower));
+                let args = format!(r#""lender":"{ln}","zones":{zones}"#);
+                w.instant(PID_TENANTS, u32::from(borrower), to_borrower, at_ns, &args)?;
+                let args = format!(r#""borrower":"{bn}","zones":{zones}"#);
+                w.instant(PID_TENANTS, u32::from(lender), to_lender, at_ns, &args)?;
+                for (who, name, value) in [(ln, "lent", lent), (bn, "borrowed", borrowed)] {
+                    let _ = write!(
+                        w.line,
+                        r#"{{"ph":"C","pid":{PID_TENANTS},"tid":0,"name":"zones {name} by {who}","ts":{},"args":{{"zones":{value}}}}}"#,
+                        us(at_ns)
+                    );
+                    w.flush_line()?;
+                }
+            }
+            TraceEvent::TenantActivity { at_ns, tenant, inactive, lendable } => {
+                self.tenants.insert(tenant, ());
+                let name = if inactive { "inactive" } else { "active again" };
+                let args = format!(r#""lendable":{lendable}"#);
+                w.instant(PID_TENANTS, u32::from(tenant), name, at_ns, &args)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes the stripe group gathered so far as a mark on its tenant's
+    /// track: its place in the logical zone, its physical zones and whose
+    /// budget each counts against (`partial` when the ring dropped some of
+    /// its columns).
+    fn flush_stripe(&mut self, w: &mut JsonWriter<'_>) -> io::Result<()> {
+        let Some(g) = self.stripe.take() else { return Ok(()) };
+        self.tenants.insert(g.tenant, ());
+        let zones: Vec<String> = g.zones.iter().map(u32::to_string).collect();
+        let budgets: Vec<String> =
+            g.budgets.iter().map(|&b| format!(r#""{}""#, self.tenant(b))).collect();
+        let borrowed = g.budgets.iter().filter(|&&b| b != g.tenant).count();
+        let mut args = format!(
+            r#""lzone":{},"start":{},"blocks":{},"width":{},"zones":[{}],"budgets":[{}],"borrowed":{borrowed}"#,
+            g.lzone,
+            g.start,
+            g.len,
+            g.width,
+            zones.join(","),
+            budgets.join(",")
+        );
+        if g.zones.len() != usize::from(g.width) {
+            args.push_str(r#","partial":true"#);
+        }
+        w.instant(PID_TENANTS, u32::from(g.tenant), "stripe", g.at, &args)
     }
 
     /// A command as a slice of its queue's async track, with its fetch and
@@ -442,6 +621,13 @@ impl Tracks {
         }
         w.name(PID_BUFFER, None, "write buffer")?;
         w.name(PID_GC, None, "garbage collection")?;
+        if !self.tenants.is_empty() {
+            w.name(PID_TENANTS, None, "eZNS tenants")?;
+        }
+        for &t in self.tenants.keys() {
+            let name = self.tenant(t);
+            w.name(PID_TENANTS, Some(u32::from(t)), &format!("tenant {name}"))?;
+        }
         let mut groups = BTreeMap::new();
         for &(_, zone) in self.zones.keys() {
             groups.insert(zone / ZONES_PER_GROUP, ());
@@ -463,8 +649,9 @@ mod tests {
 
     fn flash(die: u32, start_ns: u64) -> TraceEvent {
         let end_ns = start_ns + 500;
-        let (op, cmd, zone, bytes, suspended) = (FlashOp::Erase, None, None, 0, false);
-        TraceEvent::Flash { die, op, start_ns, end_ns, cmd, zone, bytes, suspended }
+        let (op, cmd, zone, bytes, planes, suspended) =
+            (FlashOp::Erase, None, None, 0, 0b11, false);
+        TraceEvent::Flash { die, op, start_ns, end_ns, cmd, zone, bytes, planes, suspended }
     }
 
     fn json(t: &TraceFile) -> Value {
@@ -552,6 +739,110 @@ mod tests {
         assert!(ev
             .iter()
             .any(|e| e["ph"] == "M" && e["pid"] == 1001 && e["args"]["name"] == "zones 64-127"));
+    }
+
+    #[test]
+    fn flash_slices_list_their_planes() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TraceFile::new(dir.path().join("t.json"), 10, 8);
+        let (op, cmd, zone, bytes, suspended) = (FlashOp::Read, None, None, 4096, false);
+        let (start_ns, end_ns) = (0, 100);
+        for (die, planes) in [(0, 0b10), (1, 0b1011)] {
+            t.event(&TraceEvent::Flash {
+                die,
+                op,
+                start_ns,
+                end_ns,
+                cmd,
+                zone,
+                bytes,
+                planes,
+                suspended,
+            });
+        }
+        let v = json(&t);
+        let planes: Vec<&Value> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| &e["args"]["planes"])
+            .collect();
+        assert_eq!(planes, [&serde_json::json!([1]), &serde_json::json!([0, 1, 3])]);
+    }
+
+    #[test]
+    fn ezns_groups_gather_their_columns_on_the_tenants_tracks() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TraceFile::new(dir.path().join("t.json"), 100, 8);
+        t.name_tenant(0, "a");
+        t.name_tenant(1, "b\"q");
+        let col = |at_ns, tenant, width, column, zone, budget| TraceEvent::Stripe {
+            at_ns,
+            tenant,
+            lzone: 3,
+            start: 64,
+            len: 96,
+            width,
+            column,
+            zone,
+            budget,
+        };
+        t.event(&col(1000, 0, 3, 0, 17, 0));
+        // The device's own events may come between a group's columns.
+        t.event(&flash(2, 1100));
+        t.event(&col(1000, 0, 3, 1, 40, 1));
+        t.event(&col(1000, 0, 3, 2, 41, 1));
+        t.event(&TraceEvent::Balloon {
+            at_ns: 2000,
+            lender: 1,
+            borrower: 0,
+            zones: 2,
+            returned: true,
+            lent: 0,
+            borrowed: 0,
+        });
+        // A group the ring kept only the last column of.
+        t.event(&col(3000, 1, 2, 1, 9, 1));
+        let v = json(&t);
+        let ev = v["traceEvents"].as_array().unwrap();
+        let marks: Vec<(u64, &str, &Value)> = ev
+            .iter()
+            .filter(|e| e["ph"] == "i" && e["pid"] == 5)
+            .map(|e| (e["tid"].as_u64().unwrap(), e["name"].as_str().unwrap(), &e["args"]))
+            .collect();
+        assert_eq!(marks.len(), 4, "{marks:?}");
+        let (tid, name, args) = marks[0];
+        assert_eq!((tid, name), (0, "stripe"));
+        assert_eq!(args["zones"], serde_json::json!([17, 40, 41]));
+        assert_eq!(args["budgets"], serde_json::json!(["a", "b\"q", "b\"q"]));
+        assert_eq!((args["lzone"].as_u64(), args["start"].as_u64()), (Some(3), Some(64)));
+        assert_eq!((args["width"].as_u64(), args["borrowed"].as_u64()), (Some(3), Some(2)));
+        assert!(args.get("partial").is_none());
+        assert_eq!(
+            (marks[1].0, marks[1].1, &marks[1].2["lender"]),
+            (0, "give back", &serde_json::json!("b\"q"))
+        );
+        assert_eq!(
+            (marks[2].0, marks[2].1, &marks[2].2["borrower"]),
+            (1, "get back", &serde_json::json!("a"))
+        );
+        assert_eq!(
+            (marks[3].0, marks[3].1, &marks[3].2["partial"]),
+            (1, "stripe", &Value::Bool(true))
+        );
+        let named = |tid: u64, name: &str| {
+            ev.iter().any(|e| {
+                e["ph"] == "M" && e["pid"] == 5 && e["tid"] == tid && e["args"]["name"] == name
+            })
+        };
+        assert!(named(0, "tenant a") && named(1, "tenant b\"q"), "{ev:?}");
+        let counters: Vec<(&str, u64)> = ev
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["pid"] == 5)
+            .map(|e| (e["name"].as_str().unwrap(), e["args"]["zones"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(counters, [("zones lent by b\"q", 0), ("zones borrowed by a", 0)]);
     }
 
     #[test]

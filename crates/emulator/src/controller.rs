@@ -89,6 +89,8 @@ pub struct Controller {
     clock: Arc<Clock>,
     /// Trace sinks added ([`Controller::add_trace_sink`]).
     trace_sinks: Mutex<Vec<Arc<dyn TraceSink>>>,
+    /// Those sinks as one, as installed ([`Controller::trace_sink`]).
+    trace_combined: Mutex<Option<Arc<dyn TraceSink>>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -147,6 +149,7 @@ impl Controller {
             timing,
             clock,
             trace_sinks: Mutex::new(Vec::new()),
+            trace_combined: Mutex::new(None),
         })
     }
 
@@ -171,10 +174,19 @@ impl Controller {
         sinks.len() != before
     }
 
+    /// The trace sinks added, as one (`None` when there are none): for a
+    /// layer above the device to add its own events to the controller's
+    /// trace, stamped with [`crate::clock::Clock::model_now_ns`] of
+    /// [`Controller::clock`]. Takes a lock: for events of a cold path.
+    pub fn trace_sink(&self) -> Option<Arc<dyn TraceSink>> {
+        self.trace_combined.lock().clone()
+    }
+
     /// Installs `sinks` as one in the timing model and the zone state
     /// machines.
     fn install_trace(&self, sinks: &[Arc<dyn TraceSink>]) {
         let sink = crate::trace::combine(sinks);
+        self.trace_combined.lock().clone_from(&sink);
         if let Some(t) = &self.timing {
             t.set_trace(sink.clone());
         }

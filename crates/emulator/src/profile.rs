@@ -673,6 +673,10 @@ mod tests {
         let mut p = Profile::by_name("zn540").unwrap();
         p.timing.as_mut().unwrap().read_us.pop();
         assert!(p.validate().unwrap_err().to_string().contains("read_us"));
+        // Traces name an operation's planes in a 32-bit mask.
+        let mut p = Profile::by_name("zn540").unwrap();
+        p.timing.as_mut().unwrap().planes = 33;
+        assert!(p.validate().unwrap_err().to_string().contains("planes must be at most 32"));
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! Sinks are called from whichever thread drives the model (the timing
 //! model's lock held, or a zone's lock for [`TraceEvent::ZoneState`]): a
 //! sink must be quick and take no lock of the emulator.
+//!
+//! A layer above the device may add events of its own through
+//! [`crate::Controller::trace_sink`]: eZNS (`zns-ezns`) traces its stripe
+//! groups, zone ballooning and tenants' activity
+//! ([`TraceEvent::Stripe`], [`TraceEvent::Balloon`],
+//! [`TraceEvent::TenantActivity`]) into the same sinks, at the
+//! controller's model time.
 
 use std::fmt;
 use std::sync::Arc;
@@ -163,6 +170,14 @@ pub enum TraceEvent {
         zone: Option<(u32, u32)>,
         /// Bytes read or programmed (0 for erases).
         bytes: u64,
+        /// The planes of the die the operation covers, bit `p` for plane
+        /// `p`: for a read the planes whose pages hold the bytes read, for
+        /// a program, an erase or a block close every plane (a program
+        /// unit and an erase block span them). The model runs a die's
+        /// planes as one: a read takes the whole die for its sensing
+        /// however many planes hold its data, so there is no per-plane
+        /// timing to show, only this mask.
+        planes: u32,
         /// The span ends because a read suspended the operation.
         suspended: bool,
     },
@@ -231,6 +246,62 @@ pub enum TraceEvent {
         /// State after.
         to: ZoneState,
     },
+    /// A zone-virtualization layer above the device (eZNS, `zns-ezns`)
+    /// mapped part of a tenant's logical zone to a stripe group: one event
+    /// per column of the group, made one after another (columns `0` to
+    /// `width - 1`) at the same time.
+    Stripe {
+        /// Model time.
+        at_ns: u64,
+        /// The tenant (an index; [`TraceSink::name_tenant`] names it).
+        tenant: u16,
+        /// The tenant's logical zone.
+        lzone: u32,
+        /// Where the group starts in the logical zone (blocks).
+        start: u64,
+        /// Blocks the group covers.
+        len: u64,
+        /// Columns of the group.
+        width: u16,
+        /// This column.
+        column: u16,
+        /// Its physical zone.
+        zone: u32,
+        /// The tenant whose active-zone budget the column counts against:
+        /// `tenant` itself, or a lender.
+        budget: u16,
+    },
+    /// Zone ballooning above the device (eZNS): active zones moved from
+    /// one tenant's budget to another's.
+    Balloon {
+        /// Model time.
+        at_ns: u64,
+        /// The tenant whose spare zones are lent.
+        lender: u16,
+        /// The tenant using them.
+        borrower: u16,
+        /// Zones moved.
+        zones: u32,
+        /// `false`: lent to the borrower; `true`: given back to the
+        /// lender.
+        returned: bool,
+        /// The lender's zones out on loan after the move.
+        lent: u32,
+        /// The borrower's borrowed zones after the move.
+        borrowed: u32,
+    },
+    /// A tenant above the device (eZNS) was marked inactive (its spare
+    /// zones may be lent) or active again (they come back).
+    TenantActivity {
+        /// Model time.
+        at_ns: u64,
+        /// The tenant.
+        tenant: u16,
+        /// Marked inactive (`false`: active again).
+        inactive: bool,
+        /// Spare zones it can lend now.
+        lendable: u32,
+    },
     /// Garbage collection of a conventional namespace reclaimed a segment:
     /// its valid blocks move, then it is erased.
     GcMove {
@@ -259,6 +330,9 @@ impl TraceEvent {
             | TraceEvent::Buffer { at_ns, .. }
             | TraceEvent::BufferWait { at_ns, .. }
             | TraceEvent::ZoneState { at_ns, .. }
+            | TraceEvent::Stripe { at_ns, .. }
+            | TraceEvent::Balloon { at_ns, .. }
+            | TraceEvent::TenantActivity { at_ns, .. }
             | TraceEvent::GcMove { at_ns, .. } => at_ns,
             TraceEvent::Flash { start_ns, .. } | TraceEvent::Transfer { start_ns, .. } => start_ns,
         }
@@ -272,6 +346,15 @@ impl TraceEvent {
 pub trait TraceSink: Send + Sync {
     /// Takes one event.
     fn event(&self, event: &TraceEvent);
+
+    /// Names tenant `tenant` of a layer above the device (eZNS), whose
+    /// events ([`TraceEvent::Stripe`], [`TraceEvent::Balloon`],
+    /// [`TraceEvent::TenantActivity`]) carry its index. The layer names
+    /// the tenants of the events it hands over, again each time; a sink
+    /// that draws tracks keeps the names. Default: ignored.
+    fn name_tenant(&self, tenant: u16, name: &str) {
+        let _ = (tenant, name);
+    }
 }
 
 impl fmt::Debug for dyn TraceSink {
@@ -288,6 +371,12 @@ impl TraceSink for Fanout {
     fn event(&self, event: &TraceEvent) {
         for s in &self.0 {
             s.event(event);
+        }
+    }
+
+    fn name_tenant(&self, tenant: u16, name: &str) {
+        for s in &self.0 {
+            s.name_tenant(tenant, name);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Trace events of a known command sequence, checked event by event: the
-//! commands' phases, the flash operations they caused, the channel
-//! transfers, and a read behind a program on the same die waiting for it.
+//! commands' phases, the flash operations they caused (and the planes
+//! each covers), the channel transfers, and a read behind a program on
+//! the same die waiting for it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -152,7 +153,7 @@ fn a_read_behind_a_program_on_its_die_starts_when_the_program_ends() {
     // channel after the sensing, all between its start and completion.
     let channels = 8;
     let mut waited = 0;
-    for &(cid, _) in &reads {
+    for &(cid, lba) in &reads {
         let cmd = CommandId { sqid: qid, cid };
         let (queued, started, done) = phases(&events, cmd);
         let flash = flash_of(&events, cmd);
@@ -162,12 +163,14 @@ fn a_read_behind_a_program_on_its_die_starts_when_the_program_ends() {
             start_ns,
             end_ns,
             bytes: 4096,
+            planes,
             suspended: false,
             ..
         }] = flash[..]
         else {
             panic!("read {cid}: {flash:?}")
         };
+        assert_eq!(planes, zn540_plane_of(lba), "read {cid} of LBA {lba}");
         assert!(queued <= started && started <= start_ns && end_ns <= done, "read {cid}");
         let xfer: Vec<&TraceEvent> = events
             .iter()
@@ -196,6 +199,59 @@ fn a_read_behind_a_program_on_its_die_starts_when_the_program_ends() {
         }
     }
     assert!(waited > 0, "no read arrived while its die was programming: {events:#?}");
+}
+
+/// The plane of 4 KiB block `lba` of a zn540 zone as a mask: zones rotate
+/// over their dies in 32 KiB chunks, each a page group (a 16 KiB page on
+/// each of the 2 planes, plane 0 first), and chunks sit at page-group
+/// boundaries of their program units.
+fn zn540_plane_of(lba: u64) -> u32 {
+    1 << (lba % 8 / 4)
+}
+
+#[test]
+fn flash_operations_name_the_planes_they_cover() {
+    let mut h = harness(false);
+    let sink: Arc<Recorder> = Arc::new(Recorder::default());
+    fill(&mut h, 0, 2048);
+    settle(&mut h);
+    h.ctrl.add_trace_sink(sink.clone());
+    // (LBA, blocks, planes): a block on plane 0, one on plane 1, 8 KiB
+    // across the page boundary (both), a whole page group (both), a page
+    // on plane 0 of the next group.
+    let cases = [(0, 1, 0b01), (5, 1, 0b10), (3, 2, 0b11), (8, 8, 0b11), (16, 4, 0b01)];
+    let qid = h.io.qid();
+    for (lba, blocks, want) in cases {
+        let cid = h.io.push(&h.memory, Bench::read(lba, blocks));
+        h.io.ring(&h.ctrl);
+        reap(&mut h, 1);
+        let events = sink.0.lock().clone();
+        let flash = flash_of(&events, CommandId { sqid: qid, cid });
+        let [TraceEvent::Flash { op: FlashOp::Read, bytes, planes, .. }] = flash[..] else {
+            panic!("read of {blocks} at {lba}: {flash:?}")
+        };
+        assert_eq!((bytes, planes), (blocks * 4096, want), "read of {blocks} at {lba}");
+    }
+    // Programs of a write and the erases (and block closes) of a reset
+    // cover both planes: a program unit and an erase block span them.
+    fill(&mut h, 2048, 1024);
+    settle(&mut h);
+    let e = h.io(Bench::send(0, ZoneSendAction::Reset));
+    assert!(e.status().is_success());
+    settle(&mut h);
+    let events = sink.0.lock().clone();
+    let mut ops = std::collections::BTreeMap::new();
+    for e in &events {
+        if let TraceEvent::Flash { op, planes, .. } = *e {
+            if op != FlashOp::Read {
+                assert_eq!(planes, 0b11, "{e:?}");
+                *ops.entry(op.name()).or_insert(0) += 1;
+            }
+        }
+    }
+    for op in ["program", "erase", "close block"] {
+        assert!(ops.get(op).is_some_and(|&n| n > 0), "no {op}: {ops:?}");
+    }
 }
 
 /// Queued, started and completed times of `cmd`.

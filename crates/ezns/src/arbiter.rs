@@ -111,6 +111,34 @@ pub struct Parked {
     pub finishing: bool,
 }
 
+/// What the arbiter did that a trace shows: zone ballooning and tenants'
+/// activity, in order ([`Arbiter::log`]).
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArbiterEvent {
+    /// A column of `borrower`'s started counting against `lender`'s budget
+    /// (lent), or stopped (`returned`: the lender has it back).
+    Moved {
+        /// Whose spare it is.
+        lender: u16,
+        /// Whose stripe group holds it.
+        borrower: u16,
+        /// Given back rather than lent.
+        returned: bool,
+    },
+    /// A tenant was marked inactive (with the spares it could lend then)
+    /// or active again (`lendable` 0).
+    Activity {
+        /// The tenant.
+        tenant: u16,
+        /// Marked inactive.
+        inactive: bool,
+        /// Spares it could lend.
+        lendable: u32,
+    },
+}
+
 /// A logical-zone resource problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -145,6 +173,9 @@ pub struct Arbiter {
     pub headroom: u32,
     /// Parked columns, oldest first.
     pub parked: Vec<Parked>,
+    /// What it did since the runtime last took the log (for traces; the
+    /// runtime empties it whenever it lets go of the arbiter's lock).
+    pub log: Vec<ArbiterEvent>,
 }
 
 impl Arbiter {
@@ -293,6 +324,8 @@ impl Arbiter {
             self.tenants[h.tenant as usize].borrowed += 1;
             self.tenants[h.budget as usize].lent += 1;
             self.loans += 1;
+            let (lender, borrower) = (h.budget, h.tenant);
+            self.log.push(ArbiterEvent::Moved { lender, borrower, returned: false });
         }
     }
 
@@ -307,6 +340,8 @@ impl Arbiter {
             b.borrowed = b.borrowed.saturating_sub(1);
             let l = &mut self.tenants[h.budget as usize];
             l.lent = l.lent.saturating_sub(1);
+            let (lender, borrower) = (h.budget, h.tenant);
+            self.log.push(ArbiterEvent::Moved { lender, borrower, returned: true });
         }
     }
 
@@ -406,6 +441,8 @@ impl Arbiter {
             if self.mode == Mode::Elastic && idle[t] && !b.inactive {
                 b.inactive = true;
                 marked.push(t);
+                let (tenant, lendable) = (t as u16, b.lendable());
+                self.log.push(ArbiterEvent::Activity { tenant, inactive: true, lendable });
             }
         }
         marked
@@ -419,6 +456,7 @@ impl Arbiter {
             return false;
         }
         b.inactive = false;
+        self.log.push(ArbiterEvent::Activity { tenant: t as u16, inactive: false, lendable: 0 });
         if self.alloc.activity(t) == Activity::Idle {
             self.alloc.set_activity(t, Activity::Writing);
         }
@@ -458,6 +496,7 @@ mod tests {
             loans: 0,
             headroom: 16,
             parked: Vec::new(),
+            log: Vec::new(),
         }
     }
 

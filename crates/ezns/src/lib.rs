@@ -32,6 +32,10 @@
 //!   journaled on the device; after a restart or a power cut every logical
 //!   zone comes back with a write pointer at the end of what all its
 //!   columns hold.
+//! - **Traces**: on an emulated base device with a trace sink (an
+//!   `emu:...,trace=FILE` base URI), every stripe group, loan, return and
+//!   tenant marked inactive or active again goes into the device's trace
+//!   beside its commands and flash operations (docs/observability.md).
 //! - **URIs**: [`register`] adds `ezns:config=PATH,tenant=NAME` to
 //!   `zns_device::open`; the configuration file ([`config`]) names the base
 //!   device and the tenants.
@@ -63,6 +67,7 @@ mod queue;
 mod runtime;
 pub mod sched;
 pub mod status;
+mod trace;
 
 pub use config::{Config, EznsUri, Mode, SchedulerConfig, TenantConfig};
 pub use device::{open, register, Instance, TenantDevice};

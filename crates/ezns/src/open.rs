@@ -36,6 +36,7 @@ use crate::runtime::{
     committed, Ezns, Geometry, Group, LZone, PhysZone, Tenant, TenantStats, ZoneMap,
 };
 use crate::sched::{WriteAdmission, WriteTarget};
+use crate::trace::Tracer;
 
 /// What the last bring-up found and did.
 ///
@@ -268,6 +269,9 @@ pub(crate) fn open(
     let mut arb = new_arbiter(&config, &plan);
     let phys = phys_zones(&zones);
     let mut report = recover_zones(&geo, &zones, &mut ctl, &mut arb, &phys, &tenants, fresh)?;
+    // Loans recovered are not new ones: the trace starts from here.
+    arb.log.clear();
+    let trace = Tracer::new(base.as_ref(), &tenants);
     report.journal_blocks = ctl.journal.seq;
     let size = geo.phys_size;
     ctl.sync(|z| z as u64 * size)?;
@@ -286,6 +290,7 @@ pub(crate) fn open(
         next_tick: AtomicU64::new(0),
         key,
         recovery: report,
+        trace,
     };
     Ok(Arc::new(ez))
 }
@@ -412,6 +417,7 @@ fn new_arbiter(config: &Config, plan: &Plan) -> Arbiter {
         loans: 0,
         headroom: plan.headroom,
         parked: Vec::new(),
+        log: Vec::new(),
     }
 }
 

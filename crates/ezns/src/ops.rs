@@ -86,7 +86,7 @@ impl Ezns {
         if wp + n > self.geo.lcap {
             return Err(st(StatusCode::ZoneBoundaryError));
         }
-        let mut arb = self.arb.lock();
+        let mut arb = self.lock_arb();
         match inner.state {
             ZoneState::Empty | ZoneState::Closed => {
                 arb.open(t, inner.state == ZoneState::Empty).map_err(refusal)?;
@@ -290,6 +290,9 @@ impl Ezns {
             let h = Holding { tenant: t as u16, budget: mine.budget };
             self.phys[col.zone as usize].set_holder(h);
         }
+        // The loans this group made or ended, then the group.
+        self.trace.arbiter(arb);
+        self.trace.stripe(t, lz.index, &layout);
         let group = Group::new(layout, gate);
         // A group replaced at its start stays, empty (it ends where the
         // new one starts), so a reset still finds its columns.
@@ -428,7 +431,7 @@ impl Ezns {
         let quiet: Vec<bool> = (0..self.tenants.len())
             .map(|t| !self.wrote(t, now, idle_ns) && !self.reads(t, now, idle_ns))
             .collect();
-        let Some(mut arb) = self.arb.try_lock() else { return };
+        let Some(mut arb) = self.try_lock_arb() else { return };
         for t in arb.tick(&quiet) {
             self.tenants[t].inactive.store(true, Release);
             tracing::debug!(tenant = %self.tenants[t].name, "inactive: spares lent");
@@ -498,7 +501,7 @@ impl Ezns {
         let state = inner.state;
         match action {
             ZoneAction::Open => {
-                let mut arb = self.arb.lock();
+                let mut arb = self.lock_arb();
                 match state {
                     Empty | Closed => {
                         arb.open(t, state == Empty).map_err(|r| match r {
@@ -514,7 +517,7 @@ impl Ezns {
             }
             ZoneAction::Close => match state {
                 ImplicitlyOpen | ExplicitlyOpen => {
-                    self.arb.lock().unopen(t);
+                    self.lock_arb().unopen(t);
                     lz.set_state(inner, Closed);
                     Ok(Vec::new())
                 }
@@ -532,7 +535,7 @@ impl Ezns {
                         g
                     };
                     let parked = {
-                        let mut arb = self.arb.lock();
+                        let mut arb = self.lock_arb();
                         if state.is_open() {
                             arb.unopen(t);
                         }
@@ -551,7 +554,7 @@ impl Ezns {
                 Empty => Ok(Vec::new()),
                 ImplicitlyOpen | ExplicitlyOpen | Closed | Full => {
                     {
-                        let mut arb = self.arb.lock();
+                        let mut arb = self.lock_arb();
                         if state.is_open() {
                             arb.unopen(t);
                         }
@@ -613,7 +616,7 @@ impl Ezns {
         };
         if action == ZoneAction::Open {
             let closed = zones.iter().filter(|z| z.state() == ZoneState::Closed).count() as u32;
-            let arb = self.arb.lock();
+            let arb = self.lock_arb();
             let b = &arb.tenants[t];
             if b.open + closed > b.active_zones {
                 return Err(StatusCode::TooManyOpenZones);

@@ -18,7 +18,8 @@
 //! * **Cold path, locks.** Anything that changes a zone's state or its
 //!   groups (opening, the first write to a new group, restripes, close,
 //!   finish, reset) clears the fast bit and takes the zone's mutex, then
-//!   the arbiter's mutex (resources, budgets, the allocator), then the
+//!   the arbiter's mutex (resources, budgets, the allocator; taken with
+//!   `lock_arb`, which traces what was done when it is let go), then the
 //!   control mutex (the journal and internal commands), in that order
 //!   only; a lock taken out of that order is only ever tried
 //!   (`try_lock`), never waited for.
@@ -38,6 +39,7 @@ use crate::config::{Config, Mode};
 use crate::control::Control;
 use crate::layout::Layout;
 use crate::sched::{ReadCc, WriteAdmission};
+use crate::trace::{ArbGuard, Tracer};
 
 /// Fast bit of a zone's write-pointer word.
 pub(crate) const FAST: u64 = 1 << 63;
@@ -274,6 +276,8 @@ pub(crate) struct Ezns {
     pub key: Option<std::path::PathBuf>,
     /// What bringing it up found.
     pub recovery: crate::open::RecoveryReport,
+    /// Where its stripe and balloon events go (the base emulator's trace).
+    pub trace: Tracer,
 }
 
 impl std::fmt::Debug for Ezns {
@@ -297,6 +301,17 @@ impl Ezns {
         self.config.mode == Mode::Elastic && self.config.scheduler.write_admission
     }
 
+    /// Locks the arbiter; what the holder does to it is traced when the
+    /// guard goes.
+    pub fn lock_arb(&self) -> ArbGuard<'_> {
+        ArbGuard { guard: self.arb.lock(), trace: &self.trace }
+    }
+
+    /// [`Ezns::lock_arb`] if the lock is free.
+    pub fn try_lock_arb(&self) -> Option<ArbGuard<'_>> {
+        Some(ArbGuard { guard: self.arb.try_lock()?, trace: &self.trace })
+    }
+
     /// Device time now.
     pub fn now(&self) -> u64 {
         self.base.now_ns()
@@ -313,7 +328,7 @@ impl Ezns {
         if zones.is_empty() {
             return;
         }
-        let mut arb = self.arb.lock();
+        let mut arb = self.lock_arb();
         for &(z, free) in zones {
             if let Some(h) = self.phys[z as usize].take_holder() {
                 arb.release(h);

@@ -9,8 +9,11 @@
 //!   the background: the kernel sees a host-managed zoned block device
 //!   (`queue/zoned`, 256 zones), `blkzone report` lists its zones, `dd`
 //!   writes 64 KiB at zone 0's start with direct I/O and reads it back,
-//!   `blkzone` opens, finishes and resets zones; SIGTERM removes the
-//!   device (its sysfs entry goes, the server reports no failed request).
+//!   busybox's `wget` scrapes the server's `--metrics` endpoint on the
+//!   guest's loopback (the bytes written exactly those 64 KiB, the bytes
+//!   read at least them, a zone report counted), `blkzone` opens,
+//!   finishes and resets zones; SIGTERM removes the device (its sysfs
+//!   entry goes, the server reports no failed request).
 //!   Then `zns --device emu:small ftl ublk` serves the FTL (formatted at
 //!   start, the device lives only in the process) as a plain disk:
 //!   mkfs.ext4, mount, a file written, umount, `e2fsck -f -n`, the file
@@ -80,7 +83,8 @@ const GUEST_TOOLS: &[(&str, &str)] = &[
 /// Boots a QEMU guest on Debian's generic kernel with ublk_drv loaded and serves
 /// znskit devices as the guest's block devices through ublk: `zns --device
 /// emu:small ublk` as a host-managed zoned device (blkzone report, open, finish,
-/// reset; dd with direct I/O written at zone 0 and read back), then `zns --device
+/// reset; dd with direct I/O written at zone 0 and read back; its --metrics
+/// endpoint scraped in the guest, the bytes dd moved in its counters), then `zns --device
 /// emu:small ftl ublk`, the FTL as a plain disk (mkfs.ext4, mount, a file written
 /// and read back, e2fsck), and `zns --device emu:small-conv,zones=64 ublk`, a
 /// conventional namespace as a plain disk (ext4 likewise; blkdiscard and
@@ -402,11 +406,61 @@ stop_server() {
 }
 "#;
 
-/// The zoned device: the kernel's view, blkzone, dd with direct I/O.
+/// Where the zoned device's server answers `--metrics` in the guest.
+const METRICS_ADDR: &str = "127.0.0.1:9464";
+
+/// Bytes the zoned part's `dd` writes (one 64 KiB block), and reads back,
+/// before the scrape.
+const DD_BYTES: u64 = 65536;
+
+/// `metric FILE NAME OPCODE`: the sum of the samples of counter `NAME`
+/// (`zns_bytes_total`, ...) with label `opcode="OPCODE"` in the scrape
+/// `FILE` (every queue's), as a whole number; 0 when there are none.
+const METRIC_FN: &str = r#"        metric() { awk -v name="$2{" -v op="opcode=\"$3\"" 'index($0, name) == 1 && index($0, op) { s += $NF } END { printf "%d\n", s }' "$1"; }"#;
+
+/// Scrapes the zoned device's `--metrics` endpoint with busybox's `wget`
+/// (the guest has no curl) once the server listens, and checks the I/O
+/// the run did so far in its counters: the bytes `dd` wrote, exactly (the
+/// kernel writes nothing of its own to a zoned disk), in one to 16
+/// commands (64 KiB, split at most into 4 KiB); the bytes it read back and
+/// no more than the kernel's own reads of the disk add (16 MiB); the
+/// zone report `blkzone` asked for. Counters are summed over queues.
+fn metrics_lines() -> String {
+    let (addr, dd) = (METRICS_ADDR, DD_BYTES);
+    format!(
+        r#"    # The metrics endpoint, scraped inside the guest.
+    if command -v wget > /dev/null; then
+        i=0
+        until grep -q "metrics on http://{addr}/metrics" /tmp/zoned.out && wget -q -O /tmp/metrics.txt http://{addr}/metrics; do
+            i=$((i + 1)); [ $i -ge 100 ] && break; sleep 0.1
+        done
+        [ -s /tmp/metrics.txt ] || {{ fail=1; echo "FAIL ublk-metrics-scrape: no answer from http://{addr}/metrics"; cat /tmp/zoned.out.err; }}
+{METRIC_FN}
+        m=/tmp/metrics.txt
+        w=$(metric $m zns_bytes_total write); wn=$(metric $m zns_commands_total write)
+        r=$(metric $m zns_bytes_total read); zr=$(metric $m zns_commands_total zone_management_receive)
+        say "metrics: $w bytes written in $wn commands, $r bytes read, $zr zone reports"
+        if [ "$w" -ne {dd} ] || [ "$wn" -lt 1 ] || [ "$wn" -gt 16 ]; then
+            fail=1; echo "FAIL ublk-metrics-writes: $w bytes in $wn commands, not the {dd} dd wrote"; cat /tmp/metrics.txt
+        fi
+        if [ "$r" -lt {dd} ] || [ "$r" -gt 16777216 ]; then
+            fail=1; echo "FAIL ublk-metrics-reads: $r bytes read, dd read {dd}"
+        fi
+        if [ "$zr" -lt 1 ]; then fail=1; echo "FAIL ublk-metrics-reports: no zone report counted"; fi
+    else
+        fail=1; echo "FAIL ublk-metrics: the guest has no wget to scrape the endpoint with"
+    fi
+"#
+    )
+}
+
+/// The zoned device: the kernel's view, blkzone, dd with direct I/O, the
+/// metrics endpoint ([`metrics_lines`]).
 fn zoned_lines(dd: &str) -> String {
     format!(
-        r#"# emu:small as a host-managed zoned block device.
-if start_server ublk-zoned /tmp/zoned.out /bin/zns --device emu:small ublk --queues 2 --depth 32; then
+        r#"# emu:small as a host-managed zoned block device, its metrics on loopback.
+ip link set lo up
+if start_server ublk-zoned /tmp/zoned.out /bin/zns --device emu:small ublk --queues 2 --depth 32 --metrics {METRICS_ADDR}; then
     q=/sys/block/$B/queue
     say "$B: zoned=$(cat $q/zoned) zones=$(cat $q/nr_zones) zone_sectors=$(cat $q/chunk_sectors) max_open=$(cat $q/max_open_zones) max_active=$(cat $q/max_active_zones) append_max=$(cat $q/zone_append_max_bytes) logical_block=$(cat $q/logical_block_size)"
     expect zoned host-managed cat $q/zoned
@@ -414,11 +468,11 @@ if start_server ublk-zoned /tmp/zoned.out /bin/zns --device emu:small ublk --que
     expect zone-sectors 8192 cat $q/chunk_sectors
     expect blkzone-report "start: 0x000002000, len 0x002000" blkzone report -c 3 $D
     expect blkzone-capacity "cap 0x001e00" blkzone report -c 1 $D
-    head -c 65536 /dev/urandom > /tmp/pattern
+    head -c {DD_BYTES} /dev/urandom > /tmp/pattern
     run dd-write {dd} if=/tmp/pattern of=$D bs=64k count=1 oflag=direct
     run dd-read {dd} if=$D of=/tmp/back bs=64k count=1 iflag=direct
     run dd-compare cmp /tmp/pattern /tmp/back
-    expect blkzone-written "wptr 0x000080" blkzone report -c 1 $D
+{metrics}    expect blkzone-written "wptr 0x000080" blkzone report -c 1 $D
     expect blkzone-implicit "(oi)" blkzone report -c 1 $D
     run blkzone-open blkzone open -o 0x2000 -c 1 $D
     expect blkzone-opened "(oe)" blkzone report -o 0x2000 -c 1 $D
@@ -430,7 +484,8 @@ if start_server ublk-zoned /tmp/zoned.out /bin/zns --device emu:small ublk --que
     expect blkzone-all-empty "(em)" blkzone report -o 0x2000 -c 1 $D
     stop_server ublk-zoned-stop /tmp/zoned.out
 fi
-"#
+"#,
+        metrics = metrics_lines()
     )
 }
 
@@ -560,6 +615,17 @@ mod tests {
         assert_eq!(parse_part_time("UBLK-PART crash 61"), Some(("crash".into(), 61)));
         assert_eq!(parse_part_time("UBLK-PART crash"), None);
         assert!(s.contains("expect zoned host-managed cat $q/zoned"));
+        // The zoned server's metrics, scraped after dd's I/O, before the
+        // zone commands; loopback up first.
+        let lo = s.find("ip link set lo up").unwrap();
+        let served = s.find("ublk --queues 2 --depth 32 --metrics 127.0.0.1:9464").unwrap();
+        let compare = s.find("run dd-compare").unwrap();
+        let scrape = s.find("wget -q -O /tmp/metrics.txt http://127.0.0.1:9464/metrics").unwrap();
+        let checked = s.find("FAIL ublk-metrics-writes").unwrap();
+        let open = s.find("run blkzone-open").unwrap();
+        assert!(lo < served && served < compare && compare < scrape && scrape < checked);
+        assert!(checked < open && open < stop, "{s}");
+        assert!(s.contains(r#"if [ "$w" -ne 65536 ]"#) && s.contains("head -c 65536 /dev/urandom"));
         assert!(s.contains("VMTEST-RESULT: PASS") && s.trim_end().ends_with("poweroff -f"));
         let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
         let o = p(&["--timeout", "60", "--kvm"]).unwrap().unwrap();
@@ -574,6 +640,51 @@ mod tests {
         assert!(p(&["--parts", "nope"]).is_err() && p(&["--cycles", "14"]).is_err());
         assert!(p(&["--help"]).unwrap().is_none());
         assert!(p(&["--frobnicate"]).is_err());
+    }
+
+    /// Runs the guest's `metric` shell function on `scrape`.
+    fn metric(scrape: &str, name: &str, opcode: &str) -> Option<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("metrics.txt");
+        std::fs::write(&file, scrape).unwrap();
+        let script = format!("{METRIC_FN}\nmetric \"$1\" \"$2\" \"$3\"");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script, "sh", file.to_str().unwrap(), name, opcode])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(String::from_utf8(o.stdout).unwrap()),
+            Ok(o) => panic!("metric {name} {opcode}: {}", String::from_utf8_lossy(&o.stderr)),
+            Err(e) => {
+                assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and no sh: {e}");
+                println!("skipped: no sh to run the guest's metric function: {e}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn the_guest_sums_a_counter_over_queues_by_opcode() {
+        // The exporter's text: two queues, a histogram and completions by
+        // status (whose label holds spaces) beside the counters.
+        let scrape = r#"# TYPE zns_commands counter
+zns_commands_total{namespace="1",queue="0",opcode="write"} 3
+zns_commands_total{namespace="1",queue="1",opcode="write"} 2
+zns_commands_total{namespace="1",queue="1",opcode="read"} 7
+# TYPE zns_bytes counter
+zns_bytes_total{namespace="1",queue="0",opcode="write"} 49152
+zns_bytes_total{namespace="1",queue="1",opcode="write"} 16384
+zns_bytes_total{namespace="1",queue="1",opcode="read"} 65536
+zns_bytes_total{namespace="1",queue="1",opcode="zone_append"} 4096
+zns_command_latency_seconds_bucket{le="0.001",namespace="1",queue="0",opcode="write"} 3
+zns_completions_total{namespace="1",queue="0",status="Successful Completion"} 12
+# EOF
+"#;
+        let Some(w) = metric(scrape, "zns_bytes_total", "write") else { return };
+        assert_eq!(w, "65536\n");
+        assert_eq!(metric(scrape, "zns_commands_total", "write").unwrap(), "5\n");
+        assert_eq!(metric(scrape, "zns_bytes_total", "read").unwrap(), "65536\n");
+        assert_eq!(metric(scrape, "zns_commands_total", "flush").unwrap(), "0\n");
+        assert_eq!(metric("", "zns_bytes_total", "write").unwrap(), "0\n");
     }
 
     #[test]

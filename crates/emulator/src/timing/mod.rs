@@ -111,7 +111,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use zns_spec::{CompletionEntry, ZoneSendAction, ZoneState};
 
-pub use profile::TimingProfile;
+pub use profile::{TimingProfile, MAX_PLANES};
 
 use crate::clock::{Clock, Lateness};
 use crate::conv::{GcEvent, Placement};

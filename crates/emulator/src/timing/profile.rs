@@ -4,6 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Most planes a die of a timing profile may have (trace events name the
+/// planes an operation covers in a 32-bit mask).
+pub const MAX_PLANES: u32 = 32;
+
 /// Parameters of the timing model ([`crate::timing`]). Users copy a
 /// profile and edit these; [`TimingProfile::validate`] checks them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,7 +121,8 @@ pub struct TimingProfile {
     pub channels: u32,
     /// Dies on each channel.
     pub dies_per_channel: u32,
-    /// Planes per die, read and programmed together.
+    /// Planes per die, read and programmed together (at most
+    /// [`MAX_PLANES`]).
     pub planes: u32,
     /// Flash page size in KiB.
     pub page_kib: u32,
@@ -262,6 +267,10 @@ impl TimingProfile {
             if v == 0 {
                 return Err(format!("timing.{name} must be at least 1"));
             }
+        }
+        if self.planes > MAX_PLANES {
+            // Traces name the planes an operation covers in a 32-bit mask.
+            return Err(format!("timing.planes must be at most {MAX_PLANES}"));
         }
         if self.processing_units > 64 {
             return Err("timing.processing_units must be at most 64".into());

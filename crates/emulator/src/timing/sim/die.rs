@@ -22,9 +22,19 @@ const CLASSES: usize = 5;
 /// An operation on a die.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum DieOp {
-    Read { job: u32, bytes: u64, sense: u64 },
+    /// `planes`: the planes holding the bytes read (a mask, for traces).
+    Read {
+        job: u32,
+        bytes: u64,
+        sense: u64,
+        planes: u32,
+    },
     Program(u32),
-    Timed { job: Option<u32>, ns: u64, close: bool },
+    Timed {
+        job: Option<u32>,
+        ns: u64,
+        close: bool,
+    },
 }
 
 /// One die: the operation under way, those waiting by class, and a

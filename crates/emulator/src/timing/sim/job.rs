@@ -146,7 +146,7 @@ impl Sim {
     fn die_reads(&mut self, id: u32, pieces: Vec<Piece>, class: usize) -> bool {
         let n = pieces.len() as u32;
         for pc in pieces {
-            let op = DieOp::Read { job: id, bytes: pc.bytes, sense: pc.sense };
+            let op = DieOp::Read { job: id, bytes: pc.bytes, sense: pc.sense, planes: pc.planes };
             self.die_request(pc.die, op, class);
         }
         if n > 0 {

@@ -45,6 +45,10 @@ pub(super) struct Params {
     pub(super) channel_overhead: u64,
     /// Bytes sensed at once (a page on every plane).
     pub(super) sense_bytes: u64,
+    /// Bytes of one flash page (one plane's share of a page group).
+    pub(super) page: u64,
+    /// Planes per die.
+    pub(super) planes: u32,
     pub(super) read_levels: Vec<u64>,
     pub(super) program: u64,
     pub(super) program_variation: f64,
@@ -111,6 +115,8 @@ impl Params {
             channel_mbps: p.channel_mbps,
             channel_overhead: p.channel_overhead_ns,
             sense_bytes: p.page_kib as u64 * 1024 * p.planes as u64,
+            page: p.page_kib as u64 * 1024,
+            planes: p.planes,
             read_levels: p.read_us.iter().map(|t| (t * 1000.0).round() as u64).collect(),
             program: us(p.program_us),
             program_variation: p.program_variation,

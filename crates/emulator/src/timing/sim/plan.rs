@@ -17,6 +17,8 @@ pub(super) struct Piece {
     pub(super) die: u32,
     pub(super) bytes: u64,
     pub(super) sense: u64,
+    /// The planes holding the bytes (bit `p`: plane `p`), for traces.
+    pub(super) planes: u32,
 }
 
 /// Work put on a die by a reset (erases, block closes).
@@ -104,6 +106,29 @@ impl Sim {
         (g0..=g1).map(|g| levels[g as usize % levels.len()]).sum()
     }
 
+    /// The planes `[off, off + bytes)` of a program unit lies on, bit `p`
+    /// for plane `p`: a page group holds a page on every plane in plane
+    /// order, so page `i` of the unit is on plane `i mod planes`.
+    pub(super) fn plane_mask(&self, off_in_unit: u64, bytes: u64) -> u32 {
+        // Validated profiles have 1 to 32 planes ([`crate::timing::MAX_PLANES`]).
+        let planes = u64::from(self.p.planes.clamp(1, 32));
+        if bytes == 0 {
+            return 0;
+        }
+        let (first, last) = (off_in_unit / self.p.page, (off_in_unit + bytes - 1) / self.p.page);
+        if last - first + 1 >= planes {
+            return self.all_planes();
+        }
+        (first..=last).fold(0, |m, i| m | 1 << (i % planes))
+    }
+
+    /// Every plane of a die: what a program (a program unit spans the
+    /// planes), an erase and a block close (an erase block spans them)
+    /// cover.
+    pub(super) fn all_planes(&self) -> u32 {
+        u32::MAX >> (32 - self.p.planes.clamp(1, 32))
+    }
+
     /// Die reads for the written runs of a read: pieces split at program
     /// unit boundaries (in a striped zone at its chunks); data still in the
     /// buffer needs none.
@@ -136,6 +161,7 @@ impl Sim {
                         die: self.die_of(zone, k),
                         bytes,
                         sense: self.sense(in_unit, bytes),
+                        planes: self.plane_mask(in_unit, bytes),
                     });
                 }
                 off = piece_end;

@@ -198,6 +198,7 @@ impl Sim {
                         die: self.die_of(zone, k),
                         bytes,
                         sense: self.sense(in_unit, bytes),
+                        planes: self.plane_mask(in_unit, bytes),
                     });
                 }
                 at += bytes / bs;
@@ -213,8 +214,8 @@ impl Sim {
         let (bs, unit, sb) = (g.block_bytes, self.p.unit, self.p.sense_bytes);
         let levels = &self.p.read_levels;
         let zone = (nsid, 0);
-        // Program unit → (bytes, page groups sensed).
-        let mut units: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+        // Program unit → (bytes, page groups sensed, planes).
+        let mut units: std::collections::BTreeMap<u64, (u64, u64, u32)> = Default::default();
         for &o in valid {
             let off = o as u64 * bs;
             let (k, in_unit) = self.segment_place(zone, off);
@@ -226,15 +227,16 @@ impl Sim {
             let e = units.entry(k).or_default();
             e.0 += bs;
             e.1 |= 1 << group;
+            e.2 |= self.plane_mask(in_unit, bs);
         }
         units
             .into_iter()
-            .map(|(k, (bytes, groups))| {
+            .map(|(k, (bytes, groups, planes))| {
                 let sense = (0..64)
                     .filter(|b| groups & (1u64 << b) != 0)
                     .map(|b| levels[b % levels.len()])
                     .sum();
-                Piece { die: self.die_of(zone, k), bytes, sense }
+                Piece { die: self.die_of(zone, k), bytes, sense, planes }
             })
             .collect()
     }

@@ -29,13 +29,16 @@ impl Sim {
     pub(super) fn trace_die_op(&self, die: u32, op: &DieOp, end: u64, suspended: bool) {
         let Some(t) = &self.trace else { return };
         let start_ns = self.dies[die as usize].op_start;
-        let (cmd, zone, bytes) = match *op {
-            DieOp::Read { job, bytes, .. } => (self.cmd_of(job), None, bytes),
+        // Reads sense the planes holding their data; a program unit, an
+        // erase block (and so a block close) span every plane.
+        let all = self.all_planes();
+        let (cmd, zone, bytes, planes) = match *op {
+            DieOp::Read { job, bytes, planes, .. } => (self.cmd_of(job), None, bytes, planes),
             DieOp::Program(id) => match self.progs.get(id as usize).copied().flatten() {
-                Some(p) => (None, Some(p.zone), p.bytes),
-                None => (None, None, 0),
+                Some(p) => (None, Some(p.zone), p.bytes, all),
+                None => (None, None, 0, all),
             },
-            DieOp::Timed { job, .. } => (job.and_then(|j| self.cmd_of(j)), None, 0),
+            DieOp::Timed { job, .. } => (job.and_then(|j| self.cmd_of(j)), None, 0, all),
         };
         let op = Self::flash_op(op);
         t.event(&TraceEvent::Flash {
@@ -46,6 +49,7 @@ impl Sim {
             cmd,
             zone,
             bytes,
+            planes,
             suspended,
         });
         if suspended {
