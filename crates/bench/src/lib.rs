@@ -17,6 +17,8 @@
 //!   measuring IOPS and write amplification from fill to steady state.
 //! - [`ezns`]: the eZNS experiments, static striping against elastic
 //!   logical zones on one device, as `ezns.json` and SVG plots.
+//! - [`timeline`]: a JSON trace file (`emu:...,trace=FILE`) drawn as an
+//!   SVG timeline, behind `zns trace view`.
 
 pub mod characterize;
 pub mod clock;
@@ -25,3 +27,4 @@ pub mod fit;
 pub mod ftl_bench;
 pub mod overhead;
 pub mod probe;
+pub mod timeline;

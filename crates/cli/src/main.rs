@@ -24,6 +24,7 @@ mod report;
 mod serve;
 mod top;
 mod trace;
+mod trace_view;
 mod ublk;
 mod zrwa;
 
@@ -135,6 +136,11 @@ enum Command {
     Ezns {
         #[command(subcommand)]
         command: ezns::EznsCommand,
+    },
+    /// Trace files of --trace: draw one as an SVG timeline.
+    Trace {
+        #[command(subcommand)]
+        command: trace_view::TraceCommand,
     },
 }
 
@@ -330,6 +336,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         }
         Command::Top(args) => top::run(&device, &args, out),
         Command::List => list::run(out),
+        Command::Trace { command } => trace_view::run(&command, out),
         Command::Emu { command } => emu::run(command, out),
         Command::Bench { command } => bench::run(command, out),
         Command::Characterize(args) if args.suite == characterize::SuiteArg::Compare => {

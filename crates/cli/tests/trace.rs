@@ -143,6 +143,33 @@ fn a_characterize_trace_is_a_valid_trace_with_die_and_channel_tracks() {
     assert!(a["zone_rows"][0]["states"].as_str().unwrap().contains('F'), "{a}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Die utilization over time") && html.contains("Zone states over time"));
+
+    // The trace drawn: 200 µs of its dies and channels from a die's
+    // operation on.
+    let op = events.iter().find(|e| e["ph"] == "X" && e["pid"] == dies).expect("a die slice");
+    let die = &threads[&(dies, op["tid"].as_u64().unwrap())];
+    let from = op["ts"].as_f64().unwrap();
+    let svg = dir.path().join("trace.svg");
+    let (from, to) = (from.to_string(), (from + 200.0).to_string());
+    let o = ok(zns(&[
+        "trace",
+        "view",
+        trace.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+        "--from-us",
+        &from,
+        "--to-us",
+        &to,
+        "--only",
+        "die",
+        "--only",
+        "channel",
+    ]));
+    assert!(o.stdout.contains("drawn to"), "{}", o.stdout);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg") && drawn.contains(die.as_str()), "{die} not drawn");
+    assert!(!drawn.contains("zone 0") && drawn.matches("<rect").count() > 2, "no bars drawn");
 }
 
 #[test]
