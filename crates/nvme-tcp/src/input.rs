@@ -250,7 +250,7 @@ impl SocketInput {
 fn readable(stream: &TcpStream, timeout: Option<std::time::Duration>) -> bool {
     // Microseconds count: a queue with commands in flight sleeps for a few.
     let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_sec: d.as_secs().min(i64::MAX as u64) as _,
         tv_nsec: d.subsec_nanos() as libc::c_long,
     });
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
