@@ -52,6 +52,8 @@
 //!    `device_alone_cpu_us_per_io`, and `export_cpu_us_per_io` is the
 //!    target's CPU less that: what serving NVMe/TCP costs, as it would in
 //!    front of a real drive (`export_met` when ≤ 1.0 µs on both).
+//!    `--workers N` sets the target's worker threads for this goal
+//!    (default the target's own default).
 //! 4. NBD: not measured here.
 //!
 //! Where fewer than 10,000 connections could be held, the RSS at 10,000
@@ -88,8 +90,9 @@ const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0
 const MIB: f64 = 1024.0 * 1024.0;
 
 fn main() {
-    let usage = "--idle N, --stalled N, --seconds S, --goals 1234, --device URI";
+    let usage = "--idle N, --stalled N, --seconds S, --goals 1234, --device URI, --workers N";
     let (mut idle, mut stalled, mut seconds) = (10_000usize, 1_000usize, 2.0f64);
+    let mut workers = TargetConfig::default().workers;
     let mut goals = String::from("1234");
     let mut devices = Vec::new();
     let mut args = std::env::args().skip(1);
@@ -108,6 +111,7 @@ fn main() {
             "--idle" => idle = num() as usize,
             "--stalled" => stalled = num() as usize,
             "--seconds" => seconds = num(),
+            "--workers" => workers = num() as usize,
             other => panic!("unknown argument {other:?} ({usage})"),
         }
     }
@@ -121,7 +125,7 @@ fn main() {
     if devices.is_empty() {
         devices = vec!["emu:small,media=null".into(), "emu:small".into()];
     }
-    let cpu = run('3').then(|| cpu_per_read(&devices, dur));
+    let cpu = run('3').then(|| cpu_per_read(&devices, dur, workers));
     let waiting = run('4').then(|| cpu_while_waiting(dur));
     let out = json!({
         "benchmark": "nvmf-resources",
@@ -476,7 +480,7 @@ fn threads_cpu() -> HashMap<u64, (String, u64)> {
     m
 }
 
-fn cpu_per_read(devices: &[String], dur: Duration) -> Value {
+fn cpu_per_read(devices: &[String], dur: Duration, workers: usize) -> Value {
     let me = unsafe { libc::gettid() } as u64;
     let mut rows = Vec::new();
     let (mut met, mut export_met) = (true, true);
@@ -488,7 +492,8 @@ fn cpu_per_read(devices: &[String], dur: Duration) -> Value {
         let device = alone.cpu_of(|tid, _| tid == me) as f64 / alone.reads.max(1) as f64;
         eprintln!("CPU per read: {uri}, QD {QD}, through the target");
         let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-        let target = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+        let config = TargetConfig { workers, ..TargetConfig::default() };
+        let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
         let remote = zns_device::open(&format!("tcp:{}/{NQN}", target.local_addr())).unwrap();
         let w = read_window(remote.as_ref(), span, dur);
         let is_target =
