@@ -121,11 +121,24 @@ pub(crate) fn execute(ctrl: &Controller, sqe: &SubmissionEntry) -> Outcome {
     r.map_err(Status::from)
 }
 
+/// `data` → host memory through the admin command's PRPs.
 fn send(ctrl: &Controller, sqe: &SubmissionEntry, data: &[u8]) -> Result<(), StatusCode> {
     let mut at = 0;
     prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, data.len(), |s| {
         ctrl.host
             .write(s.addr, &data[at..at + s.len])
+            .map_err(|_| StatusCode::DataTransferError)?;
+        at += s.len;
+        Ok(())
+    })
+}
+
+/// Host memory → `buf` through the admin command's PRPs.
+fn receive(ctrl: &Controller, sqe: &SubmissionEntry, buf: &mut [u8]) -> Result<(), StatusCode> {
+    let mut at = 0;
+    prp::walk(&*ctrl.host, PAGE_SIZE, sqe.prp1, sqe.prp2, buf.len(), |s| {
+        ctrl.host
+            .read(s.addr, &mut buf[at..at + s.len])
             .map_err(|_| StatusCode::DataTransferError)?;
         at += s.len;
         Ok(())
@@ -263,6 +276,9 @@ fn identify_controller(ctrl: &Controller) -> IdentifyController {
         cntlid: CONTROLLER_ID,
         ver: Version::V2_0_0,
         cntrltype: IdentifyController::CNTRLTYPE_IO,
+        // Endurance groups and Flexible Data Placement with an FDP namespace.
+        ctratt: crate::fdp::ctratt(ctrl),
+        endgidmax: crate::fdp::endgidmax(ctrl),
         acl: 3,
         aerl: 0,
         lpa: 1 << 1, // command-set-specific (CSI) log pages supported
@@ -308,6 +324,7 @@ fn identify_namespace(ns: &Namespace) -> IdentifyNamespace {
         // NSATTR bit 0: a namespace whose image could not be trusted is
         // read-only, and hosts are told so.
         nsattr: u8::from(ns.write_protected),
+        endgid: crate::fdp::endgid(ns),
         mssrl: p.copy_max_range_blocks,
         mcl: p.copy_max_blocks,
         msrc: (p.copy_max_ranges - 1) as u8,
@@ -381,6 +398,10 @@ fn get_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusC
             Ok(st.volatile_write_cache as u64)
         }
         Some(FeatureId::IoCommandSetProfile) => Ok(ctrl.iocs_index.load(Ordering::Relaxed) as u64),
+        Some(FeatureId::FlexibleDataPlacement) => crate::fdp::get_feature(ctrl, sqe),
+        Some(FeatureId::FdpEvents) => {
+            crate::fdp::get_events_feature(ctrl, sqe, |data| send(ctrl, sqe, data))
+        }
         _ => st
             .plain_features
             .iter()
@@ -438,6 +459,10 @@ fn set_features(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusC
             ctrl.iocs_index.store(index as u8, Ordering::Relaxed);
             Ok(0)
         }
+        Some(FeatureId::FlexibleDataPlacement) => crate::fdp::set_feature(ctrl, sqe),
+        Some(FeatureId::FdpEvents) => {
+            crate::fdp::set_events_feature(ctrl, sqe, |buf| receive(ctrl, sqe, buf))
+        }
         _ => {
             let slot = st.plain_features.iter_mut().find(|(id, _)| *id == f.fid);
             let slot = slot.ok_or(StatusCode::InvalidField)?;
@@ -486,6 +511,12 @@ fn get_log_page(ctrl: &Controller, sqe: &SubmissionEntry) -> Result<u64, StatusC
             let ids = zones.take_changed_zones(ChangedZoneList::MAX_ZONES + 1);
             ChangedZoneList::from_zones(&ids).to_bytes().to_vec()
         }
+        Some(
+            lid @ (LogPageId::FdpConfigurations
+            | LogPageId::ReclaimUnitHandleUsage
+            | LogPageId::FdpStatistics
+            | LogPageId::FdpEvents),
+        ) => crate::fdp::log_page(ctrl, lid, &cmd)?,
         _ => return Err(StatusCode::InvalidLogPage),
     };
     let offset = cmd.offset;

@@ -377,6 +377,11 @@ impl Controller {
                     *self.cqs[0].lock() = Some(acq);
                     *self.sqs[0].lock() = Some(asq);
                     self.admin_state.lock().reset(&self.profile);
+                    for ns in &self.namespaces {
+                        if let Some(f) = ns.firmware() {
+                            f.reset_features();
+                        }
+                    }
                     self.write_cache
                         .store(self.profile.controller.volatile_write_cache, Ordering::Relaxed);
                     r.csts = r.csts.with_rdy(true).with_cfs(false);

@@ -73,6 +73,8 @@ pub(crate) fn execute(
             copied = blocks;
             0
         }),
+        IoOpcode::IoManagementReceive => crate::fdp::io_management_receive(ctrl, host, ns, sqe),
+        IoOpcode::IoManagementSend => crate::fdp::io_management_send(ctrl, host, ns, sqe),
         _ => Err(StatusCode::InvalidOpcode),
     };
     if r.is_ok() {
@@ -198,7 +200,7 @@ fn zone_status(e: ZoneError<StatusCode>) -> StatusCode {
 }
 
 /// Host memory → `buf` through the command's PRPs.
-fn dma_from_host(
+pub(crate) fn dma_from_host(
     ctrl: &Controller,
     host: &dyn HostMemory,
     sqe: &SubmissionEntry,
@@ -216,7 +218,7 @@ fn dma_from_host(
 }
 
 /// `data` → host memory through the command's PRPs.
-fn dma_to_host(
+pub(crate) fn dma_to_host(
     ctrl: &Controller,
     host: &dyn HostMemory,
     sqe: &SubmissionEntry,
@@ -581,7 +583,7 @@ fn write(
         store_from_host(ctrl, host, ns, sqe, rw.slba, dest, blocks, buf)
     };
     let Placed { opened, filled, placed, zrwa_commit } =
-        place(ctrl, ns, rw.slba, blocks, fua, data)?;
+        place(ctrl, ns, rw.slba, blocks, fua, rw.placement(), data)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: rw.slba,
@@ -618,19 +620,22 @@ struct Placed {
 }
 
 /// Places `blocks` blocks at `slba` through the zone rules (when zoned) or
-/// the firmware's map (conventional with an FTL), with `data` storing them
-/// at the media runs given, then makes them durable for FUA.
+/// the firmware's map (conventional with an FTL; `pid`, the placement
+/// identifier of a write with DTYPE 2h, picks an FDP namespace's reclaim
+/// unit handle), with `data` storing them at the media runs given, then
+/// makes them durable for FUA.
 fn place(
     ctrl: &Controller,
     ns: &Namespace,
     slba: u64,
     blocks: u64,
     fua: bool,
+    pid: Option<u16>,
     data: impl FnOnce(&[(u64, u64)]) -> Result<(), StatusCode>,
 ) -> Result<Placed, StatusCode> {
     let placed = match (&ns.ftl, ns.zones()) {
         (Some(f), _) => {
-            let placed = f.write(slba, blocks, ctrl.transfers_data(), data)?;
+            let placed = f.write(slba, blocks, ctrl.transfers_data(), pid, data)?;
             Placed { placed, ..Placed::default() }
         }
         (None, Some(z)) => {
@@ -717,8 +722,9 @@ fn write_zeroes(
         ns.clear_read_errors(w.slba, blocks);
         Ok(())
     };
+    // Deallocated, not programmed: no reclaim unit takes the blocks.
     let Placed { opened, filled, placed, zrwa_commit } =
-        place(ctrl, ns, w.slba, blocks, w.fua, zero)?;
+        place(ctrl, ns, w.slba, blocks, w.fua, None, zero)?;
     note(info, || Op::Write {
         nsid: ns.nsid,
         lba: w.slba,
@@ -927,8 +933,9 @@ fn copy(
     let copy_in = |dest: &[(u64, u64)]| -> Result<(), StatusCode> {
         store(ns, cmd.sdlba, dest, &data, (ms > 0).then_some(&meta[..]), total)
     };
+    let pid = (cmd.dtype == zns_spec::fdp::DTYPE_DATA_PLACEMENT).then_some(cmd.dspec);
     let Placed { opened, filled, placed, zrwa_commit } =
-        place(ctrl, ns, cmd.sdlba, total, cmd.fua, copy_in)?;
+        place(ctrl, ns, cmd.sdlba, total, cmd.fua, pid, copy_in)?;
     note(info, || Op::Copy {
         nsid: ns.nsid,
         sources,

@@ -11,7 +11,10 @@
 //!   transition and error tables, with open/active resource limits.
 //! - [`conv`]: the firmware of a conventional SSD (the `zn540-conv` and
 //!   `small-conv` twins): a page-mapped FTL with garbage collection inside
-//!   the device.
+//!   the device; with Flexible Data Placement (the `zn540-fdp` and
+//!   `small-fdp` twins) each reclaim unit handle writes segments of its own
+//!   (the controller's side of FDP: features, logs and I/O Management
+//!   commands, in `fdp`).
 //! - [`media`]: sparse RAM (default), file and null block stores.
 //! - [`image`]: persistent devices whose data and zone state survive restarts.
 //! - [`reference`]: the measured figures of the real drive a profile
@@ -61,6 +64,7 @@ pub mod zns;
 
 mod admin;
 mod controller;
+mod fdp;
 mod io;
 mod namespace;
 mod queue;
@@ -311,13 +315,14 @@ impl EmulatorBuilder {
         };
         for (nsid, p, media, zones) in states {
             let ftl = match &p.ftl {
-                Some(f) => Some(Firmware::new(
-                    f,
-                    p.block_size,
-                    p.metadata_size,
-                    Arc::clone(&media),
-                    timed,
-                )?),
+                Some(f) => {
+                    let fw =
+                        Firmware::new(f, p.block_size, p.metadata_size, Arc::clone(&media), timed)?;
+                    Some(match &p.fdp {
+                        Some(d) => fw.with_fdp(d, nsid),
+                        None => fw,
+                    })
+                }
                 None => None,
             };
             let mut ns = Namespace::new(nsid, p, zones, ftl, media, sink.clone());

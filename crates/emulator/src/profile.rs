@@ -2,7 +2,8 @@
 //!
 //! Profiles are TOML files; the ones in the crate's `profiles/` folder are
 //! built in and selectable by name (`tiny`, `small`, `zn540`, `small-zone`,
-//! and the conventional twins `zn540-conv` and `small-conv`).
+//! the conventional twins `zn540-conv` and `small-conv`, and their
+//! Flexible Data Placement twins `zn540-fdp` and `small-fdp`).
 //! Users copy and edit them, and load their own with [`Profile::from_toml`]
 //! or [`Profile::load`].
 //!
@@ -48,6 +49,8 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("small-zone", include_str!("../profiles/small-zone.toml")),
     ("zn540-conv", include_str!("../profiles/zn540-conv.toml")),
     ("small-conv", include_str!("../profiles/small-conv.toml")),
+    ("zn540-fdp", include_str!("../profiles/zn540-fdp.toml")),
+    ("small-fdp", include_str!("../profiles/small-fdp.toml")),
 ];
 
 /// A device description: controller parameters and its namespaces.
@@ -282,6 +285,74 @@ pub struct NamespaceProfile {
     /// and its size follows from the flash and the over-provisioning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ftl: Option<FtlProfile>,
+    /// Conventional namespaces with an FTL: Flexible Data Placement (a
+    /// `[namespace.fdp]` table). The host tags writes with a placement
+    /// identifier and the firmware keeps each reclaim unit handle's data
+    /// in reclaim units (segments) of its own ([`crate::conv`]). Absent:
+    /// no FDP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdp: Option<FdpProfile>,
+}
+
+/// Flexible Data Placement on a conventional namespace with a device-side
+/// FTL: its reclaim unit handles, all of one isolation. The namespace is
+/// endurance group 1, with one reclaim group; a reclaim unit is one of the
+/// FTL's segments (`segment_blocks`), and the namespace's placement handle
+/// `i` is reclaim unit handle `i`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FdpProfile {
+    /// Reclaim unit handles (1..=[`FDP_MAX_HANDLES`]); each has an open
+    /// segment for host writes.
+    pub handles: u16,
+    /// `initially` isolated (garbage collection moves every handle's valid
+    /// data into one shared segment) or `persistently` isolated (into a
+    /// segment of the handle's own).
+    #[serde(default)]
+    pub kind: FdpIsolation,
+}
+
+/// How a reclaim unit handle's data stays apart from other handles'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FdpIsolation {
+    /// Initially isolated (RUHT 1h): apart when written; garbage collection
+    /// may mix handles.
+    #[default]
+    Initially,
+    /// Persistently isolated (RUHT 2h): apart through garbage collection
+    /// too.
+    Persistently,
+}
+
+/// Most reclaim unit handles an FDP namespace may have.
+pub const FDP_MAX_HANDLES: u16 = 128;
+
+impl FdpProfile {
+    /// Open segments garbage collection writes to: one shared, or one per
+    /// handle when persistently isolated.
+    pub fn gc_streams(&self) -> u64 {
+        match self.kind {
+            FdpIsolation::Initially => 1,
+            FdpIsolation::Persistently => self.handles as u64,
+        }
+    }
+
+    /// Segments the firmware never counts on for data: the GC reserve and
+    /// one to spare, and every open segment (one per handle, and the GC's).
+    pub fn reserved_segments(&self) -> u64 {
+        FTL_RESERVED_SEGMENTS - 2 + self.handles as u64 + self.gc_streams()
+    }
+
+    fn validate(&self, nsid: usize) -> Result<(), ProfileError> {
+        if self.handles == 0 || self.handles > FDP_MAX_HANDLES {
+            return Err(ProfileError::Invalid(format!(
+                "namespace {nsid}: fdp.handles {} must be in 1..={FDP_MAX_HANDLES}",
+                self.handles
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The device-side FTL of a conventional namespace: its flash and how it
@@ -312,7 +383,8 @@ fn default_policy() -> String {
 
 /// Segments the firmware never counts on for data: the GC reserve, the
 /// host's and the GC's open segments and one to spare, so garbage
-/// collection always finds a victim holding invalid blocks.
+/// collection always finds a victim holding invalid blocks (with Flexible
+/// Data Placement, more: [`FdpProfile::reserved_segments`]).
 pub const FTL_RESERVED_SEGMENTS: u64 = 4;
 
 impl FtlProfile {
@@ -339,11 +411,14 @@ impl FtlProfile {
         })
     }
 
+    /// Checks the table; `reserved`: segments the firmware keeps out of
+    /// the exposed capacity ([`FTL_RESERVED_SEGMENTS`], or more with FDP).
     fn validate(
         &self,
         nsid: usize,
         timing: Option<&TimingProfile>,
         block: u64,
+        reserved: u64,
     ) -> Result<(), ProfileError> {
         let bad = |m: String| Err(ProfileError::Invalid(format!("namespace {nsid}: ftl.{m}")));
         if self.flash_zones == 0 || self.flash_zone_blocks == 0 || self.segment_blocks == 0 {
@@ -367,10 +442,10 @@ impl FtlProfile {
             ));
         }
         let data_segments = self.exposed_blocks().div_ceil(self.segment_blocks);
-        if data_segments + FTL_RESERVED_SEGMENTS > segments {
+        if data_segments + reserved > segments {
             return bad(format!(
                 "over_provisioning {} leaves {} of {segments} segments of spare; the firmware needs \
-                 {FTL_RESERVED_SEGMENTS}",
+                 {reserved}",
                 self.over_provisioning,
                 segments - data_segments.min(segments)
             ));
@@ -553,6 +628,10 @@ impl Profile {
         if self.namespaces.is_empty() || self.namespaces.len() > 16 {
             return bad("a profile needs 1 to 16 namespaces".into());
         }
+        if self.namespaces.iter().filter(|n| n.fdp.is_some()).count() > 1 {
+            // The FDP namespace is endurance group 1, the only one.
+            return bad("at most one namespace may have Flexible Data Placement".into());
+        }
         for (i, ns) in self.namespaces.iter().enumerate() {
             let nsid = i + 1;
             if !valid_block_size(ns.block_size) {
@@ -566,6 +645,12 @@ impl Profile {
             }
             if ns.kind == NamespaceKind::Conventional && ns.zrwa.is_some() {
                 return bad(format!("namespace {nsid}: zone random write areas need zones"));
+            }
+            if ns.fdp.is_some() && (ns.kind != NamespaceKind::Conventional || ns.ftl.is_none()) {
+                return bad(format!(
+                    "namespace {nsid}: Flexible Data Placement needs a conventional namespace \
+                     with an [namespace.ftl] table"
+                ));
             }
             match ns.kind {
                 NamespaceKind::Conventional => match &ns.ftl {
@@ -582,7 +667,14 @@ impl Profile {
                         ));
                     }
                     Some(f) => {
-                        f.validate(nsid, self.timing.as_ref(), ns.block_size as u64)?;
+                        let reserved = ns
+                            .fdp
+                            .as_ref()
+                            .map_or(FTL_RESERVED_SEGMENTS, |d| d.reserved_segments());
+                        if let Some(d) = &ns.fdp {
+                            d.validate(nsid)?;
+                        }
+                        f.validate(nsid, self.timing.as_ref(), ns.block_size as u64, reserved)?;
                     }
                 },
                 NamespaceKind::Zoned => {

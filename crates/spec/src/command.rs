@@ -571,6 +571,22 @@ impl ReadWrite {
         ReadWrite { fua, ..self }
     }
 
+    /// The same command as a write placed by Flexible Data Placement:
+    /// DTYPE 2h (Data Placement) and DSPEC the placement identifier
+    /// ([`crate::fdp::PlacementId`]).
+    pub const fn with_placement(self, pid: u16) -> Self {
+        ReadWrite { dtype: crate::fdp::DTYPE_DATA_PLACEMENT, dspec: pid, ..self }
+    }
+
+    /// The placement identifier of a write with DTYPE 2h (Data
+    /// Placement); `None` for any other directive type.
+    pub const fn placement(&self) -> Option<u16> {
+        match self.dtype {
+            crate::fdp::DTYPE_DATA_PLACEMENT => Some(self.dspec),
+            _ => None,
+        }
+    }
+
     const fn encode(&self, opcode: IoOpcode) -> Result<SubmissionEntry, CommandError> {
         let nlb = match nlb(self.blocks) {
             Ok(v) => v,
@@ -646,8 +662,9 @@ impl Flush {
     }
 }
 
-/// Write Zeroes (08h). CDW10-11: SLBA; CDW12: NLB (15:0, 0's based), DEAC
-/// (25), PRINFO (29:26), FUA (30), LR (31).
+/// Write Zeroes (08h). CDW10-11: SLBA; CDW12: NLB (15:0, 0's based), DTYPE
+/// (23:20), DEAC (25), PRINFO (29:26), FUA (30), LR (31); CDW13: DSPEC
+/// (31:16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WriteZeroes {
     /// Namespace identifier.
@@ -656,6 +673,8 @@ pub struct WriteZeroes {
     pub slba: u64,
     /// Number of logical blocks (1..=65536).
     pub blocks: u32,
+    /// DTYPE: directive type.
+    pub dtype: u8,
     /// DEAC: deallocate the blocks.
     pub deallocate: bool,
     /// PRINFO: protection information action and checks.
@@ -664,12 +683,30 @@ pub struct WriteZeroes {
     pub fua: bool,
     /// LR: limited retry.
     pub lr: bool,
+    /// DSPEC: directive specific value.
+    pub dspec: u16,
 }
 
 impl WriteZeroes {
     /// Zeroes `blocks` blocks at `slba`.
     pub const fn new(nsid: u32, slba: u64, blocks: u32) -> Self {
-        WriteZeroes { nsid, slba, blocks, deallocate: false, prinfo: 0, fua: false, lr: false }
+        WriteZeroes {
+            nsid,
+            slba,
+            blocks,
+            dtype: 0,
+            deallocate: false,
+            prinfo: 0,
+            fua: false,
+            lr: false,
+            dspec: 0,
+        }
+    }
+
+    /// The same command placed by Flexible Data Placement (DTYPE 2h, DSPEC
+    /// the placement identifier).
+    pub const fn with_placement(self, pid: u16) -> Self {
+        WriteZeroes { dtype: crate::fdp::DTYPE_DATA_PLACEMENT, dspec: pid, ..self }
     }
 
     /// The submission entry; fails when `blocks` is 0 or above 65536.
@@ -682,10 +719,12 @@ impl WriteZeroes {
         e.cdw10 = self.slba as u32;
         e.cdw11 = (self.slba >> 32) as u32;
         e.cdw12 = nlb
+            | ((self.dtype & 0xF) as u32) << 20
             | (self.deallocate as u32) << 25
             | ((self.prinfo & 0xF) as u32) << 26
             | (self.fua as u32) << 30
             | (self.lr as u32) << 31;
+        e.cdw13 = (self.dspec as u32) << 16;
         Ok(e)
     }
 
@@ -695,10 +734,12 @@ impl WriteZeroes {
             nsid: e.nsid,
             slba: e.cdw10_11(),
             blocks: blocks_of(e.cdw12),
+            dtype: bits(e.cdw12, 20, 4) as u8,
             deallocate: bit(e.cdw12, 25),
             prinfo: bits(e.cdw12, 26, 4) as u8,
             fua: bit(e.cdw12, 30),
             lr: bit(e.cdw12, 31),
+            dspec: (e.cdw13 >> 16) as u16,
         }
     }
 }
@@ -848,6 +889,12 @@ impl CopyCmd {
             lr: false,
             dspec: 0,
         }
+    }
+
+    /// The same command with its write placed by Flexible Data Placement
+    /// (DTYPE 2h, DSPEC the placement identifier).
+    pub const fn with_placement(self, pid: u16) -> Self {
+        CopyCmd { dtype: crate::fdp::DTYPE_DATA_PLACEMENT, dspec: pid, ..self }
     }
 
     /// The submission entry; fails when `ranges` is 0 or above 256.
@@ -1389,6 +1436,16 @@ mod tests {
 
         let plain = ReadWrite::new(2, 100, 1).with_fua(true).write().unwrap();
         assert_eq!(plain.cdw12, 1 << 30);
+        assert_eq!(ReadWrite::decode(&plain).placement(), None);
+        // A placed write: DTYPE 2h (CDW12 23:20), DSPEC the placement
+        // identifier (CDW13 31:16).
+        let placed = ReadWrite::new(2, 100, 1).with_placement(7).write().unwrap();
+        assert_eq!((placed.cdw12, placed.cdw13), (2 << 20, 7 << 16));
+        assert_eq!(ReadWrite::decode(&placed).placement(), Some(7));
+        let streams = ReadWrite { dtype: 1, ..ReadWrite::new(2, 0, 1) };
+        assert_eq!(streams.placement(), None, "DTYPE 1h is the Streams directive");
+        let copy = CopyCmd::new(1, 0, 1).with_placement(3).to_entry().unwrap();
+        assert_eq!((copy.cdw12 >> 20 & 0xF, copy.cdw13 >> 16), (2, 3));
         let max = ReadWrite::new(2, 0, 65536).read().unwrap();
         assert_eq!(max.cdw12, 0xFFFF);
         assert_eq!(ReadWrite::decode(&max).blocks, 65536);
@@ -1414,17 +1471,27 @@ mod tests {
             nsid: 1,
             slba: 0x1_0000_0010,
             blocks: 16,
+            dtype: 0,
             deallocate: true,
             prinfo: 0x9,
             fua: true,
             lr: false,
+            dspec: 0,
         };
         let e = wz.to_entry().unwrap();
         assert_eq!(e.opcode(), 0x08);
         assert_driver_fields_clear(&e);
         assert_eq!((e.cdw10, e.cdw11), (0x10, 0x1));
         assert_eq!(e.cdw12, 15 | 1 << 25 | 0x9 << 26 | 1 << 30);
+        assert_eq!(e.cdw13, 0);
         assert_eq!(WriteZeroes::decode(&e), wz);
+        // Placed: DTYPE 2h in CDW12 23:20, the placement identifier in
+        // CDW13 31:16.
+        let placed = wz.with_placement(0x0102);
+        let e = placed.to_entry().unwrap();
+        assert_eq!(e.cdw12, 15 | 2 << 20 | 1 << 25 | 0x9 << 26 | 1 << 30);
+        assert_eq!(e.cdw13, 0x0102 << 16);
+        assert_eq!(WriteZeroes::decode(&e), placed);
         assert!(WriteZeroes::new(1, 0, 0).to_entry().is_err());
         assert!(WriteZeroes::new(1, 0, 65537).to_entry().is_err());
     }

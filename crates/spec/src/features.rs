@@ -27,11 +27,17 @@ pub enum FeatureId {
     AsyncEventConfiguration = 0x0B,
     /// 19h I/O Command Set Profile.
     IoCommandSetProfile = 0x19,
+    /// 1Dh Flexible Data Placement (endurance group scoped; see
+    /// [`crate::fdp::FdpFeature`]).
+    FlexibleDataPlacement = 0x1D,
+    /// 1Eh FDP Events (namespace scoped; see
+    /// [`crate::fdp::FdpEventsFeature`]).
+    FdpEvents = 0x1E,
 }
 
 impl FeatureId {
     /// Every named feature.
-    pub const ALL: [FeatureId; 10] = [
+    pub const ALL: [FeatureId; 12] = [
         Self::Arbitration,
         Self::PowerManagement,
         Self::TemperatureThreshold,
@@ -42,6 +48,8 @@ impl FeatureId {
         Self::WriteAtomicityNormal,
         Self::AsyncEventConfiguration,
         Self::IoCommandSetProfile,
+        Self::FlexibleDataPlacement,
+        Self::FdpEvents,
     ];
 
     /// Decodes a FID; `None` for features this crate does not name.
@@ -57,6 +65,8 @@ impl FeatureId {
             0x0A => Self::WriteAtomicityNormal,
             0x0B => Self::AsyncEventConfiguration,
             0x19 => Self::IoCommandSetProfile,
+            0x1D => Self::FlexibleDataPlacement,
+            0x1E => Self::FdpEvents,
             _ => return None,
         })
     }
@@ -218,7 +228,7 @@ mod tests {
 
     #[test]
     fn feature_ids_have_spec_values() {
-        let want = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x19];
+        let want = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x19, 0x1D, 0x1E];
         for (f, v) in FeatureId::ALL.into_iter().zip(want) {
             assert_eq!(f as u8, v);
             assert_eq!(FeatureId::from_raw(v), Some(f));

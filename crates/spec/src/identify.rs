@@ -295,7 +295,9 @@ pub struct IdentifyController {
     pub rtd3e: u32,
     /// OAES (95:92): optional asynchronous events supported.
     pub oaes: u32,
-    /// CTRATT (99:96): controller attributes.
+    /// CTRATT (99:96): controller attributes
+    /// ([`IdentifyController::CTRATT_ENDURANCE_GROUPS`],
+    /// [`IdentifyController::CTRATT_FDPS`]).
     pub ctratt: u32,
     /// CNTRLTYPE (111): controller type.
     pub cntrltype: u8,
@@ -313,6 +315,8 @@ pub struct IdentifyController {
     pub elpe: u8,
     /// NPSS (263): number of power states supported, 0's based.
     pub npss: u8,
+    /// ENDGIDMAX (341:340): the largest endurance group identifier.
+    pub endgidmax: u16,
     /// SQES (512): required (3:0) and maximum (7:4) SQ entry size, log2.
     pub sqes: u8,
     /// CQES (513): required (3:0) and maximum (7:4) CQ entry size, log2.
@@ -380,6 +384,10 @@ impl IdentifyController {
     pub const OCFS_FORMAT0: u16 = 1 << 0;
     /// VWC bit 0: a volatile write cache is present.
     pub const VWC_PRESENT: u8 = 1 << 0;
+    /// CTRATT bit 4 (EGS): endurance groups supported.
+    pub const CTRATT_ENDURANCE_GROUPS: u32 = 1 << 4;
+    /// CTRATT bit 19 (FDPS): Flexible Data Placement supported.
+    pub const CTRATT_FDPS: u32 = 1 << 19;
 
     /// Maximum data transfer in bytes given the minimum memory page size;
     /// `None` for no limit (MDTS 0, or a size beyond `u64`).
@@ -417,6 +425,7 @@ impl IdentifyController {
         b[261] = self.lpa;
         b[262] = self.elpe;
         b[263] = self.npss;
+        put16(b, 340, self.endgidmax);
         b[512] = self.sqes;
         b[513] = self.cqes;
         put16(b, 514, self.maxcmd);
@@ -477,6 +486,7 @@ impl IdentifyController {
             lpa: b[261],
             elpe: b[262],
             npss: b[263],
+            endgidmax: get16(b, 340),
             sqes: b[512],
             cqes: b[513],
             maxcmd: get16(b, 514),
@@ -1264,6 +1274,7 @@ mod tests {
             lpa: 0x0E,
             elpe: 63,
             npss: 1,
+            endgidmax: 0x5A5B,
             sqes: 0x66,
             cqes: 0x44,
             maxcmd: 0x5152,
@@ -1307,6 +1318,10 @@ mod tests {
         at(&b[..], 88, &0x1A1B_1C1Du32.to_le_bytes());
         at(&b[..], 92, &0x2A2B_2C2Du32.to_le_bytes());
         at(&b[..], 96, &0x3A3B_3C3Du32.to_le_bytes());
+        at(&b[..], 340, &0x5A5Bu16.to_le_bytes());
+        // FDPS is CTRATT bit 19, EGS bit 4.
+        assert_eq!(IdentifyController::CTRATT_FDPS, 0x0008_0000);
+        assert_eq!(IdentifyController::CTRATT_ENDURANCE_GROUPS, 0x10);
         at(&b[..], 111, &[1]);
         at(&b[..], 256, &0x4142u16.to_le_bytes());
         at(&b[..], 258, &[3, 4, 0x17, 0x0E, 63, 1]);
@@ -1335,7 +1350,7 @@ mod tests {
         at(&b[..], 2048 + 31 * 32, &0x7777u16.to_le_bytes());
         // Everything not written above stays zero.
         assert!(b[100..111].iter().chain(&b[112..256]).all(|&x| x == 0));
-        assert!(b[264..512].iter().chain(&b[544..768]).all(|&x| x == 0));
+        assert!(b[264..340].iter().chain(&b[342..512]).chain(&b[544..768]).all(|&x| x == 0));
         assert!(b[1024..1792].iter().chain(&b[1806..2048]).all(|&x| x == 0));
         assert!(b[3072..].iter().all(|&x| x == 0));
         assert_eq!(IdentifyController::from_bytes(&b), c);

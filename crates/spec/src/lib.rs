@@ -4,7 +4,9 @@
 //! by every znskit layer: submission and completion entries, opcodes, status
 //! codes with their specification names, controller registers, Identify data
 //! structures, zone descriptors and reports, Copy source ranges, log pages,
-//! asynchronous events, typed command builders, and NVMe over Fabrics: SGL
+//! asynchronous events, typed command builders, Flexible Data Placement
+//! (directive fields, log pages, features, I/O Management commands), and
+//! NVMe over Fabrics: SGL
 //! descriptors, Fabrics commands, the Discovery log page and the NVMe/TCP
 //! PDUs.
 //!
@@ -21,6 +23,7 @@ pub mod cqe;
 pub mod crc;
 pub mod event;
 pub mod fabrics;
+pub mod fdp;
 pub mod features;
 pub mod identify;
 pub mod log;

@@ -23,6 +23,18 @@ pub enum LogPageId {
     ChangedNamespaceList = 0x04,
     /// 05h Commands Supported and Effects.
     CommandsSupportedAndEffects = 0x05,
+    /// 20h FDP Configurations (endurance group scoped: LSI names the
+    /// group; [`crate::fdp::FdpConfigLog`]).
+    FdpConfigurations = 0x20,
+    /// 21h Reclaim Unit Handle Usage (endurance group scoped;
+    /// [`crate::fdp::RuhUsageLog`]).
+    ReclaimUnitHandleUsage = 0x21,
+    /// 22h FDP Statistics (endurance group scoped;
+    /// [`crate::fdp::FdpStatsLog`]).
+    FdpStatistics = 0x22,
+    /// 23h FDP Events (endurance group scoped; LSP bit 0 selects host or
+    /// controller events; [`crate::fdp::FdpEventsLog`]).
+    FdpEvents = 0x23,
     /// BFh Changed Zone List (Zoned Namespace command set, CSI 02h).
     ChangedZoneList = 0xBF,
     /// C0h SMART / Health Information Extended: a vendor-specific LID that
@@ -40,6 +52,10 @@ impl LogPageId {
             0x03 => Self::FirmwareSlot,
             0x04 => Self::ChangedNamespaceList,
             0x05 => Self::CommandsSupportedAndEffects,
+            0x20 => Self::FdpConfigurations,
+            0x21 => Self::ReclaimUnitHandleUsage,
+            0x22 => Self::FdpStatistics,
+            0x23 => Self::FdpEvents,
             0xBF => Self::ChangedZoneList,
             0xC0 => Self::OcpSmartExtended,
             _ => return None,
@@ -486,6 +502,10 @@ mod tests {
             (LogPageId::FirmwareSlot, 0x03),
             (LogPageId::ChangedNamespaceList, 0x04),
             (LogPageId::CommandsSupportedAndEffects, 0x05),
+            (LogPageId::FdpConfigurations, 0x20),
+            (LogPageId::ReclaimUnitHandleUsage, 0x21),
+            (LogPageId::FdpStatistics, 0x22),
+            (LogPageId::FdpEvents, 0x23),
             (LogPageId::ChangedZoneList, 0xBF),
             (LogPageId::OcpSmartExtended, 0xC0),
         ];

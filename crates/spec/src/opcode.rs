@@ -68,8 +68,14 @@ pub enum IoOpcode {
     DatasetManagement = 0x09,
     /// 0Ch Verify.
     Verify = 0x0C,
+    /// 12h I/O Management Receive (Flexible Data Placement: Reclaim Unit
+    /// Handle Status).
+    IoManagementReceive = 0x12,
     /// 19h Copy.
     Copy = 0x19,
+    /// 1Dh I/O Management Send (Flexible Data Placement: Reclaim Unit
+    /// Handle Update).
+    IoManagementSend = 0x1D,
     /// 79h Zone Management Send (ZNS).
     ZoneMgmtSend = 0x79,
     /// 7Ah Zone Management Receive (ZNS).
@@ -90,7 +96,9 @@ impl IoOpcode {
             0x08 => Self::WriteZeroes,
             0x09 => Self::DatasetManagement,
             0x0C => Self::Verify,
+            0x12 => Self::IoManagementReceive,
             0x19 => Self::Copy,
+            0x1D => Self::IoManagementSend,
             0x79 => Self::ZoneMgmtSend,
             0x7A => Self::ZoneMgmtRecv,
             0x7D => Self::ZoneAppend,
@@ -166,6 +174,10 @@ mod tests {
         assert_eq!(IoOpcode::ZoneMgmtSend.transfer(), DataDirection::HostToController);
         assert_eq!(IoOpcode::Read.transfer(), DataDirection::ControllerToHost);
         assert_eq!(IoOpcode::Copy.transfer(), DataDirection::HostToController);
+        assert_eq!(IoOpcode::from_raw(0x12), Some(IoOpcode::IoManagementReceive));
+        assert_eq!(IoOpcode::IoManagementReceive.transfer(), DataDirection::ControllerToHost);
+        assert_eq!(IoOpcode::from_raw(0x1D), Some(IoOpcode::IoManagementSend));
+        assert_eq!(IoOpcode::IoManagementSend.transfer(), DataDirection::HostToController);
         for v in 0..=255u8 {
             if let Some(op) = IoOpcode::from_raw(v) {
                 assert_eq!(op as u8, v);

@@ -134,14 +134,11 @@ status_codes! {
     CommandInterrupted = (Generic, 0x21, "Command Interrupted"),
     /// 00h/22h Transient Transport Error (a PDU's data failed its digest).
     TransientTransportError = (Generic, 0x22, "Transient Transport Error"),
-    /// 00h/29h I/O Command Set Not Supported.
-    IoCommandSetNotSupported = (Generic, 0x29, "I/O Command Set Not Supported"),
-    /// 00h/2Ah I/O Command Set Not Enabled.
-    IoCommandSetNotEnabled = (Generic, 0x2A, "I/O Command Set Not Enabled"),
-    /// 00h/2Bh I/O Command Set Combination Rejected.
-    IoCommandSetCombinationRejected = (Generic, 0x2B, "I/O Command Set Combination Rejected"),
-    /// 00h/2Ch Invalid I/O Command Set.
-    InvalidIoCommandSet = (Generic, 0x2C, "Invalid I/O Command Set"),
+    /// 00h/29h FDP Disabled: the command needs Flexible Data Placement
+    /// enabled in the endurance group.
+    FdpDisabled = (Generic, 0x29, "FDP Disabled"),
+    /// 00h/2Ah Invalid Placement Handle List.
+    InvalidPlacementHandleList = (Generic, 0x2A, "Invalid Placement Handle List"),
     /// 00h/80h LBA Out of Range.
     LbaOutOfRange = (Generic, 0x80, "LBA Out of Range"),
     /// 00h/81h Capacity Exceeded.
@@ -168,6 +165,15 @@ status_codes! {
     FeatureNotChangeable = (CommandSpecific, 0x0E, "Feature Not Changeable"),
     /// 01h/0Fh Feature Not Namespace Specific.
     FeatureNotNamespaceSpecific = (CommandSpecific, 0x0F, "Feature Not Namespace Specific"),
+    /// 01h/29h I/O Command Set Not Supported.
+    IoCommandSetNotSupported = (CommandSpecific, 0x29, "I/O Command Set Not Supported"),
+    /// 01h/2Ah I/O Command Set Not Enabled.
+    IoCommandSetNotEnabled = (CommandSpecific, 0x2A, "I/O Command Set Not Enabled"),
+    /// 01h/2Bh I/O Command Set Combination Rejected.
+    IoCommandSetCombinationRejected =
+        (CommandSpecific, 0x2B, "I/O Command Set Combination Rejected"),
+    /// 01h/2Ch Invalid I/O Command Set.
+    InvalidIoCommandSet = (CommandSpecific, 0x2C, "Invalid I/O Command Set"),
     /// 01h/80h Conflicting Attributes.
     ConflictingAttributes = (CommandSpecific, 0x80, "Conflicting Attributes"),
     /// 01h/81h Invalid Protection Information.
@@ -365,6 +371,21 @@ mod tests {
         for (c, sc) in zns {
             assert_eq!(c.status(), Status::new(StatusCodeType::CommandSpecific, sc));
         }
+    }
+
+    #[test]
+    fn fdp_and_command_set_codes_have_spec_values() {
+        let g = StatusCodeType::Generic;
+        let c = StatusCodeType::CommandSpecific;
+        assert_eq!(StatusCode::FdpDisabled.status(), Status::new(g, 0x29));
+        assert_eq!(StatusCode::InvalidPlacementHandleList.status(), Status::new(g, 0x2A));
+        // The I/O command set codes share their values with the two above,
+        // in the command specific type.
+        assert_eq!(StatusCode::IoCommandSetNotSupported.status(), Status::new(c, 0x29));
+        assert_eq!(StatusCode::IoCommandSetNotEnabled.status(), Status::new(c, 0x2A));
+        assert_eq!(StatusCode::IoCommandSetCombinationRejected.status(), Status::new(c, 0x2B));
+        assert_eq!(StatusCode::InvalidIoCommandSet.status(), Status::new(c, 0x2C));
+        assert_eq!(StatusCode::FdpDisabled.to_string(), "FDP Disabled (SCT 0h, SC 29h)");
     }
 
     #[test]

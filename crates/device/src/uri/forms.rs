@@ -27,9 +27,9 @@ pub const URI_FORMS: &[UriForm] = &[
     },
     UriForm {
         form: "emu:PROFILE",
-        device: "a built-in profile: `tiny`, `small`, `small-zone`, `zn540`, and the \
-                 conventional twins `zn540-conv` and `small-conv` (`zns emu profiles` describes \
-                 each)",
+        device: "a built-in profile: `tiny`, `small`, `small-zone`, `zn540`, the conventional \
+                 twins `zn540-conv` and `small-conv`, and their Flexible Data Placement twins \
+                 `zn540-fdp` and `small-fdp` (`zns emu profiles` describes each)",
         example: "emu:small-zone",
     },
     UriForm {
@@ -40,8 +40,9 @@ pub const URI_FORMS: &[UriForm] = &[
     },
     UriForm {
         form: "emu:PROFILE,op=PERCENT",
-        device: "a conventional twin with `PERCENT` % over-provisioning (spare / exposed, 1 to \
-                 1000; the profiles have 7, an enterprise drive's 28); refused on ZNS profiles",
+        device: "a conventional (or FDP) twin with `PERCENT` % over-provisioning (spare / \
+                 exposed, 1 to 1000; the profiles have 7, an enterprise drive's 28); refused on ZNS \
+                 profiles",
         example: "emu:zn540-conv,op=28",
     },
     UriForm {
@@ -60,7 +61,7 @@ pub const URI_FORMS: &[UriForm] = &[
     UriForm {
         form: "emu:PROFILE,timing=on|off",
         device: "the timing model (default: on when the profile has one: `small-zone`, `zn540`, \
-                 `zn540-conv`)",
+                 `zn540-conv`, `zn540-fdp`)",
         example: "emu:zn540,timing=off",
     },
     UriForm {

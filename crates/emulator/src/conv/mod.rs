@@ -9,6 +9,16 @@
 //!
 //! - **Writes** go to the host's open segment, relocated data to the GC's
 //!   open segment; a rewrite leaves the old block invalid.
+//! - **Flexible Data Placement** (a `[namespace.fdp]` table, [`fdp`]): a
+//!   segment is a reclaim unit; each reclaim unit handle has its own open
+//!   segment, a write with DTYPE 2h goes to the handle its placement
+//!   identifier names (handle 0 without one, or for an invalid one, which
+//!   is logged as an event), and garbage collection moves valid blocks into
+//!   one shared segment (initially isolated handles) or the victim's
+//!   handle's own (persistently isolated). Every segment remembers its
+//!   handle; counters per handle, Reclaim Unit Handle Update and the event
+//!   logs live there too. Without the table the firmware is the one-handle
+//!   case: one host segment, one GC segment.
 //! - **Garbage collection** runs inside the write that needs a segment,
 //!   while the free segments are at the reserve plus one: a victim among
 //!   the full segments ([`zns_ftl_core::select`]) has its valid blocks
@@ -23,14 +33,19 @@
 //! - **Timing**: with a timing model, every victim is described to it
 //!   ([`GcEvent`]) and every write says where its blocks went
 //!   ([`Placement`]), so garbage collection's reads, programs and erases
-//!   compete with host I/O on the same dies.
+//!   compete with host I/O on the same dies; a segment a Reclaim Unit
+//!   Handle Update leaves partly written is reported closed, so the model
+//!   programs what it holds.
 //!
 //! Thread safety: `Send + Sync`. Reads take the state lock shared, so a
 //! block they translate cannot be moved and erased under them; writes,
 //! deallocations and garbage collection take it exclusively.
 
+pub mod fdp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fdp;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,10 +54,12 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, RwLock};
 use rand::Rng;
 use zns_ftl_core::{select, Candidate, PageMap, VictimPolicy};
+use zns_spec::fdp::{FdpEvent, FdpEventType, RuhStatusDescriptor};
 use zns_spec::StatusCode;
 
+use self::fdp::{FdpConfig, FdpState, FdpStats, Stream};
 use crate::media::Media;
-use crate::profile::{FtlProfile, ProfileError};
+use crate::profile::{FdpProfile, FtlProfile, ProfileError};
 
 /// Free segments only garbage collection may take.
 const GC_RESERVE: usize = 1;
@@ -146,21 +163,19 @@ struct Segment {
     gen: u32,
     /// Sum over the blocks written of the logical time they were written.
     write_sum: u64,
-}
-
-/// Which open segment a block goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Host,
-    Gc,
+    /// The reclaim unit handle whose data the segment holds since it was
+    /// opened; `None` for a shared GC segment (and unused without FDP).
+    owner: Option<u16>,
 }
 
 #[derive(Debug)]
 struct State {
     segs: Vec<Segment>,
     free: VecDeque<u32>,
-    host_open: Option<u32>,
-    gc_open: Option<u32>,
+    /// The open segment of each host stream (one per reclaim unit handle).
+    host_open: Vec<Option<u32>>,
+    /// The open segment of each garbage-collection stream.
+    gc_open: Vec<Option<u32>>,
     /// (logical block, where it was) for every map change not durable yet.
     undo: Vec<(u64, Option<u64>)>,
     /// Logical time: host blocks written so far.
@@ -175,6 +190,18 @@ struct State {
     /// One block's data and metadata, for moving blocks.
     staging: Vec<u8>,
     meta_staging: Vec<u8>,
+    /// Counters, event enablement and event logs of an FDP namespace.
+    fdp: Option<FdpState>,
+}
+
+impl State {
+    /// The open segment of `stream`.
+    fn open_slot(&mut self, stream: Stream) -> &mut Option<u32> {
+        match stream {
+            Stream::Host(h) => &mut self.host_open[h as usize],
+            Stream::Gc(i) => &mut self.gc_open[i as usize],
+        }
+    }
 }
 
 /// The firmware of one conventional namespace.
@@ -196,6 +223,11 @@ pub struct Firmware {
     timed: bool,
     state: RwLock<State>,
     events: Mutex<Vec<GcEvent>>,
+    /// Segments (and their erase counts) left partly written by a Reclaim
+    /// Unit Handle Update, for the timing model.
+    closed: Mutex<Vec<(u32, u32)>>,
+    /// Flexible Data Placement, when the namespace has it.
+    fdp: Option<FdpConfig>,
     /// Blocks read by the host, for statistics.
     read_blocks: AtomicU64,
 }
@@ -226,7 +258,7 @@ impl Firmware {
         let policy = ftl.victim_policy()?;
         let segments = ftl.segments() as u32;
         let exposed = ftl.exposed_blocks();
-        let fresh = Segment { state: SegState::Free, fill: 0, gen: 0, write_sum: 0 };
+        let fresh = Segment { state: SegState::Free, fill: 0, gen: 0, write_sum: 0, owner: None };
         Ok(Firmware {
             map: OnceLock::new(),
             media,
@@ -241,8 +273,8 @@ impl Firmware {
             state: RwLock::new(State {
                 segs: vec![fresh; segments as usize],
                 free: (0..segments).collect(),
-                host_open: None,
-                gc_open: None,
+                host_open: vec![None],
+                gc_open: vec![None],
                 undo: Vec::new(),
                 clock: 0,
                 host_blocks: 0,
@@ -252,10 +284,35 @@ impl Firmware {
                 pending: Vec::new(),
                 staging: vec![0; block_size as usize],
                 meta_staging: vec![0; metadata_size as usize],
+                fdp: None,
             }),
             events: Mutex::new(Vec::new()),
+            closed: Mutex::new(Vec::new()),
+            fdp: None,
             read_blocks: AtomicU64::new(0),
         })
+    }
+
+    /// The same firmware with Flexible Data Placement as `p` describes,
+    /// for namespace `nsid`: an open segment per reclaim unit handle.
+    pub fn with_fdp(mut self, p: &FdpProfile, nsid: u32) -> Self {
+        let cfg = FdpConfig::new(p, nsid);
+        let st = self.state.get_mut();
+        st.host_open = vec![None; cfg.handles as usize];
+        st.gc_open = vec![None; cfg.gc_streams() as usize];
+        st.fdp = Some(FdpState::new(cfg.handles));
+        self.fdp = Some(cfg);
+        self
+    }
+
+    /// The Flexible Data Placement configuration, if the namespace has one.
+    pub fn fdp(&self) -> Option<&FdpConfig> {
+        self.fdp.as_ref()
+    }
+
+    /// Blocks per segment (a reclaim unit with FDP).
+    pub fn segment_blocks(&self) -> u64 {
+        self.segment_blocks
     }
 
     /// Blocks the namespace exposes.
@@ -346,15 +403,28 @@ impl Firmware {
     /// runs given (physical block, blocks), then maps them. Returns where
     /// they went when a timing model wants to know. When `store` fails
     /// the map is unchanged (the room it was given stays unused).
+    /// `pid`: the placement identifier of a write with DTYPE 2h; on an FDP
+    /// namespace it picks the reclaim unit handle (ignored otherwise).
     pub(crate) fn write(
         &self,
         lba: u64,
         blocks: u64,
         moves_data: bool,
+        pid: Option<u16>,
         store: impl FnOnce(&[(u64, u64)]) -> Result<(), StatusCode>,
     ) -> Result<Vec<Placement>, StatusCode> {
         let mut st = self.state.write();
-        let r = self.place(&mut st, lba, blocks, moves_data, store);
+        let handle = match &self.fdp {
+            None => 0,
+            Some(cfg) => {
+                let r = cfg.resolve(pid);
+                if let (Some(p), Some(f)) = (r.invalid, st.fdp.as_mut()) {
+                    f.invalid_pid(cfg, p);
+                }
+                r.handle
+            }
+        };
+        let r = self.place(&mut st, lba, blocks, moves_data, handle, store);
         st.pending.clear();
         r
     }
@@ -365,6 +435,7 @@ impl Firmware {
         lba: u64,
         blocks: u64,
         moves_data: bool,
+        handle: u16,
         store: impl FnOnce(&[(u64, u64)]) -> Result<(), StatusCode>,
     ) -> Result<Vec<Placement>, StatusCode> {
         let mut runs = [(0u64, 0u64); 4];
@@ -373,7 +444,7 @@ impl Firmware {
         let mut count = 0usize;
         let mut left = blocks;
         while left > 0 {
-            let (seg, off, n) = self.room(st, Stream::Host, left, moves_data)?;
+            let (seg, off, n) = self.room(st, Stream::Host(handle), left, moves_data)?;
             if !st.pending.contains(&seg) {
                 st.pending.push(seg);
             }
@@ -409,6 +480,9 @@ impl Firmware {
         }
         st.clock += blocks;
         st.host_blocks += blocks;
+        if let Some(f) = st.fdp.as_mut() {
+            f.stats[handle as usize].host_blocks += blocks;
+        }
         if st.undo.len() > UNDO_LIMIT {
             st.undo.clear();
         }
@@ -454,6 +528,11 @@ impl Firmware {
         }
         st.undo.clear();
         self.events.lock().clear();
+        self.closed.lock().clear();
+        // Event enablement is a feature's current value: volatile.
+        if let Some(f) = st.fdp.as_mut() {
+            f.reset_features();
+        }
     }
 
     /// Takes the garbage-collection events a timing model has not taken.
@@ -461,6 +540,15 @@ impl Firmware {
         let mut e = self.events.lock();
         if !e.is_empty() {
             out.append(&mut e);
+        }
+    }
+
+    /// Takes the segments (segment, erase count) a Reclaim Unit Handle
+    /// Update closed partly written that a timing model has not taken.
+    pub(crate) fn take_closed(&self, out: &mut Vec<(u32, u32)>) {
+        let mut c = self.closed.lock();
+        if !c.is_empty() {
+            out.append(&mut c);
         }
     }
 
@@ -474,23 +562,17 @@ impl Firmware {
         want: u64,
         moves_data: bool,
     ) -> Result<(u32, u64, u64), StatusCode> {
-        let open = match stream {
-            Stream::Host => st.host_open,
-            Stream::Gc => st.gc_open,
-        };
-        let seg = match open {
+        let seg = match *st.open_slot(stream) {
             Some(s) => s,
             None => {
-                if stream == Stream::Host {
+                if let Stream::Host(_) = stream {
                     self.make_room(st, moves_data)?;
                 }
                 let s = st.free.pop_front().ok_or(StatusCode::InternalError)?;
+                let owner = self.fdp.as_ref().and_then(|c| c.owner(stream));
                 let g = &mut st.segs[s as usize];
-                (g.state, g.fill, g.write_sum) = (SegState::Open, 0, 0);
-                match stream {
-                    Stream::Host => st.host_open = Some(s),
-                    Stream::Gc => st.gc_open = Some(s),
-                }
+                (g.state, g.fill, g.write_sum, g.owner) = (SegState::Open, 0, 0, owner);
+                *st.open_slot(stream) = Some(s);
                 s
             }
         };
@@ -502,10 +584,7 @@ impl Firmware {
         g.write_sum += clock * n;
         if g.fill == self.segment_blocks {
             g.state = SegState::Full;
-            match stream {
-                Stream::Host => st.host_open = None,
-                Stream::Gc => st.gc_open = None,
-            }
+            *st.open_slot(stream) = None;
         }
         Ok((seg, off, n))
     }
@@ -551,12 +630,17 @@ impl Firmware {
         });
         let Some(victim) = select(self.policy, now, candidates) else { return Ok(false) };
         let base = victim as u64 * self.segment_blocks;
+        let owner = st.segs[victim as usize].owner;
+        let gc = self.fdp.as_ref().map_or(Stream::Gc(0), |c| c.gc_stream(owner));
         let mut valid = Vec::new();
         let mut dest: Vec<Placement> = Vec::new();
+        let (mut moved, mut first_lba) = (0u64, None);
         for off in 0..self.segment_blocks {
             let p = base + off;
             let Some(l) = map.owner(p) else { continue };
-            let (seg, to_off, _) = self.room(st, Stream::Gc, 1, moves_data)?;
+            first_lba.get_or_insert(l);
+            moved += 1;
+            let (seg, to_off, _) = self.room(st, gc, 1, moves_data)?;
             let q = seg as u64 * self.segment_blocks + to_off;
             if moves_data {
                 self.move_block(st, p, q)?;
@@ -583,6 +667,12 @@ impl Firmware {
         (g.state, g.fill, g.write_sum, g.gen) = (SegState::Free, 0, 0, gen + 1);
         st.free.push_back(victim);
         st.victims += 1;
+        if let (Some(cfg), Some(f)) = (&self.fdp, st.fdp.as_mut()) {
+            let s = f.stats_of(owner);
+            s.moved_blocks += moved;
+            s.erased_segments += 1;
+            f.media_reallocated(cfg, owner, first_lba.unwrap_or(0), moved);
+        }
         if self.timed {
             self.events.lock().push(GcEvent { segment: victim, gen, valid, dest });
         }
@@ -599,6 +689,114 @@ impl Firmware {
             self.media.write_metadata(to, &st.meta_staging).map_err(fail)?;
         }
         Ok(())
+    }
+
+    /// The Reclaim Unit Handle Status of every placement handle (one
+    /// reclaim group): RUAMW is what the handle's open segment still
+    /// takes, a whole segment when it has none open. `None` without FDP.
+    pub fn ruh_status(&self) -> Option<Vec<RuhStatusDescriptor>> {
+        let cfg = self.fdp.as_ref()?;
+        let st = self.state.read();
+        let status = (0..cfg.handles)
+            .map(|h| {
+                let fill = st.host_open[h as usize].map_or(0, |s| st.segs[s as usize].fill);
+                RuhStatusDescriptor {
+                    pid: cfg.pid_of(h),
+                    ruhid: h,
+                    time_remaining_secs: 0,
+                    available_blocks: self.segment_blocks - fill,
+                }
+            })
+            .collect();
+        Some(status)
+    }
+
+    /// Reclaim Unit Handle Update: each placement identifier's handle
+    /// leaves its open segment (closed as it is, a reclaim unit not fully
+    /// written, which garbage collection reclaims like any other) and
+    /// takes a fresh one at its next write. Checks every identifier
+    /// first: one the namespace lacks changes nothing and fails with
+    /// Invalid Field in Command (so does a namespace without FDP).
+    pub(crate) fn ruh_update(&self, pids: &[u16]) -> Result<(), StatusCode> {
+        let cfg = self.fdp.as_ref().ok_or(StatusCode::InvalidField)?;
+        let handles = pids
+            .iter()
+            .map(|&p| cfg.handle_of(p).ok_or(StatusCode::InvalidField))
+            .collect::<Result<Vec<u16>, StatusCode>>()?;
+        let mut st = self.state.write();
+        for h in handles {
+            let Some(seg) = st.host_open[h as usize].take() else { continue };
+            let g = &mut st.segs[seg as usize];
+            g.state = SegState::Full;
+            let gen = g.gen;
+            if self.timed {
+                self.closed.lock().push((seg, gen));
+            }
+            if let Some(f) = st.fdp.as_mut() {
+                f.ru_not_fully_written(cfg, h);
+            }
+        }
+        Ok(())
+    }
+
+    /// A snapshot of the FDP counters; `None` without FDP.
+    pub fn fdp_stats(&self) -> Option<FdpStats> {
+        let st = self.state.read();
+        let f = st.fdp.as_ref()?;
+        Some(FdpStats {
+            handles: f.stats.clone(),
+            shared: f.shared,
+            segment_blocks: self.segment_blocks,
+        })
+    }
+
+    /// The FDP events of one log (host events, or controller events),
+    /// oldest first; empty without FDP.
+    pub fn fdp_events(&self, host: bool) -> Vec<FdpEvent> {
+        self.state.read().fdp.as_ref().map_or_else(Vec::new, |f| f.events(host))
+    }
+
+    /// Whether event type `t` is enabled on placement handle `h` (false
+    /// without FDP or for a handle it lacks).
+    pub fn fdp_event_enabled(&self, h: u16, t: FdpEventType) -> bool {
+        self.state.read().fdp.as_ref().is_some_and(|f| f.enabled(h, t))
+    }
+
+    /// Enables or disables event types on placement handle `h` (Set
+    /// Features 1Eh): Invalid Field in Command for a handle the namespace
+    /// lacks or a type the firmware never reports, and nothing changes.
+    pub(crate) fn set_fdp_events(
+        &self,
+        h: u16,
+        types: &[u8],
+        enable: bool,
+    ) -> Result<(), StatusCode> {
+        let cfg = self.fdp.as_ref().ok_or(StatusCode::InvalidField)?;
+        if h >= cfg.handles {
+            return Err(StatusCode::InvalidField);
+        }
+        let types = types
+            .iter()
+            .map(|&t| {
+                FdpEventType::from_raw(t)
+                    .filter(|t| fdp::SUPPORTED_EVENTS.contains(t))
+                    .ok_or(StatusCode::InvalidField)
+            })
+            .collect::<Result<Vec<_>, StatusCode>>()?;
+        let mut st = self.state.write();
+        let f = st.fdp.as_mut().ok_or(StatusCode::InvalidField)?;
+        for t in types {
+            f.set_enabled(h, t, enable);
+        }
+        Ok(())
+    }
+
+    /// Controller reset: feature values go back to their defaults (every
+    /// FDP event type disabled).
+    pub(crate) fn reset_features(&self) {
+        if let Some(f) = self.state.write().fdp.as_mut() {
+            f.reset_features();
+        }
     }
 
     /// Checks the firmware's invariants: the map's two directions agree,
@@ -647,6 +845,19 @@ impl Firmware {
         }
         if st.free.len() < GC_RESERVE {
             return Err(format!("{} free segments, below the reserve", st.free.len()));
+        }
+        // Every open segment is some stream's, and only one's.
+        let slots: Vec<u32> = st.host_open.iter().chain(&st.gc_open).flatten().copied().collect();
+        let open = st.segs.iter().filter(|g| g.state == SegState::Open).count();
+        for (i, s) in slots.iter().enumerate() {
+            if st.segs[*s as usize].state != SegState::Open || slots[..i].contains(s) {
+                return Err(format!(
+                    "segment {s} is a stream's open segment but not open, or twice"
+                ));
+            }
+        }
+        if open != slots.len() {
+            return Err(format!("{open} segments open, {} streams hold one", slots.len()));
         }
         Ok(())
     }

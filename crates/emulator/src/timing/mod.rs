@@ -291,8 +291,15 @@ impl Timing {
         sim.set_wall(std::time::Instant::now());
         sim.run_until(now);
         let mut events: Vec<GcEvent> = Vec::new();
+        let mut closed: Vec<(u32, u32)> = Vec::new();
         for ns in namespaces {
             if let Some(f) = ns.firmware() {
+                // Segments closed partly written before the reclaims: a
+                // later reclaim of one finds its data programmed.
+                f.take_closed(&mut closed);
+                for (segment, gen) in closed.drain(..) {
+                    sim.close_segment(ns.nsid(), segment, gen);
+                }
                 f.take_events(&mut events);
                 for e in events.drain(..) {
                     sim.collect(ns.nsid(), e);

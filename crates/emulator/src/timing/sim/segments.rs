@@ -77,9 +77,17 @@ impl Sim {
                 self.zones.insert(zone, z);
             }
         }
+        let current = self.zones.get(&zone).is_some_and(|z| z.gen == gen);
         let z = self.incarnation_mut(zone, gen).expect("incarnation just found or made");
-        z.fill += bytes;
-        self.dispatch_gen(zone, gen, false);
+        // Pieces may arrive out of order (reclaims moving into one segment
+        // whose reads end in another order): the segment holds data up to
+        // the end of the furthest piece, each byte counted once.
+        z.fill = z.fill.max(at + bytes);
+        // A reclaimed incarnation gets no more than what is on its way:
+        // that is programmed as it arrives, a partial unit too, so the
+        // erase waiting for it is never held by a unit nothing completes
+        // (a segment closed partly written).
+        self.dispatch_gen(zone, gen, !current);
     }
 
     /// A new incarnation of a segment whose first `at` bytes the model
@@ -239,6 +247,13 @@ impl Sim {
                 Piece { die: self.die_of(zone, k), bytes, sense, planes }
             })
             .collect()
+    }
+
+    /// The firmware closed incarnation `gen` of a segment before it was
+    /// full (a Reclaim Unit Handle Update): what the segment holds is
+    /// programmed now, a partial program unit too, as for a finished zone.
+    pub fn close_segment(&mut self, nsid: u32, segment: u32, gen: u32) {
+        self.dispatch_gen((nsid, segment), gen, true);
     }
 
     /// The firmware reclaimed a segment: reads of its valid blocks,
