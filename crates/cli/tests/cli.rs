@@ -261,8 +261,9 @@ fn list_shows_profiles_and_machine_devices() {
 #[test]
 fn emu_profiles_and_show_profile() {
     let t = zns(&["emu", "profiles"], None).ok().text();
-    assert_eq!(t.lines().count(), 6);
+    assert_eq!(t.lines().count(), 8);
     assert!(t.contains("zn540-conv ") && t.contains("small-conv "), "{t}");
+    assert!(t.contains("zn540-fdp ") && t.contains("small-fdp "), "{t}");
     assert!(t.lines().next().unwrap().starts_with("tiny "));
     let toml = zns(&["emu", "show-profile", "small"], None).ok().text();
     assert!(toml.contains("name = \"small\"") && toml.contains("[[namespace]]"), "{toml}");
