@@ -12,7 +12,7 @@ use plotters::style::ShapeStyle;
 const SIZE: (u32, u32) = (640, 380);
 
 /// Series colours, in order.
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),

@@ -8,6 +8,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{Timeline, TimelineError, TimelineOptions, Track};
+// Bar colours, by name in order of first appearance: the charts' series colours.
+use crate::characterize::plot::PALETTE;
 
 /// Width of the track names' column, pixels.
 const LABELS: i32 = 240;
@@ -19,22 +21,6 @@ const AXIS: i32 = 34;
 const MERGE_BELOW: i32 = 3;
 /// Names shown in the legend at most.
 const LEGEND: usize = 24;
-
-/// Bar colours, by name in order of first appearance.
-const PALETTE: [RGBColor; 12] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-    RGBColor(57, 59, 121),
-    RGBColor(132, 60, 57),
-];
 
 /// The window and the tracks to draw, chosen from `opts`.
 struct Plan<'a> {
