@@ -106,8 +106,12 @@ pub(crate) fn entry(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<Submis
     };
     match op {
         ZoneOp::Read { lba } => built(ReadWrite::new(nsid, *lba, blocks(info, op, len)?).read()),
-        ZoneOp::Write { lba, fua } => {
-            built(ReadWrite::new(nsid, *lba, blocks(info, op, len)?).with_fua(*fua).write())
+        ZoneOp::Write { lba, fua, placement } => {
+            let mut rw = ReadWrite::new(nsid, *lba, blocks(info, op, len)?).with_fua(*fua);
+            if let Some(pid) = placement {
+                rw = rw.with_placement(*pid);
+            }
+            built(rw.write())
         }
         ZoneOp::Append { zslba, fua } => {
             check_append_len(info, len)?;

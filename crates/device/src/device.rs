@@ -249,13 +249,21 @@ pub trait ZoneQueue: Send {
     /// Writes `buf` (whole blocks) at `lba`, in as many commands as the
     /// transfer limit requires.
     fn write(&mut self, lba: u64, buf: &IoBuffer) -> Result<()> {
-        write_chunks(self, lba, buf, false)
+        write_chunks(self, lba, buf, false, None)
+    }
+
+    /// [`ZoneQueue::write`] placed by Flexible Data Placement: every
+    /// command carries the Placement Identifier `placement` (see
+    /// [`ZoneOp::Write`]), so the device keeps the data in that reclaim
+    /// unit handle's reclaim units.
+    fn write_placed(&mut self, lba: u64, buf: &IoBuffer, placement: u16) -> Result<()> {
+        write_chunks(self, lba, buf, false, Some(placement))
     }
 
     /// [`ZoneQueue::write`] with Force Unit Access: the data is durable
     /// when the call returns.
     fn write_fua(&mut self, lba: u64, buf: &IoBuffer) -> Result<()> {
-        write_chunks(self, lba, buf, true)
+        write_chunks(self, lba, buf, true, None)
     }
 
     /// Appends `buf` (whole blocks, at most ZASL bytes) to the zone
@@ -457,17 +465,18 @@ fn write_chunks<Q: ZoneQueue + ?Sized>(
     lba: u64,
     buf: &IoBuffer,
     fua: bool,
+    placement: Option<u16>,
 ) -> Result<()> {
     let (bs, max) = transfer_shape(q.info(), buf.len())?;
     if buf.len() <= max {
-        return q.execute(&ZoneOp::Write { lba, fua }, Data::ToDevice(buf)).map(drop);
+        return q.execute(&ZoneOp::Write { lba, fua, placement }, Data::ToDevice(buf)).map(drop);
     }
     let mut chunk = q.alloc(max)?;
     for offset in (0..buf.len()).step_by(max) {
         let n = max.min(buf.len() - offset);
         chunk.set_len(n)?;
         chunk.copy_from_slice(&buf[offset..offset + n]);
-        let op = ZoneOp::Write { lba: lba + (offset / bs) as u64, fua };
+        let op = ZoneOp::Write { lba: lba + (offset / bs) as u64, fua, placement };
         q.execute(&op, Data::ToDevice(&chunk))?;
     }
     Ok(())

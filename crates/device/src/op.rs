@@ -51,6 +51,13 @@ pub enum ZoneOp {
         lba: u64,
         /// Force Unit Access: durable when it completes.
         fua: bool,
+        /// Flexible Data Placement: the Placement Identifier (DSPEC with
+        /// DTYPE 2h, built by [`zns_spec::fdp::PlacementId::encode`]) of the
+        /// reclaim unit handle the data goes to; `None` for the device's
+        /// default placement. Only a device with FDP enabled accepts it
+        /// (see [`crate::DeviceInfo`]); backends that cannot carry it
+        /// refuse it with `Unsupported`.
+        placement: Option<u16>,
     },
     /// Zone Append the buffer to the zone starting at `zslba`; the
     /// completion carries the LBA the data landed at.

@@ -493,3 +493,35 @@ fn device_images_keep_zrwas_and_committed_blocks() {
     assert!(b[..2 * 4096].iter().all(|&x| x == 0), "a hole in the window reads zeros");
     assert!(b[2 * 4096..].iter().all(|&x| x == 0x17));
 }
+
+/// The available blocks of each placement handle of `dev`'s namespace, from
+/// I/O Management Receive (Reclaim Unit Handle Status) on a raw queue.
+fn ruh_available(dev: &DriverDevice) -> Vec<u64> {
+    use zns_spec::fdp::{IoManagementReceive, RuhStatus};
+    let mut q = dev.driver_queue(4).unwrap();
+    let cmd = IoManagementReceive::ruh_status(dev.namespace().nsid, 1024);
+    let mut buf = dev.controller().alloc_buffer(4096).unwrap();
+    let qp = q.queue_pair();
+    qp.execute(cmd.to_entry().unwrap(), Some(&mut buf)).unwrap();
+    let status = RuhStatus::from_bytes(buf.as_slice()).unwrap();
+    status.descriptors.iter().map(|d| d.available_blocks).collect()
+}
+
+#[test]
+fn writes_carry_their_placement_handle_to_an_fdp_device() {
+    let dev = open("emu:small-fdp").unwrap();
+    let driver = dev.as_any().downcast_ref::<DriverDevice>().unwrap();
+    let before = ruh_available(driver);
+    assert_eq!(before.len(), 8);
+    let mut q = dev.queue(4).unwrap();
+    let buf = q.alloc(8 * 4096).unwrap();
+    q.write_placed(0, &buf, 3).unwrap();
+    q.write(64, &buf).unwrap();
+    let after = ruh_available(driver);
+    let used: Vec<u64> = before.iter().zip(&after).map(|(b, a)| b - a).collect();
+    // Handle 3 took the placed write, handle 0 the one without a handle.
+    assert_eq!(used, [8, 0, 0, 8, 0, 0, 0, 0]);
+    let mut back = q.alloc(8 * 4096).unwrap();
+    q.read(0, &mut back).unwrap();
+    assert_eq!(&back[..], &buf[..]);
+}

@@ -46,8 +46,27 @@ impl QueuePair {
         buf: &DmaBuffer,
         fua: bool,
     ) -> Result<()> {
+        self.write_placed(ns, slba, buf, fua, None)
+    }
+
+    /// Writes `buf` at `slba`, with Force Unit Access when `fua`, placed
+    /// by Flexible Data Placement when `placement` is a Placement
+    /// Identifier (DTYPE 2h, DSPEC the identifier; see
+    /// [`zns_spec::fdp::PlacementId::encode`]).
+    pub fn write_placed(
+        &mut self,
+        ns: &Namespace,
+        slba: u64,
+        buf: &DmaBuffer,
+        fua: bool,
+        placement: Option<u16>,
+    ) -> Result<()> {
         let blocks = blocks_of(ns, buf.len())?;
-        let cmd = built(ReadWrite::new(ns.nsid, slba, blocks).with_fua(fua).write())?;
+        let mut rw = ReadWrite::new(ns.nsid, slba, blocks).with_fua(fua);
+        if let Some(pid) = placement {
+            rw = rw.with_placement(pid);
+        }
+        let cmd = built(rw.write())?;
         // The controller only reads the buffer.
         self.execute_slice(cmd, Some(buf.dma()))?.check().map(drop)
     }

@@ -231,7 +231,7 @@ impl Control {
         buf.copy_from_slice(&block);
         let lba = ez.zone_lba(j.zones[j.cur]) + j.seq;
         let tag = self.tag();
-        match self.q.submit(ZoneOp::Write { lba, fua: true }, Some(buf), tag) {
+        match self.q.submit(ZoneOp::Write { lba, fua: true, placement: None }, Some(buf), tag) {
             Ok(()) => {
                 let gates = self.records.drain(..take).map(|(_, g)| g).collect();
                 self.ops.insert(tag, CtlOp::Record(gates));

@@ -187,6 +187,11 @@ impl TenantQueue {
             ZoneOp::WriteZeroes { .. } => {
                 return Err(DeviceError::Unsupported("eZNS tenants have no Write Zeroes".into()))
             }
+            ZoneOp::Write { placement: Some(_), .. } => {
+                return Err(DeviceError::Unsupported(
+                    "eZNS tenants have no Flexible Data Placement".into(),
+                ))
+            }
             ZoneOp::SetZoneExtension { .. } => {
                 return Err(DeviceError::Unsupported(
                     "the device has no zone descriptor extensions".into(),
@@ -283,7 +288,7 @@ impl TenantQueue {
         });
         match op {
             ZoneOp::Read { lba } => self.start_read(slot, lba),
-            ZoneOp::Write { lba, fua } => self.start_write_cmd(slot, lba, Some(lba), fua),
+            ZoneOp::Write { lba, fua, .. } => self.start_write_cmd(slot, lba, Some(lba), fua),
             ZoneOp::Append { zslba, fua } => self.start_write_cmd(slot, zslba, None, fua),
             ZoneOp::Flush => {
                 self.add_piece(slot, Kind::Flush { after: false }, 0, None, 0, (0, 0, 0), (0, 0, 0))
@@ -642,7 +647,7 @@ impl TenantQueue {
                     }
                 };
                 self.copy(&p, &mut b, true);
-                (ZoneOp::Write { lba: ez.zone_lba(p.pz) + p.off, fua }, Some(b))
+                (ZoneOp::Write { lba: ez.zone_lba(p.pz) + p.off, fua, placement: None }, Some(b))
             }
         };
         let mut p = p;

@@ -212,7 +212,9 @@ fn workload(
             for (i, &tg) in tags.iter().enumerate() {
                 data[i * bs..(i + 1) * bs].copy_from_slice(&block(tg, bs));
             }
-            queues[t].submit(ZoneOp::Write { lba: at, fua: false }, Some(data), 1).unwrap();
+            queues[t]
+                .submit(ZoneOp::Write { lba: at, fua: false, placement: None }, Some(data), 1)
+                .unwrap();
             queues[t].ring();
             model.blocks.extend(tags);
         }

@@ -446,7 +446,7 @@ impl MetaWriter {
             self.side = Some(buf);
             return Err(FtlError::device("flush")(r.error));
         }
-        let w = self.q.submit(ZoneOp::Write { lba, fua: false }, Some(buf), 1);
+        let w = self.q.submit(ZoneOp::Write { lba, fua: false, placement: None }, Some(buf), 1);
         self.q.ring();
         w.map_err(|r| {
             self.side = r.buffer;

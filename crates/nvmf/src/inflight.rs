@@ -100,7 +100,7 @@ pub(crate) fn start(
         }
         IoOpcode::Write => {
             let c = ReadWrite::decode(sqe);
-            (ZoneOp::Write { lba: c.slba, fua: c.fua }, c.blocks)
+            (ZoneOp::Write { lba: c.slba, fua: c.fua, placement: c.placement() }, c.blocks)
         }
         _ => {
             let c = ZoneAppend::decode(sqe);

@@ -329,7 +329,7 @@ fn write(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {
     if let Err(d) = load(lane, host, c.blocks) {
         return d;
     }
-    run(lane, ZoneOp::Write { lba: c.slba, fua: c.fua }, Some(true))
+    run(lane, ZoneOp::Write { lba: c.slba, fua: c.fua, placement: c.placement() }, Some(true))
 }
 
 fn append(lane: &mut Lane<'_>, sqe: &SubmissionEntry, host: &[u8]) -> IoDone {

@@ -146,7 +146,8 @@ fn reads_sent_together_are_in_flight_together_on_the_device() {
     let mut chunk = remote.alloc(64 * bs).unwrap();
     chunk.fill(0x5A);
     for lba in (0..1024).step_by(64) {
-        q.execute(&ZoneOp::Write { lba, fua: false }, Data::ToDevice(&chunk)).unwrap();
+        q.execute(&ZoneOp::Write { lba, fua: false, placement: None }, Data::ToDevice(&chunk))
+            .unwrap();
     }
     // The same 32 reads one at a time, then all sent together.
     let lbas: Vec<u64> = (0..32).map(|i| i * 31).collect();
@@ -195,7 +196,8 @@ fn a_queue_closed_with_reads_in_flight_leaves_the_target_serving() {
     }
     let mut q = remote.queue(4).unwrap();
     let mut buf = remote.alloc(bs).unwrap();
-    q.execute(&ZoneOp::Write { lba: 0, fua: false }, Data::ToDevice(&buf)).unwrap();
+    q.execute(&ZoneOp::Write { lba: 0, fua: false, placement: None }, Data::ToDevice(&buf))
+        .unwrap();
     q.execute(&ZoneOp::Read { lba: 0 }, Data::FromDevice(&mut buf)).unwrap();
     assert_eq!(q.zone(0).unwrap().write_pointer, Some(1));
     drop(q);

@@ -113,7 +113,7 @@ fn malformed_streams_harm_only_their_connection() {
     let mut q = good.queue(4).unwrap();
     let mut b = good.alloc(4096).unwrap();
     b.fill(0xC3);
-    q.execute(&ZoneOp::Write { lba: 64, fua: false }, Data::ToDevice(&b)).unwrap();
+    q.execute(&ZoneOp::Write { lba: 64, fua: false, placement: None }, Data::ToDevice(&b)).unwrap();
     // Reads of it in flight on the target while the others misbehave.
     for tag in 0..3 {
         q.submit(ZoneOp::Read { lba: 64 }, Some(good.alloc(4096).unwrap()), tag).unwrap();

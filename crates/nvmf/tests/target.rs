@@ -375,11 +375,13 @@ fn the_ocp_extended_log_adds_up_the_media_of_every_device() {
     let mut q = remote.queue(4).unwrap();
     let mut data = remote.alloc(16 * bs).unwrap();
     data.fill(0x5A);
-    q.execute(&ZoneOp::Write { lba: 0, fua: false }, Data::ToDevice(&data)).unwrap();
+    q.execute(&ZoneOp::Write { lba: 0, fua: false, placement: None }, Data::ToDevice(&data))
+        .unwrap();
     let mut tq = twin.queue(4).unwrap();
     let mut tdata = twin.alloc(8 * bs).unwrap();
     tdata.fill(0x6B);
-    tq.execute(&ZoneOp::Write { lba: 100, fua: false }, Data::ToDevice(&tdata)).unwrap();
+    tq.execute(&ZoneOp::Write { lba: 100, fua: false, placement: None }, Data::ToDevice(&tdata))
+        .unwrap();
     ftl.write(0, &vec![0x7C; 8 * bs]).unwrap();
     ftl.flush().unwrap();
     let request = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);

@@ -204,7 +204,11 @@ fn divergences_match_exactly_what_they_describe() {
         zone(2, Closed, 1),
         zone(3, Empty, 0),
     ]);
-    let write = generate::Cmd { op: ZoneOp::Write { lba: 192, fua: false }, bytes: 4096, fill: 1 };
+    let write = generate::Cmd {
+        op: ZoneOp::Write { lba: 192, fua: false, placement: None },
+        bytes: 4096,
+        fill: 1,
+    };
     let tmaz = failed(StatusCode::TooManyActiveZones);
     let mut closed = before.clone();
     closed.zones[0] = zone(0, Closed, 4);
@@ -270,8 +274,11 @@ fn divergences_match_exactly_what_they_describe() {
 
     // A write across the end of a Full zone.
     let full = snap(vec![zone(0, Full, 48), zone(1, Empty, 0), zone(2, Empty, 0)]);
-    let across =
-        generate::Cmd { op: ZoneOp::Write { lba: 62, fua: false }, bytes: 4 * 4096, fill: 1 };
+    let across = generate::Cmd {
+        op: ZoneOp::Write { lba: 62, fua: false, placement: None },
+        bytes: 4 * 4096,
+        fill: 1,
+    };
     let c = Case {
         g: &g,
         cmd: &across,
@@ -282,8 +289,11 @@ fn divergences_match_exactly_what_they_describe() {
         ours_after: &full,
     };
     assert_eq!(explain(&c).map(|d| d.id), Some("check-order"));
-    let inside =
-        generate::Cmd { op: ZoneOp::Write { lba: 40, fua: false }, bytes: 4 * 4096, fill: 1 };
+    let inside = generate::Cmd {
+        op: ZoneOp::Write { lba: 40, fua: false, placement: None },
+        bytes: 4 * 4096,
+        fill: 1,
+    };
     assert_eq!(explain(&Case { cmd: &inside, ..c }).map(|d| d.id), None);
 }
 

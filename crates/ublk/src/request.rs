@@ -217,7 +217,7 @@ pub fn zone_op(request: &Request, geometry: &Geometry) -> Result<ZoneOp, i32> {
         }
         Request::Write { sector, sectors, fua } => {
             g.blocks(sectors)?;
-            ZoneOp::Write { lba: g.lba(sector)?, fua }
+            ZoneOp::Write { lba: g.lba(sector)?, fua, placement: None }
         }
         Request::Append { sector, sectors, fua } => {
             g.blocks(sectors)?;
@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(op(Request::Read { sector: 16, sectors: 8 }), Ok(ZoneOp::Read { lba: 2 }));
         assert_eq!(
             op(Request::Write { sector: 8, sectors: 64, fua: true }),
-            Ok(ZoneOp::Write { lba: 1, fua: true })
+            Ok(ZoneOp::Write { lba: 1, fua: true, placement: None })
         );
         assert_eq!(
             op(Request::Append { sector: 512, sectors: 8, fua: false }),

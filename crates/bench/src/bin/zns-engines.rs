@@ -153,7 +153,11 @@ fn measure(uri: &str, engine: &str, ops: u64, warmup: u64) -> Result<Vec<Measure
     };
     let mut out = Vec::new();
     let (lat, ns) = timed(ops, warmup, |i| {
-        q.execute(&ZoneOp::Write { lba: lba_of(i), fua: false }, Data::ToDevice(&buf)).map(drop)
+        q.execute(
+            &ZoneOp::Write { lba: lba_of(i), fua: false, placement: None },
+            Data::ToDevice(&buf),
+        )
+        .map(drop)
     })?;
     out.push(Measured { engine: engine.into(), op: "write", latencies: lat, elapsed_ns: ns });
     let mut rng = Rng(0x5EED);

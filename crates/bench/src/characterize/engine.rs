@@ -515,7 +515,7 @@ impl Stream {
                 let op = if append {
                     ZoneOp::Append { zslba: z.start, fua: false }
                 } else {
-                    ZoneOp::Write { lba: z.next, fua: false }
+                    ZoneOp::Write { lba: z.next, fua: false, placement: None }
                 };
                 z.next += blocks;
                 Next::Op(op, (blocks * bsz) as usize, rec)
@@ -525,7 +525,7 @@ impl Stream {
                     return Ok(Next::Done);
                 }
                 let blocks = n.min(*end - *next);
-                let op = ZoneOp::Write { lba: *next, fua: false };
+                let op = ZoneOp::Write { lba: *next, fua: false, placement: None };
                 *next += blocks;
                 Next::Op(op, (blocks * bsz) as usize, false)
             }

@@ -680,7 +680,7 @@ impl Runner<'_> {
                 }
                 for nth in 0..2u64 {
                     let cmd = if op == "write" {
-                        ZoneOp::Write { lba: z + nth, fua: false }
+                        ZoneOp::Write { lba: z + nth, fua: false, placement: None }
                     } else {
                         ZoneOp::Append { zslba: z, fua: false }
                     };

@@ -149,7 +149,7 @@ fn bare_pass(ctx: &mut Ctx<'_>, ios: u64) -> Result<f64, CharacterizeError> {
     let mut buffer = Some(ctx.data_buffer(IO_BYTES)?);
     let t = Instant::now();
     for i in 0..ios {
-        let op = ZoneOp::Write { lba: zone + i * blocks, fua: false };
+        let op = ZoneOp::Write { lba: zone + i * blocks, fua: false, placement: None };
         if let Err(r) = ctx.q.submit(op.clone(), buffer.take(), 0) {
             return Err(CharacterizeError::command(&describe(&op), r.error));
         }

@@ -145,6 +145,14 @@ pub(crate) fn classify_write_failure(
 /// layer's "critical medium error" (`ENODATA`, which the kernel's nvme
 /// driver gives Unrecovered Read Error among others) is the device's media
 /// error; anything else an OS error.
+/// The refusal of a write with a placement handle: the kernel's zoned block
+/// interface passes no FDP directive to the drive.
+fn no_placement() -> DeviceError {
+    DeviceError::Unsupported(
+        "the Linux zoned block interface carries no Flexible Data Placement handles".into(),
+    )
+}
+
 fn read_failure(op: &ZoneOp, errno: i32) -> DeviceError {
     match (op, errno) {
         (ZoneOp::Read { .. }, libc::ENODATA) => DeviceError::Nvme {
@@ -758,6 +766,7 @@ impl ZonedBlockQueue {
         }
         let len = buffer.as_ref().map_or(0, |b| b.len());
         match op {
+            ZoneOp::Write { placement: Some(_), .. } => Err(no_placement()),
             ZoneOp::Read { .. } | ZoneOp::Write { .. } => {
                 Ok(command::blocks(info, op, len)? as u64)
             }
@@ -1216,7 +1225,8 @@ impl ZoneQueue for ZonedBlockQueue {
             (ZoneOp::Read { lba }, Data::FromDevice(buf)) => {
                 self.run_data(op, *lba, Borrowed::FromDevice(buf), false)
             }
-            (ZoneOp::Write { lba, fua }, Data::ToDevice(buf)) => {
+            (ZoneOp::Write { placement: Some(_), .. }, _) => Err(no_placement()),
+            (ZoneOp::Write { lba, fua, placement: None }, Data::ToDevice(buf)) => {
                 self.run_data(op, *lba, Borrowed::ToDevice(buf), *fua)
             }
             (ZoneOp::Append { zslba, fua }, Data::ToDevice(buf)) => {

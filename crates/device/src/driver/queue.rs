@@ -499,8 +499,11 @@ impl ZoneQueue for DriverQueue {
             (ZoneOp::Read { lba }, Data::FromDevice(buf)) => {
                 self.with_dma_in(buf, |q, s, d| q.read(&s.ns, *lba, d).map(|()| 0))
             }
-            (ZoneOp::Write { lba, fua }, Data::ToDevice(buf)) => {
-                self.with_dma_out(buf, |q, s, d| q.write_with(&s.ns, *lba, d, *fua).map(|()| 0))
+            (ZoneOp::Write { lba, fua, placement }, Data::ToDevice(buf)) => {
+                let (lba, fua, placement) = (*lba, *fua, *placement);
+                self.with_dma_out(buf, |q, s, d| {
+                    q.write_placed(&s.ns, lba, d, fua, placement).map(|()| 0)
+                })
             }
             (ZoneOp::Append { zslba, fua }, Data::ToDevice(buf)) => {
                 command::check_append_len(&self.shared.info, buf.len())?;

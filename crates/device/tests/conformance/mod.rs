@@ -911,7 +911,7 @@ pub fn async_at_depth(dev: &dyn ZonedDevice) {
         for zi in 0..zones {
             let lba = zone_lba(dev, zi) + r;
             let buf = buffer(dev, &pattern(r, lba, 1, b));
-            q.submit(ZoneOp::Write { lba, fua: false }, Some(buf), lba).unwrap();
+            q.submit(ZoneOp::Write { lba, fua: false, placement: None }, Some(buf), lba).unwrap();
         }
         q.drain(Duration::from_secs(10), &mut |c| {
             assert_eq!(c.op, OpKind::Write);
@@ -930,7 +930,12 @@ pub fn async_at_depth(dev: &dyn ZonedDevice) {
     }
     // A failing command among good ones fails alone, with its context.
     let bad = zone_lba(dev, 0) + 100.min(info.zone_capacity - 1);
-    q.submit(ZoneOp::Write { lba: bad, fua: false }, Some(dev.alloc(b).unwrap()), 1).unwrap();
+    q.submit(
+        ZoneOp::Write { lba: bad, fua: false, placement: None },
+        Some(dev.alloc(b).unwrap()),
+        1,
+    )
+    .unwrap();
     q.submit(ZoneOp::Read { lba: zone_lba(dev, 0) }, Some(dev.alloc(b).unwrap()), 2).unwrap();
     let mut results = HashMap::new();
     q.drain(Duration::from_secs(10), &mut |c| {
@@ -1025,9 +1030,13 @@ pub fn bad_submissions_return_the_buffer(dev: &dyn ZonedDevice) {
     let q = q.as_mut();
     let r = q.submit(ZoneOp::Flush, Some(dev.alloc(b).unwrap()), 1).unwrap_err();
     assert!(matches!(r.error, DeviceError::InvalidArgument(_)) && r.buffer.is_some());
-    let r = q.submit(ZoneOp::Write { lba: 0, fua: false }, None, 1).unwrap_err();
+    let r = q.submit(ZoneOp::Write { lba: 0, fua: false, placement: None }, None, 1).unwrap_err();
     assert!(matches!(r.error, DeviceError::InvalidArgument(_)) && r.buffer.is_none());
-    let r = q.submit(ZoneOp::Write { lba: 0, fua: false }, Some(dev.alloc(b + 1).unwrap()), 1);
+    let r = q.submit(
+        ZoneOp::Write { lba: 0, fua: false, placement: None },
+        Some(dev.alloc(b + 1).unwrap()),
+        1,
+    );
     let r = r.unwrap_err();
     assert!(matches!(r.error, DeviceError::InvalidArgument(_)));
     assert_eq!(r.buffer.unwrap().len(), b + 1);
@@ -1040,7 +1049,10 @@ pub fn bad_submissions_return_the_buffer(dev: &dyn ZonedDevice) {
     assert!(matches!(dev.queue(0), Err(DeviceError::InvalidArgument(_))));
     // Through execute: a buffer moving the wrong way.
     let mut buf = dev.alloc(b).unwrap();
-    let r = q.execute(&ZoneOp::Write { lba: 0, fua: false }, Data::FromDevice(&mut buf));
+    let r = q.execute(
+        &ZoneOp::Write { lba: 0, fua: false, placement: None },
+        Data::FromDevice(&mut buf),
+    );
     assert!(matches!(r, Err(DeviceError::InvalidArgument(_))));
     assert_eq!(state(q, 0), ZoneState::Empty);
 }

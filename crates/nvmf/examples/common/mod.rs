@@ -100,7 +100,8 @@ pub fn prepare(dev: &dyn ZonedDevice) -> u64 {
         let start = z * info.zone_size;
         let mut lba = start;
         while lba + (chunk as u64) <= start + info.zone_capacity {
-            q.execute(&ZoneOp::Write { lba, fua: false }, Data::ToDevice(&buf)).unwrap();
+            q.execute(&ZoneOp::Write { lba, fua: false, placement: None }, Data::ToDevice(&buf))
+                .unwrap();
             lba += chunk as u64;
         }
     }

@@ -247,7 +247,7 @@ impl ConvLane {
                 b.set_len(k as usize * self.bs)?;
                 let at = lba + next;
                 let op = if write {
-                    ZoneOp::Write { lba: at, fua: false }
+                    ZoneOp::Write { lba: at, fua: false, placement: None }
                 } else {
                     ZoneOp::Read { lba: at }
                 };

@@ -62,7 +62,7 @@ impl Cmd {
     pub fn describe(&self, bs: usize) -> String {
         match &self.op {
             ZoneOp::Read { lba } => format!("read {} blocks at LBA {lba}", self.blocks(bs)),
-            ZoneOp::Write { lba, fua } => format!(
+            ZoneOp::Write { lba, fua, .. } => format!(
                 "write {} blocks at LBA {lba}{}",
                 self.blocks(bs),
                 if *fua { " (FUA)" } else { "" }
@@ -191,7 +191,7 @@ fn wp_of(z: &Zone) -> u64 {
 
 fn write_at(rng: &mut Rng, g: &Geometry, lba: u64, blocks: u64) -> Cmd {
     Cmd {
-        op: ZoneOp::Write { lba, fua: rng.chance(10) },
+        op: ZoneOp::Write { lba, fua: rng.chance(10), placement: None },
         bytes: blocks as usize * g.block_size,
         fill: rng.next(),
     }
