@@ -3,7 +3,7 @@
 //! through a `MeteredDevice` wrapping it, alternated in rounds; prints
 //! one JSON object with nanoseconds per read for each and the difference.
 //!
-//! `cargo run --release -p zns-metrics --example overhead [SECONDS]`
+//! `cargo run --release -p zns-metrics --example metrics_overhead [SECONDS]`
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
