@@ -55,6 +55,7 @@ use crate::apps_dilation;
 use crate::apps_guest::{self, Collected, Side, Workload};
 use crate::apps_mysql::{self, Sysbench};
 use crate::apps_tenants::{self, TenantWorkload};
+use crate::apps_tenants_plot;
 use crate::args::{self, GuestArgs, List};
 use crate::kernel::Flavour;
 use crate::server::{build_zns, Server};
@@ -117,6 +118,8 @@ pub struct Options {
     zns: Option<PathBuf>,
     tenants: Option<TenantWorkload>,
     dilations: Vec<f64>,
+    /// `--replot`: draw this report's plot instead of running.
+    replot: Option<PathBuf>,
 }
 
 /// RocksDB and MariaDB in a guest: f2fs over a ZNS model, ext4/XFS over its twin;
@@ -236,6 +239,10 @@ pub struct Args {
     #[arg(long, value_name = "F1,F2", verbatim_doc_comment, value_parser = dilations,
           overrides_with = "dilation", help_heading = "Dilated clock")]
     dilations: Option<List<f64>>,
+    /// Run nothing: draw the plot of an earlier run's report (apps.json
+    /// or apps-tenants.json) into --out (with --docs: into docs/)
+    #[arg(long, value_name = "FILE", verbatim_doc_comment)]
+    replot: Option<PathBuf>,
     #[command(flatten)]
     guest: GuestArgs,
 }
@@ -350,6 +357,7 @@ impl Args {
             zns: self.zns.clone(),
             tenants,
             dilations,
+            replot: self.replot.clone(),
         }
     }
 }
@@ -415,6 +423,9 @@ policy = \"greedy\"
 /// Runs the task: once, or once per dilation factor of `--dilations` and
 /// their ZNS/conventional ratios compared.
 pub fn run(opts: &Options) -> Result<()> {
+    if let Some(report) = &opts.replot {
+        return replot(opts, report);
+    }
     let start = Instant::now();
     let root = vmtest::workspace_root();
     let target = vmtest::target_dir(&root);
@@ -462,11 +473,17 @@ pub fn run(opts: &Options) -> Result<()> {
     };
     fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
     write_outputs(&out, &report, &table, runs.len() > 1 || opts.tenants.is_some())?;
+    if marker == "apps-tenants" {
+        apps_tenants_plot::plot(&report, &out.join("apps-tenants.svg"))?;
+    }
     if opts.docs && failures.is_empty() {
         let docs = root.join("docs");
         write_json(&docs.join(json_name), &report)?;
         if marker == "apps" {
             plot(&report, &docs.join("apps.svg"))?;
+        }
+        if marker == "apps-tenants" {
+            apps_tenants_plot::plot(&report, &docs.join("apps-tenants.svg"))?;
         }
         update_doc(&docs.join("apps.md"), marker, &table)?;
     }
@@ -488,6 +505,37 @@ pub fn run(opts: &Options) -> Result<()> {
     } else {
         Err(Error::new("the application runs failed"))
     }
+}
+
+/// `--replot`: the plot of the report at `path`, the tenants' or the
+/// stacks' as its content says, into `--out` (default: beside the report)
+/// or, with `--docs`, into docs/.
+fn replot(opts: &Options, path: &Path) -> Result<()> {
+    let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let report: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::new(format!("{}: not a report: {e}", path.display())))?;
+    let dir = if opts.docs {
+        vmtest::workspace_root().join("docs")
+    } else {
+        opts.out.clone().unwrap_or_else(|| path.parent().unwrap_or(Path::new(".")).to_path_buf())
+    };
+    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let svg = if report["tenants"].is_object() {
+        let svg = dir.join("apps-tenants.svg");
+        apps_tenants_plot::plot(&report, &svg)?;
+        svg
+    } else if report["sides"].is_object() {
+        let svg = dir.join("apps.svg");
+        plot(&report, &svg)?;
+        svg
+    } else {
+        return Err(Error::new(format!(
+            "{}: neither an apps.json nor an apps-tenants.json report",
+            path.display()
+        )));
+    };
+    println!("apps: drew {}", svg.display());
+    Ok(())
 }
 
 /// `uri` with the dilated clock of factor `f`, if any.

@@ -33,6 +33,7 @@ mod apps_dilation;
 mod apps_guest;
 mod apps_mysql;
 mod apps_tenants;
+mod apps_tenants_plot;
 mod args;
 mod clients;
 mod cpio;
