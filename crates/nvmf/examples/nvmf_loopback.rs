@@ -22,6 +22,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use zns_device::{Data, IoBuffer, ZoneOp, ZoneQueue, ZonedDevice};
@@ -39,20 +40,23 @@ const PATHS: [(&str, u64, u32); 3] = [
     ("nvme-tcp loopback, both poll", 100, 100),
 ];
 
+/// The paths measured (see the module's documentation).
+#[derive(Debug, Parser)]
+struct Args {
+    /// Seconds of each measured window.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Measure this device instead of the two.
+    #[arg(long = "device", value_name = "URI")]
+    only_device: Option<String>,
+    /// Measure only this path: "in-process", "floor" or an NVMe/TCP
+    /// path's name.
+    #[arg(long = "path", value_name = "NAME")]
+    only_path: Option<String>,
+}
+
 fn main() {
-    let mut seconds = 2.0f64;
-    let mut only_device: Option<String> = None;
-    let mut only_path: Option<String> = None;
-    let mut args = std::env::args().skip(1);
-    let usage = "--seconds N, --device URI (instead of the two), --path NAME (\"in-process\", \"floor\" or a path's name)";
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--seconds" => seconds = args.next().and_then(|v| v.parse().ok()).expect(usage),
-            "--device" => only_device = Some(args.next().expect(usage)),
-            "--path" => only_path = Some(args.next().expect(usage)),
-            other => panic!("unknown argument {other:?} ({usage})"),
-        }
-    }
+    let Args { seconds, only_device, only_path } = Args::parse();
     let wanted = |path: &str| only_path.as_deref().is_none_or(|p| path == p);
     let dur = Duration::from_secs_f64(seconds);
     let mut rows = Vec::new();

@@ -74,6 +74,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use zns_device::{Data, IoBuffer, ZoneOp, ZonedDevice};
@@ -89,32 +90,41 @@ const NQN: &str = "nqn.2026-11.io.znskit:resources";
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa";
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The goals' measurements (see the module's documentation).
+#[derive(Debug, Parser)]
+struct Args {
+    /// Idle connections to hold (goal 1).
+    #[arg(long, default_value_t = 10_000)]
+    idle: usize,
+    /// Stalled clients beside the good one (goal 2).
+    #[arg(long, default_value_t = 1_000)]
+    stalled: usize,
+    /// Seconds of each measured window.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Which goals to run: digits 1 to 4.
+    #[arg(long, default_value = "1234")]
+    goals: String,
+    /// Devices of goal 3 (repeatable; default the data-less and the data
+    /// emulator).
+    #[arg(long = "device", value_name = "URI")]
+    devices: Vec<String>,
+    /// The target's worker threads for goal 3 (default the target's own).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Run a target alone with room for N connections (the child process
+    /// goal 1 measures).
+    #[arg(long, value_name = "N", hide = true)]
+    serve_target: Option<usize>,
+}
+
 fn main() {
-    let usage = "--idle N, --stalled N, --seconds S, --goals 1234, --device URI, --workers N";
-    let (mut idle, mut stalled, mut seconds) = (10_000usize, 1_000usize, 2.0f64);
-    let mut workers = TargetConfig::default().workers;
-    let mut goals = String::from("1234");
-    let mut devices = Vec::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        if a == "--goals" {
-            goals = args.next().expect(usage);
-            continue;
-        }
-        if a == "--device" {
-            devices.push(args.next().expect(usage));
-            continue;
-        }
-        let mut num = || args.next().and_then(|v| v.parse::<f64>().ok()).expect(usage);
-        match a.as_str() {
-            "--serve-target" => return serve_target(num() as usize),
-            "--idle" => idle = num() as usize,
-            "--stalled" => stalled = num() as usize,
-            "--seconds" => seconds = num(),
-            "--workers" => workers = num() as usize,
-            other => panic!("unknown argument {other:?} ({usage})"),
-        }
+    let args = Args::parse();
+    if let Some(n) = args.serve_target {
+        return serve_target(n);
     }
+    let Args { idle, stalled, seconds, goals, mut devices, .. } = args;
+    let workers = args.workers.unwrap_or(TargetConfig::default().workers);
     let dur = Duration::from_secs_f64(seconds);
     let started = Instant::now();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
