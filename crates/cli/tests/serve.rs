@@ -195,26 +195,7 @@ fn zns_log_shows_the_media_bytes_of_every_device_served() {
 #[test]
 fn serve_exports_the_tenants_of_one_ezns_instance_over_one_base_device() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tenants.toml");
-    std::fs::write(
-        &config,
-        r#"device = "emu:zn540,zones=48"
-zone_scale = 1
-max_width = 4
-headroom = 2
-
-[[tenant]]
-name = "a"
-zones = 8
-active_zones = 2
-
-[[tenant]]
-name = "b"
-zones = 8
-active_zones = 2
-"#,
-    )
-    .unwrap();
+    let config = common::two_tenants(dir.path());
     let nqn = "nqn.2026-11.io.znskit:tenants";
     let uri = |t: &str| format!("ezns:config={},tenant={t}", config.display());
     let (a, b) = (uri("a"), uri("b"));

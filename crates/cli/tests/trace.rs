@@ -209,26 +209,7 @@ fn zns_serve_writes_its_trace_when_stopped() {
 #[test]
 fn zns_serve_traces_the_base_device_of_ezns_tenants_with_their_stripes() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tenants.toml");
-    std::fs::write(
-        &config,
-        r#"device = "emu:zn540,zones=48"
-zone_scale = 1
-max_width = 4
-headroom = 2
-
-[[tenant]]
-name = "a"
-zones = 8
-active_zones = 2
-
-[[tenant]]
-name = "b"
-zones = 8
-active_zones = 2
-"#,
-    )
-    .unwrap();
+    let config = common::two_tenants(dir.path());
     let trace = dir.path().join("ezns.json");
     let uri = |t: &str| format!("ezns:config={},tenant={t}", config.display());
     let nqn = "nqn.2026-11.io.znskit:ezns-trace";

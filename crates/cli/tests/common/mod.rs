@@ -207,3 +207,27 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// Writes, in `dir`, an eZNS configuration of two tenants `a` and `b` (8
+/// logical zones, 2 active, each) over one `emu:zn540` cut to 48 zones,
+/// and returns its path.
+pub fn two_tenants(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("tenants.toml");
+    let text = r#"device = "emu:zn540,zones=48"
+zone_scale = 1
+max_width = 4
+headroom = 2
+
+[[tenant]]
+name = "a"
+zones = 8
+active_zones = 2
+
+[[tenant]]
+name = "b"
+zones = 8
+active_zones = 2
+"#;
+    std::fs::write(&config, text).unwrap();
+    config
+}
