@@ -28,6 +28,8 @@
 
 use std::time::Instant;
 
+use clap::builder::TypedValueParser as _;
+use clap::Parser;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zns_bench::ftl_bench::Workload;
@@ -36,56 +38,62 @@ use zns_ftl::{Ftl, FtlConfig, StreamLayout, VictimPolicy, WriteMode};
 
 const URI: &str = "emu:small,media=null";
 
+/// Write amplification of the FTL at steady state; prints JSON.
+#[derive(Debug, Parser)]
 struct Args {
-    warmup: f64,
-    measure: f64,
+    /// A shorter run: 1.5 capacities of warm-up, 0.5 measured and a tenth
+    /// of the reads, unless `--warmup` or `--measure` say otherwise.
+    #[arg(long)]
+    quick: bool,
+    /// Device capacities written to reach steady state [default: 3, 1.5
+    /// with `--quick`].
+    #[arg(long, value_name = "N")]
+    warmup: Option<f64>,
+    /// Device capacities written while measuring [default: 2, 0.5 with
+    /// `--quick`].
+    #[arg(long, value_name = "N")]
+    measure: Option<f64>,
+    /// Only the workloads whose name starts with this (`uniform`,
+    /// `hot-cold`, `threads`).
+    #[arg(long, value_name = "NAME")]
     only: Option<String>,
+    /// Victim policies compared (`greedy`, `cost-benefit`, `lifetime`,
+    /// `cost-age-time`).
+    #[arg(long, value_name = "P,P", value_delimiter = ',', default_value = "greedy,lifetime")]
     policies: Vec<VictimPolicy>,
+    /// How user data reaches its zone: plain writes or Zone Append.
+    #[arg(long, value_name = "MODE", default_value = "write",
+          value_parser = clap::builder::PossibleValuesParser::new(["write", "append"])
+              .map(|m| if m == "append" { WriteMode::Append } else { WriteMode::Write }))]
     mode: WriteMode,
-    reads: u64,
+    /// `FtlConfig::hot_threshold`.
+    #[arg(long, value_name = "X", default_value_t = FtlConfig::default().hot_threshold)]
     hot_threshold: f64,
+    /// `FtlConfig::gc_streams`.
+    #[arg(long, value_name = "N", default_value_t = FtlConfig::default().gc_streams)]
     gc_streams: u32,
 }
 
-fn args() -> Args {
-    let mut a = Args {
-        warmup: 3.0,
-        measure: 2.0,
-        only: None,
-        policies: vec![VictimPolicy::Greedy, VictimPolicy::Lifetime],
-        mode: WriteMode::Write,
-        reads: 200_000,
-        hot_threshold: FtlConfig::default().hot_threshold,
-        gc_streams: FtlConfig::default().gc_streams,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
-        match k.as_str() {
-            "--quick" => {
-                a.warmup = 1.5;
-                a.measure = 0.5;
-                a.reads = 20_000;
-            }
-            "--warmup" => a.warmup = v().parse().expect("--warmup N (device capacities)"),
-            "--measure" => a.measure = v().parse().expect("--measure N (device capacities)"),
-            "--only" => a.only = Some(v()),
-            "--hot-threshold" => a.hot_threshold = v().parse().expect("--hot-threshold X"),
-            "--gc-streams" => a.gc_streams = v().parse().expect("--gc-streams N"),
-            "--policies" => {
-                a.policies = v().split(',').map(|p| p.parse().expect("policy")).collect()
-            }
-            "--mode" => {
-                a.mode = match v().as_str() {
-                    "write" => WriteMode::Write,
-                    "append" => WriteMode::Append,
-                    m => panic!("--mode {m} (write or append)"),
-                }
-            }
-            _ => panic!("unknown argument {k}"),
+impl Args {
+    /// Device capacities of warm-up.
+    fn warmup(&self) -> f64 {
+        self.warmup.unwrap_or(if self.quick { 1.5 } else { 3.0 })
+    }
+
+    /// Device capacities measured.
+    fn measure(&self) -> f64 {
+        self.measure.unwrap_or(if self.quick { 0.5 } else { 2.0 })
+    }
+
+    /// Random reads timed after each run (4 KiB; of the request size for
+    /// `threads`).
+    fn reads(&self) -> u64 {
+        if self.quick {
+            20_000
+        } else {
+            200_000
         }
     }
-    a
 }
 
 struct Outcome {
@@ -120,13 +128,13 @@ fn run(workload: Workload, config: FtlConfig, a: &Args, seed: u64) -> Outcome {
     let gen = workload.generator(n).expect("workload");
     let mut rng = SmallRng::seed_from_u64(seed);
     let block = vec![0x22u8; bs];
-    let warm = (a.warmup * n as f64) as u64;
+    let warm = (a.warmup() * n as f64) as u64;
     for _ in 0..warm {
         ftl.write(gen.next(&mut rng), &block).expect("warm-up write");
     }
     let s0 = ftl.stats();
     let t0 = Instant::now();
-    let meas = (a.measure * n as f64) as u64;
+    let meas = (a.measure() * n as f64) as u64;
     let (mut invalid_sum, mut samples) = (0f64, 0u64);
     let mut sampling = 0f64;
     for i in 0..meas {
@@ -145,10 +153,10 @@ fn run(workload: Workload, config: FtlConfig, a: &Args, seed: u64) -> Outcome {
     let meta = (s1.meta_blocks_written - s0.meta_blocks_written) as f64;
     let mut rbuf = vec![0u8; bs];
     let t1 = Instant::now();
-    for _ in 0..a.reads {
+    for _ in 0..a.reads() {
         ftl.read(rng.gen_range(0..n), &mut rbuf).expect("read");
     }
-    let read_iops = a.reads as f64 / t1.elapsed().as_secs_f64();
+    let read_iops = a.reads() as f64 / t1.elapsed().as_secs_f64();
     let meta_zones = ftl.meta_zones();
     let out = Outcome {
         waf: data / user,
@@ -168,7 +176,7 @@ fn run(workload: Workload, config: FtlConfig, a: &Args, seed: u64) -> Outcome {
 }
 
 fn main() {
-    let a = args();
+    let a = Args::parse();
     let mut results = Vec::new();
     let want = |w: &str| a.only.as_deref().is_none_or(|o| w.starts_with(o));
     let base = FtlConfig {
@@ -355,11 +363,11 @@ fn run_threads(mode: WriteMode, threads: u64, blocks: u64, a: &Args) -> ThreadsO
         }
         (per / blocks * threads) as f64 / t0.elapsed().as_secs_f64()
     };
-    phase((a.warmup * n as f64) as u64, true, 1);
+    phase((a.warmup() * n as f64) as u64, true, 1);
     let s0 = ftl.stats();
-    let write_iops = phase((a.measure * n as f64) as u64, true, 2);
+    let write_iops = phase((a.measure() * n as f64) as u64, true, 2);
     let s1 = ftl.stats();
-    let read_iops = phase(a.reads * blocks, false, 3);
+    let read_iops = phase(a.reads() * blocks, false, 3);
     let user = (s1.user_blocks_written - s0.user_blocks_written) as f64;
     ThreadsOutcome {
         heads,

@@ -16,6 +16,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::builder::TypedValueParser as _;
+use clap::Parser;
 use zns_device::trace::{TraceFile, DEFAULT_TRACE_EVENTS};
 use zns_emulator::clock::ClockMode;
 use zns_emulator::harness::Harness;
@@ -30,30 +32,22 @@ const WORKING_SET: u64 = 65_536;
 /// Commands in flight.
 const QD: usize = 32;
 
+/// What tracing costs the timed emulator: commands per second with and
+/// without a trace file's ring buffer; prints one JSON object.
+#[derive(Debug, Parser)]
 struct Args {
+    /// Seconds of wall time per mode (untraced, traced), split into its
+    /// slices.
+    #[arg(long, value_name = "S", default_value_t = 4.0)]
     seconds: f64,
+    /// Slices per mode, each half reads and half writes; the modes
+    /// alternate.
+    #[arg(long, value_name = "N", default_value_t = 8)]
     slices: u32,
+    /// 1: the traced slices install a trace sink; 0: no slice does.
+    #[arg(long, value_name = "0|1", default_value = "1", action = clap::ArgAction::Set,
+          value_parser = clap::builder::PossibleValuesParser::new(["0", "1"]).map(|v| v == "1"))]
     traced: bool,
-}
-
-fn args() -> Args {
-    let mut a = Args { seconds: 4.0, slices: 8, traced: true };
-    let v: Vec<String> = std::env::args().skip(1).collect();
-    for w in v.chunks(2) {
-        let val = w.get(1).and_then(|s| s.parse::<f64>().ok()).unwrap_or_else(|| usage());
-        match w[0].as_str() {
-            "--seconds" => a.seconds = val,
-            "--slices" => a.slices = val as u32,
-            "--traced" => a.traced = val != 0.0,
-            _ => usage(),
-        }
-    }
-    a
-}
-
-fn usage() -> ! {
-    eprintln!("usage: trace_cost [--seconds S] [--slices N] [--traced 0|1]");
-    std::process::exit(2)
 }
 
 /// Runs `next(i)` commands with `QD` in flight for `d` of wall time;
@@ -92,7 +86,7 @@ fn run(h: &mut Harness, d: Duration, mut next: impl FnMut(u64) -> SubmissionEntr
 }
 
 fn main() {
-    let a = args();
+    let a = Args::parse();
     let memory = ProcessMemory::new();
     let ctrl = Emulator::builder("zn540")
         .expect("built-in profile")

@@ -26,6 +26,7 @@
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zns_emulator::harness::Harness;
@@ -38,40 +39,31 @@ use zns_spec::{regs, CompletionEntry, SubmissionEntry};
 
 const BLOCK: usize = 4096;
 
+/// Emulator throughput through the real queue path, against the memory
+/// system; prints one JSON object.
+#[derive(Debug, Parser)]
 struct Args {
-    working_set: usize,
+    /// MiB of the working set: the device's data read and written, and the
+    /// `memcpy` baseline's source.
+    #[arg(long = "working-set-mib", value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    working_set_mib: u64,
+    /// Seconds of measuring time per figure (ten slices, the best kept).
+    #[arg(long, value_name = "S", default_value_t = 2.0)]
     seconds: f64,
-    /// Where the device images are made (default: the temporary directory).
+    /// Where the device images are made.
+    #[arg(long, value_name = "DIR", default_value_os_t = std::env::temp_dir())]
     image_dir: std::path::PathBuf,
-    /// Only the device image reads (`--images-only`).
+    /// Only the device image reads.
+    #[arg(long)]
     images_only: bool,
 }
 
-fn args() -> Args {
-    let mut a = Args {
-        working_set: 64 << 20,
-        seconds: 2.0,
-        image_dir: std::env::temp_dir(),
-        images_only: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        if k == "--images-only" {
-            a.images_only = true;
-            continue;
-        }
-        let v = it.next().unwrap_or_default();
-        match k.as_str() {
-            "--working-set-mib" => a.working_set = v.parse::<usize>().expect("MiB") << 20,
-            "--seconds" => a.seconds = v.parse().expect("seconds"),
-            "--image-dir" => a.image_dir = v.into(),
-            _ => panic!(
-                "unknown argument {k} (use --working-set-mib N, --seconds S, --image-dir DIR, \
-                 --images-only)"
-            ),
-        }
+impl Args {
+    /// The working set in bytes.
+    fn working_set(&self) -> usize {
+        (self.working_set_mib << 20) as usize
     }
-    a
 }
 
 /// A device whose zones are 16 MiB and hold the whole working set.
@@ -328,7 +320,7 @@ impl Device {
 fn image_reads(a: &Args, ws_blocks: u64) -> [Cost; 4] {
     let dir = tempfile::tempdir_in(&a.image_dir).expect("image directory");
     let mut devices = [false, true].map(|checksums| {
-        let mut p = profile(a.working_set);
+        let mut p = profile(a.working_set());
         p.controller.data_checksums = Some(checksums);
         let path = dir.path().join(format!("checksums-{checksums}.img"));
         DeviceImage::create(&path, &p).expect("create image");
@@ -396,19 +388,19 @@ fn image_json(image: &[Cost; 4], crc_ns: f64) -> serde_json::Map<String, serde_j
 }
 
 fn main() {
-    let a = args();
-    let ws_blocks = (a.working_set / BLOCK) as u64;
+    let a = Args::parse();
+    let ws_blocks = (a.working_set() / BLOCK) as u64;
     if a.images_only {
         let image = image_reads(&a, ws_blocks);
         let mut out = serde_json::Map::new();
-        out.insert("working_set_bytes".into(), a.working_set.into());
+        out.insert("working_set_bytes".into(), a.working_set().into());
         out.extend(image_json(&image, checksum_ns()));
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
         return;
     }
     let zone_blocks = 4096u64;
     let Device { h, mut host, bufs } =
-        Device::new(profile(a.working_set), MediaChoice::Ram, ws_blocks);
+        Device::new(profile(a.working_set()), MediaChoice::Ram, ws_blocks);
 
     let mut rng = SmallRng::seed_from_u64(1);
     let read_qd1 = rate(a.seconds, 1, |_| {
@@ -417,9 +409,9 @@ fn main() {
     });
     // QD 32 reads against the memory system's limit, 4 KiB copies from
     // random offsets of a working set of the same size, in alternation.
-    let src = vec![7u8; a.working_set];
+    let src = vec![7u8; a.working_set()];
     let mut dst = vec![0u8; BLOCK];
-    let blocks = a.working_set / BLOCK;
+    let blocks = a.working_set() / BLOCK;
     let mut copy_rng = SmallRng::seed_from_u64(2);
     let (read_qd32, memcpy) = rate_pair(
         a.seconds,
@@ -438,7 +430,7 @@ fn main() {
     // Writes go at the write pointer of the zones past the working set,
     // moving on (and resetting) when a zone is full.
     let first = ws_blocks.div_ceil(zone_blocks);
-    let spare = profile(a.working_set).namespaces[0].zones as u64 - first;
+    let spare = profile(a.working_set()).namespaces[0].zones as u64 - first;
     let (mut zone, mut off) = (first, 0u64);
     let mut advance = |host: &mut Host, n: u64| -> u64 {
         if off + n > zone_blocks {
@@ -462,9 +454,9 @@ fn main() {
     });
 
     let image = image_reads(&a, ws_blocks);
-    let fio = fio_psync(a.working_set, a.seconds);
+    let fio = fio_psync(a.working_set(), a.seconds);
     let mut out = serde_json::json!({
-        "working_set_bytes": a.working_set,
+        "working_set_bytes": a.working_set(),
         "read_4k_qd1": read_qd1.round(),
         "read_4k_qd32": read_qd32.round(),
         "write_4k_qd1": write_qd1.round(),

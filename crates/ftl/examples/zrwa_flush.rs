@@ -35,45 +35,35 @@
 
 use std::sync::Arc;
 
+use clap::Parser;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use zns_device::{ReportFilter, ZonedDevice};
 use zns_ftl::{Ftl, FtlConfig, ZrwaUse};
 
+/// A flush-heavy workload on the FTL with its metadata log in zone random
+/// write areas and without; prints JSON.
+#[derive(Debug, Parser)]
 struct Args {
+    /// The emulated device each case runs on (a `zrwa=` option is added).
+    #[arg(long, value_name = "URI", default_value = "emu:zn540,zones=16")]
     device: String,
+    /// Writes in all (few enough that garbage collection never runs).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
     writes: u64,
+    /// Logical blocks the random writes fall in (from block 0).
+    #[arg(long, value_name = "N", default_value_t = 65_536,
+          value_parser = clap::value_parser!(u64).range(1..))]
     span: u64,
+    /// Blocks of each zone random write area.
+    #[arg(long, value_name = "N", default_value_t = 64)]
     window: u64,
+    /// Writes per flush (`k`): a flush after every k-th write; one case
+    /// per value.
+    #[arg(long, value_name = "K,K", value_delimiter = ',', default_value = "1,4,16",
+          value_parser = clap::value_parser!(u64).range(1..))]
     every: Vec<u64>,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        device: "emu:zn540,zones=16".into(),
-        writes: 20_000,
-        span: 65_536,
-        window: 64,
-        every: vec![1, 4, 16],
-    };
-    let v: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < v.len() {
-        let val = v.get(i + 1).cloned().unwrap_or_default();
-        match v[i].as_str() {
-            "--device" => a.device = val,
-            "--writes" => a.writes = val.parse().expect("--writes N"),
-            "--span" => a.span = val.parse().expect("--span N"),
-            "--window" => a.window = val.parse().expect("--window N"),
-            "--every" => {
-                a.every = val.split(',').map(|s| s.parse().expect("--every K,K")).collect()
-            }
-            other => panic!("unknown argument {other}"),
-        }
-        i += 2;
-    }
-    a
 }
 
 /// Blocks written in every zone of `dev` (committed, for ZRWA zones).
@@ -157,7 +147,7 @@ fn run(a: &Args, uri: &str, zrwa: ZrwaUse, every: u64) -> Value {
 }
 
 fn main() {
-    let a = args();
+    let a = Args::parse();
     let mut cases = Vec::new();
     for fg in [1u64, 4, 8] {
         let uri = format!("{},zrwa={}/{fg}/4", a.device, a.window);

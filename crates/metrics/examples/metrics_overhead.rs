@@ -8,10 +8,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use zns_device::{ZoneOp, ZonedDevice};
 use zns_metrics::MeteredDevice;
 
 const DEPTH: usize = 32;
+
+/// The cost of counting: plain against metered reads.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Seconds measured: ten rounds of a tenth each, plain and metered
+    /// alternating, after one warm-up round of each.
+    #[arg(value_name = "SECONDS", default_value_t = 2.0)]
+    seconds: f64,
+}
 
 /// Reads for `time`; returns (reads, elapsed).
 fn reads(dev: &dyn ZonedDevice, time: Duration) -> (u64, Duration) {
@@ -45,8 +55,8 @@ fn reads(dev: &dyn ZonedDevice, time: Duration) -> (u64, Duration) {
 }
 
 fn main() {
-    let seconds: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2.0);
-    let round = Duration::from_secs_f64(seconds / 10.0);
+    let args = Args::parse();
+    let round = Duration::from_secs_f64(args.seconds / 10.0);
     let plain = zns_device::open("emu:small,media=null").unwrap();
     let metered: Arc<dyn ZonedDevice> =
         MeteredDevice::wrap(zns_device::open("emu:small,media=null").unwrap());

@@ -20,6 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -32,16 +33,18 @@ const BS: usize = 4096;
 const REGION: u64 = 256 << 20;
 const QD: usize = 32;
 
+/// NBD over loopback: 4 KiB random reads and writes at QD 1 and 32 on
+/// three servers; prints JSON.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Seconds of each measured phase.
+    #[arg(long, value_name = "N", default_value_t = 2.0)]
+    seconds: f64,
+}
+
 fn main() {
-    let mut seconds = 2.0f64;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--seconds" => seconds = args.next().and_then(|v| v.parse().ok()).expect("--seconds N"),
-            other => panic!("unknown argument {other:?} (--seconds N)"),
-        }
-    }
-    let dur = Duration::from_secs_f64(seconds);
+    let args = Args::parse();
+    let dur = Duration::from_secs_f64(args.seconds);
     let mut results = Vec::new();
 
     let dev = zns_device::open("emu:small").expect("emu:small");
@@ -58,7 +61,7 @@ fn main() {
         "block_size": BS,
         "region_bytes": REGION,
         "queue_depth_iops": QD,
-        "seconds_per_phase": seconds,
+        "seconds_per_phase": args.seconds,
         "servers": results,
     });
     println!("{}", serde_json::to_string_pretty(&out).unwrap());

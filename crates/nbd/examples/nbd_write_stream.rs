@@ -47,6 +47,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use rand::{RngCore, SeedableRng};
 use serde_json::{json, Value};
 use zns_emulator::image::DeviceImage;
@@ -60,66 +61,48 @@ const MIB: u64 = 1 << 20;
 /// `--queue-size`).
 const IN_FLIGHT: u64 = 16 * MIB;
 
-struct Opts {
+/// Sequential NBD write throughput, `zns-nbd` on the FTL against
+/// `qemu-nbd`; prints JSON (progress on stderr).
+#[derive(Debug, Parser)]
+struct Args {
+    /// MiB written by each run.
+    #[arg(long, value_name = "MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..))]
     size: u64,
+    /// Connection counts, one run each.
+    #[arg(long, value_name = "N,N", value_delimiter = ',', default_value = "1,4",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     conns: Vec<usize>,
-    requests: Vec<u64>,
+    /// Request sizes in KiB, one run each.
+    #[arg(long = "request-kib", value_name = "KIB,KIB", value_delimiter = ',',
+          default_value = "1024,4096", value_parser = clap::value_parser!(u64).range(1..))]
+    request_kib: Vec<u64>,
+    /// Clients, one run each: `nbdcopy` (libnbd) and `ours` (`NbdClient`).
+    #[arg(long = "client", value_name = "NAME,NAME", value_delimiter = ',',
+          value_parser = ["nbdcopy", "ours"], default_value = "nbdcopy,ours")]
     clients: Vec<String>,
+    /// Runs of each case; the median is reported (0 counts as 1).
+    #[arg(long, value_name = "N", default_value_t = 1)]
     repeat: usize,
+    /// Where the targets are made (default the system's temp directory).
+    #[arg(long, value_name = "PATH")]
     dir: Option<PathBuf>,
+    /// Target states, one run each: `fresh` (empty) and `full` (every block
+    /// written and flushed first).
+    #[arg(long = "state", value_name = "STATE,STATE", value_delimiter = ',',
+          value_parser = ["fresh", "full"], default_value = "fresh,full")]
     states: Vec<String>,
     /// `FtlConfig::heads_per_stream`: open zones per user stream, so
     /// writers on as many connections each have their own.
+    #[arg(long, value_name = "N", default_value_t = FtlConfig::default().heads_per_stream)]
     heads: u32,
 }
 
-fn list<T: std::str::FromStr>(v: Option<String>, what: &str) -> Vec<T> {
-    let v = v.unwrap_or_else(|| panic!("{what} needs a value"));
-    v.split(',').map(|x| x.parse().unwrap_or_else(|_| panic!("bad {what} {x:?}"))).collect()
-}
-
-fn parse() -> Opts {
-    let mut o = Opts {
-        size: 256 * MIB,
-        conns: vec![1, 4],
-        requests: vec![MIB, 4 * MIB],
-        clients: vec!["nbdcopy".into(), "ours".into()],
-        repeat: 1,
-        dir: None,
-        states: vec!["fresh".into(), "full".into()],
-        heads: FtlConfig::default().heads_per_stream,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--size" => o.size = list::<u64>(args.next(), "--size")[0] * MIB,
-            "--conns" => o.conns = list(args.next(), "--conns"),
-            "--request-kib" => {
-                o.requests =
-                    list::<u64>(args.next(), "--request-kib").iter().map(|k| k << 10).collect()
-            }
-            "--client" => o.clients = list(args.next(), "--client"),
-            "--repeat" => o.repeat = list::<usize>(args.next(), "--repeat")[0].max(1),
-            "--dir" => o.dir = Some(args.next().expect("--dir PATH").into()),
-            "--state" => o.states = list(args.next(), "--state"),
-            "--heads" => o.heads = list::<u32>(args.next(), "--heads")[0],
-            other => panic!(
-                "unknown argument {other:?} (--size MIB, --conns 1,4, --request-kib 1024,4096, \
-                 --client nbdcopy,ours, --repeat N, --dir PATH, --state fresh,full, --heads N)"
-            ),
-        }
-    }
-    let known = |v: &[String], ok: &[&str], what: &str| {
-        let bad = v.iter().find(|x| !ok.contains(&x.as_str()));
-        assert!(bad.is_none(), "{what} {bad:?}: one of {ok:?}");
-    };
-    known(&o.states, &["fresh", "full"], "--state");
-    known(&o.clients, &["nbdcopy", "ours"], "--client");
-    o
-}
-
 fn main() {
-    let o = parse();
+    let o = Args::parse();
+    let size = o.size * MIB;
+    let requests: Vec<u64> = o.request_kib.iter().map(|k| k << 10).collect();
+    let repeat = o.repeat.max(1);
     let tmp = match &o.dir {
         Some(d) => tempfile::tempdir_in(d),
         None => tempfile::tempdir(),
@@ -137,7 +120,7 @@ fn main() {
     let src_dir = if shm.is_dir() { shm } else { dir };
     let source = src_dir.join(format!("znskit-nbd-write-src-{}.raw", std::process::id()));
     let _source_guard = Removed(source.clone());
-    let payload = random_bytes(o.size);
+    let payload = random_bytes(size);
     std::fs::write(&source, &payload).expect("write the source file");
 
     // The FTL's exposed size, which qemu-nbd's file copies.
@@ -150,7 +133,7 @@ fn main() {
     };
     let mut runs = Vec::new();
     for state in &o.states {
-        for &req in &o.requests {
+        for &req in &requests {
             for &conns in &o.conns {
                 for client in &o.clients {
                     if client == "nbdcopy" && !have_nbdcopy {
@@ -159,7 +142,7 @@ fn main() {
                     }
                     let mut qemu = Vec::new();
                     let mut ours = Vec::new();
-                    for rep in 0..o.repeat {
+                    for rep in 0..repeat {
                         eprintln!(
                             "[{state}, {client}] {} KiB requests, {conns} connection(s), run {}",
                             req >> 10,
@@ -169,7 +152,7 @@ fn main() {
                             client,
                             req,
                             conns,
-                            size: o.size,
+                            size,
                             source: &source,
                             payload: &payload,
                             full: state == "full",
@@ -205,9 +188,9 @@ fn main() {
     }
     let out = json!({
         "benchmark": "nbd-write-stream",
-        "bytes": o.size,
+        "bytes": size,
         "dir": dir.display().to_string(),
-        "repeat": o.repeat,
+        "repeat": repeat,
         "method": "a new target per run (full: every block written and flushed first); \
                    sequential writes, no flush until one at the end (timed in); median of the \
                    repeats",
