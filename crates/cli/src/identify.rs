@@ -104,7 +104,8 @@ fn human(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
             b => format!("{} ({})", c.mdts, bytes_h(b as u64)),
         },
     );
-    kv(&mut s, "ctratt", format!("{:#x}", c.ctratt));
+    kv(&mut s, "ctratt", format!("{:#x}{}", c.ctratt, ctratt_text(c.ctratt)));
+    kv(&mut s, "endgidmax", format!("{}", c.endgidmax));
     kv(&mut s, "cntrltype", format!("{}", c.cntrltype));
     kv(&mut s, "oacs", format!("{:#x}", c.oacs));
     kv(&mut s, "sqes", format!("{:#x}", c.sqes));
@@ -145,6 +146,7 @@ fn human(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
     kv(&mut s, "mssrl", format!("{}", n.mssrl));
     kv(&mut s, "mcl", format!("{}", n.mcl));
     kv(&mut s, "msrc", format!("{}", n.msrc));
+    kv(&mut s, "endgid", format!("{}", n.endgid));
     kv(&mut s, "nguid", hex(&n.nguid));
     kv(&mut s, "eui64", hex(&n.eui64));
     for (i, f) in n.lbaf.iter().enumerate().take(n.nlbaf as usize + 1) {
@@ -183,6 +185,34 @@ fn human(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
         );
     }
     s + "\n" + &geometry(info, ftl)
+}
+
+/// The CTRATT bits of endurance groups and Flexible Data Placement, named.
+fn ctratt_text(ctratt: u32) -> String {
+    let v: Vec<&str> = [
+        (IdentifyController::CTRATT_ENDURANCE_GROUPS, "endurance groups"),
+        (IdentifyController::CTRATT_FDPS, "flexible data placement"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| ctratt & bit != 0)
+    .map(|(_, n)| n)
+    .collect();
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", v.join(", "))
+    }
+}
+
+/// The namespace's Flexible Data Placement, for the summary.
+fn fdp_text(info: &DeviceInfo) -> String {
+    match &info.fdp {
+        Some(f) => {
+            "\nFlexible Data Placement:\n".to_string()
+                + &crate::fdp::config_text(f, u64::from(info.block_size))
+        }
+        None => String::new(),
+    }
 }
 
 fn ozcs_text(z: &ZnsNamespace) -> String {
@@ -260,7 +290,7 @@ fn conventional(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
 
 fn geometry(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
     if !info.zoned {
-        return conventional(info, ftl);
+        return conventional(info, ftl) + &fdp_text(info);
     }
     let mut s = String::from("Zoned namespace:\n");
     let bs = u64::from(info.block_size);
@@ -325,7 +355,7 @@ fn geometry(info: &DeviceInfo, ftl: Option<&FtlStats>) -> String {
             ),
         );
     }
-    s
+    s + &fdp_text(info)
 }
 
 fn to_json(info: &DeviceInfo, ftl: Option<&FtlStats>) -> Result<Value> {
@@ -355,13 +385,14 @@ fn to_json(info: &DeviceInfo, ftl: Option<&FtlStats>) -> Result<Value> {
                 "sn": c.serial_number.trim(), "mn": c.model_number.trim(),
                 "fr": c.firmware_revision.trim(),
                 "ver": c.ver.0, "cntlid": c.cntlid, "mdts": c.mdts,
-                "ctratt": c.ctratt, "cntrltype": c.cntrltype, "oacs": c.oacs,
+                "ctratt": c.ctratt, "endgidmax": c.endgidmax,
+                "cntrltype": c.cntrltype, "oacs": c.oacs,
                 "sqes": c.sqes, "cqes": c.cqes, "maxcmd": c.maxcmd, "nn": c.nn,
                 "oncs": c.oncs.0, "vwc": c.vwc, "ocfs": c.ocfs, "subnqn": c.subnqn,
             },
             "zns_controller": if info.zoned { json!({ "zasl": id.zns_controller.zasl }) } else { Value::Null },
             "namespace": {
-                "nsid": info.nsid,
+                "nsid": info.nsid, "endgid": n.endgid,
                 "nsze": n.nsze, "ncap": n.ncap, "nuse": n.nuse, "nsfeat": n.nsfeat,
                 "nlbaf": n.nlbaf, "flbas": n.flbas,
                 "mssrl": n.mssrl, "mcl": n.mcl, "msrc": n.msrc,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use zns_device::{ZoneQueue, ZonedDevice};
+use zns_device::{Data, ZoneOp, ZoneQueue, ZonedDevice};
 
 use crate::num::parse_num;
 use crate::range::{check_range, check_read, AppendZone};
@@ -46,6 +46,11 @@ pub struct WriteArgs {
     /// Force Unit Access: durable when the command completes.
     #[arg(long)]
     pub fua: bool,
+    /// Flexible Data Placement: write through this placement handle
+    /// (reclaim group 0), so the device keeps the data in its reclaim
+    /// units. Only on a namespace with FDP enabled (`zns fdp status`).
+    #[arg(long, value_name = "N")]
+    pub placement: Option<u16>,
     /// Per-LBA metadata to write with the blocks, from this file: at most
     /// blocks × metadata size bytes, padded with zeroes (the namespace's
     /// format must have separate metadata).
@@ -191,6 +196,10 @@ pub fn write(dev: &dyn ZonedDevice, args: &WriteArgs, out: &mut dyn Write) -> Re
     let blocks = (data.len() / bs) as u64;
     let what = format!("write of {} at LBA {:#x}", plural(blocks), args.lba);
     check_range(info, &what, args.lba, blocks, "nothing was written")?;
+    let placement = match args.placement {
+        Some(h) => Some(placement(dev, h)?),
+        None => None,
+    };
     let per = info.max_transfer_blocks();
     let mut q = dev.queue(2)?;
     if blocks > per {
@@ -225,14 +234,44 @@ pub fn write(dev: &dyn ZonedDevice, args: &WriteArgs, out: &mut dyn Write) -> Re
             buf.attach_metadata(mb);
         }
         let lba = args.lba + i as u64 * per;
-        if args.fua {
-            q.write_fua(lba, &buf)?;
-        } else {
-            q.write(lba, &buf)?;
-        }
+        // One command a chunk: a chunk is at most the transfer limit.
+        let op = ZoneOp::Write { lba, fua: args.fua, placement };
+        q.execute(&op, Data::ToDevice(&buf))?;
     }
-    writeln!(out, "wrote {} at LBA {:#x}", plural(blocks), args.lba)?;
+    match args.placement {
+        Some(h) => writeln!(
+            out,
+            "wrote {} at LBA {:#x} through placement handle {h}",
+            plural(blocks),
+            args.lba
+        )?,
+        None => writeln!(out, "wrote {} at LBA {:#x}", plural(blocks), args.lba)?,
+    }
     Ok(())
+}
+
+/// The placement identifier of `--placement HANDLE`, refused with the
+/// reason on a namespace without Flexible Data Placement enabled.
+fn placement(dev: &dyn ZonedDevice, handle: u16) -> Result<u16> {
+    let info = dev.info();
+    match &info.fdp {
+        Some(f) if f.enabled => {
+            crate::fdp::placement_id(f, handle).with_context(|| format!("--placement {handle}"))
+        }
+        Some(f) => bail!(
+            "--placement {handle}: Flexible Data Placement is disabled in endurance group {} of \
+             {} namespace {}; nothing was written",
+            f.endurance_group,
+            info.uri,
+            info.nsid
+        ),
+        None => bail!(
+            "--placement {handle}: {} namespace {} has no Flexible Data Placement (`zns identify` \
+             shows what it reports); nothing was written",
+            info.uri,
+            info.nsid
+        ),
+    }
 }
 
 pub fn append(dev: &dyn ZonedDevice, args: &AppendArgs, out: &mut dyn Write) -> Result<()> {

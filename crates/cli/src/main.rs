@@ -9,6 +9,7 @@ mod bench;
 mod characterize;
 mod emu;
 mod ezns;
+mod fdp;
 mod fit;
 mod ftl;
 mod ftl_serve;
@@ -74,6 +75,13 @@ enum Command {
     Log {
         #[command(subcommand)]
         command: log::LogCommand,
+    },
+    /// Flexible Data Placement of the device's namespace: status (its
+    /// reclaim unit handles and statistics), update (new reclaim units),
+    /// events.
+    Fdp {
+        #[command(subcommand)]
+        command: fdp::FdpCommand,
     },
     /// Report zones.
     ReportZones(report::ReportArgs),
@@ -348,6 +356,7 @@ fn run(cli: Cli, device_given: bool, out: &mut dyn Write) -> Result<()> {
         Command::Ezns { command } => ezns::run(command, &device, device_given, out),
         Command::Identify { json } => identify::run(open(&device)?.as_ref(), json, out),
         Command::Log { command } => log::run(open(&device)?.as_ref(), &command, out),
+        Command::Fdp { command } => fdp::run(open(&device)?.as_ref(), &command, out),
         Command::ReportZones(args) => report::run(open(&device)?.as_ref(), &args, out),
         Command::Read(args) => io::read(open(&device)?.as_ref(), &args, out),
         Command::Write(args) => io::write(open(&device)?.as_ref(), &args, out),

@@ -9,6 +9,7 @@ use zns_spec::command::{
     CopyCmd, Flush, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
 };
 use zns_spec::copy::{SourceRangeFormat0, MAX_RANGES};
+use zns_spec::fdp::{IoManagementReceive, IoManagementSend};
 use zns_spec::{SubmissionEntry, ZoneReceiveAction, ZoneSendAction};
 
 use crate::buffer::IoBuffer;
@@ -98,8 +99,11 @@ pub(crate) fn check_report_len(len: usize) -> Result<()> {
 }
 
 /// The submission entry of `op` moving `len` bytes on the device `info`
-/// describes (namespace `info.nsid`). Data pointers are left zero.
+/// describes (namespace `info.nsid`). Data pointers are left zero. Placed
+/// writes and the reclaim unit handle commands are refused here on a
+/// namespace without Flexible Data Placement enabled.
 pub(crate) fn entry(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<SubmissionEntry> {
+    crate::fdp::check(info, op)?;
     let nsid = info.nsid;
     let built = |r: std::result::Result<SubmissionEntry, zns_spec::command::CommandError>| {
         r.map_err(|e| DeviceError::InvalidArgument(format!("{}: {e}", op.kind())))
@@ -147,6 +151,27 @@ pub(crate) fn entry(info: &DeviceInfo, op: &ZoneOp, len: usize) -> Result<Submis
             check_ranges(ranges)?;
             built(CopyCmd::new(nsid, *dest, ranges.len() as u16).to_entry())
         }
+        ZoneOp::RuhStatus => {
+            crate::fdp::check_status_len(len)?;
+            built(IoManagementReceive::ruh_status(nsid, (len / 4) as u64).to_entry())
+        }
+        ZoneOp::RuhUpdate { pids } => {
+            crate::fdp::check_pids(pids)?;
+            built(IoManagementSend::ruh_update(nsid, pids.len() as u32).map(|c| c.to_entry()))
+        }
+    }
+}
+
+/// The data of a command whose data the queue builds itself: a Copy's
+/// source range list, a Reclaim Unit Handle Update's placement
+/// identifiers; `None` for other commands.
+pub(crate) fn own_data(op: &ZoneOp) -> Option<Result<Vec<u8>>> {
+    match op {
+        ZoneOp::Copy { ranges, .. } => Some(copy_list(ranges)),
+        ZoneOp::RuhUpdate { pids } => {
+            Some(crate::fdp::check_pids(pids).map(|()| zns_spec::fdp::placement_id_list(pids)))
+        }
+        _ => None,
     }
 }
 
@@ -184,7 +209,8 @@ pub(crate) fn copy_list(ranges: &[CopyRange]) -> Result<Vec<u8>> {
 
 /// What a blocking command moves, checked against the command: the
 /// caller's buffer, or bytes of the queue's own (a Set Zone Descriptor
-/// Extension's data padded to the extension size, a Copy's range list).
+/// Extension's data padded to the extension size, a Copy's range list, a
+/// Reclaim Unit Handle Update's placement identifiers).
 pub(crate) enum Transfer<'a> {
     /// No data.
     None,
@@ -195,7 +221,8 @@ pub(crate) enum Transfer<'a> {
 }
 
 /// The data a blocking `op` moves with `data`, and the transfer length
-/// its submission entry takes (0 for Copy, whose ranges are not blocks).
+/// its submission entry takes (0 for Copy and Reclaim Unit Handle Update,
+/// whose data are not blocks).
 pub(crate) fn transfer<'a>(
     info: &DeviceInfo,
     op: &ZoneOp,
@@ -215,8 +242,9 @@ pub(crate) fn transfer<'a>(
             padded[..buf.len()].copy_from_slice(buf);
             (Transfer::ToDevice(padded.into()), ext)
         }
-        (ZoneOp::Copy { ranges, .. }, Data::None) => {
-            (Transfer::ToDevice(copy_list(ranges)?.into()), 0)
+        (op @ (ZoneOp::Copy { .. } | ZoneOp::RuhUpdate { .. }), Data::None) => {
+            let bytes = own_data(op).expect("a command with data of its own")?;
+            (Transfer::ToDevice(bytes.into()), 0)
         }
         (op, Data::None) if op.data_to_device().is_none() => (Transfer::None, 0),
         (op, Data::ToDevice(buf)) if op.data_to_device() == Some(true) => {

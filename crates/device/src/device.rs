@@ -7,8 +7,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zns_spec::fdp::RuhStatus;
 use zns_spec::log::GetLogPage;
-use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
+use zns_spec::{AdminOpcode, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor};
 
 use crate::buffer::IoBuffer;
 use crate::changes::ZoneChanges;
@@ -96,6 +97,37 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// Get Features on the device's controller: `entry` is a Get Features
+    /// submission entry (such as [`zns_spec::fdp::FdpFeature::get_entry`]);
+    /// `data`, for a feature that returns data (FDP Events, 1Eh), is
+    /// filled. Returns completion dword 0. A status the controller answers
+    /// is [`DeviceError::Nvme`]; backends that send no admin commands
+    /// (all but the driver backend and `tcp:`) answer `Unsupported`.
+    fn get_features(&self, entry: &SubmissionEntry, data: Option<&mut [u8]>) -> Result<u32> {
+        let _ = data;
+        check_features_entry(entry, AdminOpcode::GetFeatures)?;
+        Err(DeviceError::Unsupported(format!(
+            "{}: get features {:#04x}: this backend sends no admin commands",
+            self.info().uri,
+            entry.cdw10 & 0xFF
+        )))
+    }
+
+    /// Set Features on the device's controller: `entry` is a Set Features
+    /// submission entry (such as
+    /// [`zns_spec::fdp::FdpEventsFeature::set_entry`]) with `data` as the
+    /// feature's data where it takes any. Returns completion dword 0;
+    /// errors as [`ZonedDevice::get_features`].
+    fn set_features(&self, entry: &SubmissionEntry, data: Option<&[u8]>) -> Result<u32> {
+        let _ = data;
+        check_features_entry(entry, AdminOpcode::SetFeatures)?;
+        Err(DeviceError::Unsupported(format!(
+            "{}: set features {:#04x}: this backend sends no admin commands",
+            self.info().uri,
+            entry.cdw10 & 0xFF
+        )))
+    }
+
     /// Now, in nanoseconds since an arbitrary origin, on the clock the
     /// device's completions follow: the wall clock (monotonic) for real
     /// devices; for a timed emulator its own clock, virtual by default
@@ -126,6 +158,20 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
 
     /// The backend's own type, for downcasting.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Refuses an entry of another opcode than `want` (Get or Set Features):
+/// the features methods run nothing else.
+pub(crate) fn check_features_entry(entry: &SubmissionEntry, want: AdminOpcode) -> Result<()> {
+    if entry.opcode() != want as u8 {
+        return Err(DeviceError::InvalidArgument(format!(
+            "opcode {:#04x} is not {:?} ({:#04x})",
+            entry.opcode(),
+            want,
+            want as u8
+        )));
+    }
+    Ok(())
 }
 
 /// Monotonic wall-clock nanoseconds since the first call in this process.
@@ -319,6 +365,47 @@ pub trait ZoneQueue: Send {
     /// moves past `lba`.
     fn commit_zrwa(&mut self, lba: u64) -> Result<()> {
         self.execute(&ZoneOp::CommitZrwa { lba }, Data::None).map(drop)
+    }
+
+    /// Flexible Data Placement: the Reclaim Unit Handle Status of the
+    /// namespace (I/O Management Receive), one descriptor per placement
+    /// handle with the blocks its current reclaim unit still takes. Needs
+    /// FDP enabled ([`DeviceInfo::fdp`]); `Unsupported` otherwise, and on
+    /// backends that cannot send the command.
+    fn ruh_status(&mut self) -> Result<RuhStatus> {
+        let (want, max) = {
+            let i = self.info();
+            let want = i.fdp.as_ref().map_or(RuhStatus::HEADER, |f| f.ruh_status_bytes());
+            (want, i.mdts_bytes)
+        };
+        let fit = |n: usize| n.min(max).max(RuhStatus::HEADER) / 4 * 4;
+        let mut len = fit(want);
+        loop {
+            let mut buf = self.alloc(len)?;
+            self.execute(&ZoneOp::RuhStatus, Data::FromDevice(&mut buf))?;
+            // More descriptors than the buffer took: ask again, once, for
+            // all of them (within the transfer limit).
+            let n = u16::from_le_bytes([buf[14], buf[15]]) as usize;
+            let need = fit(RuhStatus::HEADER + n * zns_spec::fdp::RuhStatusDescriptor::SIZE);
+            if need > len {
+                len = need;
+                continue;
+            }
+            return RuhStatus::from_bytes(&buf).map_err(|e| {
+                DeviceError::Unsupported(format!(
+                    "{}: the reclaim unit handle status does not decode: {e}",
+                    self.info().uri
+                ))
+            });
+        }
+    }
+
+    /// Flexible Data Placement: Reclaim Unit Handle Update (I/O
+    /// Management Send) of the placement identifiers `pids`: each one's
+    /// reclaim unit handle moves to a fresh reclaim unit. Needs FDP
+    /// enabled, as [`ZoneQueue::ruh_status`].
+    fn ruh_update(&mut self, pids: &[u16]) -> Result<()> {
+        self.execute(&ZoneOp::RuhUpdate { pids: pids.to_vec() }, Data::None).map(drop)
     }
 
     /// Sets the descriptor extension of the Empty zone at `zslba` to `data`

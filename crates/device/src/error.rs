@@ -50,6 +50,16 @@ pub enum OpKind {
     Copy,
     /// Get Log Page (an admin command).
     GetLogPage,
+    /// Get Features (an admin command).
+    GetFeatures,
+    /// Set Features (an admin command).
+    SetFeatures,
+    /// I/O Management Receive: Reclaim Unit Handle Status (Flexible Data
+    /// Placement).
+    RuhStatus,
+    /// I/O Management Send: Reclaim Unit Handle Update (Flexible Data
+    /// Placement).
+    RuhUpdate,
 }
 
 impl OpKind {
@@ -72,6 +82,10 @@ impl OpKind {
             OpKind::ReportZones => "zone report",
             OpKind::Copy => "copy",
             OpKind::GetLogPage => "get log page",
+            OpKind::GetFeatures => "get features",
+            OpKind::SetFeatures => "set features",
+            OpKind::RuhStatus => "reclaim unit handle status",
+            OpKind::RuhUpdate => "reclaim unit handle update",
         }
     }
 

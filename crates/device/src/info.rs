@@ -196,6 +196,12 @@ pub struct DeviceInfo {
     pub capabilities: Capabilities,
     /// A conventional namespace of the same device, if it has one.
     pub conventional: Option<ConventionalNamespace>,
+    /// Flexible Data Placement of the namespace's endurance group, as read
+    /// when the device opened; `None` when the controller has none, the
+    /// namespace is in no endurance group, or the backend cannot ask (only
+    /// the driver backend, `emu:` and `pcie:`, and `tcp:` ask). Placed
+    /// writes and the reclaim unit handle commands need it enabled.
+    pub fdp: Option<crate::fdp::FdpInfo>,
     /// Identify data, when the backend can read it.
     #[serde(skip)]
     pub identify: Option<IdentifyData>,

@@ -12,6 +12,9 @@
 //!   write, append, zone management, reports, copy and flush.
 //! - [`IoBuffer`]: owned page-aligned memory, DMA-capable where the backend
 //!   needs it.
+//! - [`FdpInfo`]: a namespace's Flexible Data Placement, for placed writes
+//!   ([`ZoneQueue::write_placed`]) and the reclaim unit handle commands
+//!   ([`ZoneQueue::ruh_status`], [`ZoneQueue::ruh_update`]).
 //! - [`ZoneChanges`]: the zones a device changed on its own (its Changed
 //!   Zone List), for layers that report them upward.
 //! - [`DeviceError`]: typed errors; a command failure names the command,
@@ -48,6 +51,7 @@ pub mod device;
 pub mod discovery;
 pub mod driver;
 pub mod error;
+pub mod fdp;
 pub mod info;
 pub mod op;
 #[cfg(feature = "emulator")]
@@ -65,11 +69,13 @@ pub use changes::ZoneChanges;
 pub use device::{Data, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT, REPORT_BATCH};
 pub use driver::{DriverDevice, DriverQueue};
 pub use error::{DeviceError, OpKind, Result};
+pub use fdp::{FdpInfo, RuhKind};
 pub use info::{
     Capabilities, ConventionalNamespace, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo,
 };
 pub use op::{Completion, CopyRange, Rejected, ZoneOp};
 pub use uri::{DeviceUri, PcieUri, DEFAULT_URI};
+pub use zns_spec::fdp::{RuhStatus, RuhStatusDescriptor};
 pub use zns_spec::{ReportFilter, Status, StatusCode, ZoneAttributes, ZoneState, ZoneType};
 pub use zone::{parse_report, Target, Zone, ZoneAction, ZoneReport};
 

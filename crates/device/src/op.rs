@@ -35,7 +35,8 @@ impl From<(u64, u32)> for CopyRange {
 /// | `Write`, `Append` | written to the device |
 /// | `SetZoneExtension` | the extension data, at most the namespace's extension size |
 /// | `ReportZones` | filled with the report (decode with [`crate::parse_report`]) |
-/// | `WriteZeroes`, `Flush`, `Zone`, `Copy`, `OpenZrwa`, `CommitZrwa` | none |
+/// | `RuhStatus` | filled with the Reclaim Unit Handle Status (whole dwords; decode with [`zns_spec::fdp::RuhStatus::from_bytes`]) |
+/// | `WriteZeroes`, `Flush`, `Zone`, `Copy`, `OpenZrwa`, `CommitZrwa`, `RuhUpdate` | none |
 ///
 /// Thread safety: plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +123,21 @@ pub enum ZoneOp {
         /// Last LBA to commit.
         lba: u64,
     },
+    /// Flexible Data Placement: I/O Management Receive, Reclaim Unit
+    /// Handle Status (MO 01h), into the buffer (whole dwords): one
+    /// descriptor per placement handle of the namespace, each with the
+    /// blocks its current reclaim unit still takes. Only a device with FDP
+    /// enabled ([`crate::DeviceInfo::fdp`]) takes it.
+    RuhStatus,
+    /// Flexible Data Placement: I/O Management Send, Reclaim Unit Handle
+    /// Update (MO 01h): each placement identifier's reclaim unit handle
+    /// leaves its current reclaim unit and writes a fresh one next. The
+    /// identifiers travel as the command's data, which the queue builds.
+    RuhUpdate {
+        /// Placement identifiers (1..=65536), as in
+        /// [`ZoneOp::Write::placement`](ZoneOp::Write).
+        pids: Vec<u16>,
+    },
 }
 
 impl ZoneOp {
@@ -139,11 +155,14 @@ impl ZoneOp {
             ZoneOp::Copy { .. } => OpKind::Copy,
             ZoneOp::OpenZrwa { .. } => OpKind::OpenZrwa,
             ZoneOp::CommitZrwa { .. } => OpKind::CommitZrwa,
+            ZoneOp::RuhStatus => OpKind::RuhStatus,
+            ZoneOp::RuhUpdate { .. } => OpKind::RuhUpdate,
         }
     }
 
     /// The LBA the command addresses (zone start for zone commands,
-    /// destination for Copy); `None` for Flush and Select All.
+    /// destination for Copy); `None` for Flush, Select All and the
+    /// reclaim unit handle commands.
     pub fn lba(&self) -> Option<u64> {
         match self {
             ZoneOp::Read { lba } | ZoneOp::Write { lba, .. } | ZoneOp::WriteZeroes { lba, .. } => {
@@ -156,6 +175,7 @@ impl ZoneOp {
             ZoneOp::Copy { dest, .. } => Some(*dest),
             ZoneOp::OpenZrwa { zslba } => Some(*zslba),
             ZoneOp::CommitZrwa { lba } => Some(*lba),
+            ZoneOp::RuhStatus | ZoneOp::RuhUpdate { .. } => None,
         }
     }
 
@@ -166,8 +186,9 @@ impl ZoneOp {
             ZoneOp::Write { .. } | ZoneOp::Append { .. } | ZoneOp::SetZoneExtension { .. } => {
                 Some(true)
             }
-            ZoneOp::Read { .. } | ZoneOp::ReportZones { .. } => Some(false),
+            ZoneOp::Read { .. } | ZoneOp::ReportZones { .. } | ZoneOp::RuhStatus => Some(false),
             ZoneOp::WriteZeroes { .. }
+            | ZoneOp::RuhUpdate { .. }
             | ZoneOp::Flush
             | ZoneOp::Zone { .. }
             | ZoneOp::Copy { .. }

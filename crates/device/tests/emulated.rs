@@ -36,7 +36,7 @@ suite!(small_zrwa, "emu:small,zrwa=64/8/3");
 fn every_check_has_a_test() {
     assert_eq!(
         conformance::CHECKS.len(),
-        21,
+        22,
         "add the new check to suite_tests! in conformance/mod.rs"
     );
 }
@@ -524,4 +524,131 @@ fn writes_carry_their_placement_handle_to_an_fdp_device() {
     let mut back = q.alloc(8 * 4096).unwrap();
     q.read(0, &mut back).unwrap();
     assert_eq!(&back[..], &buf[..]);
+}
+
+#[test]
+fn fdp_devices_describe_their_placement_configuration() {
+    use zns_device::RuhKind;
+    let dev = open("emu:small-fdp").unwrap();
+    let f = dev.info().fdp.clone().expect("emu:small-fdp has FDP");
+    assert_eq!((f.endurance_group, f.enabled, f.config_index), (1, true, 0));
+    assert_eq!((f.reclaim_groups, f.rgif, f.max_placement_ids), (1, 0, 8));
+    assert_eq!(f.handles, vec![RuhKind::InitiallyIsolated; 8]);
+    // One reclaim unit is one segment of 960 blocks of 4 KiB.
+    assert_eq!(f.reclaim_unit_bytes, 960 * 4096);
+    assert_eq!(f.placement_id(5, 0), Some(5));
+    for uri in ["emu:small", "emu:small-conv", "emu:tiny"] {
+        assert!(open(uri).unwrap().info().fdp.is_none(), "{uri}");
+    }
+}
+
+#[test]
+fn ruh_status_counts_down_per_handle_and_an_update_gives_a_fresh_unit() {
+    let dev = open("emu:small-fdp").unwrap();
+    let unit = dev.info().fdp.as_ref().unwrap().reclaim_unit_bytes / 4096;
+    let mut q = dev.queue(4).unwrap();
+    let fresh = q.ruh_status().unwrap();
+    assert_eq!(fresh.descriptors.len(), 8);
+    assert!(fresh.descriptors.iter().enumerate().all(|(i, d)| d.pid == i as u16));
+    assert!(fresh.descriptors.iter().all(|d| d.available_blocks == unit));
+    let buf = q.alloc(16 * 4096).unwrap();
+    q.write_placed(0, &buf, 2).unwrap();
+    q.write_placed(100, &buf, 2).unwrap();
+    q.write_placed(200, &buf, 5).unwrap();
+    let avail = |q: &mut Box<dyn zns_device::ZoneQueue>| -> Vec<u64> {
+        q.ruh_status().unwrap().descriptors.iter().map(|d| d.available_blocks).collect()
+    };
+    let mut want = vec![unit; 8];
+    want[2] = unit - 32;
+    want[5] = unit - 16;
+    assert_eq!(avail(&mut q), want);
+    // Handle 2 leaves its partly written unit; the next write to it opens
+    // a fresh one. Handle 5 keeps its unit.
+    q.ruh_update(&[2]).unwrap();
+    want[2] = unit;
+    assert_eq!(avail(&mut q), want);
+    q.write_placed(300, &buf, 2).unwrap();
+    want[2] = unit - 16;
+    assert_eq!(avail(&mut q), want);
+    // The device checks the identifiers: one it lacks changes nothing.
+    let e = q.ruh_update(&[1, 9]).unwrap_err();
+    assert!(e.is_status(zns_device::StatusCode::InvalidField), "{e}");
+    assert_eq!(avail(&mut q), want);
+}
+
+#[test]
+fn reclaim_unit_handle_commands_run_asynchronously_too() {
+    use zns_device::{RuhStatus, ZoneOp};
+    let dev = open("emu:small-fdp").unwrap();
+    let mut q = dev.queue(4).unwrap();
+    let data = q.alloc(4 * 4096).unwrap();
+    q.submit(ZoneOp::Write { lba: 8, fua: false, placement: Some(7) }, Some(data), 1).unwrap();
+    q.submit(ZoneOp::RuhUpdate { pids: vec![3, 4] }, None, 2).unwrap();
+    q.submit(ZoneOp::RuhStatus, Some(q.alloc(16 + 8 * 32).unwrap()), 3).unwrap();
+    let mut done = Vec::new();
+    q.drain(zns_device::DEFAULT_TIMEOUT, &mut |c| done.push(c)).unwrap();
+    done.sort_by_key(|c| c.tag);
+    assert!(done.iter().all(|c| c.result.is_ok()), "{done:?}");
+    assert!(done[1].buffer.is_none(), "the update's identifiers are the queue's own");
+    let status = RuhStatus::from_bytes(done[2].buffer.as_ref().unwrap()).unwrap();
+    let unit = dev.info().fdp.as_ref().unwrap().reclaim_unit_bytes / 4096;
+    assert_eq!(status.descriptors[7].available_blocks, unit - 4);
+    assert_eq!(status.descriptors[3].available_blocks, unit);
+    // A status buffer the command cannot describe is refused with it.
+    let r = q.submit(ZoneOp::RuhStatus, Some(q.alloc(8).unwrap()), 4).unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)), "{}", r.error);
+    assert_eq!(r.buffer.map(|b| b.len()), Some(8));
+    let r = q.submit(ZoneOp::RuhUpdate { pids: vec![] }, None, 5).unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)), "{}", r.error);
+}
+
+#[test]
+fn placement_needs_fdp_and_is_refused_clearly_without() {
+    use zns_device::ZoneOp;
+    let dev = open("emu:small").unwrap();
+    let mut q = dev.queue(4).unwrap();
+    let buf = q.alloc(4096).unwrap();
+    let e = q.write_placed(0, &buf, 1).unwrap_err();
+    assert!(matches!(e, DeviceError::InvalidArgument(_)), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("placement identifier 1") && msg.contains("no Flexible Data Placement"),
+        "{msg}"
+    );
+    assert!(msg.contains("emu:small"), "{msg}");
+    // The asynchronous path refuses it too, and hands the buffer back.
+    let r = q
+        .submit(ZoneOp::Write { lba: 0, fua: false, placement: Some(1) }, Some(buf), 1)
+        .unwrap_err();
+    assert!(matches!(r.error, DeviceError::InvalidArgument(_)), "{}", r.error);
+    assert!(r.buffer.is_some());
+    for e in [q.ruh_status().unwrap_err(), q.ruh_update(&[0]).unwrap_err()] {
+        assert!(matches!(e, DeviceError::Unsupported(_)), "{e}");
+        assert!(e.to_string().contains("no Flexible Data Placement"), "{e}");
+    }
+    // Nothing was written: zone 0 is still empty.
+    assert_eq!(q.zone(0).unwrap().write_pointer, Some(0));
+}
+
+#[test]
+fn fdp_features_and_logs_go_through_the_device() {
+    use zns_spec::fdp::{FdpEventsFeature, FdpFeature, SupportedFdpEvent};
+    let dev = open("emu:small-fdp").unwrap();
+    let dw0 = dev.get_features(&FdpFeature { endgid: 1, ..Default::default() }.get_entry(), None);
+    assert_eq!(dw0.unwrap(), 1, "FDPE, configuration 0");
+    let ev = FdpEventsFeature { nsid: 1, placement_handle: 0, event_types: 3, enable: true };
+    let types = [0x00u8, 0x03, 0x80];
+    dev.set_features(&ev.set_entry(), Some(&types)).unwrap();
+    let mut data = [0u8; 6];
+    let n = dev.get_features(&ev.get_entry(), Some(&mut data)).unwrap();
+    assert_eq!(n, 3);
+    let got: Vec<SupportedFdpEvent> =
+        data.chunks(2).map(|c| SupportedFdpEvent::from_bytes([c[0], c[1]])).collect();
+    assert!(got.iter().all(|e| e.enabled), "{got:?}");
+    // Not Get Features: refused before it reaches the controller.
+    let e = dev.get_features(&ev.set_entry(), None).unwrap_err();
+    assert!(matches!(e, DeviceError::InvalidArgument(_)), "{e}");
+    // The controller's own statuses come back by name.
+    let e = dev.get_features(&FdpFeature { endgid: 2, ..Default::default() }.get_entry(), None);
+    assert!(e.unwrap_err().is_status(zns_device::StatusCode::InvalidField));
 }

@@ -205,6 +205,7 @@ fn tenant_info(
             zrwa: None,
         },
         conventional: None,
+        fdp: None,
         identify: None,
     }
 }

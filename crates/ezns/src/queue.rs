@@ -211,6 +211,12 @@ impl TenantQueue {
                     "eZNS tenants have no zone random write areas".into(),
                 ))
             }
+            ZoneOp::RuhStatus | ZoneOp::RuhUpdate { .. } => {
+                return Err(DeviceError::Unsupported(format!(
+                    "{}: eZNS tenants have no Flexible Data Placement",
+                    op.kind()
+                )))
+            }
             _ => {}
         }
         match (op.data_to_device(), buffer) {

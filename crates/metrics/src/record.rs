@@ -40,13 +40,16 @@ pub enum Opcode {
     ZoneManagementReceive,
     /// Copy.
     Copy,
-    /// Admin commands (Get Log Page).
+    /// I/O Management Receive and Send (Flexible Data Placement's reclaim
+    /// unit handle status and update).
+    IoManagement,
+    /// Admin commands (Get Log Page, Get and Set Features).
     Admin,
 }
 
 impl Opcode {
     /// Every opcode group, in label order.
-    pub const ALL: [Opcode; 9] = [
+    pub const ALL: [Opcode; 10] = [
         Opcode::Read,
         Opcode::Write,
         Opcode::ZoneAppend,
@@ -55,6 +58,7 @@ impl Opcode {
         Opcode::ZoneManagementSend,
         Opcode::ZoneManagementReceive,
         Opcode::Copy,
+        Opcode::IoManagement,
         Opcode::Admin,
     ];
 
@@ -68,7 +72,8 @@ impl Opcode {
             OpKind::Flush => Opcode::Flush,
             OpKind::ReportZones => Opcode::ZoneManagementReceive,
             OpKind::Copy => Opcode::Copy,
-            OpKind::GetLogPage => Opcode::Admin,
+            OpKind::GetLogPage | OpKind::GetFeatures | OpKind::SetFeatures => Opcode::Admin,
+            OpKind::RuhStatus | OpKind::RuhUpdate => Opcode::IoManagement,
             OpKind::Open
             | OpKind::Close
             | OpKind::Finish
@@ -91,6 +96,7 @@ impl Opcode {
             Opcode::ZoneManagementSend => "zone_management_send",
             Opcode::ZoneManagementReceive => "zone_management_receive",
             Opcode::Copy => "copy",
+            Opcode::IoManagement => "io_management",
             Opcode::Admin => "admin",
         }
     }

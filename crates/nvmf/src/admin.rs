@@ -34,15 +34,15 @@ pub(crate) enum Done {
 }
 
 impl Done {
-    fn ok(data: usize) -> Done {
+    pub(crate) fn ok(data: usize) -> Done {
         Done::Complete { status: Status::SUCCESS, result: 0, data }
     }
 
-    fn result(result: u64) -> Done {
+    pub(crate) fn result(result: u64) -> Done {
         Done::Complete { status: Status::SUCCESS, result, data: 0 }
     }
 
-    fn err(code: StatusCode) -> Done {
+    pub(crate) fn err(code: StatusCode) -> Done {
         Done::Complete { status: code.status(), result: 0, data: 0 }
     }
 }
@@ -73,12 +73,14 @@ pub(crate) struct AsyncEvents {
 /// Most Asynchronous Event Requests held (AERL + 1).
 const AER_LIMIT: usize = 4;
 
-/// Runs admin command `sqe`; output data goes to `out`.
+/// Runs admin command `sqe`; `host` is the data the host sent (Set
+/// Features of a feature with data), output data goes to `out`.
 pub(crate) fn execute(
     ctrl: &Controller,
     shared: &Shared,
     aer: &mut AsyncEvents,
     sqe: &SubmissionEntry,
+    host: &[u8],
     out: &mut Vec<u8>,
 ) -> Done {
     let Some(op) = AdminOpcode::from_raw(sqe.opcode()) else {
@@ -87,8 +89,17 @@ pub(crate) fn execute(
     match op {
         AdminOpcode::Identify => identify(ctrl, sqe, out),
         AdminOpcode::GetLogPage => get_log_page(ctrl, shared, sqe, out),
-        AdminOpcode::GetFeatures => get_features(ctrl, sqe),
-        AdminOpcode::SetFeatures => set_features(ctrl, shared, sqe),
+        AdminOpcode::GetFeatures => {
+            let fdp = ctrl.subsystem().and_then(|s| crate::fdp::get_feature(s, sqe, out));
+            fdp.unwrap_or_else(|| get_features(ctrl, sqe))
+        }
+        AdminOpcode::SetFeatures => {
+            if Features::decode(sqe).save {
+                return Done::err(StatusCode::FeatureNotSaveable);
+            }
+            let fdp = ctrl.subsystem().and_then(|s| crate::fdp::set_feature(s, sqe, host));
+            fdp.unwrap_or_else(|| set_features(ctrl, shared, sqe))
+        }
         AdminOpcode::KeepAlive => Done::ok(0),
         AdminOpcode::AsyncEventRequest => {
             if aer.held.len() >= AER_LIMIT {
@@ -190,7 +201,12 @@ fn get_log_page(
         (Role::Io(_), 0x02) => smart_log(ctrl).to_vec(),
         (Role::Io(_), 0x03) => firmware_slot_log(),
         (Role::Io(_), 0x04) => vec![0u8; 4096],
-        (Role::Io(_), 0x05) => effects_log(cmd.csi),
+        (Role::Io(sub), 0x05) => effects_log(cmd.csi, !crate::fdp::groups(sub).is_empty()),
+        (Role::Io(sub), 0x20..=0x23) => match crate::fdp::log_page(sub, &cmd, max_transfer(ctrl)) {
+            // The device answered the host's offset and length itself.
+            Ok(page) => return page_as_asked(out, page, cmd.length_bytes()),
+            Err(status) => return Done::Complete { status, result: 0, data: 0 },
+        },
         (Role::Io(sub), 0xC0) => {
             if sqe.nsid != 0 && sqe.nsid != 0xFFFF_FFFF {
                 return Done::err(StatusCode::InvalidField);
@@ -226,6 +242,14 @@ fn get_log_page(
     out.resize(len, 0);
     let n = len.min(full.len() - start);
     out[..n].copy_from_slice(&full[start..start + n]);
+    Done::ok(len)
+}
+
+/// The bytes of a page the device cut to the host's offset and length:
+/// exactly `len` of them (zeros past what it returned).
+fn page_as_asked(out: &mut Vec<u8>, mut page: Vec<u8>, len: usize) -> Done {
+    page.resize(len, 0);
+    *out = page;
     Done::ok(len)
 }
 
@@ -307,8 +331,9 @@ fn firmware_slot_log() -> Vec<u8> {
 }
 
 /// Commands Supported and Effects (LID 05h) of command set `csi`: CSUPP
-/// (bit 0) and LBCC (bit 1, logical block content change) per opcode.
-fn effects_log(csi: u8) -> Vec<u8> {
+/// (bit 0) and LBCC (bit 1, logical block content change) per opcode;
+/// with `fdp`, the I/O Management commands of the NVM command set.
+fn effects_log(csi: u8, fdp: bool) -> Vec<u8> {
     const CSUPP: u32 = 1 << 0;
     const LBCC: u32 = 1 << 1;
     let mut b = vec![0u8; 4096];
@@ -337,6 +362,10 @@ fn effects_log(csi: u8) -> Vec<u8> {
     }
     if csi == CommandSetId::Nvm as u8 {
         set(true, IoOpcode::DatasetManagement as u8, CSUPP | LBCC);
+    }
+    if csi == CommandSetId::Nvm as u8 && fdp {
+        set(true, IoOpcode::IoManagementReceive as u8, CSUPP);
+        set(true, IoOpcode::IoManagementSend as u8, CSUPP);
     }
     if csi == CommandSetId::Zoned as u8 {
         set(true, IoOpcode::ZoneMgmtRecv as u8, CSUPP);
@@ -467,12 +496,16 @@ mod tests {
         let at = |b: &[u8], op: u8| {
             u32::from_le_bytes(b[1024 + 4 * op as usize..][..4].try_into().unwrap())
         };
-        let z = effects_log(2);
+        let z = effects_log(2, true);
         assert_eq!(at(&z, 0x7D), 0b11);
         assert_eq!(at(&z, 0x7A), 0b01);
         assert_eq!(at(&z, 0x02), 0b01);
-        let n = effects_log(0);
+        let n = effects_log(0, false);
         assert_eq!(at(&n, 0x7D), 0);
         assert_eq!(at(&n, 0x01), 0b11);
+        assert_eq!(at(&n, 0x12), 0);
+        let f = effects_log(0, true);
+        assert_eq!((at(&f, 0x12), at(&f, 0x1D)), (0b01, 0b01));
+        assert_eq!(at(&z, 0x12), 0, "FDP is for NVM namespaces");
     }
 }

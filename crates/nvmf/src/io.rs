@@ -78,10 +78,10 @@ impl std::fmt::Debug for IoContext {
 }
 
 /// A command's view of its namespace: the queue and the reusable buffer.
-struct Lane<'a> {
-    queue: &'a mut dyn ZoneQueue,
-    buf: &'a mut IoBuffer,
-    ns: &'a Namespace,
+pub(crate) struct Lane<'a> {
+    pub(crate) queue: &'a mut dyn ZoneQueue,
+    pub(crate) buf: &'a mut IoBuffer,
+    pub(crate) ns: &'a Namespace,
 }
 
 impl IoContext {
@@ -140,6 +140,9 @@ pub(crate) fn execute(
     let Some(ns) = sub.namespace(sqe.nsid) else {
         return IoDone::err(StatusCode::InvalidNamespaceOrFormat);
     };
+    if crate::fdp::is_io_management(op) {
+        return io_management(ctx, sub, ns, op, sqe, host, host_room, out);
+    }
     if let Some(dev) = ns.block() {
         let done =
             crate::block::execute(dev.as_ref(), &mut ctx.zeros, op, sqe, host, host_room, out);
@@ -173,6 +176,32 @@ pub(crate) fn execute(
     };
     count(ctrl, op, &done, host.len());
     done
+}
+
+/// I/O Management Receive or Send on namespace `ns` (see
+/// [`crate::fdp::io_target`] for where they run).
+#[allow(clippy::too_many_arguments)]
+fn io_management(
+    ctx: &mut IoContext,
+    sub: &Subsystem,
+    ns: &Namespace,
+    op: IoOpcode,
+    sqe: &SubmissionEntry,
+    host: &[u8],
+    host_room: usize,
+    out: &mut Vec<u8>,
+) -> IoDone {
+    if let Err(d) = crate::fdp::io_target(sub, ns) {
+        return d;
+    }
+    let mut lane = match ctx.lane(ns) {
+        Ok(l) => l,
+        Err(e) => return device_error(&e),
+    };
+    match op {
+        IoOpcode::IoManagementReceive => crate::fdp::receive(&mut lane, sqe, host_room, out),
+        _ => crate::fdp::send(&mut lane, sqe, host),
+    }
 }
 
 /// Compare: the blocks read and set against the host's data; Compare
@@ -271,7 +300,7 @@ pub(crate) fn device_error(e: &DeviceError) -> IoDone {
 }
 
 /// Runs `op` with `lane.buf` as its buffer when `dir` says which way.
-fn run(lane: &mut Lane<'_>, op: ZoneOp, dir: Option<bool>) -> IoDone {
+pub(crate) fn run(lane: &mut Lane<'_>, op: ZoneOp, dir: Option<bool>) -> IoDone {
     let data = match dir {
         None => Data::None,
         Some(true) => Data::ToDevice(lane.buf),
@@ -284,7 +313,7 @@ fn run(lane: &mut Lane<'_>, op: ZoneOp, dir: Option<bool>) -> IoDone {
 }
 
 /// Sizes the lane's buffer to `len` bytes, `Err` when it exceeds MDTS.
-fn sized(lane: &mut Lane<'_>, len: usize) -> Result<(), IoDone> {
+pub(crate) fn sized(lane: &mut Lane<'_>, len: usize) -> Result<(), IoDone> {
     if len > lane.buf.capacity() {
         return Err(IoDone::err(StatusCode::InvalidField));
     }

@@ -36,6 +36,7 @@
 //! | `io` | I/O commands to [`zns_device::ZoneOp`]s |
 //! | `inflight` | reads and writes in flight on the device, answered as they complete |
 //! | `block` | I/O commands on block namespaces (the FTL) |
+//! | `fdp` | Flexible Data Placement of namespaces whose devices have it: endurance groups, log pages 20h-23h, features 1Dh and 1Eh, I/O Management |
 //! | [`subsystem`] | the subsystem, its namespaces and Identify data |
 //! | `target` | listening, the worker pool, shutdown |
 
@@ -48,6 +49,7 @@ mod connection;
 mod controller;
 mod error;
 mod events;
+mod fdp;
 mod inflight;
 mod io;
 pub mod subsystem;

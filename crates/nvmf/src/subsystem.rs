@@ -137,6 +137,15 @@ impl Namespace {
         self.zoned().map(|d| d.info())
     }
 
+    /// The device behind the namespace (zoned or conventional); `None`
+    /// for a block device.
+    pub fn device(&self) -> Option<&Arc<dyn ZonedDevice>> {
+        match &self.backend {
+            Backend::Zoned(d) | Backend::Conventional { device: d, .. } => Some(d),
+            Backend::Block { .. } => None,
+        }
+    }
+
     /// The device whose conventional namespace this is.
     pub fn conventional(&self) -> Option<&Arc<dyn ZonedDevice>> {
         match &self.backend {
@@ -412,6 +421,9 @@ impl Subsystem {
             sgls: sgls(),
             mnan: self.namespaces.len() as u32,
             subnqn: self.nqn.clone(),
+            // Flexible Data Placement of namespaces whose devices have it.
+            ctratt: fabrics_controller().ctratt | crate::fdp::ctratt(self),
+            endgidmax: crate::fdp::endgidmax(self),
             ..fabrics_controller()
         };
         with_kas(id.to_bytes())
@@ -427,6 +439,7 @@ impl Subsystem {
             nlbaf: 0,
             flbas: 0,
             nguid: nguid(&self.nqn, ns.nsid),
+            endgid: crate::fdp::endgid(self, ns),
             ..IdentifyNamespace::default()
         };
         id.lbaf[0] = LbaFormat {

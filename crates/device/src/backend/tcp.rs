@@ -27,7 +27,9 @@ use zns_spec::identify::{
 use zns_spec::log::GetLogPage;
 use zns_spec::regs::Cap;
 use zns_spec::tcp::Digests;
-use zns_spec::{CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor};
+use zns_spec::{
+    AdminOpcode, CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor,
+};
 
 use super::status_error;
 use crate::buffer::IoBuffer;
@@ -178,7 +180,8 @@ impl TcpDevice {
         } else {
             (None, ZnsController::default())
         };
-        let info = describe(text, uri, &ic, &id, zns.as_ref(), zctrl, nsid)?;
+        let mut info = describe(text, uri, &ic, &id, zns.as_ref(), zctrl, nsid)?;
+        info.fdp = discover_fdp(&mut admin, text, &ic, &id, info.mdts_bytes);
         let shared = Arc::new(Shared {
             uri: uri.clone(),
             info,
@@ -207,6 +210,67 @@ impl TcpDevice {
     pub fn tcp_queue(&self, depth: usize) -> Result<TcpQueue> {
         TcpQueue::new(Arc::clone(&self.shared), depth)
     }
+}
+
+/// The Flexible Data Placement of the namespace `id` describes, read on
+/// the admin queue with the commands of [`crate::fdp::discover`] (log
+/// pages in one command each, within `mdts` bytes).
+fn discover_fdp(
+    admin: &mut TcpQueuePair,
+    text: &str,
+    ic: &IdentifyController,
+    id: &IdentifyNamespace,
+    mdts: usize,
+) -> Option<crate::fdp::FdpInfo> {
+    let admin = std::cell::RefCell::new(admin);
+    crate::fdp::discover(
+        text,
+        ic.ctratt,
+        id.endgid,
+        |e| admin_features(&mut admin.borrow_mut(), text, OpKind::GetFeatures, e, None, None),
+        |page| admin_log_page(&mut admin.borrow_mut(), text, page, mdts),
+    )
+}
+
+/// Runs a Get or Set Features entry on the admin queue, with its data
+/// out of `out` or into `inp`; returns completion DW0.
+fn admin_features(
+    q: &mut TcpQueuePair,
+    uri: &str,
+    op: OpKind,
+    e: SubmissionEntry,
+    out: Option<&[u8]>,
+    inp: Option<&mut [u8]>,
+) -> Result<u32> {
+    let what = if op == OpKind::GetFeatures { "Get Features" } else { "Set Features" };
+    let c = q.run(e, out, inp).map_err(tcp_err(uri, what))?;
+    if !c.status().is_success() {
+        return Err(status_error(op, None, c.status_field().0));
+    }
+    Ok(c.dw0)
+}
+
+/// Get Log Page on the admin queue, in one command of at most `mdts`
+/// bytes.
+fn admin_log_page(
+    q: &mut TcpQueuePair,
+    uri: &str,
+    page: GetLogPage,
+    mdts: usize,
+) -> Result<Vec<u8>> {
+    let len = page.length_bytes();
+    if len > mdts {
+        return Err(DeviceError::InvalidArgument(format!(
+            "log page of {len} bytes: more than one command moves ({mdts})"
+        )));
+    }
+    let sqe = page.to_entry().map_err(|e| DeviceError::InvalidArgument(e.to_string()))?;
+    let mut out = vec![0u8; len];
+    let c = q.run(sqe, None, Some(&mut out[..])).map_err(tcp_err(uri, "Get Log Page"))?;
+    if !c.status().is_success() {
+        return Err(status_error(OpKind::GetLogPage, None, c.status_field().0));
+    }
+    Ok(out)
 }
 
 /// CC.EN with the I/O command sets (CSS 110b) when CAP offers them, then
@@ -318,6 +382,7 @@ fn describe(
             zrwa: ZrwaInfo::from_identify(zns),
         },
         conventional: None,
+        fdp: None,
         identify: Some(IdentifyData {
             version: ic.ver,
             controller: ic.clone(),
@@ -380,6 +445,7 @@ fn describe_conventional(
             zrwa: None,
         },
         conventional: None,
+        fdp: None,
         identify: Some(IdentifyData {
             version: ic.ver,
             controller: ic.clone(),
@@ -419,26 +485,20 @@ impl ZonedDevice for TcpDevice {
     }
 
     fn log_page(&self, page: GetLogPage) -> Result<Vec<u8>> {
-        let len = page.length_bytes();
-        if len > self.shared.info.mdts_bytes {
-            return Err(DeviceError::InvalidArgument(format!(
-                "log page of {len} bytes: more than one command moves ({})",
-                self.shared.info.mdts_bytes
-            )));
-        }
-        let sqe = page.to_entry().map_err(|e| DeviceError::InvalidArgument(e.to_string()))?;
-        let mut out = vec![0u8; len];
-        let uri = &self.shared.info.uri;
-        let c = self
-            .shared
-            .admin
-            .lock()
-            .run(sqe, None, Some(&mut out[..]))
-            .map_err(tcp_err(uri, "Get Log Page"))?;
-        if !c.status().is_success() {
-            return Err(status_error(OpKind::GetLogPage, None, c.status_field().0));
-        }
-        Ok(out)
+        let info = &self.shared.info;
+        admin_log_page(&mut self.shared.admin.lock(), &info.uri, page, info.mdts_bytes)
+    }
+
+    fn get_features(&self, entry: &SubmissionEntry, data: Option<&mut [u8]>) -> Result<u32> {
+        crate::device::check_features_entry(entry, AdminOpcode::GetFeatures)?;
+        let mut admin = self.shared.admin.lock();
+        admin_features(&mut admin, &self.shared.info.uri, OpKind::GetFeatures, *entry, None, data)
+    }
+
+    fn set_features(&self, entry: &SubmissionEntry, data: Option<&[u8]>) -> Result<u32> {
+        crate::device::check_features_entry(entry, AdminOpcode::SetFeatures)?;
+        let mut admin = self.shared.admin.lock();
+        admin_features(&mut admin, &self.shared.info.uri, OpKind::SetFeatures, *entry, data, None)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -725,12 +785,10 @@ impl ZoneQueue for TcpQueue {
             (Some(_), None) => {
                 return Err(Rejected { error: command::no_buffer(&op), buffer: None })
             }
-            (None, None) => match &op {
-                ZoneOp::Copy { ranges, .. } => match command::copy_list(ranges) {
-                    Ok(l) => (None, Some(l), 0, false),
-                    Err(error) => return Err(Rejected { error, buffer: None }),
-                },
-                _ => (None, None, 0, false),
+            (None, None) => match command::own_data(&op) {
+                Some(Ok(l)) => (None, Some(l), 0, false),
+                Some(Err(error)) => return Err(Rejected { error, buffer: None }),
+                None => (None, None, 0, false),
             },
             (Some(to), Some(mut buf)) => {
                 if let Err(error) = command::check_metadata(info, &op, &buf) {

@@ -211,6 +211,8 @@ impl PassthroughDevice {
                 zrwa: ZrwaInfo::from_identify(&zns),
             },
             conventional,
+            // Only zoned namespaces open here, and FDP is for NVM ones.
+            fdp: None,
             identify: Some(IdentifyData {
                 version: ic.ver,
                 controller: ic.clone(),
@@ -418,12 +420,10 @@ impl ZoneQueue for PassthroughQueue {
             (Some(_), None) => {
                 return Err(Rejected { error: command::no_buffer(&op), buffer: None })
             }
-            (None, None) => match &op {
-                ZoneOp::Copy { ranges, .. } => match command::copy_list(ranges) {
-                    Ok(list) => (Held::Bytes(list), 0, true),
-                    Err(error) => return Err(Rejected { error, buffer: None }),
-                },
-                _ => (Held::None, 0, false),
+            (None, None) => match command::own_data(&op) {
+                Some(Ok(list)) => (Held::Bytes(list), 0, true),
+                Some(Err(error)) => return Err(Rejected { error, buffer: None }),
+                None => (Held::None, 0, false),
             },
             (Some(_), Some(mut buf)) => {
                 if let Err(error) = command::check_metadata(info, &op, &buf) {

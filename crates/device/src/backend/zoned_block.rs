@@ -141,10 +141,6 @@ pub(crate) fn classify_write_failure(
     })
 }
 
-/// The error of a failed read (or other non-write data command): the block
-/// layer's "critical medium error" (`ENODATA`, which the kernel's nvme
-/// driver gives Unrecovered Read Error among others) is the device's media
-/// error; anything else an OS error.
 /// The refusal of a write with a placement handle: the kernel's zoned block
 /// interface passes no FDP directive to the drive.
 fn no_placement() -> DeviceError {
@@ -153,6 +149,20 @@ fn no_placement() -> DeviceError {
     )
 }
 
+/// The refusal of the reclaim unit handle commands: the kernel's zoned
+/// block interface has no I/O Management commands.
+fn no_ruh_commands(op: &ZoneOp) -> DeviceError {
+    DeviceError::Unsupported(format!(
+        "{}: the Linux zoned block interface has no Flexible Data Placement (I/O Management) \
+         commands",
+        op.kind()
+    ))
+}
+
+/// The error of a failed read (or other non-write data command): the block
+/// layer's "critical medium error" (`ENODATA`, which the kernel's nvme
+/// driver gives Unrecovered Read Error among others) is the device's media
+/// error; anything else an OS error.
 fn read_failure(op: &ZoneOp, errno: i32) -> DeviceError {
     match (op, errno) {
         (ZoneOp::Read { .. }, libc::ENODATA) => DeviceError::Nvme {
@@ -640,6 +650,7 @@ impl ZonedBlockDevice {
                 zrwa: None,
             },
             conventional,
+            fdp: None,
             identify: None,
         };
         tracing::info!(
@@ -788,6 +799,7 @@ impl ZonedBlockQueue {
                     "the Linux zoned block interface has no Copy command".into(),
                 ))
             }
+            ZoneOp::RuhStatus | ZoneOp::RuhUpdate { .. } => Err(no_ruh_commands(op)),
             ZoneOp::Flush | ZoneOp::Zone { .. } => Ok(0),
         }
     }
@@ -894,7 +906,9 @@ impl ZonedBlockQueue {
             ZoneOp::SetZoneExtension { .. }
             | ZoneOp::Copy { .. }
             | ZoneOp::OpenZrwa { .. }
-            | ZoneOp::CommitZrwa { .. } => {
+            | ZoneOp::CommitZrwa { .. }
+            | ZoneOp::RuhStatus
+            | ZoneOp::RuhUpdate { .. } => {
                 let r = self.check(&op, &None).map(|_| 0);
                 self.done(i, r, None);
                 true
@@ -1253,6 +1267,7 @@ impl ZoneQueue for ZonedBlockQueue {
                 | ZoneOp::CommitZrwa { .. },
                 _,
             ) => self.check(op, &None).map(|_| 0),
+            (ZoneOp::RuhStatus | ZoneOp::RuhUpdate { .. }, _) => Err(no_ruh_commands(op)),
             (op, Data::None) => Err(command::no_buffer(op)),
             (op, _) if op.data_to_device().is_none() => Err(command::stray_buffer(op)),
             (op, _) => Err(command::wrong_way(op)),

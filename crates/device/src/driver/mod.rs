@@ -13,7 +13,7 @@ use zns_driver::transport::PciBinding;
 use zns_driver::{Controller, ControllerOptions, Namespace, PciAddress};
 use zns_spec::identify::{IdentifyController, Oncs, ZnsController};
 use zns_spec::log::GetLogPage;
-use zns_spec::{ReportFilter, ReportHeader, ZoneDescriptor};
+use zns_spec::{AdminOpcode, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor};
 
 pub use queue::DriverQueue;
 
@@ -128,7 +128,8 @@ impl DriverDevice {
             true => first_zone_capacity(&ctrl, &ns)?,
             false => 0,
         };
-        let info = describe(&ctrl, &ns, zns_controller, zone_capacity, uri);
+        let mut info = describe(&ctrl, &ns, zns_controller, zone_capacity, uri);
+        info.fdp = discover_fdp(&ctrl, &ns, uri);
         tracing::info!(
             uri,
             transport = %info.transport,
@@ -139,7 +140,8 @@ impl DriverDevice {
             "device open"
         );
         let conventional = ctrl.namespaces().iter().find(|n| !n.is_zoned()).map(|cns| {
-            let info = describe_conventional(&ctrl, cns, &info);
+            let mut info = describe_conventional(&ctrl, cns, &info);
+            info.fdp = discover_fdp(&ctrl, cns, uri);
             Arc::new(Shared { ctrl: ctrl.clone(), ns: cns.clone(), info })
         });
         Ok(DriverDevice {
@@ -215,6 +217,31 @@ impl ZonedDevice for DriverDevice {
             .map_err(|e| DeviceError::from_driver(e, OpKind::GetLogPage, None))
     }
 
+    fn get_features(&self, entry: &SubmissionEntry, data: Option<&mut [u8]>) -> Result<u32> {
+        crate::device::check_features_entry(entry, AdminOpcode::GetFeatures)?;
+        let ctrl = &self.shared.ctrl;
+        let Some(data) = data.filter(|d| !d.is_empty()) else {
+            return run_features(ctrl, *entry, None, OpKind::GetFeatures);
+        };
+        let driver = |e| DeviceError::from_driver(e, OpKind::GetFeatures, None);
+        let mut dma = ctrl.pool().alloc_zeroed(data.len()).map_err(driver)?;
+        let dw0 = run_features(ctrl, *entry, Some(&mut dma), OpKind::GetFeatures)?;
+        data.copy_from_slice(dma.as_slice());
+        Ok(dw0)
+    }
+
+    fn set_features(&self, entry: &SubmissionEntry, data: Option<&[u8]>) -> Result<u32> {
+        crate::device::check_features_entry(entry, AdminOpcode::SetFeatures)?;
+        let ctrl = &self.shared.ctrl;
+        let Some(data) = data.filter(|d| !d.is_empty()) else {
+            return run_features(ctrl, *entry, None, OpKind::SetFeatures);
+        };
+        let driver = |e| DeviceError::from_driver(e, OpKind::SetFeatures, None);
+        let mut dma = ctrl.pool().alloc(data.len()).map_err(driver)?;
+        dma.as_mut_slice().copy_from_slice(data);
+        run_features(ctrl, *entry, Some(&mut dma), OpKind::SetFeatures)
+    }
+
     fn now_ns(&self) -> u64 {
         #[cfg(feature = "emulator")]
         if let Some(e) = &self.emulator {
@@ -245,6 +272,36 @@ impl ZonedDevice for DriverDevice {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// Runs a Get or Set Features entry (`op`) on the admin queue with `dma`
+/// as its data; returns completion DW0, or the controller's status.
+fn run_features(
+    ctrl: &Controller,
+    entry: SubmissionEntry,
+    dma: Option<&mut zns_driver::DmaBuffer>,
+    op: OpKind,
+) -> Result<u32> {
+    let c = ctrl.admin_command(entry, dma).map_err(|e| DeviceError::from_driver(e, op, None))?;
+    match c.error() {
+        Some(e) => Err(DeviceError::Nvme { status: e.status, op, lba: None }),
+        None => Ok(c.result as u32),
+    }
+}
+
+/// The Flexible Data Placement of namespace `ns`, read with the admin
+/// commands of [`crate::fdp::discover`].
+fn discover_fdp(ctrl: &Controller, ns: &Namespace, uri: &str) -> Option<crate::fdp::FdpInfo> {
+    crate::fdp::discover(
+        uri,
+        ctrl.info().identify.ctratt,
+        ns.identify.endgid,
+        |e| run_features(ctrl, e, None, OpKind::GetFeatures),
+        |page| {
+            ctrl.get_log_page(page)
+                .map_err(|e| DeviceError::from_driver(e, OpKind::GetLogPage, None))
+        },
+    )
 }
 
 /// Capacity of zone 0, from a one-zone report on a short-lived queue.
@@ -326,6 +383,7 @@ fn describe(
             zrwa: ZrwaInfo::from_identify(&z.identify),
         },
         conventional,
+        fdp: None,
         identify: Some(IdentifyData {
             version: ci.version,
             controller: ic.clone(),

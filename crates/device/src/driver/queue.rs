@@ -346,6 +346,21 @@ impl DriverQueue {
     }
 }
 
+impl DriverQueue {
+    /// [`ZoneQueue::execute`] of a command whose data the queue builds
+    /// (a Reclaim Unit Handle Update's placement identifiers).
+    fn execute_own_data(&mut self, op: &ZoneOp) -> std::result::Result<u64, Failure> {
+        let bytes = match command::own_data(op) {
+            Some(b) => b.map_err(Failure::Device)?,
+            None => return Err(Failure::Device(no_buffer(op))),
+        };
+        let cmd = self.entry(op, 0).map_err(Failure::Device)?;
+        let mut d = self.shared.ctrl.pool().alloc(bytes.len()).map_err(Failure::Driver)?;
+        d.as_mut_slice().copy_from_slice(&bytes);
+        self.qp.execute(cmd, Some(&mut d)).map(|_| 0).map_err(Failure::Driver)
+    }
+}
+
 /// A blocking command's failure before it is given its context.
 enum Failure {
     Driver(zns_driver::Error),
@@ -383,9 +398,11 @@ impl ZoneQueue for DriverQueue {
             (Some(_), None) => Err(Rejected { error: no_buffer(&op), buffer: None }),
             (None, None) => {
                 let cmd = self.entry(&op, 0).map_err(|error| Rejected { error, buffer: None })?;
-                let r = match &op {
-                    ZoneOp::Copy { ranges, .. } => {
-                        let list = command::copy_list(ranges)
+                let own = command::own_data(&op);
+                let internal = own.is_some();
+                let r = match own {
+                    Some(bytes) => {
+                        let list = bytes
                             .and_then(|bytes| {
                                 let mut d = self.shared.ctrl.pool().alloc(bytes.len())?;
                                 d.as_mut_slice().copy_from_slice(&bytes);
@@ -394,10 +411,9 @@ impl ZoneQueue for DriverQueue {
                             .map_err(|error| Rejected { error, buffer: None })?;
                         self.qp.submit_owned(cmd, list, slot as u64).map(drop).map_err(|r| r.error)
                     }
-                    _ => self.qp.submit_without_data(cmd, slot as u64).map(drop),
+                    None => self.qp.submit_without_data(cmd, slot as u64).map(drop),
                 };
                 r.map_err(|e| Rejected { error: driver_error(e, &op), buffer: None })?;
-                let internal = matches!(op, ZoneOp::Copy { .. });
                 self.take_slot(slot, &op, tag, None, internal);
                 Ok(())
             }
@@ -486,6 +502,8 @@ impl ZoneQueue for DriverQueue {
     }
 
     fn execute(&mut self, op: &ZoneOp, data: Data<'_>) -> Result<u64> {
+        // The driver's own calls below build some entries themselves.
+        crate::fdp::check(&self.shared.info, op)?;
         self.make_room()?;
         let with_metadata = match &data {
             Data::ToDevice(b) => b.metadata().is_some(),
@@ -555,6 +573,11 @@ impl ZoneQueue for DriverQueue {
             (ZoneOp::CommitZrwa { lba }, Data::None) => {
                 self.qp.flush_zrwa(&self.shared.ns, *lba).map(|()| 0).map_err(Failure::Driver)
             }
+            (ZoneOp::RuhStatus, Data::FromDevice(buf)) => match self.entry(op, buf.len()) {
+                Ok(cmd) => self.with_dma_in(buf, |q, _, d| q.execute(cmd, Some(d)).map(|_| 0)),
+                Err(e) => Err(Failure::Device(e)),
+            },
+            (ZoneOp::RuhUpdate { .. }, Data::None) => self.execute_own_data(op),
             (op, Data::None) => Err(Failure::Device(no_buffer(op))),
             (op, _) if op.data_to_device().is_none() => Err(Failure::Device(stray_buffer(op))),
             (op, _) => Err(Failure::Device(command::wrong_way(op))),

@@ -43,6 +43,7 @@ pub const CHECKS: &[Check] = &[
     ("bad_submissions_return_the_buffer", bad_submissions_return_the_buffer),
     ("queues_on_several_threads", queues_on_several_threads),
     ("per_lba_metadata", per_lba_metadata),
+    ("placement_without_fdp", placement_without_fdp),
     ("zrwa_unsupported", zrwa_unsupported),
     ("zrwa_window_and_commits", zrwa_window_and_commits),
     ("zrwa_resources", zrwa_resources),
@@ -89,6 +90,7 @@ macro_rules! suite_tests {
             bad_submissions_return_the_buffer,
             queues_on_several_threads,
             per_lba_metadata,
+            placement_without_fdp,
         );
         #[test]
         fn whole_suite_on_one_device() {
@@ -1119,6 +1121,38 @@ pub fn as_dyn(dev: &Arc<dyn ZonedDevice>) -> &dyn ZonedDevice {
 /// buffers), reads without metadata still work, and metadata of the wrong
 /// length is refused with nothing written. Where it is not supported,
 /// attaching metadata is refused with `Unsupported`, nothing written.
+/// Flexible Data Placement on a device without it (every zoned
+/// namespace): a placed write is refused before it reaches the device
+/// (`InvalidArgument` where the backend could carry the directive,
+/// `Unsupported` where it cannot) and writes nothing, queued or blocking;
+/// the reclaim unit handle commands are `Unsupported`.
+pub fn placement_without_fdp(dev: &dyn ZonedDevice) {
+    if dev.info().fdp.as_ref().is_some_and(|f| f.enabled) {
+        eprintln!("conformance: placement_without_fdp skipped: the device has FDP");
+        return;
+    }
+    let mut q = fresh_queue(dev, 4);
+    let q = q.as_mut();
+    let z0 = zone_lba(dev, 0);
+    let data = buffer(dev, &pattern(1, z0, 2, bs(dev)));
+    let refused = |e: &DeviceError| {
+        matches!(e, DeviceError::InvalidArgument(_) | DeviceError::Unsupported(_))
+    };
+    let e = q.write_placed(z0, &data, 1).expect_err("a placed write without FDP");
+    assert!(refused(&e), "a placed write without FDP: {e}");
+    let op = ZoneOp::Write { lba: z0, fua: false, placement: Some(1) };
+    let r = q.submit(op, Some(data), 1).expect_err("a queued placed write without FDP");
+    assert!(refused(&r.error), "a queued placed write without FDP: {}", r.error);
+    assert!(r.buffer.is_some(), "the refused write's buffer comes back");
+    assert_eq!(zone(q, z0).write_pointer, Some(z0), "the refused writes wrote nothing");
+    for (what, e) in [
+        ("reclaim unit handle status", q.ruh_status().map(drop).expect_err("status")),
+        ("reclaim unit handle update", q.ruh_update(&[0]).expect_err("update")),
+    ] {
+        assert!(matches!(e, DeviceError::Unsupported(_)), "{what} without FDP: {e}");
+    }
+}
+
 pub fn per_lba_metadata(dev: &dyn ZonedDevice) {
     let info = dev.info().clone();
     let mut q = fresh_queue(dev, 8);

@@ -181,7 +181,14 @@ impl Connection {
         }
         if q.qid == 0 {
             return Ok(
-                match admin::execute(&q.ctrl, &self.shared, &mut q.aer, sqe, &mut self.data) {
+                match admin::execute(
+                    &q.ctrl,
+                    &self.shared,
+                    &mut q.aer,
+                    sqe,
+                    &self.host,
+                    &mut self.data,
+                ) {
                     Done::Complete { status, result, data } => {
                         (status, result, data.min(room), Next::Continue)
                     }

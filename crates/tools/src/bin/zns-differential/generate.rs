@@ -94,6 +94,8 @@ impl Cmd {
             }
             ZoneOp::OpenZrwa { zslba } => format!("open zone at LBA {zslba} with a ZRWA"),
             ZoneOp::CommitZrwa { lba } => format!("ZRWA commit up to LBA {lba}"),
+            ZoneOp::RuhStatus => "reclaim unit handle status".to_string(),
+            ZoneOp::RuhUpdate { pids } => format!("reclaim unit handle update of {pids:?}"),
         }
     }
 }
