@@ -2,7 +2,9 @@
 //! `field : value` layout, or as JSON: SMART / Health Information (LID
 //! 02h) and the OCP Datacenter NVMe SSD specification's SMART / Health
 //! Information Extended (LID C0h), whose media bytes written over the
-//! host's bytes written are the device's write amplification.
+//! host's bytes written are the device's write amplification, and an
+//! endurance group's Endurance Group Information (LID 09h), whose media
+//! units over data units written are the group's.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -11,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use serde_json::{json, Value};
 use zns_device::ZonedDevice;
-use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog, SmartLog};
+use zns_spec::log::{EnduranceGroupLog, GetLogPage, LogPageId, OcpSmartLog, SmartLog};
 
 /// `zns log`'s pages.
 #[derive(Debug, Subcommand)]
@@ -27,6 +29,18 @@ pub enum LogCommand {
     /// to and read from the media, the device's own writes (garbage
     /// collection) included, and erase counts.
     OcpSmart {
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Endurance Group Information (LID 09h) of one endurance group (an
+    /// FDP device's: `zns fdp status` names it): data units the hosts
+    /// wrote and media units the flash took, their ratio the group's write
+    /// amplification, and its capacity.
+    Endurance {
+        /// The endurance group (ENDGID).
+        #[arg(long, default_value_t = 1)]
+        group: u16,
         /// Machine-readable JSON.
         #[arg(long)]
         json: bool,
@@ -59,9 +73,29 @@ pub fn run(dev: &dyn ZonedDevice, cmd: &LogCommand, out: &mut dyn Write) -> Resu
                 ocp_text(&l)
             }
         }
+        LogCommand::Endurance { group, json } => {
+            let l = EnduranceGroupLog::from_bytes(&group_page(dev, *group)?);
+            if *json {
+                pretty(&endurance_json(&l))?
+            } else {
+                endurance_text(&l, *group)
+            }
+        }
     };
     out.write_all(text.as_bytes())?;
     Ok(())
+}
+
+/// The 512 bytes of endurance group `group`'s Endurance Group Information.
+fn group_page(dev: &dyn ZonedDevice, group: u16) -> Result<[u8; 512]> {
+    let lid = LogPageId::EnduranceGroupInformation;
+    let bytes = dev
+        .log_page(zns_spec::fdp::get_log_page(lid, group, 128))
+        .with_context(|| format!("endurance group {group} of {}", dev.info().uri))?;
+    bytes
+        .as_slice()
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("log page 0x09: {} bytes, not 512", bytes.len()))
 }
 
 /// The 512 bytes of controller-wide page `lid`.
@@ -146,6 +180,49 @@ fn ocp_text(l: &OcpSmartLog) -> String {
     kv(&mut t, "Log page version", l.version.to_string());
     kv(&mut t, "Log page GUID", format!("0x{:032X}", l.guid));
     t
+}
+
+fn endurance_text(l: &EnduranceGroupLog, group: u16) -> String {
+    let mut t = format!("Endurance Group Information (LID 09h), group {group}:\n");
+    kv(&mut t, "critical_warning", format!("{:#x}", l.critical_warning));
+    kv(&mut t, "available_spare", format!("{} %", l.available_spare));
+    kv(&mut t, "available_spare_threshold", format!("{} %", l.available_spare_threshold));
+    kv(&mut t, "percentage_used", format!("{} %", l.percentage_used));
+    let units = |u: u128| format!("{u} ({:.1} MB)", u as f64 * 0.512);
+    kv(&mut t, "endurance_estimate", units(l.endurance_estimate));
+    kv(&mut t, "data_units_read", units(l.data_units_read));
+    kv(&mut t, "data_units_written", units(l.data_units_written));
+    kv(&mut t, "media_units_written", units(l.media_units_written));
+    let waf = l.write_amplification().map_or("- (nothing written)".into(), |w| format!("{w:.3}"));
+    kv(&mut t, "write_amplification", waf);
+    kv(&mut t, "host_read_commands", l.host_read_commands.to_string());
+    kv(&mut t, "host_write_commands", l.host_write_commands.to_string());
+    kv(&mut t, "media_errors", l.media_errors.to_string());
+    kv(&mut t, "num_err_log_entries", l.error_log_entries.to_string());
+    kv(&mut t, "total_capacity", bytes(l.total_capacity));
+    kv(&mut t, "unallocated_capacity", bytes(l.unallocated_capacity));
+    t
+}
+
+/// nvme-cli's `endurance-log -o json` names, and the ratio.
+fn endurance_json(l: &EnduranceGroupLog) -> Value {
+    json!({
+        "critical_warning": l.critical_warning,
+        "avl_spare": l.available_spare,
+        "avl_spare_threshold": l.available_spare_threshold,
+        "percent_used": l.percentage_used,
+        "endurance_estimate": n(l.endurance_estimate),
+        "data_units_read": n(l.data_units_read),
+        "data_units_written": n(l.data_units_written),
+        "media_units_written": n(l.media_units_written),
+        "write_amplification": l.write_amplification(),
+        "host_read_cmds": n(l.host_read_commands),
+        "host_write_cmds": n(l.host_write_commands),
+        "media_data_integrity_err": n(l.media_errors),
+        "num_err_info_log_entries": n(l.error_log_entries),
+        "total_end_grp_capacity": n(l.total_capacity),
+        "unalloc_end_grp_capacity": n(l.unallocated_capacity),
+    })
 }
 
 /// The page's counters; the media units are bytes.

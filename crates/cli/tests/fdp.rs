@@ -132,6 +132,17 @@ fn a_served_fdp_device_keeps_its_handles_from_one_command_to_the_next() {
     // Bytes with the 16 bytes of metadata a block carries; nothing moved.
     assert_eq!(j["statistics"]["host_bytes_written"], 8 * 4112);
     assert_eq!(j["statistics"]["waf"], 1.0);
+    // The endurance group's page through the target: 8 blocks written,
+    // one data unit (512,000 bytes) rounded up, as on the media.
+    let j: Value = serde_json::from_str(&run(&["log", "endurance", "--json"])).unwrap();
+    assert_eq!(
+        (j["data_units_written"].as_u64(), j["media_units_written"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(j["write_amplification"], 1.0);
+    assert_eq!(j["total_end_grp_capacity"], 1006632960u64);
+    let t = run(&["log", "endurance"]);
+    assert!(t.contains("write_amplification                  : 1.000"), "{t}");
     let t = run(&["fdp", "update", "--handle", "3"]);
     assert_eq!(t, "placement handle 3: a new reclaim unit, 960 blocks available\n");
     // Leaving a partly written unit is a host event.

@@ -202,11 +202,13 @@ fn get_log_page(
         (Role::Io(_), 0x03) => firmware_slot_log(),
         (Role::Io(_), 0x04) => vec![0u8; 4096],
         (Role::Io(sub), 0x05) => effects_log(cmd.csi, !crate::fdp::groups(sub).is_empty()),
-        (Role::Io(sub), 0x20..=0x23) => match crate::fdp::log_page(sub, &cmd, max_transfer(ctrl)) {
-            // The device answered the host's offset and length itself.
-            Ok(page) => return page_as_asked(out, page, cmd.length_bytes()),
-            Err(status) => return Done::Complete { status, result: 0, data: 0 },
-        },
+        (Role::Io(sub), 0x09 | 0x20..=0x23) => {
+            match crate::fdp::log_page(sub, &cmd, max_transfer(ctrl)) {
+                // The device answered the host's offset and length itself.
+                Ok(page) => return page_as_asked(out, page, cmd.length_bytes()),
+                Err(status) => return Done::Complete { status, result: 0, data: 0 },
+            }
+        }
         (Role::Io(sub), 0xC0) => {
             if sqe.nsid != 0 && sqe.nsid != 0xFFFF_FFFF {
                 return Done::err(StatusCode::InvalidField);

@@ -69,9 +69,12 @@ fn an_fdp_namespace_is_served_with_the_devices_placement() {
     assert!(e.is_status(StatusCode::InvalidField), "the device's status: {e}");
 
     // The logs are the device's own.
-    for lid in
-        [LogPageId::FdpConfigurations, LogPageId::ReclaimUnitHandleUsage, LogPageId::FdpStatistics]
-    {
+    for lid in [
+        LogPageId::FdpConfigurations,
+        LogPageId::ReclaimUnitHandleUsage,
+        LogPageId::FdpStatistics,
+        LogPageId::EnduranceGroupInformation,
+    ] {
         assert_eq!(page(remote.as_ref(), lid, 1, 0), page(dev.as_ref(), lid, 1, 0), "{lid:?}");
     }
     // Feature 1Dh from the description, 1Eh and the events from the device.

@@ -23,6 +23,9 @@ pub enum LogPageId {
     ChangedNamespaceList = 0x04,
     /// 05h Commands Supported and Effects.
     CommandsSupportedAndEffects = 0x05,
+    /// 09h Endurance Group Information (endurance group scoped: LSI names
+    /// the group; [`EnduranceGroupLog`]).
+    EnduranceGroupInformation = 0x09,
     /// 20h FDP Configurations (endurance group scoped: LSI names the
     /// group; [`crate::fdp::FdpConfigLog`]).
     FdpConfigurations = 0x20,
@@ -52,6 +55,7 @@ impl LogPageId {
             0x03 => Self::FirmwareSlot,
             0x04 => Self::ChangedNamespaceList,
             0x05 => Self::CommandsSupportedAndEffects,
+            0x09 => Self::EnduranceGroupInformation,
             0x20 => Self::FdpConfigurations,
             0x21 => Self::ReclaimUnitHandleUsage,
             0x22 => Self::FdpStatistics,
@@ -244,6 +248,106 @@ impl ErrorLogEntry {
             transport_specific: get16(b, 40),
             version: b[63],
         }
+    }
+}
+
+/// Endurance Group Information log page (LID 09h, 512 bytes, LSI the
+/// endurance group): its host and media counters. Media units written
+/// over data units written is the group's write amplification, the figure
+/// an FDP drive is judged by. Counters are 128-bit on the wire; data and
+/// media units are thousands of 512-byte units, rounded up
+/// ([`SmartLog::data_units`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EnduranceGroupLog {
+    /// EGCW, critical warning (0): bit flags.
+    pub critical_warning: u8,
+    /// Available spare (3), percent.
+    pub available_spare: u8,
+    /// Available spare threshold (4), percent.
+    pub available_spare_threshold: u8,
+    /// Percentage used (5).
+    pub percentage_used: u8,
+    /// Endurance estimate (47:32), data units the group may still take;
+    /// 0 when not reported.
+    pub endurance_estimate: u128,
+    /// Data units read (63:48).
+    pub data_units_read: u128,
+    /// Data units written (79:64): what hosts wrote.
+    pub data_units_written: u128,
+    /// Media units written (95:80): what the media took, garbage
+    /// collection's moves included.
+    pub media_units_written: u128,
+    /// Host read commands (111:96).
+    pub host_read_commands: u128,
+    /// Host write commands (127:112).
+    pub host_write_commands: u128,
+    /// Media and data integrity errors (143:128).
+    pub media_errors: u128,
+    /// Number of error information log entries (159:144).
+    pub error_log_entries: u128,
+    /// Total endurance group capacity (175:160), bytes.
+    pub total_capacity: u128,
+    /// Unallocated endurance group capacity (191:176), bytes.
+    pub unallocated_capacity: u128,
+}
+
+impl EnduranceGroupLog {
+    /// Size on the wire.
+    pub const SIZE: usize = 512;
+
+    fn counters(&self) -> [u128; 10] {
+        [
+            self.endurance_estimate,
+            self.data_units_read,
+            self.data_units_written,
+            self.media_units_written,
+            self.host_read_commands,
+            self.host_write_commands,
+            self.media_errors,
+            self.error_log_entries,
+            self.total_capacity,
+            self.unallocated_capacity,
+        ]
+    }
+
+    /// The wire image.
+    pub fn to_bytes(&self) -> [u8; 512] {
+        let mut b = [0u8; 512];
+        b[0] = self.critical_warning;
+        b[3] = self.available_spare;
+        b[4] = self.available_spare_threshold;
+        b[5] = self.percentage_used;
+        for (i, c) in self.counters().iter().enumerate() {
+            put(&mut b, 32 + 16 * i, &c.to_le_bytes());
+        }
+        b
+    }
+
+    /// Parses a wire image.
+    pub fn from_bytes(b: &[u8; 512]) -> Self {
+        let c = |i: usize| get128(b, 32 + 16 * i);
+        EnduranceGroupLog {
+            critical_warning: b[0],
+            available_spare: b[3],
+            available_spare_threshold: b[4],
+            percentage_used: b[5],
+            endurance_estimate: c(0),
+            data_units_read: c(1),
+            data_units_written: c(2),
+            media_units_written: c(3),
+            host_read_commands: c(4),
+            host_write_commands: c(5),
+            media_errors: c(6),
+            error_log_entries: c(7),
+            total_capacity: c(8),
+            unallocated_capacity: c(9),
+        }
+    }
+
+    /// Media units written over data units written; `None` before any.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.data_units_written > 0)
+            .then(|| self.media_units_written as f64 / self.data_units_written as f64)
     }
 }
 
@@ -502,6 +606,7 @@ mod tests {
             (LogPageId::FirmwareSlot, 0x03),
             (LogPageId::ChangedNamespaceList, 0x04),
             (LogPageId::CommandsSupportedAndEffects, 0x05),
+            (LogPageId::EnduranceGroupInformation, 0x09),
             (LogPageId::FdpConfigurations, 0x20),
             (LogPageId::ReclaimUnitHandleUsage, 0x21),
             (LogPageId::FdpStatistics, 0x22),
@@ -559,6 +664,44 @@ mod tests {
         let back = ErrorLogEntry::from_bytes(&b);
         assert_eq!(back, e);
         assert_eq!(back.status.status(), StatusCode::ZoneIsFull.status());
+    }
+
+    #[test]
+    fn endurance_group_log_fields_sit_at_their_offsets() {
+        let e = EnduranceGroupLog {
+            critical_warning: 0x01,
+            available_spare: 100,
+            available_spare_threshold: 10,
+            percentage_used: 7,
+            endurance_estimate: 0x0101,
+            data_units_read: 0x0202,
+            data_units_written: 0x0303,
+            media_units_written: 0x0404_0000_0000_0000_0000_0000_0000_0004,
+            host_read_commands: 0x0505,
+            host_write_commands: 0x0606,
+            media_errors: 0x0707,
+            error_log_entries: 0x0808,
+            total_capacity: 0x0909,
+            unallocated_capacity: 0x0A0A,
+        };
+        let b = e.to_bytes();
+        at(&b, 0, &[0x01, 0, 0, 100, 10, 7]);
+        at(&b, 32, &0x0101u128.to_le_bytes());
+        at(&b, 48, &0x0202u128.to_le_bytes());
+        at(&b, 64, &0x0303u128.to_le_bytes());
+        at(&b, 80, &0x0404_0000_0000_0000_0000_0000_0000_0004u128.to_le_bytes());
+        at(&b, 96, &0x0505u128.to_le_bytes());
+        at(&b, 112, &0x0606u128.to_le_bytes());
+        at(&b, 128, &0x0707u128.to_le_bytes());
+        at(&b, 144, &0x0808u128.to_le_bytes());
+        at(&b, 160, &0x0909u128.to_le_bytes());
+        at(&b, 176, &0x0A0Au128.to_le_bytes());
+        assert!(b[6..32].iter().chain(&b[192..]).all(|&x| x == 0));
+        assert_eq!(EnduranceGroupLog::from_bytes(&b), e);
+        let waf = EnduranceGroupLog { data_units_written: 4, media_units_written: 6, ..e };
+        assert_eq!(waf.write_amplification(), Some(1.5));
+        let none = EnduranceGroupLog { data_units_written: 0, ..e };
+        assert_eq!(none.write_amplification(), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use zns_spec::fdp::{
     RuhStatus, RuhType, RuhUsageLog, SupportedFdpEvent, FDP_EVENTS_LSP_HOST,
 };
 use zns_spec::identify::{IdentifyController, IdentifyNamespace};
-use zns_spec::log::LogPageId;
+use zns_spec::log::{EnduranceGroupLog, LogPageId, SmartLog};
 use zns_spec::{StatusCode, SubmissionEntry};
 
 use crate::harness::Harness;
@@ -420,6 +420,18 @@ fn fdp_logs_agree_with_the_firmwares_counters() {
     let (s, b) = r.log(LogPageId::ReclaimUnitHandleUsage, 1, 0);
     assert_eq!(s, StatusCode::Success);
     assert_eq!(RuhUsageLog::from_bytes(&b).unwrap().attributes, vec![1, 1]);
+    // The endurance group's page: host and media units as the firmware
+    // counted them (4096-byte blocks, thousands of 512-byte units).
+    let (s, b) = r.log(LogPageId::EnduranceGroupInformation, 1, 0);
+    assert_eq!(s, StatusCode::Success);
+    let eg = EnduranceGroupLog::from_bytes(&b[..512].try_into().unwrap());
+    let units = |blocks: u64| SmartLog::data_units(blocks as u128 * BS as u128);
+    assert_eq!(eg.data_units_written, units(st.host_blocks));
+    assert_eq!(eg.media_units_written, units(st.host_blocks + st.gc_blocks));
+    assert_eq!(eg.host_write_commands, 4000);
+    assert_eq!(eg.total_capacity, st.physical_blocks as u128 * BS as u128);
+    assert!(eg.write_amplification().unwrap() > 1.0, "{eg:?}");
+    assert_eq!((eg.available_spare, eg.unallocated_capacity), (100, 0));
     // The page read from an offset: its tail.
     let mut g = get_log_page(LogPageId::FdpStatistics, 1, 4);
     g.offset = 16;
@@ -549,7 +561,12 @@ fn bad_fdp_input_gets_the_specifications_statuses_and_changes_nothing() {
         conv.set_events(0, &[FdpEventType::MediaReallocated], true),
         StatusCode::InvalidField
     );
-    for lid in [LogPageId::FdpConfigurations, LogPageId::FdpStatistics, LogPageId::FdpEvents] {
+    for lid in [
+        LogPageId::FdpConfigurations,
+        LogPageId::FdpStatistics,
+        LogPageId::FdpEvents,
+        LogPageId::EnduranceGroupInformation,
+    ] {
         assert_eq!(conv.log(lid, 1, 0).0, StatusCode::InvalidLogPage, "{lid:?}");
     }
     let recv = IoManagementReceive::ruh_status(1, 64).to_entry().unwrap();
@@ -567,7 +584,11 @@ fn bad_fdp_input_gets_the_specifications_statuses_and_changes_nothing() {
     assert_eq!(r.admin(other.set_entry(), 0).0, StatusCode::InvalidField);
     let saved = Features { save: true, ..Features::decode(&set1d) }.set_entry();
     assert_eq!(r.admin(saved, 0).0, StatusCode::FeatureNotSaveable);
-    for lid in [LogPageId::FdpConfigurations, LogPageId::ReclaimUnitHandleUsage] {
+    for lid in [
+        LogPageId::FdpConfigurations,
+        LogPageId::ReclaimUnitHandleUsage,
+        LogPageId::EnduranceGroupInformation,
+    ] {
         assert_eq!(r.log(lid, 2, 0).0, StatusCode::InvalidField, "{lid:?}");
         assert_eq!(r.log(lid, 0, 0).0, StatusCode::InvalidField, "{lid:?}");
     }
