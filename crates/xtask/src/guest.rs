@@ -49,6 +49,47 @@ pub const SECOND_NAMESPACES: &[Namespace] = &[Namespace {
             zoned.max_open=4,zoned.max_active=6",
 }];
 
+/// The FDP controller's namespace: a conventional namespace (QEMU puts no
+/// zoned namespace in an FDP subsystem) in endurance group 1, using all
+/// [`FDP_HANDLES`] reclaim unit handles (placement handles 0-7).
+pub const FDP_NAMESPACES: &[Namespace] =
+    &[Namespace { nsid: 1, image: "fdp.img", mib: 64, props: "fdp.ruhs=0-7" }];
+
+/// Reclaim unit handles of the FDP subsystem.
+pub const FDP_HANDLES: u16 = 8;
+
+/// Serial number of the FDP controller (the guest finds it by this).
+pub const FDP_SERIAL: &str = "znsfdp0";
+
+/// QEMU arguments of the FDP controller beside the ZNS one: a subsystem
+/// with Flexible Data Placement (one reclaim group, [`FDP_HANDLES`]
+/// handles, reclaim units of 1 MiB, so that a few hundred commands cross
+/// many of them) and [`FDP_NAMESPACES`] on a controller of its own (QEMU
+/// refuses zoned namespaces in an FDP subsystem).
+pub fn qemu_fdp_args(image_dir: &std::path::Path) -> Vec<String> {
+    let mut a = vec![
+        "-device".to_string(),
+        format!(
+            "nvme-subsys,id=fdpsubsys,nqn=znskit-fdp,fdp=on,fdp.runs=1M,fdp.nrg=1,\
+             fdp.nruh={FDP_HANDLES}"
+        ),
+    ];
+    a.extend(controller_args(
+        image_dir,
+        "nvmefdp",
+        &format!("nvme,serial={FDP_SERIAL},id=nvmefdp,subsys=fdpsubsys"),
+        FDP_NAMESPACES,
+    ));
+    a
+}
+
+/// True when `help` (the output of `qemu-system-x86_64 -device
+/// nvme-subsys,help`) lists the subsystem's FDP properties (QEMU 8.0 and
+/// later).
+pub fn qemu_has_fdp(help: &str) -> bool {
+    ["fdp=", "fdp.runs=", "fdp.nruh="].iter().all(|p| help.contains(p))
+}
+
 /// PCI addresses of the VFIO guest's two controllers (QEMU `addr=` 04.0
 /// and 05.0 on the q35 root bus: each its own IOMMU group).
 pub const VFIO_BDFS: [&str; 2] = ["0000:00:04.0", "0000:00:05.0"];
@@ -129,6 +170,10 @@ pub enum Tool {
     /// `zns-differential`: random command sequences compared with znskit's
     /// emulator.
     Differential,
+    /// `zns-differential --fdp`: the FDP namespace compared with an
+    /// emulated one, and the check that placed writes reached their
+    /// handles, through the kernel's passthrough.
+    DifferentialFdp,
     /// `zns characterize --suite smoke`: the characterization suite, short,
     /// checked for its `results.json` and `report.html`.
     Characterize,
@@ -142,7 +187,7 @@ impl Tool {
     pub fn program(self) -> &'static str {
         match self {
             Tool::Conformance => "/bin/zns-conformance",
-            Tool::Differential => "/bin/zns-differential",
+            Tool::Differential | Tool::DifferentialFdp => "/bin/zns-differential",
             Tool::Characterize => "/bin/zns",
             Tool::PcieCheck => "/bin/zns-pcie-check",
         }
@@ -182,11 +227,16 @@ impl Run {
 /// first controller through VFIO, the suite on the second controller, and
 /// `zns-pcie-check` on both.
 ///
+/// The FDP run (`diff-ng-fdp`) compares the FDP controller's namespace
+/// with an emulated FDP namespace through the passthrough, the placed
+/// writes carrying DTYPE 2h and DSPEC through the guest kernel.
+///
 /// The kernel numbers namespace devices in the order it finds them, not
 /// by namespace ID, so the script looks the names up: `$NS1` and `$NS2`
-/// stand for the `0nX` suffixes of namespaces 1 and 2.
+/// stand for the `XnY` suffixes of namespaces 1 and 2 of the ZNS
+/// controller, `$FDP` for the FDP controller's namespace.
 pub fn default_runs() -> Vec<Run> {
-    use Tool::{Characterize, Conformance, Differential, PcieCheck};
+    use Tool::{Characterize, Conformance, Differential, DifferentialFdp, PcieCheck};
     [
         ("ng-pow2", Conformance, "ng:/dev/ng$NS1"),
         ("ng-npow2", Conformance, "ng:/dev/ng$NS2"),
@@ -194,6 +244,7 @@ pub fn default_runs() -> Vec<Run> {
         ("zbd-psync", Conformance, "zbd:/dev/nvme$NS1,io=psync"),
         ("diff-ng-pow2", Differential, "ng:/dev/ng$NS1"),
         ("diff-ng-npow2", Differential, "ng:/dev/ng$NS2"),
+        ("diff-ng-fdp", DifferentialFdp, "ng:/dev/ng$FDP"),
         ("characterize-ng", Characterize, "ng:/dev/ng$NS1"),
         ("pcie", Conformance, "pcie:"),
         ("diff-pcie", Differential, "pcie:"),
@@ -244,6 +295,8 @@ pub struct Plan {
     pub conformance_args: Vec<String>,
     /// Extra arguments for every `zns-differential` run (`--count ...`).
     pub differential_args: Vec<String>,
+    /// Extra arguments of the FDP differential run (`--count ...`).
+    pub fdp_args: Vec<String>,
     /// Seed of the first differential run; each further run adds 1 (the
     /// runs on the same namespace then try different sequences).
     pub differential_seed: u64,
@@ -336,18 +389,26 @@ done
         ));
     }
     s.push_str(
-        r#"i=0
+        r#"# The controller (nvmeN) whose serial number is $1.
+ctrl_with_serial() {
+    for c in /sys/class/nvme/nvme*; do
+        if [ "$(tr -d ' ' < $c/serial 2>/dev/null)" = "$1" ]; then basename $c; return; fi
+    done
+}
+i=0
 while [ $i -lt 150 ]; do
-    [ -e /dev/ng0n1 ] && [ -e /dev/ng0n2 ] && [ -e /dev/ng0n3 ] && break
+    ZC=$(ctrl_with_serial zns0)
+    [ -n "$ZC" ] && [ -e /dev/ng${ZC#nvme}n1 ] && [ -e /dev/ng${ZC#nvme}n2 ] && [ -e /dev/ng${ZC#nvme}n3 ] && break
     sleep 0.1; i=$((i + 1))
 done
+ZC=${ZC:-nvme0}
 ls -l /dev/ng* /dev/nvme* 2>&1
-# The 0nX suffix of the devices of namespace ID $1.
+# The XnY suffix of the devices of namespace ID $1 of the ZNS controller.
 suffix_of() {
-    for d in /sys/block/nvme0n*; do
+    for d in /sys/block/${ZC}n*; do
         if [ "$(cat $d/nsid 2>/dev/null)" = "$1" ]; then basename $d | sed 's/^nvme//'; return; fi
     done
-    echo "0n$1"
+    echo "${ZC#nvme}n$1"
 }
 NS1=$(suffix_of 1)
 NS2=$(suffix_of 2)
@@ -365,7 +426,7 @@ done
 /// kernel's `nvme` driver: `$bdf` is its address, `$unbound` 1 on success.
 fn unbind(hugepages: u32) -> String {
     format!(
-        r#"bdf=$(cat /sys/class/nvme/nvme0/address 2>/dev/null)
+        r#"bdf=$(cat /sys/class/nvme/$ZC/address 2>/dev/null)
 echo {hugepages} > /proc/sys/vm/nr_hugepages
 say "huge pages: $(grep HugePages_Total /proc/meminfo)"
 unbound=0
@@ -416,6 +477,9 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
 "#,
         );
     }
+    if p.runs.iter().any(|r| r.tool == Tool::DifferentialFdp) {
+        s.push_str(&fdp_lookup());
+    }
     let mut unbound = false;
     let mut seed = p.differential_seed;
     for r in p.runs.iter().filter(|r| !r.in_vfio_guest()) {
@@ -424,7 +488,14 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
             continue;
         }
         let (program, args) = command_of(r, p, &mut seed);
-        if r.uri == "pcie:" {
+        if r.tool == Tool::DifferentialFdp {
+            s.push_str(&format!(
+                "if [ -n \"$FDP\" ]; then run {l} {program} {args} \"{u}\"; \
+                 else echo \"FAIL {l}: no FDP namespace (controller {FDP_SERIAL})\"; fail=1; fi\n",
+                l = r.label,
+                u = r.uri
+            ));
+        } else if r.uri == "pcie:" {
             if !unbound {
                 unbound = true;
                 s.push_str(&unbind(p.hugepages));
@@ -441,6 +512,28 @@ nvme zns report-zones /dev/ng$NS1 -d 3 2>&1
     s
 }
 
+/// Finds the FDP controller by its serial number and sets `$FDP` to the
+/// `XnY` suffix of its namespace (empty when it is not there).
+fn fdp_lookup() -> String {
+    format!(
+        r#"FDP=""
+i=0
+while [ $i -lt 150 ]; do
+    FC=$(ctrl_with_serial {FDP_SERIAL})
+    [ -n "$FC" ] && [ -e /dev/ng${{FC#nvme}}n1 ] && break
+    sleep 0.1; i=$((i + 1))
+done
+if [ -n "$FC" ]; then
+    n=$(ls -d /sys/class/nvme/$FC/${{FC}}n* 2>/dev/null | head -n 1)
+    FDP=$(basename "${{n:-${{FC}}n1}}" | sed 's/^nvme//')
+    say "the FDP namespace is ng$FDP (controller $FC)"
+else
+    say "no FDP controller (serial {FDP_SERIAL})"
+fi
+"#
+    )
+}
+
 /// The program of run `r` and its arguments before the URI, quoted for
 /// the shell; a differential run takes `seed` and advances it.
 fn command_of(r: &Run, p: &Plan, seed: &mut u64) -> (&'static str, String) {
@@ -451,6 +544,12 @@ fn command_of(r: &Run, p: &Plan, seed: &mut u64) -> (&'static str, String) {
         Tool::Differential => {
             let mut a = vec!["--seed".to_string(), format!("{:#x}", *seed)];
             a.extend(p.differential_args.iter().cloned());
+            *seed = seed.wrapping_add(1);
+            join(&a)
+        }
+        Tool::DifferentialFdp => {
+            let mut a = vec!["--fdp".to_string(), "--seed".to_string(), format!("{:#x}", *seed)];
+            a.extend(p.fdp_args.iter().cloned());
             *seed = seed.wrapping_add(1);
             join(&a)
         }
@@ -598,6 +697,7 @@ mod tests {
             runs: default_runs(),
             conformance_args: vec!["--only".into(), "copy,queue_full".into()],
             differential_args: vec!["--count".into(), "7".into()],
+            fdp_args: vec!["--count".into(), "3".into()],
             differential_seed: 0x2a,
             hugepages: 64,
             nvme_cli: false,
@@ -618,8 +718,20 @@ mod tests {
             "run diff-ng-npow2 /bin/zns-differential '--seed' '0x2b' '--count' '7' \"ng:/dev/ng$NS2\""
         ));
         assert!(s.contains(
-            "run diff-pcie /bin/zns-differential '--seed' '0x2c' '--count' '7' \"pcie:$bdf\""
+            "run diff-ng-fdp /bin/zns-differential '--fdp' '--seed' '0x2c' '--count' '3' \
+             \"ng:/dev/ng$FDP\""
         ));
+        assert!(s.contains(
+            "run diff-pcie /bin/zns-differential '--seed' '0x2d' '--count' '7' \"pcie:$bdf\""
+        ));
+        // The FDP namespace is looked up by its controller's serial number
+        // before the runs, and its run fails the guest when it is missing.
+        let lookup = s.find("FC=$(ctrl_with_serial znsfdp0)").expect("the FDP lookup");
+        assert!(lookup < s.find("run diff-ng-fdp").unwrap());
+        assert!(s.contains("else echo \"FAIL diff-ng-fdp: no FDP namespace"));
+        // The ZNS controller is found by serial too, and only it unbinds.
+        assert!(s.contains("ZC=$(ctrl_with_serial zns0)"));
+        assert!(s.contains("bdf=$(cat /sys/class/nvme/$ZC/address"));
         let c = s
             .find(
                 "run characterize-ng /bin/zns characterize --device \"ng:/dev/ng$NS1\" \
@@ -670,6 +782,24 @@ mod tests {
     }
 
     #[test]
+    fn the_fdp_controller_has_a_subsystem_of_its_own() {
+        let a = qemu_fdp_args(std::path::Path::new("img"));
+        let subsys = a.iter().position(|x| x.starts_with("nvme-subsys,")).unwrap();
+        let ctrl = a.iter().position(|x| x.starts_with("nvme,")).unwrap();
+        assert!(subsys < ctrl, "the subsystem must exist before its controller");
+        assert!(a[subsys].contains("fdp=on") && a[subsys].contains("fdp.nruh=8"));
+        assert!(a[subsys].contains("fdp.runs=1M") && a[subsys].contains("fdp.nrg=1"));
+        assert!(a[ctrl].contains("serial=znsfdp0") && a[ctrl].contains("subsys=fdpsubsys"));
+        let ns = a.iter().find(|x| x.starts_with("nvme-ns,")).unwrap();
+        assert!(ns.contains("bus=nvmefdp") && ns.contains("fdp.ruhs=0-7") && !ns.contains("zoned"));
+        assert!(a.contains(&"file=img/fdp.img,if=none,id=nvmefdp-nvm1,format=raw".to_string()));
+        let help = "nvme-subsys options:\n  fdp.nrg=<uint32>\n  fdp.nruh=<uint16>\n  \
+                    fdp.runs=<size>\n  fdp=<bool>\n  nqn=<str>\n";
+        assert!(qemu_has_fdp(help));
+        assert!(!qemu_has_fdp("nvme-subsys options:\n  nqn=<str>\n"));
+    }
+
+    #[test]
     fn the_vfio_guest_has_an_iommu_and_two_controllers() {
         let a = qemu_iommu_args(std::path::Path::new("img"));
         let iommu = a.iter().position(|x| x.starts_with("intel-iommu")).unwrap();
@@ -690,6 +820,7 @@ mod tests {
             runs: default_runs(),
             conformance_args: vec![],
             differential_args: vec!["--count".into(), "7".into()],
+            fdp_args: vec!["--count".into(), "3".into()],
             differential_seed: 0x10,
             hugepages: 64,
             nvme_cli: false,

@@ -50,8 +50,8 @@ pub struct Args {
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 1)]
     repeat: u32,
     /// Only these runs, comma separated: ng-pow2, ng-npow2, zbd-uring,
-    /// zbd-psync, diff-ng-pow2, diff-ng-npow2, characterize-ng, pcie,
-    /// diff-pcie; in the VFIO guest: vfio, diff-vfio, vfio-second,
+    /// zbd-psync, diff-ng-pow2, diff-ng-npow2, diff-ng-fdp, characterize-ng,
+    /// pcie, diff-pcie; in the VFIO guest: vfio, diff-vfio, vfio-second,
     /// vfio-reset (default: all)
     #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = runs)]
     runs: Option<List<String>>,
@@ -59,7 +59,8 @@ pub struct Args {
     /// new one, printed)
     #[arg(long, value_name = "N", allow_negative_numbers = true, verbatim_doc_comment, value_parser = seed)]
     seed: Option<u64>,
-    /// Random command sequences of each differential run.
+    /// Random command sequences of each differential run (the FDP run
+    /// takes at most 50 of 20 to 40 commands).
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 1000)]
     sequences: u64,
     /// Leave nvme-cli and fio out of the guest.
@@ -683,7 +684,8 @@ pub(crate) fn pack_initramfs_with(
 /// Fresh, sparse backing files for the namespaces.
 pub(crate) fn make_images(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    for ns in guest::NAMESPACES.iter().chain(guest::SECOND_NAMESPACES) {
+    let all = guest::NAMESPACES.iter().chain(guest::SECOND_NAMESPACES).chain(guest::FDP_NAMESPACES);
+    for ns in all {
         let p = dir.join(ns.image);
         let f = fs::File::create(&p).map_err(|e| Error::io(&p, e))?;
         f.set_len(ns.mib << 20).map_err(|e| Error::io(&p, e))?;
@@ -884,11 +886,17 @@ pub fn run(o: &Options) -> Result<()> {
     if let Some(keep) = &o.runs {
         runs.retain(|r| keep.contains(&r.label));
     }
-    let (vfio_runs, plain_runs): (Vec<_>, Vec<_>) =
+    let (vfio_runs, mut plain_runs): (Vec<_>, Vec<_>) =
         runs.into_iter().partition(guest::Run::in_vfio_guest);
+    let fdp = plain_runs.iter().any(|r| r.tool == guest::Tool::DifferentialFdp);
+    if fdp && !qemu_supports_fdp()? {
+        plain_runs.retain(|r| r.tool != guest::Tool::DifferentialFdp);
+    }
     let seed = o.seed.unwrap_or_else(new_seed);
-    let differential =
-        |r: &[guest::Run]| r.iter().filter(|r| r.tool == guest::Tool::Differential).count() as u64;
+    let differential = |r: &[guest::Run]| {
+        let seeded = [guest::Tool::Differential, guest::Tool::DifferentialFdp];
+        r.iter().filter(|r| seeded.contains(&r.tool)).count() as u64
+    };
     if differential(&plain_runs) + differential(&vfio_runs) > 0 {
         println!(
             "vmtest: differential runs with seeds from {seed:#x} (one more each run), {} \
@@ -904,14 +912,16 @@ pub fn run(o: &Options) -> Result<()> {
         let mut plan = plan(o, &modules, plain_runs.clone(), seed);
         (plan.nvme_cli, plan.fio) = (nvme_cli, fio);
         let init = guest::init_script(&plan);
-        let g = Guest { name: "guest", init, modules, peers, iommu: false };
+        let fdp = plain_runs.iter().any(|r| r.tool == guest::Tool::DifferentialFdp);
+        let g = Guest { name: "guest", init, modules, peers, iommu: false, fdp };
         outcomes.push(boot_guest(&cache, &kernel, &programs, &g, o)?);
     }
     if !vfio_runs.is_empty() {
         let modules = kernel::vfio_modules_to_load(&kernel)?;
         let plan = plan(o, &modules, vfio_runs, seed.wrapping_add(differential(&plain_runs)));
         let init = guest::vfio_script(&plan);
-        let g = Guest { name: "vfio-guest", init, modules, peers: Vec::new(), iommu: true };
+        let g =
+            Guest { name: "vfio-guest", init, modules, peers: Vec::new(), iommu: true, fdp: false };
         outcomes.push(boot_guest(&cache, &kernel, &programs, &g, o)?);
     }
     println!();
@@ -947,6 +957,32 @@ pub fn run(o: &Options) -> Result<()> {
     }
 }
 
+/// Sequences of the FDP differential run at most: 1500 commands or so,
+/// each followed by two more on each side reading its state back; about
+/// 10 s in the guest under software emulation.
+const FDP_SEQUENCES: u64 = 50;
+
+/// Whether this QEMU's NVMe subsystem has Flexible Data Placement. Without
+/// it the FDP run is left out, saying so, or under `CI=true` the task
+/// fails: CI must run it.
+fn qemu_supports_fdp() -> Result<bool> {
+    let out = Command::new("qemu-system-x86_64")
+        .args(["-device", "nvme-subsys,help"])
+        .output()
+        .map_err(|e| Error::new(format!("qemu-system-x86_64 -device nvme-subsys,help: {e}")))?;
+    let help =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if guest::qemu_has_fdp(&help) {
+        return Ok(true);
+    }
+    let why = "this QEMU's nvme-subsys has no fdp properties (QEMU 8.0 or later has them)";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        return Err(Error::new(format!("CI=true and the FDP run cannot run: {why}")));
+    }
+    println!("vmtest: diff-ng-fdp skipped: {why}");
+    Ok(false)
+}
+
 /// The plan of a guest running `runs`, with `modules` loaded.
 fn plan(o: &Options, modules: &[kernel::Module], runs: Vec<guest::Run>, seed: u64) -> Plan {
     let mut conformance_args = Vec::new();
@@ -964,6 +1000,12 @@ fn plan(o: &Options, modules: &[kernel::Module], runs: Vec<guest::Run>, seed: u6
         runs,
         conformance_args,
         differential_args: vec!["--count".into(), o.sequences.to_string()],
+        fdp_args: vec![
+            "--count".into(),
+            o.sequences.min(FDP_SEQUENCES).to_string(),
+            "--length".into(),
+            "20..40".into(),
+        ],
         differential_seed: seed,
         hugepages: 64,
         nvme_cli: false,
@@ -1005,6 +1047,8 @@ struct Guest {
     peers: Vec<PathBuf>,
     /// The VFIO guest: emulated IOMMU, two controllers.
     iommu: bool,
+    /// The FDP controller beside the ZNS one.
+    fdp: bool,
 }
 
 /// Packs and boots `g` on fresh namespace images; its name, what it
@@ -1019,11 +1063,14 @@ fn boot_guest(
     let initramfs = pack_initramfs(cache, programs, &g.modules, &g.init, &g.peers)?;
     let images = cache.join("images");
     make_images(&images)?;
-    let (devices, append) = if g.iommu {
+    let (mut devices, append) = if g.iommu {
         (guest::qemu_iommu_args(&images), guest::IOMMU_APPEND)
     } else {
         (guest::qemu_device_args(&images), "")
     };
+    if g.fdp {
+        devices.extend(guest::qemu_fdp_args(&images));
+    }
     let log = cache.join(format!("{}.log", g.name));
     let t = Instant::now();
     let outcome = boot_with(kernel, &initramfs, &devices, append, o, &log, &mut |_| {})?;

@@ -2,7 +2,7 @@
 //! znskit's emulator.
 //!
 //! ```text
-//! zns-differential [--seed N] [--count N] [--sequence K] [--length MIN..MAX]
+//! zns-differential [--fdp] [--seed N] [--count N] [--sequence K] [--length MIN..MAX]
 //!                  [--verbose] [--max-differences N] URI
 //! ```
 //!
@@ -20,12 +20,20 @@
 //! write pointer, capacity, attributes, extension) of both must agree, or
 //! the difference must be one that docs/differential.md explains.
 //!
+//! With `--fdp` the device is a namespace with Flexible Data Placement
+//! (`ng:/dev/ngXnY`, `pcie:`, `emu:small-fdp`): placed writes, reads,
+//! Reclaim Unit Handle Status and Update, the FDP log pages and features,
+//! compared with an emulated FDP namespace of the same shape (see the
+//! `fdp` module), then a check that placed writes reached their handles.
+//!
 //! Every difference prints a `DIFF` block with the command to replay it;
 //! the tally ends the output. Exit code 1 when anything is unexplained.
-//! Every zone of the device is reset: use scratch devices only.
+//! Every zone of the device is reset, and the FDP mode writes anywhere:
+//! use scratch devices only.
 
 mod compare;
 mod divergence;
+mod fdp;
 mod generate;
 mod reference;
 mod rng;
@@ -45,6 +53,10 @@ use run::{Config, Side};
 #[derive(Debug, Parser)]
 #[command(name = "zns-differential", version)]
 struct Args {
+    /// Compare a Flexible Data Placement namespace (placed writes, reclaim
+    /// unit handle status and update, FDP log pages and features).
+    #[arg(long)]
+    fdp: bool,
     /// Seed, decimal or 0x hex (default: from the clock, printed).
     #[arg(long, value_parser = number)]
     seed: Option<u64>,
@@ -88,8 +100,8 @@ fn length(v: &str) -> Result<(u64, u64), String> {
 }
 
 impl Args {
-    /// The run's configuration and the device URI.
-    fn config(self) -> (Config, String) {
+    /// The run's configuration, the device URI and whether to compare FDP.
+    fn config(self) -> (Config, String, bool) {
         let seed = self.seed.unwrap_or_else(|| {
             let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
             rng::mix(t.as_nanos() as u64 ^ std::process::id() as u64)
@@ -107,13 +119,17 @@ impl Args {
             verbose: self.verbose,
             max_differences: self.max_differences,
         };
-        (cfg, self.uri)
+        (cfg, self.uri, self.fdp)
     }
 }
 
 fn main() -> ExitCode {
-    let (cfg, uri) = Args::parse().config();
-    match differential(&cfg, &uri) {
+    let (cfg, uri, fdp) = Args::parse().config();
+    let r = match fdp {
+        true => fdp::open(&uri).and_then(|mut t| fdp::differential(&cfg, t.as_mut())),
+        false => differential(&cfg, &uri),
+    };
+    match r {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
