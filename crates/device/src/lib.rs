@@ -62,7 +62,8 @@ pub mod zone;
 use std::sync::Arc;
 
 pub use backend::{
-    PassthroughDevice, PassthroughQueue, TcpDevice, TcpQueue, ZonedBlockDevice, ZonedBlockQueue,
+    PassthroughDevice, PassthroughQueue, RawNamespace, RawOutcome, TcpDevice, TcpQueue,
+    ZonedBlockDevice, ZonedBlockQueue,
 };
 pub use buffer::IoBuffer;
 pub use changes::ZoneChanges;

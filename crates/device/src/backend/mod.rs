@@ -7,12 +7,14 @@
 //! Their unsafe code (structure layouts, ioctls, the io_uring ring) lives in
 //! `sys`.
 
+pub mod raw_namespace;
 mod sys;
 pub(crate) mod sysfs;
 pub mod tcp;
 pub mod uring_passthrough;
 pub mod zoned_block;
 
+pub use raw_namespace::{RawNamespace, RawOutcome};
 pub use tcp::{TcpDevice, TcpQueue};
 pub use uring_passthrough::{PassthroughDevice, PassthroughQueue};
 pub use zoned_block::{ZonedBlockDevice, ZonedBlockQueue};

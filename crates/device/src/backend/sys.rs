@@ -878,6 +878,11 @@ mod tests {
         assert_eq!(u32::from_le_bytes(b[44..48].try_into().unwrap()), 1);
         assert_eq!(u32::from_le_bytes(b[48..52].try_into().unwrap()) & 0xFFFF, 7);
         assert!(b[72..].iter().all(|&x| x == 0));
+        // A placed write's DTYPE (CDW12 23:20) and DSPEC (CDW13 31:16).
+        let rw = zns_spec::command::ReadWrite::new(3, 0x10, 8).with_placement(5);
+        let w = NvmeUringCmd::from_entry(&rw.write().unwrap(), 0x1000, 8 * 4096).to_cmd_area();
+        assert_eq!(u32::from_le_bytes(w[48..52].try_into().unwrap()), 2 << 20 | 7);
+        assert_eq!(u32::from_le_bytes(w[52..56].try_into().unwrap()), 5 << 16);
         // The same bytes as the structure's memory image.
         let mut image = [0u8; 72];
         for (i, chunk) in image.chunks_mut(4).enumerate() {

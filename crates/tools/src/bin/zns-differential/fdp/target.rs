@@ -102,16 +102,6 @@ pub enum TargetError {
     /// The URI names a device this mode cannot send raw commands to.
     #[error("{0}")]
     Unsupported(String),
-    /// The kernel refused the generic namespace device.
-    #[error("{path}: {what}: {source}")]
-    Os {
-        /// The device file.
-        path: String,
-        /// What failed.
-        what: &'static str,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
 /// A side reached through the user-space driver: an emulated controller
