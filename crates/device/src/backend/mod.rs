@@ -7,6 +7,7 @@
 //! Their unsafe code (structure layouts, ioctls, the io_uring ring) lives in
 //! `sys`.
 
+mod ng_admin;
 pub mod raw_namespace;
 mod sys;
 pub(crate) mod sysfs;

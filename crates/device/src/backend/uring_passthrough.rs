@@ -4,7 +4,10 @@
 //! (128-byte SQEs, 32-byte CQEs carrying the command's result), so the
 //! device's own statuses and Zone Append's assigned LBA come back unchanged.
 //!
-//! Identify goes through the admin passthrough ioctl at open. Each
+//! A zoned namespace opens as a zoned device; an NVM command set
+//! namespace as one without zones (with its FDP configuration where its
+//! endurance group has one). Identify, Get Log Page and Get/Set Features
+//! go through the admin passthrough ioctl. Each
 //! [`PassthroughQueue`] owns an io_uring ring: submissions are queued
 //! without a system call, [`ZoneQueue::ring`] submits them all with one
 //! `io_uring_enter`, and polling reaps completions. The namespace device
@@ -22,13 +25,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use io_uring::opcode::UringCmd80;
-use zns_spec::command::{IdentifyCmd, ZoneReceive};
+use zns_spec::command::{GetLogPage, IdentifyCmd, ZoneReceive};
 use zns_spec::identify::{
     ActiveNamespaceList, IdentifyController, IdentifyNamespace, NamespaceIdDescriptorList, Oncs,
     ZnsController, ZnsNamespace, IDENTIFY_SIZE,
 };
-use zns_spec::{CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor};
+use zns_spec::{
+    AdminOpcode, CommandSetId, ReportFilter, ReportHeader, SubmissionEntry, ZoneDescriptor,
+};
 
+use super::ng_admin;
 use super::sys::{self, Big, Borrowed, Cqe, Held, Ring};
 use super::{os_error, status_error, sysfs, MAX_QUEUE_DEPTH};
 use crate::buffer::IoBuffer;
@@ -55,8 +61,10 @@ struct Shared {
     info: DeviceInfo,
 }
 
-/// A zoned namespace reached through the kernel's NVMe generic character
-/// device with io_uring passthrough.
+/// A zoned namespace, or an NVM one as a device without zones, reached
+/// through the kernel's NVMe generic character device with io_uring
+/// passthrough; admin commands (Identify, Get Log Page, Get/Set
+/// Features) go through the admin passthrough ioctl.
 ///
 /// Thread safety: `Send + Sync`; each thread makes its own queue (its own
 /// io_uring) with [`ZonedDevice::queue`].
@@ -130,9 +138,13 @@ impl PassthroughDevice {
         .ok()
         .and_then(|b| NamespaceIdDescriptorList::from_bytes(page(&b)).ok())
         .and_then(|l| l.command_set());
+        if csi == Some(CommandSetId::Nvm) {
+            return Self::open_nvm(file, path, uri, nsid, (&ic, &id));
+        }
         if csi.is_some_and(|c| c != CommandSetId::Zoned) {
             return Err(DeviceError::Unsupported(format!(
-                "namespace {nsid} of {} is not a zoned namespace (command set {csi:?})",
+                "namespace {nsid} of {} is neither a zoned nor an NVM namespace (command set \
+                 {csi:?})",
                 path.display()
             )));
         }
@@ -160,14 +172,7 @@ impl PassthroughDevice {
                 path.display()
             )));
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let kernel_limit = sysfs::parse_nvme_name(&name)
-            .and_then(|(ctrl, ns)| sysfs::namespace_transfer_limit(Path::new("/sys"), ctrl, ns))
-            .unwrap_or(FALLBACK_TRANSFER);
-        let mdts = ic
-            .max_transfer_bytes(ASSUMED_MPSMIN)
-            .map_or(kernel_limit, |m| (m.min(usize::MAX as u64) as usize).min(kernel_limit))
-            .max(block_size as usize);
+        let mdts = transfer_limit(path, &ic, block_size);
         let zasl = zctrl
             .zasl_bytes(ASSUMED_MPSMIN, Some(mdts as u64))
             .map_or(mdts, |z| (z.min(usize::MAX as u64) as usize).min(mdts));
@@ -211,7 +216,7 @@ impl PassthroughDevice {
                 zrwa: ZrwaInfo::from_identify(&zns),
             },
             conventional,
-            // Only zoned namespaces open here, and FDP is for NVM ones.
+            // FDP is for NVM namespaces (see `open_nvm`).
             fdp: None,
             identify: Some(IdentifyData {
                 version: ic.ver,
@@ -231,6 +236,34 @@ impl PassthroughDevice {
         Ok(PassthroughDevice { shared: Arc::new(Shared { file, info }), path: path.to_path_buf() })
     }
 
+    /// An NVM command set namespace, as a device without zones: reads,
+    /// writes (placed by FDP where its endurance group has it), Write
+    /// Zeroes, Flush, Copy, and the FDP commands.
+    fn open_nvm(
+        file: File,
+        path: &Path,
+        uri: &str,
+        nsid: u32,
+        (ic, id): (&IdentifyController, &IdentifyNamespace),
+    ) -> Result<Self> {
+        let block_size = id.block_size().ok_or_else(|| DeviceError::Unavailable {
+            uri: uri.to_string(),
+            reason: format!("namespace {nsid}: LBA format {} has no data size", id.format_index()),
+        })?;
+        let mdts = transfer_limit(path, ic, block_size);
+        let transport = format!("io_uring passthrough {}", path.display());
+        let info =
+            ng_admin::nvm_info(&file, uri, transport, nsid, (ic, id), block_size as u32, mdts);
+        tracing::info!(
+            uri,
+            blocks = info.namespace_blocks,
+            fdp = info.fdp.is_some(),
+            mdts = info.mdts_bytes,
+            "NVM namespace open through io_uring passthrough"
+        );
+        Ok(PassthroughDevice { shared: Arc::new(Shared { file, info }), path: path.to_path_buf() })
+    }
+
     /// The namespace device's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -240,6 +273,18 @@ impl PassthroughDevice {
     pub fn passthrough_queue(&self, depth: usize) -> Result<PassthroughQueue> {
         PassthroughQueue::new(Arc::clone(&self.shared), depth)
     }
+}
+
+/// The most bytes one command moves: the controller's MDTS within the
+/// kernel's limit for the namespace, at least a block.
+fn transfer_limit(path: &Path, ic: &IdentifyController, block_size: u64) -> usize {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let kernel_limit = sysfs::parse_nvme_name(&name)
+        .and_then(|(ctrl, ns)| sysfs::namespace_transfer_limit(Path::new("/sys"), ctrl, ns))
+        .unwrap_or(FALLBACK_TRANSFER);
+    ic.max_transfer_bytes(ASSUMED_MPSMIN)
+        .map_or(kernel_limit, |m| (m.min(usize::MAX as u64) as usize).min(kernel_limit))
+        .max(block_size as usize)
 }
 
 /// Capacity of zone 0, from a one-zone report through the I/O passthrough
@@ -298,6 +343,23 @@ impl ZonedDevice for PassthroughDevice {
 
     fn alloc(&self, len: usize) -> Result<IoBuffer> {
         IoBuffer::aligned(len)
+    }
+
+    fn log_page(&self, page: GetLogPage) -> Result<Vec<u8>> {
+        ng_admin::log_page(&self.shared.file, page, self.shared.info.mdts_bytes)
+    }
+
+    fn get_features(&self, entry: &SubmissionEntry, data: Option<&mut [u8]>) -> Result<u32> {
+        crate::device::check_features_entry(entry, AdminOpcode::GetFeatures)?;
+        ng_admin::features(&self.shared.file, entry, data)
+    }
+
+    fn set_features(&self, entry: &SubmissionEntry, data: Option<&[u8]>) -> Result<u32> {
+        crate::device::check_features_entry(entry, AdminOpcode::SetFeatures)?;
+        // The ioctl takes one buffer for either direction; the kernel only
+        // reads a Set Features buffer.
+        let mut copy = data.map(<[u8]>::to_vec);
+        ng_admin::features(&self.shared.file, entry, copy.as_deref_mut())
     }
 
     fn as_any(&self) -> &dyn Any {

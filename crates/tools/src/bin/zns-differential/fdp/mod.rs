@@ -84,7 +84,17 @@ pub fn differential(cfg: &Config, peer: &mut dyn Target) -> Result<bool, String>
             false
         }
     };
-    let pass = tally.unexplained == 0 && placed;
+    let api = match api_check(&uri, &g) {
+        Ok(line) => {
+            let _ = writeln!(out, "differential: device API check: {line}");
+            true
+        }
+        Err(e) => {
+            let _ = writeln!(out, "differential: FAIL device API check on {uri}: {e}");
+            false
+        }
+    };
+    let pass = tally.unexplained == 0 && placed && api;
     let _ = writeln!(
         out,
         "differential: {} {uri} in {:.1} s",
@@ -92,6 +102,54 @@ pub fn differential(cfg: &Config, peer: &mut dyn Target) -> Result<bool, String>
         start.elapsed().as_secs_f64()
     );
     Ok(pass)
+}
+
+/// The device API's view of the peer's namespace: `zns_device::open`
+/// must find its FDP configuration (as many handles as the peer
+/// described), and one block written with `ZoneQueue::write_placed` on
+/// the last placement handle must take one block off that handle's
+/// reclaim unit and no other's, as the API's Reclaim Unit Handle Status
+/// shows. Through `ng:` that is the kernel's io_uring passthrough carrying
+/// the placement from the device API.
+fn api_check(uri: &str, g: &reference::FdpGeometry) -> Result<String, String> {
+    let dev = zns_device::open(uri).map_err(|e| format!("open: {e}"))?;
+    let fdp = dev.info().fdp.clone().ok_or("the device API found no FDP configuration")?;
+    if fdp.handles.len() != g.handles as usize || !fdp.enabled {
+        return Err(format!(
+            "the device API found {} handles (enabled: {}), the peer described {}",
+            fdp.handles.len(),
+            fdp.enabled,
+            g.handles
+        ));
+    }
+    let h = g.handles - 1;
+    let pid = fdp.placement_id(h, 0).ok_or(format!("handle {h} has no placement identifier"))?;
+    let mut q = dev.queue(4).map_err(|e| e.to_string())?;
+    let available = |q: &mut dyn zns_device::ZoneQueue| -> Result<Vec<(u16, u64)>, String> {
+        let s = q.ruh_status().map_err(|e| format!("Reclaim Unit Handle Status: {e}"))?;
+        Ok(s.descriptors.iter().map(|d| (d.pid, d.available_blocks)).collect())
+    };
+    let mut before = available(q.as_mut())?;
+    if before.iter().any(|&(p, a)| p == pid && a < 2) {
+        q.ruh_update(&[pid]).map_err(|e| format!("Reclaim Unit Handle Update: {e}"))?;
+        before = available(q.as_mut())?;
+    }
+    let buf = q.alloc(g.block_size).map_err(|e| e.to_string())?;
+    q.write_placed(0, &buf, pid).map_err(|e| format!("a placed write: {e}"))?;
+    let after = available(q.as_mut())?;
+    let want: Vec<(u16, u64)> =
+        before.iter().map(|&(p, a)| (p, if p == pid { a - 1 } else { a })).collect();
+    if after != want {
+        return Err(format!(
+            "one block placed on identifier {pid}: handles' available blocks went from \
+             {before:?} to {after:?}"
+        ));
+    }
+    Ok(format!(
+        "{} handles discovered; one block placed on identifier {pid} took one block off its \
+         reclaim unit only",
+        fdp.handles.len()
+    ))
 }
 
 /// The reference must have what it was built with.
