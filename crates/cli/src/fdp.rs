@@ -17,6 +17,8 @@ use zns_spec::fdp::{
 };
 use zns_spec::log::LogPageId;
 
+use crate::num::bytes_h;
+
 /// `zns fdp`'s commands.
 #[derive(Debug, Subcommand)]
 pub enum FdpCommand {
@@ -103,21 +105,6 @@ pub fn placement_id(fdp: &FdpInfo, handle: u16) -> Result<u16> {
     }
     fdp.placement_id(handle, 0)
         .with_context(|| format!("the handle does not fit RGIF {}", fdp.rgif))
-}
-
-fn bytes_h(n: u128) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v} {}", UNITS[u])
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
 }
 
 fn kv(s: &mut String, k: &str, v: String) {

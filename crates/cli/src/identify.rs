@@ -10,6 +10,8 @@ use zns_device::{DeviceInfo, IdentifyData, ZonedDevice};
 use zns_emulator::conv::FtlStats;
 use zns_spec::identify::{IdentifyController, Oncs, ZnsNamespace};
 
+use crate::num::bytes_h;
+
 pub fn run(dev: &dyn ZonedDevice, as_json: bool, out: &mut dyn Write) -> Result<()> {
     let info = dev.info();
     let ftl = firmware(dev);
@@ -27,21 +29,6 @@ fn firmware(dev: &dyn ZonedDevice) -> Option<FtlStats> {
     let nsid = dev.info().nsid;
     let ns = dev.emulator()?.namespaces().iter().find(|n| n.nsid() == nsid)?;
     ns.firmware().map(|f| f.stats())
-}
-
-fn bytes_h(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v} {}", UNITS[u])
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
 }
 
 fn oncs_names(o: Oncs) -> Vec<&'static str> {

@@ -23,6 +23,23 @@ pub fn human_size(bytes: u64) -> String {
     format!("{v:.1} {}", units[u])
 }
 
+/// `bytes` in binary units, exact when whole (`4 KiB`, `3.75 MiB`),
+/// else with two decimals.
+pub fn bytes_h(bytes: impl Into<u128>) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes.into() as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v} {}", UNITS[u])
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,9 @@
 //! What a device is: geometry, limits, capabilities and identification.
 
 use serde::Serialize;
-use zns_spec::identify::{IdentifyController, IdentifyNamespace, ZnsController, ZnsNamespace};
+use zns_spec::identify::{
+    IdentifyController, IdentifyNamespace, Oncs, ZnsController, ZnsNamespace,
+};
 use zns_spec::regs::Version;
 
 /// Copy command limits (Identify Namespace MSSRL, MCL, MSRC).
@@ -207,7 +209,82 @@ pub struct DeviceInfo {
     pub identify: Option<IdentifyData>,
 }
 
+/// What Identify says of an NVM command set namespace, for
+/// [`DeviceInfo::nvm_namespace`].
+pub(crate) struct NvmIdentity<'a> {
+    /// Identify Controller.
+    pub ic: &'a IdentifyController,
+    /// Identify Namespace.
+    pub id: &'a IdentifyNamespace,
+    /// The ZNS Identify Controller data, if the controller has any.
+    pub zns_controller: ZnsController,
+    /// The namespace's ID.
+    pub nsid: u32,
+    /// Bytes of data per block.
+    pub block_size: u32,
+}
+
 impl DeviceInfo {
+    /// The description of an NVM command set namespace, as a backend that
+    /// reaches it with NVMe commands (`tcp:`, `ng:`) opens it: no zones,
+    /// no Zone Append, Copy and Write Zeroes as the controller offers
+    /// them, `mdts` bytes per command, metadata not carried, no FDP (the
+    /// caller adds what it discovers).
+    pub(crate) fn nvm_namespace(
+        backend: &'static str,
+        transport: String,
+        uri: &str,
+        n: NvmIdentity<'_>,
+        mdts: usize,
+    ) -> DeviceInfo {
+        let (ic, id) = (n.ic, n.id);
+        DeviceInfo {
+            backend,
+            transport,
+            uri: uri.to_string(),
+            model: ic.model_number.trim().to_string(),
+            serial: ic.serial_number.trim().to_string(),
+            firmware: ic.firmware_revision.trim().to_string(),
+            nsid: n.nsid,
+            block_size: n.block_size,
+            metadata_size: id.current_lba_format().metadata_size,
+            zoned: false,
+            namespace_blocks: id.nsze,
+            zone_count: 0,
+            zone_size: 0,
+            zone_capacity: 0,
+            max_open: None,
+            max_active: None,
+            zasl_bytes: 0,
+            mdts_bytes: mdts,
+            capabilities: Capabilities {
+                append: false,
+                copy: CopyLimits::from_identify(ic, id),
+                write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
+                extended_report: false,
+                extension_bytes: 0,
+                read_across_zone_boundaries: true,
+                variable_zone_capacity: false,
+                volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
+                select_all: false,
+                offline: false,
+                // Not carried by these backends yet: refused with Unsupported.
+                metadata: false,
+                stores_data: true,
+                zrwa: None,
+            },
+            conventional: None,
+            fdp: None,
+            identify: Some(IdentifyData {
+                version: ic.ver,
+                controller: ic.clone(),
+                zns_controller: n.zns_controller,
+                namespace: id.clone(),
+                zns_namespace: ZnsNamespace::default(),
+            }),
+        }
+    }
+
     /// Size of the namespace in blocks (for a zoned one `zone_count ×
     /// zone_size`).
     pub fn blocks(&self) -> u64 {

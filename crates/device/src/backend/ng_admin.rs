@@ -8,12 +8,12 @@ use std::fs::File;
 use std::os::fd::AsFd;
 
 use zns_spec::command::GetLogPage;
-use zns_spec::identify::{IdentifyController, IdentifyNamespace, Oncs};
+use zns_spec::identify::{IdentifyController, IdentifyNamespace};
 use zns_spec::{AdminOpcode, SubmissionEntry};
 
 use super::{os_error, status_error, sys};
 use crate::error::{DeviceError, OpKind, Result};
-use crate::info::{Capabilities, CopyLimits, DeviceInfo, IdentifyData};
+use crate::info::{DeviceInfo, NvmIdentity};
 
 /// Runs admin command `sqe` of kind `op` with `data` as its buffer;
 /// returns completion DW0. An NVMe status is [`DeviceError::Nvme`].
@@ -77,49 +77,6 @@ pub(crate) fn nvm_info(
         |e| run(file, OpKind::GetFeatures, &e, None),
         |p| log_page(file, p, mdts),
     );
-    DeviceInfo {
-        backend: "ng",
-        transport,
-        uri: uri.to_string(),
-        model: ic.model_number.trim().to_string(),
-        serial: ic.serial_number.trim().to_string(),
-        firmware: ic.firmware_revision.trim().to_string(),
-        nsid,
-        block_size,
-        metadata_size: id.current_lba_format().metadata_size,
-        zoned: false,
-        namespace_blocks: id.nsze,
-        zone_count: 0,
-        zone_size: 0,
-        zone_capacity: 0,
-        max_open: None,
-        max_active: None,
-        zasl_bytes: 0,
-        mdts_bytes: mdts,
-        capabilities: Capabilities {
-            append: false,
-            copy: CopyLimits::from_identify(ic, id),
-            write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
-            extended_report: false,
-            extension_bytes: 0,
-            read_across_zone_boundaries: true,
-            variable_zone_capacity: false,
-            volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
-            select_all: false,
-            offline: false,
-            // Not passed through yet: refused with Unsupported.
-            metadata: false,
-            stores_data: true,
-            zrwa: None,
-        },
-        conventional: None,
-        fdp,
-        identify: Some(IdentifyData {
-            version: ic.ver,
-            controller: ic.clone(),
-            zns_controller: Default::default(),
-            namespace: id.clone(),
-            zns_namespace: Default::default(),
-        }),
-    }
+    let n = NvmIdentity { ic, id, zns_controller: Default::default(), nsid, block_size };
+    DeviceInfo { fdp, ..DeviceInfo::nvm_namespace("ng", transport, uri, n, mdts) }
 }

@@ -36,7 +36,7 @@ use crate::buffer::IoBuffer;
 use crate::command::{self, Transfer};
 use crate::device::{Data, ZoneQueue, ZonedDevice};
 use crate::error::{DeviceError, OpKind, Result};
-use crate::info::{Capabilities, CopyLimits, DeviceInfo, IdentifyData, ZrwaInfo};
+use crate::info::{Capabilities, CopyLimits, DeviceInfo, IdentifyData, NvmIdentity, ZrwaInfo};
 use crate::op::{Completion, Rejected, ZoneOp};
 use crate::uri::TcpUri;
 
@@ -336,7 +336,10 @@ fn describe(
         ))
     })?;
     let Some(zns) = zns else {
-        return Ok(describe_conventional(text, uri, ic, id, zctrl, nsid, block_size as u32));
+        let transport = format!("NVMe/TCP {} {}", uri.addr, uri.nqn);
+        let n = NvmIdentity { ic, id, zns_controller: zctrl, nsid, block_size: block_size as u32 };
+        let mdts = mdts_bytes(ic, block_size as usize);
+        return Ok(DeviceInfo::nvm_namespace("tcp", transport, text, n, mdts));
     };
     let fmt = zns.current_zone_format(id);
     if fmt.zone_size == 0 {
@@ -397,63 +400,6 @@ fn describe(
 /// every target in use), at most 1 MiB, at least a block.
 fn mdts_bytes(ic: &IdentifyController, block_size: usize) -> usize {
     ic.max_transfer_bytes(4096).map_or(1 << 20, |m| m.min(1 << 20) as usize).max(block_size)
-}
-
-/// The description of a conventional (NVM command set) namespace.
-fn describe_conventional(
-    text: &str,
-    uri: &TcpUri,
-    ic: &IdentifyController,
-    id: &IdentifyNamespace,
-    zctrl: ZnsController,
-    nsid: u32,
-    block_size: u32,
-) -> DeviceInfo {
-    DeviceInfo {
-        backend: "tcp",
-        transport: format!("NVMe/TCP {} {}", uri.addr, uri.nqn),
-        uri: text.to_string(),
-        model: ic.model_number.trim().to_string(),
-        serial: ic.serial_number.trim().to_string(),
-        firmware: ic.firmware_revision.trim().to_string(),
-        nsid,
-        block_size,
-        metadata_size: id.current_lba_format().metadata_size,
-        zoned: false,
-        namespace_blocks: id.nsze,
-        zone_count: 0,
-        zone_size: 0,
-        zone_capacity: 0,
-        max_open: None,
-        max_active: None,
-        zasl_bytes: 0,
-        mdts_bytes: mdts_bytes(ic, block_size as usize),
-        capabilities: Capabilities {
-            append: false,
-            copy: CopyLimits::from_identify(ic, id),
-            write_zeroes: ic.oncs.has(Oncs::WRITE_ZEROES),
-            extended_report: false,
-            extension_bytes: 0,
-            read_across_zone_boundaries: true,
-            variable_zone_capacity: false,
-            volatile_write_cache: ic.vwc & IdentifyController::VWC_PRESENT != 0,
-            select_all: false,
-            offline: false,
-            // Metadata does not travel over the fabric here.
-            metadata: false,
-            stores_data: true,
-            zrwa: None,
-        },
-        conventional: None,
-        fdp: None,
-        identify: Some(IdentifyData {
-            version: ic.ver,
-            controller: ic.clone(),
-            zns_controller: zctrl,
-            namespace: id.clone(),
-            zns_namespace: ZnsNamespace::default(),
-        }),
-    }
 }
 
 fn first_zone_capacity(dev: &TcpDevice) -> Result<u64> {
