@@ -373,31 +373,28 @@ pub trait ZoneQueue: Send {
     /// FDP enabled ([`DeviceInfo::fdp`]); `Unsupported` otherwise, and on
     /// backends that cannot send the command.
     fn ruh_status(&mut self) -> Result<RuhStatus> {
-        let (want, max) = {
-            let i = self.info();
-            let want = i.fdp.as_ref().map_or(RuhStatus::HEADER, |f| f.ruh_status_bytes());
-            (want, i.mdts_bytes)
-        };
-        let fit = |n: usize| n.min(max).max(RuhStatus::HEADER) / 4 * 4;
-        let mut len = fit(want);
-        loop {
+        let max = self.info().mdts_bytes;
+        // The header first, then exactly the descriptors it counts: a
+        // controller may refuse a buffer longer than the data it returns
+        // (QEMU does, when the kernel describes the buffer with an SGL).
+        let mut head = self.alloc(RuhStatus::HEADER)?;
+        self.execute(&ZoneOp::RuhStatus, Data::FromDevice(&mut head))?;
+        let n = u16::from_le_bytes([head[14], head[15]]) as usize;
+        let len =
+            (RuhStatus::HEADER + n * zns_spec::fdp::RuhStatusDescriptor::SIZE).min(max) / 4 * 4;
+        let buf = if n == 0 || len <= RuhStatus::HEADER {
+            head
+        } else {
             let mut buf = self.alloc(len)?;
             self.execute(&ZoneOp::RuhStatus, Data::FromDevice(&mut buf))?;
-            // More descriptors than the buffer took: ask again, once, for
-            // all of them (within the transfer limit).
-            let n = u16::from_le_bytes([buf[14], buf[15]]) as usize;
-            let need = fit(RuhStatus::HEADER + n * zns_spec::fdp::RuhStatusDescriptor::SIZE);
-            if need > len {
-                len = need;
-                continue;
-            }
-            return RuhStatus::from_bytes(&buf).map_err(|e| {
-                DeviceError::Unsupported(format!(
-                    "{}: the reclaim unit handle status does not decode: {e}",
-                    self.info().uri
-                ))
-            });
-        }
+            buf
+        };
+        RuhStatus::from_bytes(&buf).map_err(|e| {
+            DeviceError::Unsupported(format!(
+                "{}: the reclaim unit handle status does not decode: {e}",
+                self.info().uri
+            ))
+        })
     }
 
     /// Flexible Data Placement: Reclaim Unit Handle Update (I/O
