@@ -627,6 +627,24 @@ fn bad_fdp_input_gets_the_specifications_statuses_and_changes_nothing() {
 /// made it count the first piece twice.)
 #[test]
 fn the_timing_model_charges_fdp_writes_and_garbage_collection_like_the_twins() {
+    // A watchdog: a model that waits for ever fails the test instead of
+    // hanging the run (the body panics on its own thread, the message
+    // printed there).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        fdp_timing_against_the_twins();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(600)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("no progress in 600 s: the timing model waits for ever?")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("the body failed"),
+    }
+}
+
+fn fdp_timing_against_the_twins() {
     use crate::timing::calibration::Bench;
     let twin = |name: &str| {
         let mut p = Profile::by_name(name).unwrap();
