@@ -1,9 +1,10 @@
 //! `zns characterize`: measures the device's performance model (see
 //! `zns_bench::characterize`) and writes `results.json` and `report.html`;
 //! `zns characterize --compare A.json B.json` sets two runs side by side;
-//! `zns characterize --suite compare --device A --device B` runs the same
-//! random-write workloads on a ZNS device (through `zns-ftl`) and a
-//! conventional one (`zns_bench::characterize::versus`).
+//! `zns characterize --suite compare --device A --device B [--device C]`
+//! runs the same random-write workloads on a ZNS device (through
+//! `zns-ftl`), a conventional one and one with Flexible Data Placement
+//! (`zns_bench::characterize::versus`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,8 +26,10 @@ pub enum SuiteArg {
     Quick,
     /// Every experiment with more points and samples.
     Full,
-    /// ZNS against conventional: the same random writes and reads on a ZNS
-    /// device (through zns-ftl) and a conventional one (--device twice).
+    /// ZNS against conventional against FDP: the same random writes and
+    /// reads on a ZNS device (through zns-ftl), a conventional one and
+    /// optionally one with Flexible Data Placement (--device two or three
+    /// times).
     Compare,
 }
 
@@ -42,11 +45,15 @@ impl SuiteArg {
     }
 }
 
-/// The pair `--suite compare` runs when no device is named: the ZN540 and
-/// its conventional twin cut to 64 zones' worth of flash (of 904) so that
-/// twenty device minutes overwrite the device many times, keeping no data.
-pub const DEFAULT_PAIR: [&str; 2] =
-    ["emu:zn540,zones=64,media=null", "emu:zn540-conv,zones=64,media=null"];
+/// The devices `--suite compare` runs when none is named: the ZN540, its
+/// conventional twin and its FDP twin, cut to 64 zones' worth of flash (of
+/// 904) so that twenty device minutes overwrite each many times, keeping
+/// no data.
+pub const DEFAULT_DEVICES: [&str; 3] = [
+    "emu:zn540,zones=64,media=null",
+    "emu:zn540-conv,zones=64,media=null",
+    "emu:zn540-fdp,zones=64,media=null",
+];
 
 /// Arguments of `zns characterize`.
 #[derive(Debug, Args)]
@@ -155,6 +162,18 @@ pub struct CharacterizeArgs {
     /// (default: the conventional twin's own).
     #[arg(long, value_name = "PCT")]
     pub ftl_op: Option<f64>,
+    /// With --suite compare: percent of the capacity that is hot in the
+    /// hot/cold workload (its first blocks).
+    #[arg(long, value_name = "PCT")]
+    pub hot_percent: Option<f64>,
+    /// With --suite compare: percent of the hot/cold workload's random
+    /// writes that go to the hot range.
+    #[arg(long, value_name = "PCT")]
+    pub hot_writes_percent: Option<f64>,
+    /// With --suite compare: write the hot/cold workload's cold range at
+    /// random, like its hot range, instead of in order round and round.
+    #[arg(long)]
+    pub cold_random: bool,
 }
 
 impl CharacterizeArgs {
@@ -169,6 +188,9 @@ impl CharacterizeArgs {
             ("--reads-per-write", self.reads_per_write.is_some()),
             ("--idle-reads", self.idle_reads.is_some()),
             ("--ftl-op", self.ftl_op.is_some()),
+            ("--hot-percent", self.hot_percent.is_some()),
+            ("--hot-writes-percent", self.hot_writes_percent.is_some()),
+            ("--cold-random", self.cold_random),
         ];
         given.iter().filter(|g| g.1).map(|g| g.0).collect()
     }
@@ -185,6 +207,9 @@ impl CharacterizeArgs {
             idle_reads: self.idle_reads.unwrap_or(d.idle_reads),
             read_s: self.read_seconds.unwrap_or(d.read_s),
             reads_per_write: self.reads_per_write.unwrap_or(d.reads_per_write),
+            hot_fraction: self.hot_percent.map_or(d.hot_fraction, |p| p / 100.0),
+            hot_share: self.hot_writes_percent.map_or(d.hot_share, |p| p / 100.0),
+            cold_in_order: !self.cold_random && d.cold_in_order,
             ftl_op: self.ftl_op.map(|p| p / 100.0),
             seed: self.seed,
             force: self.force,
@@ -221,7 +246,10 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
         return run_fidelity(uri, args, out);
     }
     let Some(suite) = args.suite.suite() else {
-        bail!("--suite compare takes a ZNS device and a conventional one (--device twice)");
+        bail!(
+            "--suite compare takes a ZNS device, a conventional one and optionally an FDP one \
+             (--device two or three times)"
+        );
     };
     let extra = args.compare_options_given();
     if !extra.is_empty() {
@@ -407,7 +435,7 @@ fn compare_files(a: &Path, b: &Path, html: Option<&Path>, out: &mut dyn Write) -
 }
 
 /// `zns characterize --suite compare`: `devices` are the `--device`
-/// values (the default pair [`DEFAULT_PAIR`] when none was given).
+/// values ([`DEFAULT_DEVICES`] when none was given).
 pub fn run_compare(
     devices: &[String],
     device_given: bool,
@@ -415,7 +443,9 @@ pub fn run_compare(
     out: &mut dyn Write,
 ) -> Result<()> {
     if args.trace.is_some() {
-        bail!("--trace takes one emu: device; --suite compare runs two (give each a trace=FILE)");
+        bail!(
+            "--trace takes one emu: device; --suite compare runs several (give each a trace=FILE)"
+        );
     }
     if !args.only.is_empty() {
         bail!(
@@ -433,16 +463,16 @@ pub fn run_compare(
     } else {
         writeln!(
             out,
-            "no --device given: comparing {} and {} (the ZN540 and its conventional twin scaled \
-             to 64 of its 904 zones, keeping no data)",
-            DEFAULT_PAIR[0], DEFAULT_PAIR[1]
+            "no --device given: comparing {}, {} and {} (the ZN540, its conventional twin and its \
+             FDP twin, scaled to 64 of its 904 zones, keeping no data)",
+            DEFAULT_DEVICES[0], DEFAULT_DEVICES[1], DEFAULT_DEVICES[2]
         )?;
-        DEFAULT_PAIR.iter().map(|s| s.to_string()).collect()
+        DEFAULT_DEVICES.iter().map(|s| s.to_string()).collect()
     };
-    if uris.len() != 2 {
+    if !(2..=3).contains(&uris.len()) {
         bail!(
-            "--suite compare takes two devices, a ZNS one and a conventional one (--device twice); \
-             got {}: {}",
+            "--suite compare takes a ZNS device, a conventional one and optionally one with FDP \
+             (--device two or three times); got {}: {}",
             uris.len(),
             uris.join(", ")
         );
@@ -466,14 +496,19 @@ fn compare_summary(r: &versus::CompareResults, out: &mut dyn Write) -> Result<()
     writeln!(
         out,
         "{} KiB random writes: fill, {} capacities of preconditioning, {:.0} s measured in {} s \
-         bins; host FTL OP {:.1} %",
+         bins, uniform then hot/cold ({:.0} % of the capacity taking {:.0} % of the writes, the \
+         cold range {}, {:.2} capacities of preconditioning); host FTL OP {:.1} %",
         c.request_bytes / 1024,
         c.precondition_capacities,
         c.sustained_s,
         c.bin_s,
+        c.hot_fraction * 100.0,
+        c.hot_share * 100.0,
+        if c.cold_in_order { "in order" } else { "at random" },
+        c.hot_cold_precondition_capacities,
         c.ftl_op * 100.0
     )?;
-    for s in [&r.zns, &r.conventional] {
+    for s in std::iter::once(&r.zns).chain([&r.conventional]).chain(r.fdp.as_ref()) {
         writeln!(
             out,
             "{:<12} {} (clock {}), garbage collection: {}",

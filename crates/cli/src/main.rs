@@ -110,7 +110,7 @@ enum Command {
     /// Measure the device's performance model (latency, scaling, zone
     /// management by occupancy, interference) into results.json and an
     /// HTML report; or compare two runs; or, with `--suite compare`, a ZNS
-    /// device against a conventional one.
+    /// device against a conventional one and one with FDP.
     Characterize(characterize::CharacterizeArgs),
     /// Benchmarks: software overhead per I/O.
     Bench {

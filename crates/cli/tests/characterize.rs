@@ -63,7 +63,7 @@ fn documented_fields_in(file: &str, from: &str) -> Vec<Field> {
             continue;
         }
         let kind = cells[1];
-        let Some(word) = ["integer", "number", "string", "array", "object"]
+        let Some(word) = ["integer", "number", "string", "array", "object", "boolean"]
             .into_iter()
             .find(|w| kind.starts_with(w))
         else {
@@ -116,6 +116,7 @@ fn type_ok(v: &Value, kind: &str) -> bool {
         "string" => v.is_string(),
         "array" => v.is_array(),
         "object" => v.is_object(),
+        "boolean" => v.is_boolean(),
         _ => false,
     }
 }
@@ -525,9 +526,14 @@ fn runs_on_a_virtual_clock_repeat_exactly_apart_from_the_host_object() {
 
 const ZNS_TWIN: &str = "emu:small,zones=64,media=null";
 const CONV_TWIN: &str = "emu:small-conv,zones=64,media=null";
+/// The FDP twin and its conventional twin at 28 % over-provisioning: with
+/// 7 %, 64 zones' flash leaves too few spare segments for an open one per
+/// reclaim unit handle.
+const FDP_TWIN: &str = "emu:small-fdp,zones=64,op=28,media=null";
+const CONV28_TWIN: &str = "emu:small-conv,zones=64,op=28,media=null";
 
 /// `zns characterize --suite compare` on the small untimed twins, sized to
-/// take a second.
+/// take a few seconds.
 fn compare_suite(dir: &Path, devices: &[&str]) -> Out {
     let mut args = vec!["characterize", "--suite", "compare", "--out", dir.to_str().unwrap()];
     for d in devices {
@@ -550,33 +556,54 @@ fn compare_suite(dir: &Path, devices: &[&str]) -> Out {
     zns(&args)
 }
 
+/// The three-sided comparison, as `./scripts/test-all` runs it: every
+/// field of results.json documented, the FDP side's write amplification
+/// on the hot/cold workload below the conventional twin's, the report and
+/// every chart written.
 #[test]
 fn compare_suite_writes_documented_results_a_report_and_the_charts() {
     let dir = tempfile::tempdir().unwrap();
-    let o = ok(compare_suite(dir.path(), &[CONV_TWIN, ZNS_TWIN]));
+    let o = ok(compare_suite(dir.path(), &[CONV28_TWIN, FDP_TWIN, ZNS_TWIN]));
     assert!(o.stdout.contains("WAF (data)") && o.stdout.contains("usable / raw"), "{}", o.stdout);
+    assert!(o.stdout.contains("hot/cold: WAF (data)") && o.stdout.contains("FDP"), "{}", o.stdout);
     let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["kind"], "zns-vs-conventional");
     assert_eq!(v["zns"]["device"]["uri"], ZNS_TWIN);
     assert_eq!(v["conventional"]["gc"], "device firmware");
+    assert_eq!(v["fdp"]["device"]["uri"], FDP_TWIN);
     let top = documented_fields_in("compare.md", "### The comparison's `results.json`");
     assert!(top.len() > 15, "the top-level table of docs/compare.md was not found");
-    check_against(&v, &top, &["zns", "conventional"], "docs/compare.md");
-    let side = documented_fields_in("compare.md", "#### Each side: `zns` and `conventional`");
+    check_against(&v, &top, &["zns", "conventional", "fdp"], "docs/compare.md");
+    let side =
+        documented_fields_in("compare.md", "#### Each side: `zns`, `conventional` and `fdp`");
     assert!(side.len() > 40, "the table of a side in docs/compare.md was not found");
-    let free = ["device.info", "sustained.write_latency", "reads.idle", "reads.under_writes"];
-    for role in ["zns", "conventional"] {
+    let free = [
+        "device.info",
+        "sustained.write_latency",
+        "hot_cold.sustained.write_latency",
+        "reads.idle",
+        "reads.under_writes",
+    ];
+    for role in ["zns", "conventional", "fdp"] {
         check_against(&v[role], &side, &free, "docs/compare.md");
     }
-    let waf = v["conventional"]["sustained"]["counters"]["waf"].as_f64().unwrap();
-    assert!(waf > 1.0, "the firmware collected garbage: {waf}");
+    let waf = |role: &str, run: &str| {
+        let run = if run.is_empty() { &v[role] } else { &v[role][run] };
+        run["sustained"]["counters"]["waf"].as_f64().unwrap()
+    };
+    assert!(waf("conventional", "") > 1.0, "the firmware collected garbage");
+    let (fdp, conv) = (waf("fdp", "hot_cold"), waf("conventional", "hot_cold"));
+    assert!(fdp < conv, "hot/cold: FDP {fdp} against conventional {conv}");
+    assert_eq!(v["fdp"]["hot_cold"]["sustained"]["counters"]["check"]["agrees"], true);
     let files = ["report.html", "throughput.svg", "throughput-zoom.svg", "waf-over-time.svg"];
-    for f in files.iter().chain(&["waf.svg", "read-latency.svg", "capacity.svg"]) {
+    let more = ["waf.svg", "read-latency.svg", "capacity.svg", "hot-cold-throughput.svg"];
+    for f in files.iter().chain(&more).chain(&["hot-cold-waf-over-time.svg"]) {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
-    assert!(html.contains("Sustained random writes") && html.contains("<svg"));
+    assert!(html.contains("Sustained uniform random writes") && html.contains("<svg"));
+    assert!(html.contains("Sustained hot/cold random writes") && html.contains(FDP_TWIN));
 }
 
 #[test]
@@ -584,12 +611,19 @@ fn compare_suite_refuses_what_it_cannot_compare() {
     let dir = tempfile::tempdir().unwrap();
     let o = compare_suite(dir.path(), &[ZNS_TWIN]);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("two devices"), "{}", o.stderr);
+    assert!(o.stderr.contains("two or three times"), "{}", o.stderr);
     let o = compare_suite(dir.path(), &[ZNS_TWIN, "emu:tiny"]);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("both are zoned"), "{}", o.stderr);
+    assert!(o.stderr.contains("2 zoned devices"), "{}", o.stderr);
     let o = compare_suite(dir.path(), &[CONV_TWIN, CONV_TWIN]);
-    assert!(o.stderr.contains("neither is zoned"), "{}", o.stderr);
+    assert!(o.stderr.contains("no zoned device"), "{}", o.stderr);
+    let o = compare_suite(dir.path(), &[ZNS_TWIN, FDP_TWIN]);
+    assert!(o.stderr.contains("no conventional device"), "{}", o.stderr);
+    let out = dir.path().to_str().unwrap();
+    let args = ["--device", ZNS_TWIN, "--device", CONV_TWIN, "--out", out, "--hot-percent", "100"];
+    let o = zns(&[&["characterize", "--suite", "compare"], &args[..]].concat());
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("hot fraction 1"), "{}", o.stderr);
     assert!(!dir.path().join("results.json").exists());
     // Two devices are for the comparison only; its options too.
     let o = zns(&["--device", "emu:tiny", "--device", "emu:tiny", "characterize"]);
@@ -598,6 +632,9 @@ fn compare_suite_refuses_what_it_cannot_compare() {
     let o = zns(&["--device", "emu:tiny", "characterize", "--minutes", "1"]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("only --suite compare takes --minutes"), "{}", o.stderr);
+    let o = zns(&["--device", "emu:tiny", "characterize", "--cold-random"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("only --suite compare takes --cold-random"), "{}", o.stderr);
     let o = zns(&["characterize", "--suite", "compare", "--only", "qd1"]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("--only"), "{}", o.stderr);

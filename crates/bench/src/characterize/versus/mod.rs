@@ -1,26 +1,41 @@
-//! The ZNS-versus-conventional comparison (`zns characterize --suite
-//! compare`): the same random-write workloads on a ZNS device, through the
-//! host FTL (`zns-ftl`), and on a conventional device whose firmware
-//! collects garbage itself.
+//! The ZNS-versus-conventional-versus-FDP comparison (`zns characterize
+//! --suite compare`): the same random-write workloads on a ZNS device,
+//! through the host FTL (`zns-ftl`); on a conventional device whose
+//! firmware collects garbage itself; and, where one is given, on a device
+//! with Flexible Data Placement (FDP), whose firmware collects garbage too
+//! but keeps the data of each placement handle apart as the host tags it.
 //!
 //! Each side runs, in order, on its own device:
 //!
 //! 1. **fill**: every block written once, sequentially, in requests of
 //!    `request_bytes`;
-//! 2. **precondition**: random aligned writes of the same size until
-//!    `precondition` capacities were written (garbage collection reaches
-//!    its steady state);
+//! 2. **precondition**: uniform random aligned writes of the same size
+//!    until `precondition` capacities were written (garbage collection
+//!    reaches its steady state);
 //! 3. **sustained**: the same random writes for `sustained_s` of device
 //!    time, throughput binned by device time (`bin_s`), and the write
 //!    amplification of whoever collects garbage: the host FTL's count of
-//!    data blocks written per user block, or the firmware's count of
-//!    blocks programmed per host block;
+//!    data blocks written per user block, the firmware's count of blocks
+//!    programmed per host block, or the FDP Statistics log page's media
+//!    bytes per host byte;
 //! 4. **reads**: 4 KiB random reads at queue depth 1, first alone (once
 //!    the host FTL's garbage collection is done, after `settle_s` of idle
 //!    device time), then for `read_s` interleaved with
 //!    the writes of 3 on the same host thread, `reads_per_write` after
 //!    each write request: the device programs what it buffered and
-//!    collects garbage while they run.
+//!    collects garbage while they run;
+//! 5. **hot/cold**: every block unmapped (the FTL's discard, Write Zeroes
+//!    on the others), then 1 to 3 again with a skewed workload: the first
+//!    `hot_fraction` of the capacity takes `hot_share` of the random
+//!    writes, at random; the rest is written in order, round and round, as
+//!    a log (`cold_in_order`; else at random too). Its preconditioning
+//!    lasts one turn of the cold range at least
+//!    ([`CompareOptions::hot_cold_precondition`]). The host knows which
+//!    range is hot: on the FDP side hot and cold writes go to placement
+//!    handles of their own (handle 1 and 0), while uniform random writes
+//!    all go to handle 0, there being nothing to separate. The conventional side has no way to say it; the host
+//!    FTL is told nothing either and separates by the age of the data a
+//!    write replaces, as it always does.
 //!
 //! Every phase runs on one host thread (the host FTL adds its garbage
 //! collection thread): on the emulator's virtual clock, threads of the
@@ -29,12 +44,12 @@
 //! threads would measure the host's scheduler more than the device.
 //!
 //! Capacity: usable blocks (the FTL's exposed capacity; the conventional
-//! namespace) over raw blocks (the zones' capacities; the flash the
-//! firmware manages).
+//! and FDP namespaces) over raw blocks (the zones' capacities; the flash
+//! the firmware manages).
 //!
 //! All times are device time ([`super::clock`]); on the emulator's
 //! virtual clock a run of many device minutes takes far fewer wall
-//! minutes. The two devices must run on the same kind of clock.
+//! minutes. The devices must run on the same kind of clock.
 
 mod report;
 mod results;
@@ -49,15 +64,15 @@ use zns_ftl::FtlConfig;
 
 pub use report::{charts, html, to_text, write_outputs, Charts, ZOOM_BINS};
 pub use results::{
-    Capacity, CompareConfig, CompareResults, Counters, Phase, ReadTails, RunTime, SideResults,
-    Sustained, COMPARE_KIND, COMPARE_SCHEMA_VERSION,
+    Capacity, CompareConfig, CompareResults, CounterCheck, Counters, Phase, ReadTails, RunTime,
+    SideResults, Sustained, Workload, COMPARE_KIND, COMPARE_SCHEMA_VERSION,
 };
 
 use super::progress::Observer;
 use super::results::{DeviceDescription, Tool};
 use super::CharacterizeError;
-use side::{ConventionalSide, HostFtlSide, Side};
-use workload::Plan;
+use side::{fdp_endurance_group, ConventionalSide, FdpSide, HostFtlSide, Side};
+use workload::{Mix, Plan};
 
 /// The host FTL's over-provisioning when the conventional device does not
 /// tell its own: a client drive's 7 %.
@@ -84,6 +99,15 @@ pub struct CompareOptions {
     pub read_s: f64,
     /// Reads after each write request in that phase.
     pub reads_per_write: u32,
+    /// The hot/cold workload: fraction of the capacity that is hot (the
+    /// first blocks).
+    pub hot_fraction: f64,
+    /// The hot/cold workload: fraction of the random writes that go to the
+    /// hot range.
+    pub hot_share: f64,
+    /// The hot/cold workload: the cold range written in order, round and
+    /// round (a log), else at random like the hot one.
+    pub cold_in_order: bool,
     /// Over-provisioning of the host FTL (spare / exposed); `None`: the
     /// conventional firmware's own (an emulated twin's), else
     /// [`DEFAULT_FTL_OP`].
@@ -96,7 +120,9 @@ pub struct CompareOptions {
 
 impl Default for CompareOptions {
     /// Twenty device minutes of 1 MiB random writes after one capacity of
-    /// preconditioning, one-second bins, a minute of reads beside them.
+    /// preconditioning, one-second bins, a minute of reads beside them;
+    /// the hot/cold workload with a fifth of the capacity taking four
+    /// fifths of the writes.
     fn default() -> Self {
         CompareOptions {
             request_bytes: 1 << 20,
@@ -107,6 +133,9 @@ impl Default for CompareOptions {
             idle_reads: 20_000,
             read_s: 60.0,
             reads_per_write: 16,
+            hot_fraction: 0.2,
+            hot_share: 0.8,
+            cold_in_order: true,
             ftl_op: None,
             seed: 1,
             force: false,
@@ -146,6 +175,12 @@ impl CompareOptions {
         if !(self.settle_s.is_finite() && self.settle_s >= 0.0) {
             return bad(format!("settle time {} s (at least 0)", self.settle_s));
         }
+        let fractions = [("hot fraction", self.hot_fraction), ("hot share", self.hot_share)];
+        for (what, v) in fractions {
+            if !(v.is_finite() && v > 0.0 && v < 1.0) {
+                return bad(format!("{what} {v} (must be between 0 and 1, both excluded)"));
+            }
+        }
         if let Some(op) = self.ftl_op.filter(|op| !(op.is_finite() && *op > 0.0)) {
             return bad(format!("FTL over-provisioning {op} (must be > 0)"));
         }
@@ -166,72 +201,121 @@ impl CompareOptions {
             seed: self.seed,
         }
     }
+
+    /// Capacities of hot/cold random writes before its measured run: the
+    /// uniform workload's, and at least one turn of the cold range (the
+    /// writes in which every cold block is written once on average, in
+    /// order or not), so that nothing of the fill's layout is left.
+    pub fn hot_cold_precondition(&self) -> f64 {
+        let turn = (1.0 - self.hot_fraction) / (1.0 - self.hot_share);
+        // Rounded to a millionth: 0.8 / 0.2 is 4, not 4.000000000000001.
+        self.precondition.max((turn * 1e6).round() / 1e6)
+    }
+
+    fn hot_cold(&self) -> Mix {
+        Mix::HotCold {
+            hot_fraction: self.hot_fraction,
+            hot_share: self.hot_share,
+            cold_in_order: self.cold_in_order,
+        }
+    }
 }
 
-/// The two devices of a comparison, sorted.
+/// The devices of a comparison, sorted.
 ///
 /// Thread safety: `Send + Sync` (the devices are).
 #[derive(Debug, Clone)]
-pub struct Pair {
+pub struct Devices {
     /// The zoned device (the host FTL is formatted on it).
     pub zns: Arc<dyn ZonedDevice>,
-    /// The conventional device.
+    /// The conventional device (no Flexible Data Placement).
     pub conventional: Arc<dyn ZonedDevice>,
+    /// The conventional device with Flexible Data Placement, if one was
+    /// given.
+    pub fdp: Option<Arc<dyn ZonedDevice>>,
 }
 
-/// Sorts two devices into the ZNS one and the conventional one.
+/// An emulated trio for the messages.
+const EXAMPLE: &str = "emu:zn540,zones=64,media=null, emu:zn540-conv,zones=64,media=null and \
+                       emu:zn540-fdp,zones=64,media=null";
+
+/// Sorts two or three devices into the ZNS one, the conventional one and
+/// the one with Flexible Data Placement (Identify: CTRATT.FDPS and an
+/// endurance group; see [`FdpSide`]).
 ///
-/// Errors with [`CharacterizeError::Invalid`] unless exactly one is zoned,
-/// and when their clocks differ (their device times would not compare).
-pub fn assign(devices: Vec<Arc<dyn ZonedDevice>>) -> Result<Pair, CharacterizeError> {
-    let uris = || devices.iter().map(|d| d.info().uri.clone()).collect::<Vec<_>>().join(", ");
-    if devices.len() != 2 {
+/// Errors with [`CharacterizeError::Invalid`] unless there is exactly one
+/// zoned device, one conventional device without FDP and at most one with
+/// it, and when their clocks differ (their device times would not
+/// compare).
+pub fn assign(devices: Vec<Arc<dyn ZonedDevice>>) -> Result<Devices, CharacterizeError> {
+    let uris = devices.iter().map(|d| d.info().uri.clone()).collect::<Vec<_>>().join(", ");
+    if !(2..=3).contains(&devices.len()) {
         return Err(CharacterizeError::Invalid(format!(
-            "the compare suite takes two devices, a ZNS one and a conventional one \
-             (--device twice), not {} ({})",
+            "the compare suite takes a ZNS device, a conventional one and optionally one with \
+             FDP (--device two or three times), not {} ({uris})",
             devices.len(),
-            uris()
         )));
     }
-    let zoned = devices.iter().filter(|d| d.info().zoned).count();
-    if zoned != 1 {
-        let what = if zoned == 2 { "both are zoned" } else { "neither is zoned" };
-        return Err(CharacterizeError::Invalid(format!(
-            "the compare suite needs one ZNS device and one conventional device; {what} ({}); \
-             an emulated pair: emu:zn540,zones=64,media=null and emu:zn540-conv,zones=64,media=null",
-            uris()
-        )));
+    let (mut zns, mut conv, mut fdp) = (Vec::new(), Vec::new(), Vec::new());
+    for d in devices {
+        if d.info().zoned {
+            zns.push(d);
+        } else if fdp_endurance_group(d.as_ref()).is_some() {
+            fdp.push(d);
+        } else {
+            conv.push(d);
+        }
     }
-    let mut it = devices.into_iter();
-    let (a, b) = (it.next(), it.next());
-    let (Some(a), Some(b)) = (a, b) else {
-        return Err(CharacterizeError::Internal("two devices counted, fewer found".into()));
+    let count = |what: &str, n: usize| match n {
+        0 => format!("no {what} device"),
+        n => format!("{n} {what} devices"),
     };
-    let (zns, conv) = if a.info().zoned { (a, b) } else { (b, a) };
-    if zns.clock_name() != conv.clock_name() {
+    if zns.len() != 1 || conv.len() != 1 || fdp.len() > 1 {
         return Err(CharacterizeError::Invalid(format!(
-            "{} runs on a {} clock and {} on a {} one: their device times do not compare",
-            zns.info().uri,
-            zns.clock_name(),
-            conv.info().uri,
-            conv.clock_name()
+            "the compare suite needs one ZNS device, one conventional device without FDP and at \
+             most one with FDP; {}, {}, {} ({uris}); an emulated trio: {EXAMPLE}",
+            count("zoned", zns.len()),
+            count("conventional", conv.len()),
+            count("FDP", fdp.len())
         )));
     }
-    Ok(Pair { zns, conventional: conv })
+    let (Some(zns), Some(conv)) = (zns.pop(), conv.pop()) else {
+        return Err(CharacterizeError::Internal("devices counted, fewer found".into()));
+    };
+    let fdp = fdp.pop();
+    for other in std::iter::once(&conv).chain(fdp.as_ref()) {
+        if zns.clock_name() != other.clock_name() {
+            return Err(CharacterizeError::Invalid(format!(
+                "{} runs on a {} clock and {} on a {} one: their device times do not compare",
+                zns.info().uri,
+                zns.clock_name(),
+                other.info().uri,
+                other.clock_name()
+            )));
+        }
+    }
+    Ok(Devices { zns, conventional: conv, fdp })
 }
 
-/// Runs the comparison on `devices` (one ZNS, one conventional, in any
-/// order; see [`assign`]), reporting progress to `obs`. The ZNS device is
-/// formatted with the host FTL and both devices are overwritten.
+/// Who collects garbage on each side, for the results.
+const GC_FTL: &str = "host FTL (zns-ftl)";
+const GC_FIRMWARE: &str = "device firmware";
+const GC_FDP: &str = "device firmware, placed by the host (FDP)";
+
+/// Runs the comparison on `devices` (one ZNS, one conventional and
+/// optionally one FDP device, in any order; see [`assign`]), reporting
+/// progress to `obs`. The ZNS device is formatted with the host FTL and
+/// every device is overwritten.
 pub fn run(
     devices: Vec<Arc<dyn ZonedDevice>>,
     opts: &CompareOptions,
     obs: &dyn Observer,
 ) -> Result<CompareResults, CharacterizeError> {
-    let Pair { zns, conventional: conv } = assign(devices)?;
-    for d in [&zns, &conv] {
+    let Devices { zns, conventional: conv, fdp } = assign(devices)?;
+    for d in std::iter::once(&zns).chain([&conv]).chain(fdp.as_ref()) {
         opts.check(d.info().block_size)?;
     }
+    let fdp_side = fdp.map(FdpSide::new).transpose()?;
     let started_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -241,11 +325,21 @@ pub fn run(
         .ftl_op
         .unwrap_or_else(|| conv_side.firmware().map_or(DEFAULT_FTL_OP, |f| f.over_provisioning()));
     let capacity_bytes = |d: &Arc<dyn ZonedDevice>| d.info().bytes(d.info().blocks());
-    let experiments = experiment_list(opts, [capacity_bytes(&zns), capacity_bytes(&conv)]);
-    obs.suite_started(&experiments);
+    let mut roles = vec![("zns", capacity_bytes(&zns)), ("conventional", capacity_bytes(&conv))];
+    if let Some(f) = &fdp_side {
+        roles.push(("fdp", capacity_bytes(f.device())));
+    }
+    obs.suite_started(&experiment_list(opts, &roles));
     let zns_results = run_zns(zns, opts, ftl_op, obs)?;
-    let conv_results = run_side("conventional", "device firmware", &conv_side, opts, 4, obs)?;
+    let conv_results = run_side("conventional", GC_FIRMWARE, &conv_side, opts, PHASES, obs)?;
+    let fdp_results =
+        fdp_side.map(|f| run_side("fdp", GC_FDP, &f, opts, 2 * PHASES, obs)).transpose()?;
     obs.suite_finished();
+    let device_ns = std::iter::once(&zns_results)
+        .chain([&conv_results])
+        .chain(fdp_results.as_ref())
+        .map(side_device_ns)
+        .sum();
     Ok(CompareResults {
         schema_version: COMPARE_SCHEMA_VERSION,
         kind: COMPARE_KIND.into(),
@@ -254,47 +348,76 @@ pub fn run(
         config: CompareConfig {
             request_bytes: opts.request_bytes,
             precondition_capacities: opts.precondition,
+            hot_cold_precondition_capacities: opts.hot_cold_precondition(),
             sustained_s: opts.sustained_s,
             bin_s: opts.bin_s,
             settle_s: opts.settle_s,
             idle_reads: opts.idle_reads,
             read_s: opts.read_s,
             reads_per_write: opts.reads_per_write,
+            hot_fraction: opts.hot_fraction,
+            hot_share: opts.hot_share,
+            cold_in_order: opts.cold_in_order,
             ftl_op,
             seed: opts.seed,
         },
-        duration: RunTime {
-            device_ns: [&zns_results, &conv_results].iter().map(|s| side_device_ns(s)).sum(),
-            wall_ns: wall0.elapsed().as_nanos() as u64,
-        },
+        duration: RunTime { device_ns, wall_ns: wall0.elapsed().as_nanos() as u64 },
         zns: zns_results,
         conventional: conv_results,
+        fdp: fdp_results,
     })
 }
 
-fn side_device_ns(s: &SideResults) -> u64 {
+/// Device time of a side's writing phases.
+pub(crate) fn side_device_ns(s: &SideResults) -> u64 {
+    let h = &s.hot_cold;
     s.fill.device_ns
         + s.precondition.device_ns
         + s.sustained.phase.device_ns
         + s.reads.writes.device_ns
+        + h.fill.device_ns
+        + h.precondition.device_ns
+        + h.sustained.phase.device_ns
 }
 
-/// `(name, title, weight)` of the eight phases; weights are rough device
-/// seconds (writes at about 1 GB/s fresh, a third of that while garbage
-/// collection runs).
-fn experiment_list(opts: &CompareOptions, capacity: [u64; 2]) -> Vec<(String, String, f64)> {
+/// Wall time of a side's writing phases.
+pub(crate) fn side_wall_ns(s: &SideResults) -> u64 {
+    let h = &s.hot_cold;
+    s.fill.wall_ns
+        + s.precondition.wall_ns
+        + s.sustained.phase.wall_ns
+        + s.reads.writes.wall_ns
+        + h.fill.wall_ns
+        + h.precondition.wall_ns
+        + h.sustained.phase.wall_ns
+}
+
+/// Phases of one side in the progress list.
+const PHASES: usize = 7;
+
+/// `(name, title, weight)` of every side's phases; weights are rough
+/// device seconds (writes at about 1 GB/s fresh, a third of that while
+/// garbage collection runs).
+fn experiment_list(opts: &CompareOptions, roles: &[(&str, u64)]) -> Vec<(String, String, f64)> {
     let mut v = Vec::new();
-    for (role, bytes) in ["zns", "conventional"].into_iter().zip(capacity) {
+    for &(role, bytes) in roles {
         let gb = bytes as f64 / 1e9;
-        v.push((format!("{role}: fill"), "sequential fill".into(), gb));
-        v.push((
-            format!("{role}: precondition"),
-            "random writes".into(),
-            3.0 * gb * opts.precondition,
-        ));
-        v.push((format!("{role}: sustained"), "measured random writes".into(), opts.sustained_s));
         let reads = opts.read_s + 1e-4 * opts.idle_reads as f64;
-        v.push((format!("{role}: reads"), "4 KiB reads".into(), reads));
+        // Hot/cold random writes collect less garbage: about the fill's
+        // rate over two.
+        let hot_pre = 2.0 * gb * opts.hot_cold_precondition();
+        let phases = [
+            ("fill", "sequential fill", gb),
+            ("precondition", "uniform random writes", 3.0 * gb * opts.precondition),
+            ("sustained", "measured uniform random writes", opts.sustained_s),
+            ("reads", "4 KiB reads", reads),
+            ("hot/cold fill", "unmap, sequential fill", gb),
+            ("hot/cold precondition", "hot/cold random writes", hot_pre),
+            ("hot/cold sustained", "measured hot/cold random writes", opts.sustained_s),
+        ];
+        for (name, title, weight) in phases {
+            v.push((format!("{role}: {name}"), title.into(), weight));
+        }
     }
     v
 }
@@ -309,7 +432,7 @@ fn run_zns(
     let raw = prepare_zones(dev.as_ref(), opts.force)?;
     let config = FtlConfig { op: ftl_op, ..FtlConfig::default() };
     let side = HostFtlSide::format(dev, config)?;
-    let mut r = run_side("zns", "host FTL (zns-ftl)", &side, opts, 0, obs)?;
+    let mut r = run_side("zns", GC_FTL, &side, opts, 0, obs)?;
     r.capacity.raw_blocks = Some(raw);
     r.capacity.namespace_blocks = raw;
     r.capacity.usable_per_raw = Some(r.capacity.usable_blocks as f64 / raw.max(1) as f64);
@@ -333,8 +456,8 @@ fn prepare_zones(dev: &dyn ZonedDevice, force: bool) -> Result<u64, Characterize
     Ok(zones.iter().map(|z| z.capacity).sum())
 }
 
-/// The four phases on one side; `first` is the index of its first phase
-/// in the progress list.
+/// The phases on one side; `first` is the index of its first phase in
+/// the progress list.
 fn run_side(
     role: &str,
     gc: &str,
@@ -344,27 +467,42 @@ fn run_side(
     obs: &dyn Observer,
 ) -> Result<SideResults, CharacterizeError> {
     let plan = opts.plan(side.block_size());
+    let hot_plan = Plan { precondition: opts.hot_cold_precondition(), ..plan };
     let dev = side.device();
-    let steps = plan.steps(side.blocks() * side.block_size() as u64);
+    let capacity = side.blocks() * side.block_size() as u64;
+    let ([a, b, c, d], [e, f, g, _]) = (plan.steps(capacity), hot_plan.steps(capacity));
+    let steps = [a, b, c, d, e, f, g];
+    // Ends the phase before `i` (if any) and starts phase `i`.
     let phase = |i: usize| {
+        if i > 0 {
+            obs.experiment_finished(first + i - 1);
+        }
         obs.experiment_started(first + i, steps[i]);
         tracing::info!(role, phase = i, "phase starts");
     };
     phase(0);
-    let fill = workload::fill(side, &plan, obs)?;
-    obs.experiment_finished(first);
+    let fill = workload::fill(side, &plan, Mix::Uniform, obs)?;
     phase(1);
-    let measure = || {
-        obs.experiment_finished(first + 1);
-        phase(2);
-    };
-    let (precondition, sustained) = workload::random_writes(side, &plan, obs, &measure)?;
-    obs.experiment_finished(first + 2);
+    let (precondition, sustained) =
+        workload::random_writes(side, &plan, Mix::Uniform, obs, &|| phase(2))?;
     phase(3);
     let reads = workload::reads(side, &plan, obs)?;
-    obs.experiment_finished(first + 3);
+    phase(4);
+    side.trim()?;
+    let mix = opts.hot_cold();
+    let hot_fill = workload::fill(side, &hot_plan, mix, obs)?;
+    phase(5);
+    let (hot_pre, hot_sustained) =
+        workload::random_writes(side, &hot_plan, mix, obs, &|| phase(6))?;
+    obs.experiment_finished(first + PHASES - 1);
+    let hot_cold = Workload {
+        separation: side.separation(true),
+        fill: hot_fill,
+        precondition: hot_pre,
+        sustained: hot_sustained,
+    };
     let info = dev.info();
-    let raw = (role == "conventional").then(|| conv_raw_blocks(dev.as_ref())).flatten();
+    let raw = (role != "zns").then(|| conv_raw_blocks(dev.as_ref())).flatten();
     Ok(SideResults {
         role: role.into(),
         device: DeviceDescription {
@@ -382,14 +520,17 @@ fn run_side(
             usable_blocks: side.blocks(),
             usable_per_raw: raw.map(|r| side.blocks() as f64 / r.max(1) as f64),
         },
+        separation: side.separation(false),
         fill,
         precondition,
         sustained,
         reads,
+        hot_cold,
     })
 }
 
-/// The flash an emulated conventional twin's firmware manages, in blocks.
+/// The flash an emulated conventional or FDP twin's firmware manages, in
+/// blocks.
 fn conv_raw_blocks(dev: &dyn ZonedDevice) -> Option<u64> {
     let ctrl = dev.emulator()?;
     let f = ctrl.namespaces().iter().find_map(|n| n.firmware())?;

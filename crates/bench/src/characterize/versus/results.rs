@@ -10,7 +10,7 @@ use super::super::stats::{LatencyHistogram, LatencyStats};
 use super::side::WriteCounters;
 
 /// Version of the comparison's schema this build writes.
-pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+pub const COMPARE_SCHEMA_VERSION: u32 = 2;
 
 /// Device time and wall time of a comparison run.
 ///
@@ -27,7 +27,8 @@ pub struct RunTime {
 pub const COMPARE_KIND: &str = "zns-vs-conventional";
 
 /// One comparison run: the same workloads on a ZNS device (through the
-/// host FTL) and on a conventional one.
+/// host FTL), on a conventional one and, where one was given, on one with
+/// Flexible Data Placement.
 ///
 /// Thread safety: plain data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,15 +41,20 @@ pub struct CompareResults {
     pub tool: Tool,
     /// Start of the run, seconds since the Unix epoch.
     pub started_unix_s: u64,
-    /// What both sides ran.
+    /// What every side ran.
     pub config: CompareConfig,
-    /// Device time of both sides' fill, preconditioning, measured run and
-    /// reads among writes, added; wall time of the whole run.
+    /// Device time of every side's writing phases (fills,
+    /// preconditioning, measured runs, reads among writes), added; wall
+    /// time of the whole run.
     pub duration: RunTime,
     /// The ZNS device, written through `zns-ftl`.
     pub zns: SideResults,
     /// The conventional device, written directly.
     pub conventional: SideResults,
+    /// The device with Flexible Data Placement, written directly with
+    /// placement identifiers; absent when the run had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdp: Option<SideResults>,
 }
 
 /// The workload parameters.
@@ -60,6 +66,9 @@ pub struct CompareConfig {
     pub request_bytes: u64,
     /// Random writes before the measured run, in capacities of the side.
     pub precondition_capacities: f64,
+    /// Hot/cold random writes before its measured run, in capacities: at
+    /// least one turn of the cold range.
+    pub hot_cold_precondition_capacities: f64,
     /// Device seconds of the measured run of random writes.
     pub sustained_s: f64,
     /// Width of a throughput bin, device seconds.
@@ -72,6 +81,15 @@ pub struct CompareConfig {
     pub read_s: f64,
     /// Reads after each write request in that phase.
     pub reads_per_write: u32,
+    /// The hot/cold workload: fraction of each side's capacity (from its
+    /// first block) that is hot.
+    pub hot_fraction: f64,
+    /// The hot/cold workload: fraction of the random writes that go to the
+    /// hot range.
+    pub hot_share: f64,
+    /// The hot/cold workload: the cold range written in order, round and
+    /// round (a log), else at random.
+    pub cold_in_order: bool,
     /// Over-provisioning the host FTL was formatted with (spare /
     /// exposed).
     pub ftl_op: f64,
@@ -84,23 +102,46 @@ pub struct CompareConfig {
 /// Thread safety: plain data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SideResults {
-    /// `zns` or `conventional`.
+    /// `zns`, `conventional` or `fdp`.
     pub role: String,
     /// The device.
     pub device: DeviceDescription,
-    /// Who collects garbage: `host FTL (zns-ftl)` or `device firmware`.
+    /// Who collects garbage: `host FTL (zns-ftl)`, `device firmware` or
+    /// `device firmware, placed by the host (FDP)`.
     pub gc: String,
     /// Usable against raw capacity.
     pub capacity: Capacity,
+    /// What the side did with what the host knows about the data, in the
+    /// uniform workload.
+    pub separation: String,
+    /// The sequential fill of every block, once.
+    pub fill: Phase,
+    /// The uniform random writes before the measured run.
+    pub precondition: Phase,
+    /// The measured run of uniform random writes (its throughput series
+    /// begins with the preconditioning).
+    pub sustained: Sustained,
+    /// 4 KiB random reads, alone and interleaved with writes.
+    pub reads: ReadTails,
+    /// The hot/cold workload, after every block was unmapped.
+    pub hot_cold: Workload,
+}
+
+/// A workload of random writes from a freshly filled device: fill,
+/// preconditioning, measured run.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workload {
+    /// What the side did with what the host knows about the data.
+    pub separation: String,
     /// The sequential fill of every block, once.
     pub fill: Phase,
     /// The random writes before the measured run.
     pub precondition: Phase,
-    /// The measured run of random writes (its throughput series begins
-    /// with the preconditioning).
+    /// The measured run (its throughput series begins with the
+    /// preconditioning).
     pub sustained: Sustained,
-    /// 4 KiB random reads, alone and interleaved with writes.
-    pub reads: ReadTails,
 }
 
 /// Capacities in blocks.
@@ -195,8 +236,11 @@ pub struct Sustained {
 /// Write counters over the measured run.
 ///
 /// Thread safety: plain data.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Counters {
+    /// Where the counts come from: the host FTL's counters, the
+    /// firmware's, or the device's FDP Statistics log page.
+    pub source: String,
     /// Blocks the host asked to write (the FTL's users, or the host).
     pub host_blocks: u64,
     /// Data blocks programmed: the host's and garbage collection's copies.
@@ -208,6 +252,36 @@ pub struct Counters {
     pub waf: f64,
     /// `(data_blocks + meta_blocks) / host_blocks`.
     pub waf_total: f64,
+    /// The same run counted a second way (the emulated firmware's
+    /// counters beside the FDP log page), when there is one.
+    pub check: Option<CounterCheck>,
+}
+
+/// A second count of a run's writes.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CounterCheck {
+    /// Where the counts come from.
+    pub source: String,
+    /// Blocks the host wrote.
+    pub host_blocks: u64,
+    /// Data blocks programmed.
+    pub data_blocks: u64,
+    /// `data_blocks / host_blocks`.
+    pub waf: f64,
+    /// Both counts equal those of [`Counters`].
+    pub agrees: bool,
+}
+
+/// The counters of a measured run as the workload hands them over.
+pub(crate) struct Counted {
+    /// The counts over the run.
+    pub totals: Option<WriteCounters>,
+    /// Where they come from.
+    pub source: &'static str,
+    /// A second count and its source.
+    pub check: Option<(WriteCounters, &'static str)>,
 }
 
 impl Sustained {
@@ -216,7 +290,7 @@ impl Sustained {
         bin_ns: u64,
         first_measured_bin: usize,
         (mib_s, waf, waf_running): (Vec<f64>, Vec<Option<f64>>, Vec<Option<f64>>),
-        totals: Option<WriteCounters>,
+        counted: Counted,
         write_latency: LatencyStats,
     ) -> Sustained {
         let measured = mib_s.get(first_measured_bin..).unwrap_or(&[]);
@@ -232,12 +306,26 @@ impl Sustained {
         let mean = measured.iter().sum::<f64>() / n;
         let var = measured.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
         let median = at(0.5);
-        let counters = totals.filter(|c| c.host > 0).map(|c| Counters {
+        let counters = counted.totals.filter(|c| c.host > 0).map(|c| Counters {
+            source: counted.source.into(),
             host_blocks: c.host,
             data_blocks: c.data,
             meta_blocks: c.meta,
             waf: c.data as f64 / c.host as f64,
             waf_total: (c.data + c.meta) as f64 / c.host as f64,
+            check: counted.check.filter(|(k, _)| k.host > 0).map(|(k, source)| {
+                let agrees = (k.host, k.data) == (c.host, c.data);
+                if !agrees {
+                    tracing::warn!(?c, ?k, source, "the two counts of the run disagree");
+                }
+                CounterCheck {
+                    source: source.into(),
+                    host_blocks: k.host,
+                    data_blocks: k.data,
+                    waf: k.data as f64 / k.host as f64,
+                    agrees,
+                }
+            }),
         });
         Sustained {
             phase,

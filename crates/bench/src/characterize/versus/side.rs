@@ -1,5 +1,6 @@
-//! The two sides of the comparison as the workload sees them: random-write
-//! block devices, each thread with a lane of its own (a queue and buffers).
+//! The three sides of the comparison as the workload sees them:
+//! random-write block devices, each thread with a lane of its own (a queue
+//! and buffers).
 //!
 //! - [`HostFtlSide`]: `zns-ftl` over a ZNS device. Garbage collection runs
 //!   in the host (the FTL's own thread) and relocates with the device's
@@ -7,11 +8,20 @@
 //! - [`ConventionalSide`]: a conventional namespace, written directly.
 //!   Garbage collection runs inside the device; its write amplification is
 //!   the firmware's own count, read from the emulated controller.
+//! - [`FdpSide`]: a conventional namespace with Flexible Data Placement,
+//!   written directly with a placement identifier on every write: hot and
+//!   cold data on reclaim unit handles of their own when the host knows
+//!   which is which. Garbage collection runs inside the device; its write
+//!   amplification is the device's FDP Statistics log page (22h), checked
+//!   against the emulated firmware's counters where there are some.
 
 use std::sync::Arc;
 
 use zns_device::{IoBuffer, ZoneOp, ZoneQueue, ZonedDevice};
 use zns_ftl::{Ftl, FtlConfig};
+use zns_spec::fdp::{self, FdpConfigLog, FdpStatsLog, PlacementId};
+use zns_spec::identify::IdentifyController;
+use zns_spec::log::LogPageId;
 
 use super::super::CharacterizeError;
 
@@ -43,6 +53,19 @@ impl WriteCounters {
     }
 }
 
+/// What the host knows about the data of a write.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Heat {
+    /// Nothing: a write of the uniform workload.
+    Unknown,
+    /// The hot range of the hot/cold workload (most of its writes).
+    Hot,
+    /// The rest of the hot/cold workload's blocks.
+    Cold,
+}
+
 /// A random-write block device of whole blocks.
 pub(crate) trait Side: Send + Sync {
     /// Blocks the workload may address.
@@ -55,6 +78,19 @@ pub(crate) trait Side: Send + Sync {
     fn lane(&self, max_blocks: u64) -> Result<Box<dyn Lane + '_>, CharacterizeError>;
     /// The garbage collector's counters, when they can be read.
     fn counters(&self) -> Option<WriteCounters>;
+    /// Where [`Side::counters`] come from.
+    fn counter_source(&self) -> &'static str;
+    /// A second count of the same writes to check the first against (the
+    /// emulated firmware's, beside a device's log page), with its source.
+    fn check_counters(&self) -> Option<(WriteCounters, &'static str)> {
+        None
+    }
+    /// What the side does with what the host knows about the data: for the
+    /// uniform workload (`hot_cold` false) or the hot/cold one.
+    fn separation(&self, hot_cold: bool) -> String;
+    /// Unmaps every block the workload may address, so that the next
+    /// workload starts from a device holding no data.
+    fn trim(&self) -> Result<(), CharacterizeError>;
 
     /// Device time now.
     fn now(&self) -> u64 {
@@ -71,8 +107,9 @@ pub(crate) trait Side: Send + Sync {
 
 /// One thread's way to a [`Side`].
 pub(crate) trait Lane: Send {
-    /// Writes `blocks` blocks at `lba`; returns once the device took them.
-    fn write(&mut self, lba: u64, blocks: u64) -> Result<(), CharacterizeError>;
+    /// Writes `blocks` blocks at `lba`, of data the host knows `heat` of;
+    /// returns once the device took them.
+    fn write(&mut self, lba: u64, blocks: u64, heat: Heat) -> Result<(), CharacterizeError>;
     /// Reads `blocks` blocks at `lba`.
     fn read(&mut self, lba: u64, blocks: u64) -> Result<(), CharacterizeError>;
 }
@@ -134,6 +171,22 @@ impl Side for HostFtlSide {
             meta: s.meta_blocks_written,
         })
     }
+
+    fn counter_source(&self) -> &'static str {
+        "host FTL counters"
+    }
+
+    /// The FTL gets no hint: with its default separated streams it sorts
+    /// user writes by the age of the data they replace.
+    fn separation(&self, _hot_cold: bool) -> String {
+        "none given; the host FTL sorts writes into its own hot and cold streams by the age of \
+         the data they replace"
+            .into()
+    }
+
+    fn trim(&self) -> Result<(), CharacterizeError> {
+        Ok(self.ftl.discard(0, self.ftl.capacity_blocks())?)
+    }
 }
 
 /// Bytes that are not all zero (a device may treat zeros specially).
@@ -148,7 +201,7 @@ struct FtlLane<'a> {
 }
 
 impl Lane for FtlLane<'_> {
-    fn write(&mut self, lba: u64, blocks: u64) -> Result<(), CharacterizeError> {
+    fn write(&mut self, lba: u64, blocks: u64, _heat: Heat) -> Result<(), CharacterizeError> {
         let len = blocks as usize * self.bs;
         let data = self.buf.get(..len).ok_or_else(|| too_long(blocks))?;
         Ok(self.ftl.write(lba, data)?)
@@ -186,6 +239,45 @@ impl ConventionalSide {
         let ctrl = self.emulator.as_ref()?;
         ctrl.namespaces().iter().find_map(|n| n.firmware()).map(|f| f.stats())
     }
+
+    fn firmware_counters(&self) -> Option<WriteCounters> {
+        self.firmware().map(|f| WriteCounters {
+            host: f.host_blocks,
+            data: f.host_blocks + f.gc_blocks,
+            meta: 0,
+        })
+    }
+
+    /// A lane whose writes carry `placement` (the placement identifiers
+    /// of unknown or cold data and of hot data), or none.
+    fn placed_lane(
+        &self,
+        max_blocks: u64,
+        placement: Option<[u16; 2]>,
+    ) -> Result<Box<dyn Lane + '_>, CharacterizeError> {
+        let info = self.dev.info();
+        let chunk = info.max_transfer_blocks().min(max_blocks).max(1);
+        let chunks = max_blocks.div_ceil(chunk) as usize;
+        // A queue shorter than a request sends it in several rounds.
+        let q = self.dev.queue(chunks)?;
+        let bs = info.block_size as usize;
+        let mut buffers = Vec::with_capacity(chunks);
+        for _ in 0..chunks.min(q.capacity()) {
+            let mut b = self.dev.alloc(chunk as usize * bs)?;
+            b.copy_from_slice(&pattern(chunk as usize * bs));
+            buffers.push(b);
+        }
+        Ok(Box::new(ConvLane { q, buffers, chunk, bs, placement }))
+    }
+
+    /// Unmaps the namespace with Write Zeroes (the emulated firmware
+    /// deallocates the blocks; they read as zeros).
+    fn write_zeroes_all(&self) -> Result<(), CharacterizeError> {
+        let mut q = self.dev.queue(1)?;
+        let blocks = self.dev.info().blocks();
+        q.write_zeroes(0, blocks)
+            .map_err(|e| CharacterizeError::command(&format!("write zeroes to {blocks} blocks"), e))
+    }
 }
 
 impl Side for ConventionalSide {
@@ -202,27 +294,23 @@ impl Side for ConventionalSide {
     }
 
     fn lane(&self, max_blocks: u64) -> Result<Box<dyn Lane + '_>, CharacterizeError> {
-        let info = self.dev.info();
-        let chunk = info.max_transfer_blocks().min(max_blocks).max(1);
-        let chunks = max_blocks.div_ceil(chunk) as usize;
-        // A queue shorter than a request sends it in several rounds.
-        let q = self.dev.queue(chunks)?;
-        let bs = info.block_size as usize;
-        let mut buffers = Vec::with_capacity(chunks);
-        for _ in 0..chunks.min(q.capacity()) {
-            let mut b = self.dev.alloc(chunk as usize * bs)?;
-            b.copy_from_slice(&pattern(chunk as usize * bs));
-            buffers.push(b);
-        }
-        Ok(Box::new(ConvLane { q, buffers, chunk, bs }))
+        self.placed_lane(max_blocks, None)
     }
 
     fn counters(&self) -> Option<WriteCounters> {
-        self.firmware().map(|f| WriteCounters {
-            host: f.host_blocks,
-            data: f.host_blocks + f.gc_blocks,
-            meta: 0,
-        })
+        self.firmware_counters()
+    }
+
+    fn counter_source(&self) -> &'static str {
+        "firmware counters"
+    }
+
+    fn separation(&self, _hot_cold: bool) -> String {
+        "none: one host stream, no placement".into()
+    }
+
+    fn trim(&self) -> Result<(), CharacterizeError> {
+        self.write_zeroes_all()
     }
 }
 
@@ -234,10 +322,18 @@ struct ConvLane {
     buffers: Vec<IoBuffer>,
     chunk: u64,
     bs: usize,
+    /// Placement identifiers of unknown or cold data and of hot data;
+    /// `None`: writes without placement.
+    placement: Option<[u16; 2]>,
 }
 
 impl ConvLane {
-    fn run(&mut self, lba: u64, blocks: u64, write: bool) -> Result<(), CharacterizeError> {
+    fn run(&mut self, lba: u64, blocks: u64, write: Option<Heat>) -> Result<(), CharacterizeError> {
+        let placement = match (write, self.placement) {
+            (Some(Heat::Hot), Some(p)) => Some(p[1]),
+            (Some(_), Some(p)) => Some(p[0]),
+            _ => None,
+        };
         let mut next = 0u64;
         let mut error: Option<CharacterizeError> = None;
         while next < blocks || self.q.outstanding() > 0 {
@@ -246,10 +342,9 @@ impl ConvLane {
                 let k = self.chunk.min(blocks - next);
                 b.set_len(k as usize * self.bs)?;
                 let at = lba + next;
-                let op = if write {
-                    ZoneOp::Write { lba: at, fua: false, placement: None }
-                } else {
-                    ZoneOp::Read { lba: at }
+                let op = match write {
+                    Some(_) => ZoneOp::Write { lba: at, fua: false, placement },
+                    None => ZoneOp::Read { lba: at },
                 };
                 match self.q.submit(op, Some(b), at) {
                     Ok(()) => next += k,
@@ -259,7 +354,8 @@ impl ConvLane {
                             self.buffers.push(b);
                         }
                         if !full {
-                            error = Some(CharacterizeError::command(&command(write, at), r.error));
+                            let what = command(write.is_some(), at);
+                            error = Some(CharacterizeError::command(&what, r.error));
                         }
                         break;
                     }
@@ -272,7 +368,8 @@ impl ConvLane {
                     buffers.push(b);
                 }
                 if let Err(e) = c.result {
-                    error.get_or_insert(CharacterizeError::command(&command(write, c.tag), e));
+                    let what = command(write.is_some(), c.tag);
+                    error.get_or_insert(CharacterizeError::command(&what, e));
                 }
             });
             if error.is_some() && self.q.outstanding() == 0 {
@@ -288,11 +385,179 @@ fn command(write: bool, lba: u64) -> String {
 }
 
 impl Lane for ConvLane {
-    fn write(&mut self, lba: u64, blocks: u64) -> Result<(), CharacterizeError> {
-        self.run(lba, blocks, true)
+    fn write(&mut self, lba: u64, blocks: u64, heat: Heat) -> Result<(), CharacterizeError> {
+        self.run(lba, blocks, Some(heat))
     }
 
     fn read(&mut self, lba: u64, blocks: u64) -> Result<(), CharacterizeError> {
-        self.run(lba, blocks, false)
+        self.run(lba, blocks, None)
+    }
+}
+
+/// Whether `dev` is a namespace with Flexible Data Placement: its
+/// controller reports FDP (CTRATT.FDPS) and the namespace belongs to an
+/// endurance group. `None` when the device gives no Identify data.
+pub(crate) fn fdp_endurance_group(dev: &dyn ZonedDevice) -> Option<u16> {
+    let id = dev.info().identify.as_ref()?;
+    let fdps = id.controller.ctratt & IdentifyController::CTRATT_FDPS != 0;
+    (fdps && id.namespace.endgid != 0).then_some(id.namespace.endgid)
+}
+
+/// A conventional namespace with Flexible Data Placement, written directly
+/// with a placement identifier on every write.
+///
+/// Thread safety: `Send + Sync`.
+pub(crate) struct FdpSide {
+    inner: ConventionalSide,
+    /// The namespace's endurance group, which the FDP log pages name.
+    endgid: u16,
+    /// Placement identifiers of unknown or cold data (handle 0) and of hot
+    /// data (handle 1).
+    pids: [u16; 2],
+    /// Reclaim unit handles of the configuration.
+    handles: usize,
+    /// Bytes per block the FDP statistics count (data and metadata).
+    unit: u128,
+}
+
+impl FdpSide {
+    /// The FDP namespace `dev`. Reads its FDP configuration (which must
+    /// have two reclaim unit handles at least: hot and cold data need one
+    /// each) and its FDP statistics once.
+    pub fn new(dev: Arc<dyn ZonedDevice>) -> Result<Self, CharacterizeError> {
+        let uri = dev.info().uri.clone();
+        let endgid = fdp_endurance_group(dev.as_ref()).ok_or_else(|| {
+            CharacterizeError::Invalid(format!(
+                "{uri}: no Flexible Data Placement (Identify: CTRATT.FDPS clear or no endurance \
+                 group)"
+            ))
+        })?;
+        let config = read_config(dev.as_ref(), endgid)?;
+        let c = config.configs.first().ok_or_else(|| {
+            CharacterizeError::Invalid(format!("{uri}: the FDP Configurations page is empty"))
+        })?;
+        let handles = c.handle_types.len();
+        if handles < 2 {
+            return Err(CharacterizeError::Invalid(format!(
+                "{uri}: its FDP configuration has {handles} reclaim unit handle(s); the hot/cold \
+                 workload needs two (one for hot data, one for cold)"
+            )));
+        }
+        let pid = |handle: u16| {
+            PlacementId { reclaim_group: 0, handle }.encode(c.attributes.rgif).ok_or_else(|| {
+                CharacterizeError::Invalid(format!(
+                    "{uri}: placement handle {handle} does not fit a placement identifier with \
+                     RGIF {}",
+                    c.attributes.rgif
+                ))
+            })
+        };
+        let pids = [pid(0)?, pid(1)?];
+        let info = dev.info();
+        let unit = u128::from(info.block_size) + u128::from(info.metadata_size);
+        let side = FdpSide { inner: ConventionalSide::new(dev), endgid, pids, handles, unit };
+        side.statistics()?;
+        Ok(side)
+    }
+
+    /// The FDP Statistics page (22h) of the namespace's endurance group.
+    fn statistics(&self) -> Result<FdpStatsLog, CharacterizeError> {
+        let dwords = (FdpStatsLog::SIZE / 4) as u64;
+        let page = fdp::get_log_page(LogPageId::FdpStatistics, self.endgid, dwords);
+        let b = self
+            .inner
+            .dev
+            .log_page(page)
+            .map_err(|e| CharacterizeError::command("Get Log Page FDP Statistics (22h)", e))?;
+        let b: &[u8; FdpStatsLog::SIZE] =
+            b.get(..FdpStatsLog::SIZE).and_then(|b| b.try_into().ok()).ok_or_else(|| {
+                CharacterizeError::Invalid(format!(
+                    "{}: the FDP Statistics page came back with {} bytes of {}",
+                    self.inner.dev.info().uri,
+                    b.len(),
+                    FdpStatsLog::SIZE
+                ))
+            })?;
+        Ok(FdpStatsLog::from_bytes(b))
+    }
+}
+
+/// The FDP Configurations page (20h) of endurance group `endgid`: its
+/// header, which gives the page's size, then the whole page.
+fn read_config(dev: &dyn ZonedDevice, endgid: u16) -> Result<FdpConfigLog, CharacterizeError> {
+    let read = |bytes: u64| {
+        let dwords = bytes.div_ceil(4);
+        dev.log_page(fdp::get_log_page(LogPageId::FdpConfigurations, endgid, dwords))
+            .map_err(|e| CharacterizeError::command("Get Log Page FDP Configurations (20h)", e))
+    };
+    let header = read(FdpConfigLog::HEADER as u64)?;
+    let size = FdpConfigLog::size_of(&header).map_or(0, u64::from);
+    let page = read(size.max(FdpConfigLog::HEADER as u64))?;
+    FdpConfigLog::from_bytes(&page).map_err(|e| {
+        CharacterizeError::Invalid(format!("{}: FDP Configurations page: {e}", dev.info().uri))
+    })
+}
+
+impl Side for FdpSide {
+    fn blocks(&self) -> u64 {
+        self.inner.blocks()
+    }
+
+    fn block_size(&self) -> u32 {
+        self.inner.block_size()
+    }
+
+    fn device(&self) -> &Arc<dyn ZonedDevice> {
+        self.inner.device()
+    }
+
+    fn lane(&self, max_blocks: u64) -> Result<Box<dyn Lane + '_>, CharacterizeError> {
+        self.inner.placed_lane(max_blocks, Some(self.pids))
+    }
+
+    /// Host and media bytes written (HBMW, MBMW) of the FDP Statistics
+    /// page, in blocks with their metadata. A page that cannot be read
+    /// gives no counts (and a warning): the figures of that interval are
+    /// left out rather than the run stopped.
+    fn counters(&self) -> Option<WriteCounters> {
+        match self.statistics() {
+            Ok(s) => Some(WriteCounters {
+                host: (s.host_bytes_written / self.unit) as u64,
+                data: (s.media_bytes_written / self.unit) as u64,
+                meta: 0,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "FDP statistics unreadable");
+                None
+            }
+        }
+    }
+
+    fn counter_source(&self) -> &'static str {
+        "FDP Statistics log page (22h): MBMW / HBMW"
+    }
+
+    fn check_counters(&self) -> Option<(WriteCounters, &'static str)> {
+        self.inner.firmware_counters().map(|c| (c, "firmware counters"))
+    }
+
+    fn separation(&self, hot_cold: bool) -> String {
+        let [cold, hot] = self.pids;
+        if hot_cold {
+            format!(
+                "hot range on placement identifier {hot}, cold on {cold} (of {} reclaim unit \
+                 handles)",
+                self.handles
+            )
+        } else {
+            format!(
+                "one reclaim unit handle (placement identifier {cold}): uniform random writes \
+                 give the host nothing to separate"
+            )
+        }
+    }
+
+    fn trim(&self) -> Result<(), CharacterizeError> {
+        self.inner.write_zeroes_all()
     }
 }

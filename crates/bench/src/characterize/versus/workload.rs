@@ -1,6 +1,7 @@
-//! The workloads, the same on both sides: a sequential fill, random
+//! The workloads, the same on every side: a sequential fill, random
 //! overwrites (preconditioning, then the measured sustained run, binned by
-//! device time), and 4 KiB random reads alone and beside a writer.
+//! device time), uniform over the capacity or hot/cold (a hot range taking
+//! most writes), and 4 KiB random reads alone and beside a writer.
 
 use std::time::Instant;
 
@@ -10,8 +11,8 @@ use rand::{Rng, SeedableRng};
 use super::super::progress::Observer;
 use super::super::stats::LatencyHistogram;
 use super::super::CharacterizeError;
-use super::results::{Phase, ReadTails, Sustained};
-use super::side::{Side, WriteCounters};
+use super::results::{Counted, Phase, ReadTails, Sustained};
+use super::side::{Heat, Side, WriteCounters};
 
 /// Device time the progress bar of a timed phase moves by, ns.
 const STEP_NS: u64 = 1_000_000;
@@ -45,8 +46,9 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Steps of each phase for the progress bars: fill and
-    /// preconditioning in MiB, the timed phases in device ms.
+    /// Steps of each phase for the progress bars (fill, preconditioning,
+    /// sustained, reads): the fill and preconditioning in MiB, the timed
+    /// phases in device ms.
     pub fn steps(&self, capacity_bytes: u64) -> [u64; 4] {
         [
             capacity_bytes / STEP_BYTES,
@@ -57,43 +59,113 @@ impl Plan {
     }
 }
 
+/// Where the random writes of a workload go.
+///
+/// Thread safety: plain data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Mix {
+    /// Every slot alike; the host knows nothing of the data.
+    Uniform,
+    /// The first `hot_fraction` of the slots (a range the host knows)
+    /// take `hot_share` of the writes, at random; the rest take the
+    /// remainder, in order round and round (a log, as a flash cache's
+    /// large objects or a log-structured store's cold data) or at random.
+    HotCold {
+        /// Fraction of the slots that are hot.
+        hot_fraction: f64,
+        /// Fraction of the writes that go to them.
+        hot_share: f64,
+        /// Cold slots written in order, round and round (else at random).
+        cold_in_order: bool,
+    },
+}
+
+impl Mix {
+    /// Mixed into the seed, so that the workloads draw different offsets.
+    fn salt(self) -> u64 {
+        match self {
+            Mix::Uniform => 0,
+            Mix::HotCold { .. } => 0x5BD1_E995,
+        }
+    }
+}
+
 /// Requests of `request_blocks` at aligned offsets: the device's blocks
-/// divided into slots.
+/// divided into slots, the first `hot` of them hot.
 struct Slots {
     count: u64,
     blocks: u64,
+    /// Hot slots (0: uniform).
+    hot: u64,
+    /// Fraction of the writes to the hot slots.
+    share: f64,
+    /// The next cold slot when cold slots are written in order.
+    cold_next: Option<u64>,
 }
 
 impl Slots {
-    fn new(side: &dyn Side, blocks: u64) -> Result<Slots, CharacterizeError> {
-        let count = side.blocks() / blocks;
+    /// Slots of `blocks` blocks over `total` blocks.
+    fn new(total: u64, blocks: u64, mix: Mix) -> Result<Slots, CharacterizeError> {
+        let count = total / blocks;
         if count < 2 {
             return Err(CharacterizeError::Invalid(format!(
-                "{} blocks cannot take random requests of {blocks} blocks",
-                side.blocks()
+                "{total} blocks cannot take random requests of {blocks} blocks"
             )));
         }
-        Ok(Slots { count, blocks })
+        let (hot, share, cold_next) = match mix {
+            Mix::Uniform => (0, 0.0, None),
+            Mix::HotCold { hot_fraction, hot_share, cold_in_order } => {
+                // At least one hot and one cold slot.
+                let hot = ((count as f64 * hot_fraction).round() as u64).clamp(1, count - 1);
+                (hot, hot_share, cold_in_order.then_some(hot))
+            }
+        };
+        Ok(Slots { count, blocks, hot, share, cold_next })
     }
 
-    fn random(&self, rng: &mut SmallRng) -> u64 {
-        rng.gen_range(0..self.count) * self.blocks
+    /// What the host knows of slot `i`'s data.
+    fn heat(&self, i: u64) -> Heat {
+        match (self.hot, i < self.hot) {
+            (0, _) => Heat::Unknown,
+            (_, true) => Heat::Hot,
+            (_, false) => Heat::Cold,
+        }
+    }
+
+    /// The next slot's first block and heat: uniform, or hot with
+    /// probability `share` (a random hot slot), else the next cold slot
+    /// in order or a random one.
+    fn random(&mut self, rng: &mut SmallRng) -> (u64, Heat) {
+        let slot = if self.hot == 0 {
+            rng.gen_range(0..self.count)
+        } else if rng.gen_bool(self.share) {
+            rng.gen_range(0..self.hot)
+        } else if let Some(next) = self.cold_next.as_mut() {
+            let slot = *next;
+            *next = if slot + 1 == self.count { self.hot } else { slot + 1 };
+            slot
+        } else {
+            rng.gen_range(self.hot..self.count)
+        };
+        (slot * self.blocks, self.heat(slot))
     }
 }
 
-/// Writes every slot once, in order.
+/// Writes every slot once, in order (each as hot or cold as `mix` makes
+/// it).
 pub(crate) fn fill(
     side: &dyn Side,
     plan: &Plan,
+    mix: Mix,
     obs: &dyn Observer,
 ) -> Result<Phase, CharacterizeError> {
-    let slots = Slots::new(side, plan.request_blocks)?;
+    let slots = Slots::new(side.blocks(), plan.request_blocks, mix)?;
     let mut lane = side.lane(plan.request_blocks)?;
     let bytes_per = plan.request_blocks * side.block_size() as u64;
     let (t0, w0, c0) = (side.now(), Instant::now(), side.counters());
     let mut stepped = 0u64;
     for i in 0..slots.count {
-        lane.write(i * slots.blocks, slots.blocks)?;
+        lane.write(i * slots.blocks, slots.blocks, slots.heat(i))?;
         let done = (i + 1) * bytes_per / STEP_BYTES;
         obs.step(done - stepped);
         stepped = done;
@@ -164,25 +236,27 @@ impl Bins {
     }
 }
 
-/// Random writes: `plan.precondition` capacities (calling `measure`
-/// when they are done), then `plan.sustained_ns` of device time more,
-/// binned by device time from the first write on.
+/// Random writes as `mix` spreads them: `plan.precondition` capacities
+/// (calling `measure` when they are done), then `plan.sustained_ns` of
+/// device time more, binned by device time from the first write on.
 pub(crate) fn random_writes(
     side: &dyn Side,
     plan: &Plan,
+    mix: Mix,
     obs: &dyn Observer,
     measure: &dyn Fn(),
 ) -> Result<(Phase, Sustained), CharacterizeError> {
-    let slots = Slots::new(side, plan.request_blocks)?;
+    let mut slots = Slots::new(side.blocks(), plan.request_blocks, mix)?;
     let mut lane = side.lane(plan.request_blocks)?;
-    let mut rng = SmallRng::seed_from_u64(plan.seed ^ 0x9E37_79B9);
+    let mut rng = SmallRng::seed_from_u64(plan.seed ^ 0x9E37_79B9 ^ mix.salt());
     let bytes_per = plan.request_blocks * side.block_size() as u64;
     let total = (side.blocks() as f64 * side.block_size() as f64 * plan.precondition) as u64;
     let (t0, w0, c0) = (side.now(), Instant::now(), side.counters());
     let mut bins = Bins::new(t0, plan, c0);
     let (mut bytes, mut stepped, mut t) = (0u64, 0u64, t0);
     while bytes < total {
-        lane.write(slots.random(&mut rng), slots.blocks)?;
+        let (lba, heat) = slots.random(&mut rng);
+        lane.write(lba, slots.blocks, heat)?;
         t = side.now();
         bins.add(t, bytes_per, || side.counters());
         bytes += bytes_per;
@@ -192,14 +266,14 @@ pub(crate) fn random_writes(
     }
     let pre = Phase::new(bytes, t - t0, w0, waf(side, c0));
     measure();
-    let (m0, mw0, mc0) = (t, Instant::now(), side.counters());
+    let (m0, mw0, mc0, check0) = (t, Instant::now(), side.counters(), side.check_counters());
     let end = m0 + plan.sustained_ns;
     let mut hist = LatencyHistogram::new();
     (bytes, stepped) = (0, 0);
     while t < end {
-        let lba = slots.random(&mut rng);
+        let (lba, heat) = slots.random(&mut rng);
         let submitted = side.now();
-        lane.write(lba, slots.blocks)?;
+        lane.write(lba, slots.blocks, heat)?;
         t = side.now();
         hist.record(t - submitted);
         bins.add(t, bytes_per, || side.counters());
@@ -208,12 +282,14 @@ pub(crate) fn random_writes(
         obs.step(done - stepped);
         stepped = done;
     }
-    let last = side.counters();
+    let (last, check) = (side.counters(), side.check_counters());
     let totals = last.zip(mc0).map(|(c, c0)| c.since(c0));
+    let check = check.zip(check0).map(|((c, source), (c0, _))| (c.since(c0), source));
     let first = (m0 - t0).div_ceil(plan.bin_ns) as usize;
     let series = bins.finish(t, last);
     let measured = Phase::new(bytes, t - m0, mw0, totals.and_then(|d| d.waf()));
-    Ok((pre, Sustained::new(measured, plan.bin_ns, first, series, totals, hist.stats())))
+    let counted = Counted { totals, source: side.counter_source(), check };
+    Ok((pre, Sustained::new(measured, plan.bin_ns, first, series, counted, hist.stats())))
 }
 
 /// 4 KiB random reads at queue depth 1 of blocks the fill wrote:
@@ -231,7 +307,7 @@ pub(crate) fn reads(
 ) -> Result<ReadTails, CharacterizeError> {
     let mut reader = side.lane(1)?;
     let mut rng = SmallRng::seed_from_u64(plan.seed ^ 0x2545_F491);
-    let slots = Slots::new(side, plan.request_blocks)?;
+    let mut slots = Slots::new(side.blocks(), plan.request_blocks, Mix::Uniform)?;
     // The blocks the fill wrote: a block past the last whole slot was
     // never written, and reading it costs the device no flash read.
     let n = slots.count * slots.blocks;
@@ -253,7 +329,8 @@ pub(crate) fn reads(
     let end = t0 + plan.read_ns;
     let (mut t, mut written, mut stepped) = (t0, 0u64, 0u64);
     while t < end {
-        writer.write(slots.random(&mut rng), slots.blocks)?;
+        let (lba, heat) = slots.random(&mut rng);
+        writer.write(lba, slots.blocks, heat)?;
         written += bytes_per;
         for _ in 0..plan.reads_per_write {
             let lba = rng.gen_range(0..n);
@@ -286,6 +363,46 @@ mod tests {
             reads_per_write: 1,
             seed: 0,
         }
+    }
+
+    #[test]
+    fn hot_cold_slots_send_the_share_to_the_hot_range_and_cycle_the_cold_one() {
+        let mix = Mix::HotCold { hot_fraction: 0.2, hot_share: 0.8, cold_in_order: true };
+        let mut s = Slots::new(1000, 10, mix).unwrap();
+        assert_eq!((s.count, s.hot), (100, 20));
+        let mut rng = SmallRng::seed_from_u64(7);
+        let (mut hot, mut cold) = (0u32, Vec::new());
+        for _ in 0..10_000 {
+            match s.random(&mut rng) {
+                (lba, Heat::Hot) => {
+                    assert!(lba < 200 && lba % 10 == 0, "{lba}");
+                    hot += 1;
+                }
+                (lba, Heat::Cold) => cold.push(lba),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!((7700..8300).contains(&hot), "{hot} of 10000 hot");
+        // The cold range in order, round and round, from its first slot.
+        let want: Vec<u64> = (0..cold.len() as u64).map(|i| 200 + i % 80 * 10).collect();
+        assert_eq!(cold, want);
+        // At random, the cold writes cover the cold range out of order.
+        let mix = Mix::HotCold { hot_fraction: 0.2, hot_share: 0.8, cold_in_order: false };
+        let mut s = Slots::new(1000, 10, mix).unwrap();
+        let cold: Vec<u64> = (0..2000)
+            .filter_map(|_| match s.random(&mut rng) {
+                (lba, Heat::Cold) => Some(lba),
+                _ => None,
+            })
+            .collect();
+        assert!(cold.iter().all(|&l| (200..1000).contains(&l)));
+        assert!(cold.windows(2).any(|w| w[1] < w[0]), "not in order");
+        // The fill knows each slot's heat; the uniform workload knows none.
+        assert_eq!((s.heat(19), s.heat(20)), (Heat::Hot, Heat::Cold));
+        let u = Slots::new(1000, 10, Mix::Uniform).unwrap();
+        assert_eq!((u.hot, u.heat(0)), (0, Heat::Unknown));
+        // A range too small for two slots is refused.
+        assert!(Slots::new(15, 10, Mix::Uniform).is_err());
     }
 
     fn counted(host: u64, data: u64) -> Option<WriteCounters> {
