@@ -19,8 +19,7 @@ use std::sync::Arc;
 
 use zns_device::{IoBuffer, ZoneOp, ZoneQueue, ZonedDevice};
 use zns_ftl::{Ftl, FtlConfig};
-use zns_spec::fdp::{self, FdpConfigLog, FdpStatsLog, PlacementId};
-use zns_spec::identify::IdentifyController;
+use zns_spec::fdp::{self, FdpStatsLog};
 use zns_spec::log::LogPageId;
 
 use super::super::CharacterizeError;
@@ -394,13 +393,12 @@ impl Lane for ConvLane {
     }
 }
 
-/// Whether `dev` is a namespace with Flexible Data Placement: its
-/// controller reports FDP (CTRATT.FDPS) and the namespace belongs to an
-/// endurance group. `None` when the device gives no Identify data.
+/// The endurance group of `dev`'s namespace when it has Flexible Data
+/// Placement enabled, as the device layer found at open (CTRATT.FDPS, the
+/// namespace's ENDGID, Get Features 1Dh, the FDP Configurations page);
+/// `None` otherwise.
 pub(crate) fn fdp_endurance_group(dev: &dyn ZonedDevice) -> Option<u16> {
-    let id = dev.info().identify.as_ref()?;
-    let fdps = id.controller.ctratt & IdentifyController::CTRATT_FDPS != 0;
-    (fdps && id.namespace.endgid != 0).then_some(id.namespace.endgid)
+    dev.info().fdp.as_ref().filter(|f| f.enabled).map(|f| f.endurance_group)
 }
 
 /// A conventional namespace with Flexible Data Placement, written directly
@@ -432,11 +430,12 @@ impl FdpSide {
                  group)"
             ))
         })?;
-        let config = read_config(dev.as_ref(), endgid)?;
-        let c = config.configs.first().ok_or_else(|| {
-            CharacterizeError::Invalid(format!("{uri}: the FDP Configurations page is empty"))
+        // The configuration the device opened with (Get Features 1Dh and
+        // the FDP Configurations page, read by the device layer).
+        let f = dev.info().fdp.clone().ok_or_else(|| {
+            CharacterizeError::Invalid(format!("{uri}: no FDP configuration described"))
         })?;
-        let handles = c.handle_types.len();
+        let handles = f.handles.len();
         if handles < 2 {
             return Err(CharacterizeError::Invalid(format!(
                 "{uri}: its FDP configuration has {handles} reclaim unit handle(s); the hot/cold \
@@ -444,11 +443,11 @@ impl FdpSide {
             )));
         }
         let pid = |handle: u16| {
-            PlacementId { reclaim_group: 0, handle }.encode(c.attributes.rgif).ok_or_else(|| {
+            f.placement_id(handle, 0).ok_or_else(|| {
                 CharacterizeError::Invalid(format!(
                     "{uri}: placement handle {handle} does not fit a placement identifier with \
                      RGIF {}",
-                    c.attributes.rgif
+                    f.rgif
                 ))
             })
         };
@@ -480,22 +479,6 @@ impl FdpSide {
             })?;
         Ok(FdpStatsLog::from_bytes(b))
     }
-}
-
-/// The FDP Configurations page (20h) of endurance group `endgid`: its
-/// header, which gives the page's size, then the whole page.
-fn read_config(dev: &dyn ZonedDevice, endgid: u16) -> Result<FdpConfigLog, CharacterizeError> {
-    let read = |bytes: u64| {
-        let dwords = bytes.div_ceil(4);
-        dev.log_page(fdp::get_log_page(LogPageId::FdpConfigurations, endgid, dwords))
-            .map_err(|e| CharacterizeError::command("Get Log Page FDP Configurations (20h)", e))
-    };
-    let header = read(FdpConfigLog::HEADER as u64)?;
-    let size = FdpConfigLog::size_of(&header).map_or(0, u64::from);
-    let page = read(size.max(FdpConfigLog::HEADER as u64))?;
-    FdpConfigLog::from_bytes(&page).map_err(|e| {
-        CharacterizeError::Invalid(format!("{}: FDP Configurations page: {e}", dev.info().uri))
-    })
 }
 
 impl Side for FdpSide {
