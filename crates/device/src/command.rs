@@ -88,6 +88,22 @@ pub(crate) fn check_append_len(info: &DeviceInfo, len: usize) -> Result<()> {
     Ok(())
 }
 
+/// The entry of Get Log Page `page` and the bytes it returns, refused
+/// when they are more than one command of `mdts` bytes moves.
+pub(crate) fn log_page_entry(
+    page: &zns_spec::command::GetLogPage,
+    mdts: usize,
+) -> Result<(SubmissionEntry, usize)> {
+    let len = page.length_bytes();
+    if len > mdts {
+        return Err(DeviceError::InvalidArgument(format!(
+            "log page of {len} bytes: more than one command moves ({mdts})"
+        )));
+    }
+    let sqe = page.to_entry().map_err(|e| DeviceError::InvalidArgument(e.to_string()))?;
+    Ok((sqe, len))
+}
+
 /// Refuses a zone report buffer the command cannot describe.
 pub(crate) fn check_report_len(len: usize) -> Result<()> {
     if len < 64 || !len.is_multiple_of(4) {

@@ -12,7 +12,7 @@ use zns_spec::identify::{IdentifyController, IdentifyNamespace};
 use zns_spec::{AdminOpcode, SubmissionEntry};
 
 use super::{os_error, status_error, sys};
-use crate::error::{DeviceError, OpKind, Result};
+use crate::error::{OpKind, Result};
 use crate::info::{DeviceInfo, NvmIdentity};
 
 /// Runs admin command `sqe` of kind `op` with `data` as its buffer;
@@ -33,13 +33,7 @@ pub(crate) fn run(
 
 /// Get Log Page `page` (at most `mdts` bytes).
 pub(crate) fn log_page(file: &File, page: GetLogPage, mdts: usize) -> Result<Vec<u8>> {
-    let len = page.length_bytes();
-    if len > mdts {
-        return Err(DeviceError::InvalidArgument(format!(
-            "log page of {len} bytes: more than one command moves ({mdts})"
-        )));
-    }
-    let sqe = page.to_entry().map_err(|e| DeviceError::InvalidArgument(e.to_string()))?;
+    let (sqe, len) = crate::command::log_page_entry(&page, mdts)?;
     let mut out = vec![0u8; len];
     run(file, OpKind::GetLogPage, &sqe, Some(&mut out))?;
     Ok(out)

@@ -258,13 +258,7 @@ fn admin_log_page(
     page: GetLogPage,
     mdts: usize,
 ) -> Result<Vec<u8>> {
-    let len = page.length_bytes();
-    if len > mdts {
-        return Err(DeviceError::InvalidArgument(format!(
-            "log page of {len} bytes: more than one command moves ({mdts})"
-        )));
-    }
-    let sqe = page.to_entry().map_err(|e| DeviceError::InvalidArgument(e.to_string()))?;
+    let (sqe, len) = command::log_page_entry(&page, mdts)?;
     let mut out = vec![0u8; len];
     let c = q.run(sqe, None, Some(&mut out[..])).map_err(tcp_err(uri, "Get Log Page"))?;
     if !c.status().is_success() {

@@ -12,13 +12,7 @@ use super::reference::FdpGeometry;
 use crate::compare::Outcome;
 
 /// A known, documented difference.
-#[derive(Debug)]
-pub struct Divergence {
-    /// Short identifier, as in docs/differential.md.
-    pub id: &'static str,
-    /// What differs, in one line.
-    pub title: &'static str,
-}
+pub use crate::divergence::Divergence;
 
 /// Everything a matcher may look at.
 #[derive(Debug)]
