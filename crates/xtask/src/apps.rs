@@ -168,6 +168,11 @@ pub struct Args {
     /// --smoke 0)
     #[arg(long, value_name = "PCT", verbatim_doc_comment, allow_negative_numbers = true)]
     fill: Option<u32>,
+    /// Every db_bench write waits for an fsync of its WAL record
+    /// (db_bench --sync=1): writes paced by the device, not the guest's
+    /// page cache (the workload a dilation check needs)
+    #[arg(long, verbatim_doc_comment)]
+    sync: bool,
     /// Seconds of readwhilewriting, 0 skips it (default 30; --smoke 0).
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     rww_seconds: Option<u32>,
@@ -318,6 +323,7 @@ impl Args {
             precondition: !smoke && !self.no_precondition,
             seed,
             db_bench: self.apps.iter().any(|a| a == "rocksdb"),
+            sync: self.sync,
         };
         let default_workloads =
             if smoke { vec!["oltp_read_write"] } else { apps_mysql::WORKLOADS.to_vec() };
@@ -1075,6 +1081,7 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
             "db_mib": w.db_mib(),
             "fill_percent_target": w.fill_percent,
             "readwhilewriting_seconds": w.rww_seconds,
+            "sync": w.sync,
             "conventional_preconditioned": w.precondition,
             "seed": w.seed,
             "db_bench_options": apps_guest::db_bench_common(w),
@@ -1544,6 +1551,7 @@ mod tests {
             precondition: false,
             seed: 1,
             db_bench: true,
+            sync: false,
         };
         let phase = |ops: f64| {
             json!({"ops_per_sec": ops, "mb_per_sec": 1.0, "p99_us": 2.0, "p999_us": 3.0,

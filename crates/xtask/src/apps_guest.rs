@@ -79,6 +79,10 @@ pub struct Workload {
     pub seed: u64,
     /// Run db_bench at all (its phases; MariaDB's may run alone).
     pub db_bench: bool,
+    /// Every db_bench write waits for its WAL record to be durable
+    /// (`--sync=1`: an fsync per write), so that the device, not the
+    /// guest's page cache, paces the writes.
+    pub sync: bool,
 }
 
 impl Workload {
@@ -113,8 +117,11 @@ pub fn db_bench_common(w: &Workload) -> String {
          --compression_type=none --write_buffer_size=4194304 --target_file_size_base=4194304 \
          --max_bytes_for_level_base=16777216 --max_background_jobs=2 --cache_size=8388608 \
          --use_direct_io_for_flush_and_compaction=true --bytes_per_sync=1048576 \
-         --histogram=1 --threads=1 --seed={}",
-        w.value_size, w.num, w.seed
+         --histogram=1 --threads=1 --seed={} --sync={}",
+        w.value_size,
+        w.num,
+        w.seed,
+        u8::from(w.sync)
     )
 }
 
@@ -571,6 +578,7 @@ mod tests {
             precondition: true,
             seed: 7,
             db_bench: true,
+            sync: false,
         }
     }
 
@@ -614,6 +622,7 @@ mod tests {
         assert!(at("precondition-ext4-conv dd") < at("$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D"));
         assert!(at("run discard-ext4-conv blkdiscard /dev/$D") < at("precondition-ext4-conv dd"));
         assert!(s.contains("--duration=5") && s.contains("--num=1000") && s.contains("--seed=7"));
+        assert!(s.contains("--sync=0"), "{s}");
         assert!(s.contains("nvme ocp smart-add-log /dev/$CTRL -o json"), "{s}");
         assert!(s.contains("--log-id=0xc0 --log-len=512 -b"), "{s}");
         assert!(at("zns characterize --probe --probe-reference 9 2>&1") < at("# ---- f2fs-zns"));
@@ -631,6 +640,8 @@ mod tests {
         );
         assert!(!s.contains("blkdiscard"));
         assert!(!s.contains("mysql_init") && !s.contains("sb_phase"));
+        let synced = init_script(&[], &sides, &Workload { sync: true, ..smoke }, None, "m", None);
+        assert!(synced.contains("--sync=1") && !synced.contains("--sync=0"), "{synced}");
         let alone = Workload { db_bench: false, ..workload() };
         assert!(alone.phases().is_empty());
         let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs", None);

@@ -144,6 +144,7 @@ fn db_bench(mode: &str, t: &str, w: &TenantWorkload, extra: &str) -> String {
         precondition: false,
         seed: w.seed,
         db_bench: true,
+        sync: false,
     });
     format!("{} {extra}", common.replace("$MNT", &format!("/mnt/{mode}-{t}")))
 }
