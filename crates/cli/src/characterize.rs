@@ -112,15 +112,20 @@ pub struct CharacterizeArgs {
     /// serve --poll-us`).
     #[arg(long, default_value_t = 0, value_name = "US", requires = "fidelity")]
     pub target_poll_us: u64,
-    /// Time a fixed CPU-bound workload instead of measuring a device and
-    /// print how slow this host is against the reference (JSON): the
-    /// dilation factor to give a device this host measures.
+    /// Time a fixed CPU-bound workload and a fixed kernel path (4 KiB
+    /// through a socket pair) instead of measuring a device and print how
+    /// slow this host is against the reference (JSON): the dilation factor
+    /// to give a device this host measures.
     #[arg(long, conflicts_with_all = ["compare", "fidelity"])]
     pub probe: bool,
     /// With --probe: the reference host's probe time, ns (its own --probe
     /// output), instead of the built-in one.
     #[arg(long, value_name = "NS", requires = "probe")]
     pub probe_reference: Option<u64>,
+    /// With --probe: the reference host's kernel probe time, ns (its own
+    /// --probe output's kernel_ns), instead of the built-in one.
+    #[arg(long, value_name = "NS", requires = "probe")]
+    pub probe_kernel_reference: Option<u64>,
     /// Compare two results.json files instead of measuring: prints figure,
     /// A, B and B/A.
     #[arg(long, num_args = 2, value_names = ["A.json", "B.json"],
@@ -238,7 +243,11 @@ pub fn run(uri: &str, args: &CharacterizeArgs, out: &mut dyn Write) -> Result<()
         return compare_files(&files[0], &files[1], args.html.as_deref(), out);
     }
     if args.probe {
-        let p = zns_bench::probe::run(5, args.probe_reference);
+        let reference = zns_bench::probe::Reference {
+            cpu_ns: args.probe_reference,
+            kernel_ns: args.probe_kernel_reference,
+        };
+        let p = zns_bench::probe::run(5, reference);
         writeln!(out, "{}", serde_json::to_string_pretty(&p)?)?;
         return Ok(());
     }

@@ -58,6 +58,7 @@ use crate::apps_tenants::{self, TenantWorkload};
 use crate::apps_tenants_plot;
 use crate::args::{self, GuestArgs, List};
 use crate::kernel::Flavour;
+use crate::probe::HostProbe;
 use crate::server::{build_zns, Server};
 use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
@@ -552,33 +553,25 @@ fn dilated(uri: String, f: Option<f64>) -> String {
     }
 }
 
-/// The host's probe time (`zns characterize --probe`, fastest pass, ns).
-fn host_probe(zns: &Path) -> Result<u64> {
-    let o = std::process::Command::new(zns)
-        .args(["characterize", "--probe"])
-        .output()
-        .map_err(|e| Error::new(format!("{}: {e}", zns.display())))?;
-    let text = String::from_utf8_lossy(&o.stdout);
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::new(format!("zns characterize --probe: {e}: {text}")))?;
-    v["ns"].as_u64().ok_or_else(|| Error::new(format!("zns characterize --probe: no ns: {text}")))
-}
-
 /// The dilation and the probes of a run: the host's probe time, the
 /// guest's, and the guest's slowdown against the host (the factor that
 /// would give the guest the host's CPU-to-device ratio).
-fn probe_report(dilation: Option<f64>, host_ns: u64, c: &Collected) -> Value {
+fn probe_report(dilation: Option<f64>, host: &HostProbe, c: &Collected) -> Value {
     let guest = c.probe.as_ref().and_then(|p| p.as_ref().ok());
     json!({
         "dilation": dilation.unwrap_or(1.0),
-        "host_probe_ns": host_ns,
+        "host_probe_ns": host.ns,
+        "host_kernel_probe_ns": host.kernel_ns,
         "guest_probe_ns": guest.and_then(|g| g["ns"].as_u64()),
+        "guest_kernel_probe_ns": guest.and_then(|g| g["kernel_ns"].as_u64()),
         "guest_slowdown_vs_host": guest.and_then(|g| g["slowdown"].as_f64()),
+        "guest_kernel_slowdown_vs_host": guest.and_then(|g| g["kernel_slowdown"].as_f64()),
         "guest_probe_error": c.probe.as_ref().and_then(|p| p.as_ref().err()),
-        "how": "zns characterize --probe (a fixed CPU-bound loop, best of 5 passes) on the host \
-                before the guest boots and in the guest (the host's zns binary) against the \
-                host's time: the guest's slowdown, the dilation that would keep the host's \
-                CPU-to-device ratio",
+        "how": "zns characterize --probe (a fixed CPU-bound loop and a fixed kernel path, 4 KiB \
+                written and read back through a socket pair, best of 5 passes each) on the \
+                host before the guest boots and in the guest (the host's zns binary) against \
+                the host's times: the guest's slowdowns, the dilations that would keep the \
+                host's CPU-to-device ratio for work in user space and for work in the kernel",
     })
 }
 
@@ -592,7 +585,7 @@ struct Prepared {
     entries: Vec<GuestEntry>,
     share: Option<PathBuf>,
     dir: PathBuf,
-    host_ns: u64,
+    host: HostProbe,
 }
 
 fn prepare(opts: &Options, dilation: Option<f64>) -> Result<Prepared> {
@@ -641,8 +634,8 @@ fn prepare(opts: &Options, dilation: Option<f64>) -> Result<Prepared> {
         wanted.push("xfs");
     }
     let modules = kernel::modules_for(&kernel, &wanted, &[])?;
-    let host_ns = host_probe(&zns)?;
-    Ok(Prepared { zns, kernel, modules, files, entries, share, dir, host_ns })
+    let host = HostProbe::measure(&zns)?;
+    Ok(Prepared { zns, kernel, modules, files, entries, share, dir, host })
 }
 
 /// The servers of a run (by label), the guest's script, and the devices
@@ -697,7 +690,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             false,
         );
         s.push_str(&apps_guest::helpers());
-        s.push_str(&apps_guest::probe_lines(p.host_ns));
+        s.push_str(&apps_guest::probe_lines(&p.host));
         s.push_str(&body);
         s.push_str(&crate::clients::end_lines());
         return Ok((servers, s, configs));
@@ -743,7 +736,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         &opts.workload,
         mysql,
         &mke2fs.display().to_string(),
-        Some(p.host_ns),
+        Some(&p.host),
     );
     let uris = vec![("zns".to_string(), zns_uri), ("conv".to_string(), conv_uri)];
     Ok((
@@ -839,7 +832,7 @@ fn run_once(
         let table = markdown(&results);
         (results, table)
     };
-    report["clock"] = probe_report(dilation, p.host_ns, &collected);
+    report["clock"] = probe_report(dilation, &p.host, &collected);
     report["late_completions"] = json!(lateness);
     report["guest_seconds"] = json!(guest_secs);
     report["failures"] = json!(failures);

@@ -103,6 +103,7 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
     json!({
         "factors": all.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
         "guest_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
+        "guest_kernel_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_kernel_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
         "late_completions": runs.iter().map(|(_, r, _)| r["late_completions"].clone()).collect::<Vec<_>>(),
         "tolerance": TOLERANCE,
         "ratios": rows,
@@ -117,16 +118,25 @@ pub fn markdown(c: &Value) -> String {
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default();
     let mut s = String::new();
-    let slow: Vec<String> = c["guest_slowdown_vs_host"]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_f64().map_or("?".into(), |x| format!("{x:.1}"))).collect())
-        .unwrap_or_default();
+    let slow = |key: &str| -> String {
+        c[key]
+            .as_array()
+            .map(|a| {
+                let x: Vec<String> = a
+                    .iter()
+                    .map(|v| v.as_f64().map_or("?".into(), |x| format!("{x:.1}")))
+                    .collect();
+                x.join(" and ")
+            })
+            .unwrap_or_default()
+    };
     let _ = writeln!(
         s,
         "Dilation factors {}; the guest's CPU-bound probe took {} times the host's time in \
-         those runs.\n",
+         those runs, its kernel probe (system calls moving 4 KiB) {} times.\n",
         factors.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" and "),
-        slow.join(" and ")
+        slow("guest_slowdown_vs_host"),
+        slow("guest_kernel_slowdown_vs_host")
     );
     s.push_str("| ratio |");
     for f in &factors {
@@ -168,7 +178,7 @@ mod tests {
     use super::*;
 
     fn report(zns: f64, conv: f64, slow: f64) -> Value {
-        json!({"clock": {"guest_slowdown_vs_host": slow},
+        json!({"clock": {"guest_slowdown_vs_host": slow, "guest_kernel_slowdown_vs_host": slow * 10.0},
                "late_completions": ["emu:x: late completions: 1 of 2"], "sides": {
             "f2fs-zns": {"phases": {"fillrandom": {"ops_per_sec": zns}},
                          "mysql": {"phases": {"oltp_read_write": {"tps": zns / 100.0}}}},
@@ -198,6 +208,10 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("All ratios within 10 %: no.") && t.contains("30.0 and 31.0"), "{t}");
+        assert!(
+            t.contains("kernel probe (system calls moving 4 KiB) 300.0 and 310.0 times"),
+            "{t}"
+        );
         assert!(t.contains("\nF = 16: emu:x: late completions: 1 of 2\n"), "{t}");
         let same = vec![runs[0].clone(), (16.0, report(150.0, 100.0, 31.0), String::new())];
         assert_eq!(compare(&same)["all_agree"], true);

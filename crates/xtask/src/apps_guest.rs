@@ -18,6 +18,7 @@ use std::path::Path;
 
 use crate::apps_mysql::{self, Sysbench};
 use crate::clients::{end_lines, start_lines};
+use crate::probe::HostProbe;
 
 /// Prefix of a counter line.
 pub const STAT: &str = "APPS-STAT ";
@@ -145,7 +146,7 @@ pub fn init_script(
     w: &Workload,
     mysql: Option<Mysql>,
     mke2fs: &str,
-    probe_host_ns: Option<u64>,
+    probe_host: Option<&HostProbe>,
 ) -> String {
     let mut s = start_lines(
         "RocksDB's db_bench and MariaDB with sysbench on f2fs over a ZNS model and on \
@@ -159,8 +160,8 @@ pub fn init_script(
     if let Some(m) = mysql {
         s.push_str(&apps_mysql::helpers(m.share));
     }
-    if let Some(ns) = probe_host_ns {
-        s.push_str(&probe_lines(ns));
+    if let Some(host) = probe_host {
+        s.push_str(&probe_lines(host));
     }
     for side in sides {
         s.push_str(&side_lines(side, w, mysql.map(|m| m.sysbench)));
@@ -173,12 +174,13 @@ pub fn init_script(
 /// characterize --probe`, set against the host's).
 pub const PROBE: &str = "APPS-PROBE ";
 
-/// The guest's lines that run the CPU-bound probe (the host's `zns`,
-/// packed as `/usr/bin/zns`) against the host's probe time `host_ns`.
-pub fn probe_lines(host_ns: u64) -> String {
+/// The guest's lines that run the probe (the host's `zns`, packed as
+/// `/usr/bin/zns`) against the host's probe times.
+pub fn probe_lines(host: &HostProbe) -> String {
+    let args = host.guest_args();
     format!(
-        "say \"RUN probe: zns characterize --probe --probe-reference {host_ns}\"\n\
-         echo \"{PROBE}$(zns characterize --probe --probe-reference {host_ns} 2>&1 | tr -d '\\n')\"\n"
+        "say \"RUN probe: zns characterize --probe {args}\"\n\
+         echo \"{PROBE}$(zns characterize --probe {args} 2>&1 | tr -d '\\n')\"\n"
     )
 }
 
@@ -604,7 +606,7 @@ mod tests {
             &workload(),
             Some(mysql),
             "/sbin/mke2fs",
-            Some(9),
+            Some(&HostProbe { ns: 9, kernel_ns: Some(4) }),
         );
         assert!(s.starts_with("#!/bin/sh\n") && s.trim_end().ends_with("poweroff -f"));
         let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} not in {s}"));
@@ -625,7 +627,10 @@ mod tests {
         assert!(s.contains("--sync=0"), "{s}");
         assert!(s.contains("nvme ocp smart-add-log /dev/$CTRL -o json"), "{s}");
         assert!(s.contains("--log-id=0xc0 --log-len=512 -b"), "{s}");
-        assert!(at("zns characterize --probe --probe-reference 9 2>&1") < at("# ---- f2fs-zns"));
+        assert!(
+            at("zns characterize --probe --probe-reference 9 --probe-kernel-reference 4 2>&1")
+                < at("# ---- f2fs-zns")
+        );
         let smoke = Workload {
             fill_percent: 0,
             rww_seconds: 0,

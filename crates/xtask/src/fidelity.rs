@@ -23,6 +23,7 @@ use clap::Parser;
 
 use crate::clients::{connect_lines, end_lines, guest_files, start_lines};
 use crate::kernel::{self, Flavour};
+use crate::probe::HostProbe;
 use crate::server::{build_zns, Server};
 use crate::vmtest::{self, Options as VmOptions};
 use crate::{Error, Result};
@@ -166,11 +167,11 @@ pub fn run(a: &Args) -> Result<()> {
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Generic, vm.kernel.as_deref(), vm.install)?;
     let modules = kernel::modules_for(&kernel, MODULES, &[])?;
-    let host_ns = host_probe(&zns)?;
-    println!("fidelity: the host's probe: {host_ns} ns");
+    let host = HostProbe::measure(&zns)?;
+    println!("fidelity: the host's probe: {} ns, kernel probe {:?} ns", host.ns, host.kernel_ns);
     let port = free_port()?;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
-    let script = init_script(&names, port, host_ns, a);
+    let script = init_script(&names, port, &host, a);
     let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &files)?;
     let devices: Vec<String> = ["-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0"]
         .map(String::from)
@@ -214,7 +215,8 @@ pub fn run(a: &Args) -> Result<()> {
         "suite": a.suite,
         "device": a.device,
         "dilation": f,
-        "host_probe_ns": host_ns,
+        "host_probe_ns": host.ns,
+        "host_kernel_probe_ns": host.kernel_ns,
         "guest_probe": w.probe,
         "served_late_completions": late,
         "guest_seconds": guest_secs,
@@ -271,17 +273,6 @@ fn serve(zns: &Path, device: &str, f: f64, port: u16, poll_us: u64) -> Result<Se
     )
 }
 
-/// The host's `zns characterize --probe` time, ns.
-fn host_probe(zns: &Path) -> Result<u64> {
-    let o = Command::new(zns)
-        .args(["characterize", "--probe"])
-        .output()
-        .map_err(|e| Error::new(format!("{}: {e}", zns.display())))?;
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .map_err(|e| Error::new(format!("zns characterize --probe: {e}")))?;
-    v["ns"].as_u64().ok_or_else(|| Error::new("zns characterize --probe gave no ns"))
-}
-
 /// A loopback port nothing listens on now (the server binds it later).
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::new(format!("bind: {e}")))?;
@@ -306,16 +297,17 @@ fn host_table(zns: &Path, a: &Args, guest: &Path, out: &Path) -> Result<()> {
 
 /// The guest's `/init`: the network, the probe and the dilation, the
 /// connection, the suite through `ng:`, the results on the console.
-fn init_script(modules: &[String], port: u16, host_ns: u64, a: &Args) -> String {
+fn init_script(modules: &[String], port: u16, host: &HostProbe, a: &Args) -> String {
     let mut s = start_lines(
         "path (d) of the fidelity table: zns characterize through the kernel's nvme-tcp",
         modules,
         false,
     );
     s.push_str(&format!(
-        r#"/bin/zns characterize --probe --probe-reference {host_ns} > /tmp/probe.json
+        r#"/bin/zns characterize --probe {} > /tmp/probe.json
 echo "{PROBE}$(tr -d ' \n' < /tmp/probe.json)"
-"#
+"#,
+        host.guest_args()
     ));
     match a.dilation.0 {
         Some(f) => s.push_str(&format!("F={f}\n")),
@@ -370,16 +362,18 @@ mod tests {
         assert!(p(&["--help"]).unwrap().is_none());
     }
 
+    const HOST: HostProbe = HostProbe { ns: 8_000_000, kernel_ns: Some(3_000_000) };
+
     #[test]
     fn the_script_probes_connects_and_sends_the_results_back() {
         let a = p(&[]).unwrap().unwrap();
-        let s = init_script(&["nvme-tcp.ko".into()], 4420, 8_000_000, &a);
+        let s = init_script(&["nvme-tcp.ko".into()], 4420, &HOST, &a);
         let at = |x: &str| s.find(x).unwrap_or_else(|| panic!("{x:?} not in the script"));
-        assert!(at("--probe-reference 8000000") < at(DILATION));
+        assert!(at("--probe-reference 8000000 --probe-kernel-reference 3000000") < at(DILATION));
         assert!(at(DILATION) < at("nvme discover -t tcp -a 10.0.2.2 -s 4420"));
         assert!(at("--suite smoke --dilation $F") < at(JSON_LINE));
         let fixed = p(&["--dilation", "3"]).unwrap().unwrap();
-        assert!(init_script(&[], 4420, 1, &fixed).contains("F=3\n"));
+        assert!(init_script(&[], 4420, &HOST, &fixed).contains("F=3\n"));
     }
 
     #[test]

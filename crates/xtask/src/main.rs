@@ -49,6 +49,7 @@ mod guest;
 mod kernel;
 mod nvme_cli;
 mod nvmet;
+mod probe;
 mod server;
 mod source;
 mod twins;
