@@ -198,8 +198,9 @@ pub struct Args {
     /// sysbench's client threads.
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 4)]
     sb_threads: u32,
-    /// read_only, write_only, read_write, comma separated (default all
-    /// three; --smoke read_write)
+    /// read_only, write_only, read_write, update_non_index (one UPDATE
+    /// per transaction, device-bound at one thread), comma separated
+    /// (default the first three; --smoke read_write)
     #[arg(long, value_name = "LIST", verbatim_doc_comment, value_parser = sb_workloads)]
     sb_workloads: Option<List<&'static str>>,
     /// InnoDB's buffer pool, MiB, at least 8.
@@ -327,7 +328,7 @@ impl Args {
             sync: self.sync,
         };
         let default_workloads =
-            if smoke { vec!["oltp_read_write"] } else { apps_mysql::WORKLOADS.to_vec() };
+            if smoke { vec!["oltp_read_write"] } else { apps_mysql::DEFAULT_WORKLOADS.to_vec() };
         let mysql = self.apps.iter().any(|a| a == "mysql").then(|| Sysbench {
             tables: pick(self.sb_tables, 4, 1).max(1),
             table_size: pick(self.sb_table_size, 25_000, 5000).max(1),
@@ -1445,7 +1446,7 @@ mod tests {
         assert_eq!((full.workload.num, full.workload.fill_percent), (65536, 55));
         assert_eq!((full.vm.timeout, full.zones), (Duration::from_secs(2700), ZONES));
         let sb = full.mysql.clone().unwrap();
-        assert_eq!(sb.workloads, apps_mysql::WORKLOADS);
+        assert_eq!(sb.workloads, apps_mysql::DEFAULT_WORKLOADS);
         assert_eq!(
             (sb.tables, sb.table_size, sb.seconds, sb.seed),
             (4, 25_000, 30, full.workload.seed)
