@@ -169,9 +169,9 @@ pub struct Args {
     /// --smoke 0)
     #[arg(long, value_name = "PCT", verbatim_doc_comment, allow_negative_numbers = true)]
     fill: Option<u32>,
-    /// Every db_bench write waits for an fsync of its WAL record
-    /// (db_bench --sync=1): writes paced by the device, not the guest's
-    /// page cache (the workload a dilation check needs)
+    /// Every db_bench write (the tenants' too) waits for an fsync of its
+    /// WAL record (db_bench --sync=1): writes paced by the device, not the
+    /// guest's page cache (the workload a dilation check needs)
     #[arg(long, verbatim_doc_comment)]
     sync: bool,
     /// Seconds of readwhilewriting, 0 skips it (default 30; --smoke 0).
@@ -342,6 +342,7 @@ impl Args {
             let mut tw = TenantWorkload::new(smoke, seed);
             tw.num = self.tn_num.unwrap_or(tw.num).max(1);
             tw.seconds = self.tn_seconds.unwrap_or(tw.seconds).max(1);
+            tw.sync = self.sync;
             tw
         });
         let fs = match &self.fs {

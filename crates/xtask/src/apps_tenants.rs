@@ -65,6 +65,9 @@ pub struct TenantWorkload {
     pub active_zones: u32,
     /// db_bench's seed.
     pub seed: u64,
+    /// Every write waits for an fsync of its WAL record (db_bench
+    /// --sync=1).
+    pub sync: bool,
 }
 
 impl TenantWorkload {
@@ -78,6 +81,7 @@ impl TenantWorkload {
             tenant_zones: 40,
             active_zones: 8,
             seed,
+            sync: false,
         }
     }
 
@@ -144,7 +148,7 @@ fn db_bench(mode: &str, t: &str, w: &TenantWorkload, extra: &str) -> String {
         precondition: false,
         seed: w.seed,
         db_bench: true,
-        sync: false,
+        sync: w.sync,
     });
     format!("{} {extra}", common.replace("$MNT", &format!("/mnt/{mode}-{t}")))
 }
@@ -332,6 +336,7 @@ pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]
         "tenant_logical_zones": w.tenant_zones,
         "tenant_active_zones": w.active_zones,
         "seed": w.seed,
+        "sync": w.sync,
         "configs": configs.iter().map(|(m, t)| (m.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
         "modes": modes,
     })
@@ -463,6 +468,9 @@ mod tests {
             [("a", "readrandom"), ("b", "overwrite"), ("c", "overwrite"), ("d", "overwrite")]
         );
         assert_eq!(phase_runs("overwrite-alone", &w).len(), 1);
+        assert!(s.contains("--sync=0") && !s.contains("--sync=1"), "{s}");
+        let synced = mode_lines("static", 4430, &TenantWorkload { sync: true, ..w.clone() }, 8.0);
+        assert!(synced.contains("--sync=1") && !synced.contains("--sync=0"), "{synced}");
         assert!(
             at("umount-static-a")
                 < at("nvme disconnect -n nqn.2026-11.io.znskit:apps-tenants-static")
