@@ -169,11 +169,12 @@ pub struct Args {
     /// --smoke 0)
     #[arg(long, value_name = "PCT", verbatim_doc_comment, allow_negative_numbers = true)]
     fill: Option<u32>,
-    /// Every db_bench write (the tenants' too) waits for an fsync of its
-    /// WAL record (db_bench --sync=1): writes paced by the device, not the
-    /// guest's page cache (the workload a dilation check needs)
+    /// db_bench (the tenants' too) bound to the device: every write waits
+    /// for an fsync of its WAL record (--sync=1), reads bypass the page
+    /// cache and the block cache (--use_direct_reads, --cache_size=0);
+    /// the workload a dilation check needs
     #[arg(long, verbatim_doc_comment)]
-    sync: bool,
+    device_bound: bool,
     /// Seconds of readwhilewriting, 0 skips it (default 30; --smoke 0).
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     rww_seconds: Option<u32>,
@@ -213,7 +214,8 @@ pub struct Args {
     /// After a run without failures also write docs/apps.json,
     /// docs/apps.svg and the table in docs/apps.md (with --tenants:
     /// docs/apps-tenants.json and its table; with --dilations:
-    /// docs/apps-dilations.json and its table)
+    /// docs/apps-dilations.json, or docs/apps-tenants-dilations.json with
+    /// --tenants, and its table)
     #[arg(long, verbatim_doc_comment)]
     docs: bool,
     /// Serve with this `zns` binary instead of building one.
@@ -325,7 +327,7 @@ impl Args {
             precondition: !smoke && !self.no_precondition,
             seed,
             db_bench: self.apps.iter().any(|a| a == "rocksdb"),
-            sync: self.sync,
+            device_bound: self.device_bound,
         };
         let default_workloads =
             if smoke { vec!["oltp_read_write"] } else { apps_mysql::DEFAULT_WORKLOADS.to_vec() };
@@ -342,7 +344,7 @@ impl Args {
             let mut tw = TenantWorkload::new(smoke, seed);
             tw.num = self.tn_num.unwrap_or(tw.num).max(1);
             tw.seconds = self.tn_seconds.unwrap_or(tw.seconds).max(1);
-            tw.sync = self.sync;
+            tw.device_bound = self.device_bound;
             tw
         });
         let fs = match &self.fs {
@@ -475,7 +477,11 @@ pub fn run(opts: &Options) -> Result<()> {
             "runs": runs.iter().map(|(f, r, _)| json!({"dilation": f, "report": r})).collect::<Vec<_>>(),
         });
         report["failures"] = json!(failures);
-        (report, table, "apps-dilations", "apps-dilations.json")
+        if opts.tenants.is_some() {
+            (report, table, "apps-tenants-dilations", "apps-tenants-dilations.json")
+        } else {
+            (report, table, "apps-dilations", "apps-dilations.json")
+        }
     } else {
         let (_, report, table) = runs.pop().ok_or_else(|| Error::new("no run"))?;
         (report, table, marker, json_name)
@@ -1076,7 +1082,7 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
             "db_mib": w.db_mib(),
             "fill_percent_target": w.fill_percent,
             "readwhilewriting_seconds": w.rww_seconds,
-            "sync": w.sync,
+            "device_bound": w.device_bound,
             "conventional_preconditioned": w.precondition,
             "seed": w.seed,
             "db_bench_options": apps_guest::db_bench_common(w),
@@ -1546,7 +1552,7 @@ mod tests {
             precondition: false,
             seed: 1,
             db_bench: true,
-            sync: false,
+            device_bound: false,
         };
         let phase = |ops: f64| {
             json!({"ops_per_sec": ops, "mb_per_sec": 1.0, "p99_us": 2.0, "p999_us": 3.0,

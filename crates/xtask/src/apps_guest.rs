@@ -80,10 +80,11 @@ pub struct Workload {
     pub seed: u64,
     /// Run db_bench at all (its phases; MariaDB's may run alone).
     pub db_bench: bool,
-    /// Every db_bench write waits for its WAL record to be durable
-    /// (`--sync=1`: an fsync per write), so that the device, not the
-    /// guest's page cache, paces the writes.
-    pub sync: bool,
+    /// db_bench bound to the device: every write waits for its WAL
+    /// record to be durable (`--sync=1`: an fsync per write) and reads
+    /// bypass the page cache and the block cache, so that the device, not
+    /// the guest's memory, paces them.
+    pub device_bound: bool,
 }
 
 impl Workload {
@@ -108,6 +109,11 @@ impl Workload {
     }
 }
 
+/// db_bench's options for a workload bound to the device: an fsync per
+/// write, reads from the device (no page cache, a block cache of 0
+/// bytes).
+pub const DEVICE_BOUND: &str = " --sync=1 --use_direct_reads=true";
+
 /// The db_bench options every phase shares: no compression, small
 /// memtables and files (flushes and compactions within seconds), direct
 /// I/O for flush and compaction (the device sees them, not the guest's
@@ -116,13 +122,14 @@ pub fn db_bench_common(w: &Workload) -> String {
     format!(
         "db_bench --db=$MNT/db --wal_dir=$MNT/db --key_size=16 --value_size={} --num={} \
          --compression_type=none --write_buffer_size=4194304 --target_file_size_base=4194304 \
-         --max_bytes_for_level_base=16777216 --max_background_jobs=2 --cache_size=8388608 \
+         --max_bytes_for_level_base=16777216 --max_background_jobs=2 --cache_size={} \
          --use_direct_io_for_flush_and_compaction=true --bytes_per_sync=1048576 \
-         --histogram=1 --threads=1 --seed={} --sync={}",
+         --histogram=1 --threads=1 --seed={}{}",
         w.value_size,
         w.num,
+        if w.device_bound { 0 } else { 8 << 20 },
         w.seed,
-        u8::from(w.sync)
+        if w.device_bound { DEVICE_BOUND } else { "" }
     )
 }
 
@@ -580,7 +587,7 @@ mod tests {
             precondition: true,
             seed: 7,
             db_bench: true,
-            sync: false,
+            device_bound: false,
         }
     }
 
@@ -624,7 +631,7 @@ mod tests {
         assert!(at("precondition-ext4-conv dd") < at("$MKE2FS -t ext4 -F -q -E nodiscard /dev/$D"));
         assert!(at("run discard-ext4-conv blkdiscard /dev/$D") < at("precondition-ext4-conv dd"));
         assert!(s.contains("--duration=5") && s.contains("--num=1000") && s.contains("--seed=7"));
-        assert!(s.contains("--sync=0"), "{s}");
+        assert!(!s.contains("--sync=1"), "{s}");
         assert!(s.contains("nvme ocp smart-add-log /dev/$CTRL -o json"), "{s}");
         assert!(s.contains("--log-id=0xc0 --log-len=512 -b"), "{s}");
         assert!(
@@ -645,8 +652,9 @@ mod tests {
         );
         assert!(!s.contains("blkdiscard"));
         assert!(!s.contains("mysql_init") && !s.contains("sb_phase"));
-        let synced = init_script(&[], &sides, &Workload { sync: true, ..smoke }, None, "m", None);
-        assert!(synced.contains("--sync=1") && !synced.contains("--sync=0"), "{synced}");
+        let synced =
+            init_script(&[], &sides, &Workload { device_bound: true, ..smoke }, None, "m", None);
+        assert!(synced.contains(DEVICE_BOUND) && synced.contains("--cache_size=0 "), "{synced}");
         let alone = Workload { db_bench: false, ..workload() };
         assert!(alone.phases().is_empty());
         let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs", None);

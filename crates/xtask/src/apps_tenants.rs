@@ -65,9 +65,8 @@ pub struct TenantWorkload {
     pub active_zones: u32,
     /// db_bench's seed.
     pub seed: u64,
-    /// Every write waits for an fsync of its WAL record (db_bench
-    /// --sync=1).
-    pub sync: bool,
+    /// db_bench bound to the device ([`apps_guest::DEVICE_BOUND`]).
+    pub device_bound: bool,
 }
 
 impl TenantWorkload {
@@ -81,7 +80,7 @@ impl TenantWorkload {
             tenant_zones: 40,
             active_zones: 8,
             seed,
-            sync: false,
+            device_bound: false,
         }
     }
 
@@ -148,7 +147,7 @@ fn db_bench(mode: &str, t: &str, w: &TenantWorkload, extra: &str) -> String {
         precondition: false,
         seed: w.seed,
         db_bench: true,
-        sync: w.sync,
+        device_bound: w.device_bound,
     });
     format!("{} {extra}", common.replace("$MNT", &format!("/mnt/{mode}-{t}")))
 }
@@ -336,7 +335,7 @@ pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]
         "tenant_logical_zones": w.tenant_zones,
         "tenant_active_zones": w.active_zones,
         "seed": w.seed,
-        "sync": w.sync,
+        "device_bound": w.device_bound,
         "configs": configs.iter().map(|(m, t)| (m.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
         "modes": modes,
     })
@@ -468,9 +467,10 @@ mod tests {
             [("a", "readrandom"), ("b", "overwrite"), ("c", "overwrite"), ("d", "overwrite")]
         );
         assert_eq!(phase_runs("overwrite-alone", &w).len(), 1);
-        assert!(s.contains("--sync=0") && !s.contains("--sync=1"), "{s}");
-        let synced = mode_lines("static", 4430, &TenantWorkload { sync: true, ..w.clone() }, 8.0);
-        assert!(synced.contains("--sync=1") && !synced.contains("--sync=0"), "{synced}");
+        assert!(!s.contains("--sync=1"), "{s}");
+        let synced =
+            mode_lines("static", 4430, &TenantWorkload { device_bound: true, ..w.clone() }, 8.0);
+        assert!(synced.contains(apps_guest::DEVICE_BOUND), "{synced}");
         assert!(
             at("umount-static-a")
                 < at("nvme disconnect -n nqn.2026-11.io.znskit:apps-tenants-static")
