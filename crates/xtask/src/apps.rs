@@ -172,7 +172,8 @@ pub struct Args {
     /// db_bench (the tenants' too) bound to the device: every write waits
     /// for an fsync of its WAL record (--sync=1), reads bypass the page
     /// cache and the block cache (--use_direct_reads, --cache_size=0);
-    /// the workload a dilation check needs
+    /// MariaDB restarted before each sysbench workload (its dirty pages
+    /// written first); the workload a dilation check needs
     #[arg(long, verbatim_doc_comment)]
     device_bound: bool,
     /// Seconds of readwhilewriting, 0 skips it (default 30; --smoke 0).
@@ -339,6 +340,7 @@ impl Args {
             buffer_pool_mib: self.buffer_pool.max(8),
             workloads: self.sb_workloads.as_ref().map_or(default_workloads, |w| w.0.clone()),
             seed,
+            clean_start: self.device_bound,
         });
         let tenants = self.tenants.then(|| {
             let mut tw = TenantWorkload::new(smoke, seed);
@@ -1098,6 +1100,7 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
             "threads": sb.threads,
             "buffer_pool_mib": sb.buffer_pool_mib,
             "workloads": sb.workloads,
+            "server_restarted_before_each_workload": sb.clean_start,
             "sysbench_options": format!("{} {}", sb.common(), sb.run_options()),
             "after_db_bench": w.db_bench,
         })),
@@ -1584,6 +1587,7 @@ mod tests {
             buffer_pool_mib: 16,
             workloads: vec!["oltp_read_only", "oltp_write_only"],
             seed: 1,
+            clean_start: false,
         };
         let counters = |waf: Value| {
             json!({"host_mib_written": 4.0, "smart_mib_written": 4.0, "media_mib_written": 5.0,

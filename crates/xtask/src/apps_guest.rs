@@ -605,6 +605,7 @@ mod tests {
             buffer_pool_mib: 8,
             workloads: vec!["oltp_write_only"],
             seed: 3,
+            clean_start: false,
         };
         let mysql = Mysql { sysbench: &sb, share: Path::new("/usr/share/mysql") };
         let s = init_script(

@@ -58,6 +58,11 @@ pub struct Sysbench {
     pub workloads: Vec<&'static str>,
     /// sysbench's `--rand-seed`.
     pub seed: u64,
+    /// Restart the server before each workload: its clean shutdown writes
+    /// every dirty page, so that no workload pays for the writes of the
+    /// one before (or of the load) in the background, at a pace the
+    /// guest's clock, not the device, sets.
+    pub clean_start: bool,
 }
 
 impl Sysbench {
@@ -262,6 +267,12 @@ sb_phase {PREPARE} oltp_read_write {common} prepare
 "#
     ));
     for w in &sb.workloads {
+        if sb.clean_start {
+            s.push_str(&format!(
+                "run mysql-stop-{name}-{w} mysql_stop\n\
+                 run mysql-start-{name}-{w} mysql_start $MNT/mysql\n"
+            ));
+        }
         s.push_str(&format!("sb_phase {w} {w} {common} {run} run\n"));
     }
     s.push_str(&format!("run mysql-stop-{name} mysql_stop\nfi\nMARIADBD=\n"));
@@ -372,6 +383,7 @@ mod tests {
             buffer_pool_mib: 16,
             workloads: vec!["oltp_read_only", "oltp_read_write"],
             seed: 11,
+            clean_start: false,
         }
     }
 
@@ -404,6 +416,18 @@ mod tests {
         assert!(s.contains("--tables=2 --table-size=5000 --threads=3 --rand-seed=11"), "{s}");
         assert!(s.contains("--time=7 --events=0 --percentile=95 --histogram=on"), "{s}");
         assert!(!side_lines("x", &sb(), false).contains("rm -rf"));
+        assert!(!s.contains("mysql-stop-ext4-conv-"), "{s}");
+        let clean = side_lines("ext4-conv", &Sysbench { clean_start: true, ..sb() }, true);
+        let at = |needle: &str| clean.find(needle).unwrap_or_else(|| panic!("{needle} in {clean}"));
+        assert!(at(" prepare\n") < at("run mysql-stop-ext4-conv-oltp_read_only mysql_stop\n"));
+        assert!(
+            at("run mysql-stop-ext4-conv-oltp_read_only")
+                < at("run mysql-start-ext4-conv-oltp_read_only mysql_start $MNT/mysql\n")
+        );
+        assert!(
+            at("run mysql-start-ext4-conv-oltp_read_only") < at("sb_phase oltp_read_only oltp_")
+        );
+        assert!(at("sb_phase oltp_read_only") < at("run mysql-stop-ext4-conv-oltp_read_write"));
         let share = Path::new("/usr/share/mysql");
         let h = helpers(share);
         assert!(h.contains("cat /usr/share/mysql/mysql_system_tables.sql "), "{h}");
