@@ -312,9 +312,16 @@ impl Ezns {
         Some(ArbGuard { guard: self.arb.try_lock()?, trace: &self.trace })
     }
 
-    /// Device time now.
+    /// Device time now, in the modelled drive's time: a dilated emulator's
+    /// clock divided by its factor. The scheduler's targets (`read_target_us`,
+    /// the write admission's), `idle_ms` and `tick_ms` are in the drive's
+    /// time; measured on the dilated clock every latency would look F
+    /// times longer and every idle period F times shorter.
     pub fn now(&self) -> u64 {
-        self.base.now_ns()
+        match self.base.emulator() {
+            Some(emu) => emu.clock().model_now_ns(),
+            None => self.base.now_ns(),
+        }
     }
 
     /// Start LBA of physical zone `z`.

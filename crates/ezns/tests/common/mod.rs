@@ -131,10 +131,16 @@ zone_stripe_dies = 1
 
 /// An emulated controller of [`timed_profile`] and its host memory.
 pub fn timed_emulator() -> (Arc<zns_emulator::Controller>, Arc<ProcessMemory>) {
+    timed_emulator_dilated(1.0)
+}
+
+/// [`timed_emulator`] on a virtual clock dilated `factor` times.
+pub fn timed_emulator_dilated(factor: f64) -> (Arc<zns_emulator::Controller>, Arc<ProcessMemory>) {
     let profile = Profile::from_toml(&timed_profile()).expect("timed profile");
     let memory = ProcessMemory::new();
     let host: Arc<dyn HostMemory> = memory.clone();
-    let emu = Emulator::with_profile(profile).build(host).expect("emulator");
+    let dilation = zns_emulator::clock::Dilation::new(factor).expect("dilation");
+    let emu = Emulator::with_profile(profile).dilation(dilation).build(host).expect("emulator");
     (emu, memory)
 }
 
