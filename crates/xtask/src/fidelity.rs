@@ -52,8 +52,10 @@ pub struct Args {
     /// no dilation=).
     #[arg(long, default_value = "emu:zn540,media=null")]
     device: String,
-    /// The served model's dilation: `auto` (the guest's probe time over the
-    /// host's, in this run) or a factor ≥ 1.
+    /// The served model's dilation: `auto` (the guest's CPU-bound probe
+    /// time over the host's, in this run), `kernel` (the same for the
+    /// kernel probe: system calls moving 4 KiB, what an I/O path costs
+    /// the guest) or a factor ≥ 1.
     #[arg(long, default_value = "auto", value_parser = dilation)]
     dilation: Dilation,
     /// The host's own paths beside (d), comma separated: a (always), b, c.
@@ -80,18 +82,37 @@ pub struct Args {
     smp: u32,
 }
 
-/// `--dilation`: a fixed factor, or `None` for the run's probes.
+/// `--dilation`: a fixed factor, or one of the run's probes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Dilation(Option<f64>);
+enum Dilation {
+    /// The guest's CPU-bound slowdown against the host.
+    Cpu,
+    /// The guest's kernel slowdown against the host.
+    Kernel,
+    /// This factor.
+    Fixed(f64),
+}
 
-/// `auto` or a factor of at least 1.
+impl Dilation {
+    /// The fixed factor, if one was given.
+    fn fixed(self) -> Option<f64> {
+        match self {
+            Dilation::Fixed(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// `auto`, `kernel` or a factor of at least 1.
 fn dilation(s: &str) -> Result<Dilation, String> {
-    if s == "auto" {
-        return Ok(Dilation(None));
+    match s {
+        "auto" => return Ok(Dilation::Cpu),
+        "kernel" => return Ok(Dilation::Kernel),
+        _ => {}
     }
     match s.parse::<f64>() {
-        Ok(f) if f >= 1.0 && f.is_finite() => Ok(Dilation(Some(f))),
-        _ => Err(format!("{s:?}: auto or a factor ≥ 1")),
+        Ok(f) if f >= 1.0 && f.is_finite() => Ok(Dilation::Fixed(f)),
+        _ => Err(format!("{s:?}: auto, kernel or a factor ≥ 1")),
     }
 }
 
@@ -177,8 +198,8 @@ pub fn run(a: &Args) -> Result<()> {
         .map(String::from)
         .to_vec();
     let log = dir.join("guest.log");
-    let mut w = Watch { dilation: a.dilation.0, ..Default::default() };
-    if let Some(f) = a.dilation.0 {
+    let mut w = Watch { dilation: a.dilation.fixed(), ..Default::default() };
+    if let Some(f) = a.dilation.fixed() {
         w.server = Some(serve(&zns, &a.device, f, port, a.poll_us)?);
     }
     let guest_start = Instant::now();
@@ -309,12 +330,19 @@ echo "{PROBE}$(tr -d ' \n' < /tmp/probe.json)"
 "#,
         host.guest_args()
     ));
-    match a.dilation.0 {
-        Some(f) => s.push_str(&format!("F={f}\n")),
-        None => s.push_str(
-            r#"F=$(tr -d ' \n' < /tmp/probe.json | sed -n 's/.*"suggested_dilation":\([0-9.eE+-]*\).*/\1/p' | awk '{ if ($1 + 0 < 1) print 1; else printf "%.3f", $1 }')
-"#,
-        ),
+    let field = match a.dilation {
+        Dilation::Fixed(f) => {
+            s.push_str(&format!("F={f}\n"));
+            None
+        }
+        Dilation::Cpu => Some("suggested_dilation"),
+        Dilation::Kernel => Some("kernel_slowdown"),
+    };
+    if let Some(field) = field {
+        s.push_str(&format!(
+            r#"F=$(tr -d ' \n' < /tmp/probe.json | sed -n 's/.*"{field}":\([0-9.eE+-]*\).*/\1/p' | awk '{{ if ($1 + 0 < 1) print 1; else printf "%.3f", $1 }}')
+"#
+        ));
     }
     s.push_str(&format!(
         r#"[ -n "$F" ] || {{ say "FAILED: no dilation from the probe"; fail=1; F=1; }}
@@ -349,11 +377,12 @@ mod tests {
     fn options_parse_and_check() {
         let a = p(&[]).unwrap().unwrap();
         assert_eq!(a.suite, "smoke");
-        assert_eq!(a.dilation, Dilation(None));
+        assert_eq!(a.dilation, Dilation::Cpu);
         assert_eq!(a.paths, ["a"]);
         let a = p(&["--dilation", "4", "--paths", "a,b,c", "--suite", "quick"]).unwrap().unwrap();
-        assert_eq!(a.dilation, Dilation(Some(4.0)));
+        assert_eq!(a.dilation, Dilation::Fixed(4.0));
         assert_eq!(a.paths, ["a", "b", "c"]);
+        assert_eq!(p(&["--dilation", "kernel"]).unwrap().unwrap().dilation, Dilation::Kernel);
         assert!(p(&["--dilation", "0.5"]).is_err());
         assert!(p(&["--paths", "d"]).is_err());
         assert!(p(&["--suite", "full"]).is_err());
@@ -370,6 +399,10 @@ mod tests {
         let s = init_script(&["nvme-tcp.ko".into()], 4420, &HOST, &a);
         let at = |x: &str| s.find(x).unwrap_or_else(|| panic!("{x:?} not in the script"));
         assert!(at("--probe-reference 8000000 --probe-kernel-reference 3000000") < at(DILATION));
+        assert!(at(r#"sed -n 's/.*"suggested_dilation":"#) < at(DILATION));
+        let k = p(&["--dilation", "kernel"]).unwrap().unwrap();
+        let ks = init_script(&[], 4420, &HOST, &k);
+        assert!(ks.contains(r#"sed -n 's/.*"kernel_slowdown":"#) && !ks.contains("F=1\n"), "{ks}");
         assert!(at(DILATION) < at("nvme discover -t tcp -a 10.0.2.2 -s 4420"));
         assert!(at("--suite smoke --dilation $F") < at(JSON_LINE));
         let fixed = p(&["--dilation", "3"]).unwrap().unwrap();
