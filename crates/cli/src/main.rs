@@ -111,7 +111,7 @@ enum Command {
     /// management by occupancy, interference) into results.json and an
     /// HTML report; or compare two runs; or, with `--suite compare`, a ZNS
     /// device against a conventional one and one with FDP.
-    Characterize(characterize::CharacterizeArgs),
+    Characterize(Box<characterize::CharacterizeArgs>),
     /// Benchmarks: software overhead per I/O.
     Bench {
         #[command(subcommand)]
