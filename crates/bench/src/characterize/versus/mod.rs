@@ -368,28 +368,28 @@ pub fn run(
     })
 }
 
+/// A side's writing phases.
+fn writing_phases(s: &SideResults) -> [&Phase; 7] {
+    let h = &s.hot_cold;
+    [
+        &s.fill,
+        &s.precondition,
+        &s.sustained.phase,
+        &s.reads.writes,
+        &h.fill,
+        &h.precondition,
+        &h.sustained.phase,
+    ]
+}
+
 /// Device time of a side's writing phases.
 pub(crate) fn side_device_ns(s: &SideResults) -> u64 {
-    let h = &s.hot_cold;
-    s.fill.device_ns
-        + s.precondition.device_ns
-        + s.sustained.phase.device_ns
-        + s.reads.writes.device_ns
-        + h.fill.device_ns
-        + h.precondition.device_ns
-        + h.sustained.phase.device_ns
+    writing_phases(s).iter().map(|p| p.device_ns).sum()
 }
 
 /// Wall time of a side's writing phases.
 pub(crate) fn side_wall_ns(s: &SideResults) -> u64 {
-    let h = &s.hot_cold;
-    s.fill.wall_ns
-        + s.precondition.wall_ns
-        + s.sustained.phase.wall_ns
-        + s.reads.writes.wall_ns
-        + h.fill.wall_ns
-        + h.precondition.wall_ns
-        + h.sustained.phase.wall_ns
+    writing_phases(s).iter().map(|p| p.wall_ns).sum()
 }
 
 /// Phases of one side in the progress list.
