@@ -169,12 +169,13 @@ pub(crate) fn ring(ctx: &mut IoContext) {
     }
 }
 
-/// Delivers every completed command in flight to `f` (counted in the
-/// controller's statistics first), which keeps its buffer or hands it
+/// Delivers up to `max` completed commands in flight to `f` (counted in
+/// the controller's statistics first), which keeps its buffer or hands it
 /// back for the next command; returns how many. Never blocks.
 pub(crate) fn complete(
     ctx: &mut IoContext,
     ctrl: &Controller,
+    max: usize,
     f: &mut dyn FnMut(Finished) -> Option<IoBuffer>,
 ) -> usize {
     if ctx.inflight.len() == 0 {
@@ -186,7 +187,10 @@ pub(crate) fn complete(
     for (index, lane) in lanes.iter_mut().enumerate() {
         let Some(lane) = lane.as_mut().filter(|l| l.queue.outstanding() > 0) else { continue };
         let spare = &mut lane.spare;
-        lane.queue.poll(usize::MAX, &mut |c: Completion| {
+        if n >= max {
+            break;
+        }
+        lane.queue.poll(max - n, &mut |c: Completion| {
             let tag = c.tag as usize;
             let Some(slot) = inflight.slots.get_mut(tag).and_then(|s| s.take()) else {
                 // Not a command in flight: a queue's lone commands never

@@ -238,6 +238,9 @@ impl Connection {
                 continue;
             }
             if self.finish_inflight()? > 0 {
+                if self.out.ripe() {
+                    self.flush()?;
+                }
                 continue;
             }
             self.deliver_events()?;

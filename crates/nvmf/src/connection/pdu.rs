@@ -56,6 +56,19 @@ pub(super) struct Held {
     buffer: IoBuffer,
 }
 
+/// Completions taken from the device per look, at most: with
+/// [`SEND_AT`], a queue's worth of reads completing together leaves in
+/// pieces rather than in one send.
+pub(super) const COMPLETIONS_PER_LOOK: usize = 16;
+
+/// Read data waiting in the output at which it is sent before more
+/// completions are taken. A host that gets a whole queue's data in one
+/// send answers with a whole queue of commands, and the two ends take
+/// turns; in pieces, the host works on the first while the rest is sent.
+/// On loopback at queue depth 32 this halves the target's CPU per 4 KiB
+/// read and doubles the rate (docs/nvmf.md).
+pub(super) const SEND_AT: usize = 64 * 1024;
+
 /// Slices one `writev` hands the socket at most.
 const MAX_SLICES: usize = 2 * inflight::DEPTH + 8;
 
@@ -67,6 +80,11 @@ impl Output {
 
     pub(super) fn is_empty(&self) -> bool {
         self.waiting() == 0
+    }
+
+    /// Enough read data waits to go out now ([`SEND_AT`]).
+    pub(super) fn ripe(&self) -> bool {
+        self.held_bytes >= SEND_AT
     }
 
     /// Enough waits that no more commands run until the host takes it.
@@ -347,7 +365,7 @@ impl Connection {
         let Some(q) = self.queue.as_mut() else { return Ok(0) };
         let (out, digests, qid, sqhd) = (&mut self.out, self.digests, q.qid, q.sqhd);
         let mut failed = None;
-        let n = inflight::complete(&mut q.io, &q.ctrl, &mut |f: Finished| {
+        let n = inflight::complete(&mut q.io, &q.ctrl, COMPLETIONS_PER_LOOK, &mut |f: Finished| {
             if failed.is_some() {
                 return f.buffer;
             }
@@ -594,6 +612,20 @@ mod tests {
             assert_eq!(sock.got, want, "step {step}");
             assert_eq!(back, vec![0, 1], "step {step}");
         }
+    }
+
+    #[test]
+    fn read_data_is_ripe_for_a_send_at_64_kib() {
+        let mut o = Output::default();
+        for i in 0..16 {
+            assert!(!o.ripe(), "{i} reads");
+            o.buf.extend_from_slice(b"header");
+            o.hold(0, buffer(0xD4, 4096), 4096);
+        }
+        assert!(o.ripe(), "16 reads of 4 KiB");
+        o.send(&mut Trickle { got: Vec::new(), room: usize::MAX, calls: 0 }, &mut |_, _| {})
+            .unwrap();
+        assert!(!o.ripe() && o.is_empty());
     }
 
     #[test]
