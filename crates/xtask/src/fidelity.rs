@@ -37,6 +37,8 @@ const MODULES: &[&str] =
 const PROBE: &str = "FIDELITY-PROBE ";
 const DILATION: &str = "FIDELITY-DILATION ";
 const JSON_LINE: &str = "FIDELITY-JSON|";
+/// The here-document's end marker of the grid in the guest's script.
+const GRID_END: &str = "ZNS_GRID_END";
 
 /// Path (d) of the fidelity table: the characterization suite from inside
 /// a QEMU guest through the kernel's nvme-tcp to `zns serve`, set beside
@@ -80,6 +82,15 @@ pub struct Args {
     /// The guest's CPUs.
     #[arg(long, default_value_t = 2)]
     smp: u32,
+    /// Run only these experiments, on every path (`zns characterize
+    /// --only`; comma separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// A custom grid over the suite's points, on every path (`zns
+    /// characterize --grid`): TOML text, e.g. $'read_ops = 2000\nsamples = 4'.
+    /// Under software emulation the quick suite's own counts take hours.
+    #[arg(long)]
+    grid: Option<String>,
 }
 
 /// `--dilation`: a fixed factor, or one of the run's probes.
@@ -129,6 +140,16 @@ impl Args {
     fn check(&self) -> Result<()> {
         if let Some(p) = self.paths.iter().find(|p| !matches!(p.as_str(), "a" | "b" | "c")) {
             return Err(Error::new(format!("--paths: unknown path {p:?} (a, b, c)")));
+        }
+        if let Some(o) =
+            self.only.iter().find(|o| !o.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            return Err(Error::new(format!("--only: {o:?} is no experiment name")));
+        }
+        if self.grid.as_deref().is_some_and(|g| g.lines().any(|l| l.trim() == GRID_END)) {
+            return Err(Error::new(format!(
+                "--grid: a line {GRID_END:?} would end the guest's copy"
+            )));
         }
         if !self.device.starts_with("emu:")
             || self.device.contains("clock=")
@@ -313,6 +334,14 @@ fn host_table(zns: &Path, a: &Args, guest: &Path, out: &Path) -> Result<()> {
         .arg(guest)
         .arg("--out")
         .arg(out);
+    if !a.only.is_empty() {
+        cmd.args(["--only", &a.only.join(",")]);
+    }
+    if let Some(g) = &a.grid {
+        let path = out.join("grid.toml");
+        fs::write(&path, g).map_err(|e| Error::io(&path, e))?;
+        cmd.arg("--grid").arg(&path);
+    }
     crate::run_checked(&mut cmd, "zns characterize --fidelity")
 }
 
@@ -352,9 +381,17 @@ while [ $i -lt 120 ] && ! nvme discover -t tcp -a 10.0.2.2 -s {port} >/dev/null 
 "#
     ));
     s.push_str(&connect_lines(port, NQN, 1));
+    let mut extra = String::new();
+    if !a.only.is_empty() {
+        extra.push_str(&format!(" --only {}", a.only.join(",")));
+    }
+    if let Some(g) = &a.grid {
+        s.push_str(&format!("cat > /tmp/grid.toml <<'{GRID_END}'\n{g}\n{GRID_END}\n"));
+        extra.push_str(" --grid /tmp/grid.toml");
+    }
     s.push_str(&format!(
         r#"G=/dev/ng$(suffix_of 1)
-run characterize /bin/zns characterize --device "ng:$G" --suite {suite} --dilation $F --force --out /tmp/d
+run characterize /bin/zns characterize --device "ng:$G" --suite {suite} --dilation $F --force --out /tmp/d{extra}
 [ -s /tmp/d/results.json ] || {{ say "no results.json"; fail=1; }}
 sed 's/^/{JSON_LINE}/' /tmp/d/results.json
 run disconnect nvme disconnect -n {NQN}
@@ -407,6 +444,16 @@ mod tests {
         assert!(at("--suite smoke --dilation $F") < at(JSON_LINE));
         let fixed = p(&["--dilation", "3"]).unwrap().unwrap();
         assert!(init_script(&[], 4420, &HOST, &fixed).contains("F=3\n"));
+        let g =
+            p(&["--only", "qd1,reads", "--grid", "read_ops = 20\nsamples = 2"]).unwrap().unwrap();
+        let gs = init_script(&[], 4420, &HOST, &g);
+        let at = |x: &str| gs.find(x).unwrap_or_else(|| panic!("{x:?} not in the script"));
+        assert!(
+            at("read_ops = 20\nsamples = 2\nZNS_GRID_END")
+                < at("--only qd1,reads --grid /tmp/grid.toml")
+        );
+        assert!(p(&["--only", "qd1;reboot"]).is_err());
+        assert!(p(&["--grid", "a = 1\nZNS_GRID_END\nreboot"]).is_err());
     }
 
     #[test]
