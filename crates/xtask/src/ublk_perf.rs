@@ -5,7 +5,11 @@
 //! and has no timing model (`emu:small,media=null,timing=off`), so what is
 //! measured is the path, not a medium.
 //!
-//! - `null_blk`: the kernel's null block device, the floor (no server).
+//! - `null_blk`: the kernel's null block device, the floor (no server);
+//!   measured first, and again at queue depth 32 right after each ublk
+//!   path, so that a ublk path's ratio to the floor compares runs a few
+//!   seconds apart (the emulated guest's speed drifts with the host's
+//!   load); the table shows the floor's medians.
 //! - `ublk-zoned-pinned` and `ublk-ftl-pinned`: the same with
 //!   `--pin-queues`, each queue's thread kept on its queue's CPUs
 //!   (libublk's placement, the server's before it let them run anywhere).
@@ -53,6 +57,9 @@ const NQN: &str = "nqn.2026-11.io.znskit:target";
 /// another NQN).
 const HOST_ID: &str = "3f6a1c2e-7b54-4d0e-9a61-5c2d8e4b7f10";
 
+/// The floor's path name.
+const FLOOR: &str = "null_blk";
+
 /// The paths, in the order the table lists them: (name, what it is).
 pub const PATHS: &[(&str, &str)] = &[
     ("null_blk", "the kernel's null_blk (no server): the floor"),
@@ -88,6 +95,10 @@ pub struct Row {
     pub qd32_iops: f64,
     /// Median latency at queue depth 32, microseconds.
     pub qd32_p50_us: f64,
+    /// null_blk's IOPS at queue depth 32 in the runs beside this path's
+    /// ([`floor_beside`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_beside_qd32_iops: Option<f64>,
 }
 
 /// One fio run's figures: (IOPS, median latency in microseconds).
@@ -125,22 +136,54 @@ fn parse_fio(json: &str) -> Option<Sample> {
     Some(Sample { iops, p50_us: p50 / 1000.0 })
 }
 
-/// The rows of the paths measured at both depths, in [`PATHS`] order.
+/// The rows of the paths measured at both depths, in [`PATHS`] order; a
+/// path measured more than once at a depth (null_blk, between the others)
+/// shows its medians.
 pub fn rows(samples: &[(String, u32, Sample)]) -> Vec<Row> {
-    let find = |p: &str, qd: u32| samples.iter().find(|(q, d, _)| q == p && *d == qd).map(|s| s.2);
+    let median = |p: &str, qd: u32, f: fn(&Sample) -> f64| {
+        let mut v: Vec<f64> =
+            samples.iter().filter(|(q, d, _)| q == p && *d == qd).map(|s| f(&s.2)).collect();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        }
+    };
+    let iops: fn(&Sample) -> f64 = |s| s.iops;
+    let p50: fn(&Sample) -> f64 = |s| s.p50_us;
     PATHS
         .iter()
         .filter_map(|(p, _)| {
-            let (one, many) = (find(p, 1)?, find(p, 32)?);
             Some(Row {
                 path: p.to_string(),
-                qd1_p50_us: round1(one.p50_us),
-                qd1_iops: one.iops.round(),
-                qd32_iops: many.iops.round(),
-                qd32_p50_us: round1(many.p50_us),
+                qd1_p50_us: round1(median(p, 1, p50)?),
+                qd1_iops: median(p, 1, iops)?.round(),
+                qd32_iops: median(p, 32, iops)?.round(),
+                qd32_p50_us: round1(median(p, 32, p50)?),
+                floor_beside_qd32_iops: floor_beside(samples, p).map(f64::round),
             })
         })
         .collect()
+}
+
+/// null_blk's IOPS at queue depth 32 measured right beside `path`'s: the
+/// mean of the floor's runs just before and just after it (the guest's
+/// speed drifts with the host's load, so a ratio to the floor compares
+/// runs minutes apart only at a cost). `None` for null_blk itself or
+/// with no floor run beside.
+pub fn floor_beside(samples: &[(String, u32, Sample)], path: &str) -> Option<f64> {
+    if path == FLOOR {
+        return None;
+    }
+    let floor = |s: &&(String, u32, Sample)| s.0 == FLOOR && s.1 == 32;
+    let at = samples.iter().position(|(p, qd, _)| p == path && *qd == 32)?;
+    let before = samples[..at].iter().rev().find(floor).map(|s| s.2.iops);
+    let after = samples[at + 1..].iter().find(floor).map(|s| s.2.iops);
+    match (before, after) {
+        (Some(a), Some(b)) => Some((a + b) / 2.0),
+        (a, b) => a.or(b),
+    }
 }
 
 fn round1(x: f64) -> f64 {
@@ -149,10 +192,15 @@ fn round1(x: f64) -> f64 {
 
 /// The goals at queue depth 32, each with whether it is met:
 /// ublk at least twice NBD's IOPS, ahead of nvme-tcp, within 2x of
-/// null_blk.
+/// null_blk (the floor's runs beside the path's, [`floor_beside`], where
+/// there are some; its median otherwise).
 pub fn goals(rows: &[Row]) -> Vec<(String, Option<bool>)> {
-    let iops = |p: &str| rows.iter().find(|r| r.path == p).map(|r| r.qd32_iops);
-    let ratio = |a: &str, b: &str| Some(iops(a)? / iops(b)?);
+    let row = |p: &str| rows.iter().find(|r| r.path == p);
+    let iops = |p: &str| row(p).map(|r| r.qd32_iops);
+    let ratio = |a: &str, b: &str| {
+        let beside = if b == FLOOR { row(a)?.floor_beside_qd32_iops } else { None };
+        Some(iops(a)? / beside.or(iops(b))?)
+    };
     let say = |what: String, r: Option<f64>, ok: fn(f64) -> bool| {
         let shown = r.map_or("not measured".into(), |r| format!("{r:.2}x"));
         (format!("{what}: {shown}"), r.map(ok))
@@ -208,13 +256,14 @@ struct Goal {
 pub fn report(samples: &[(String, u32, Sample)], root: &Path, smp: u32) -> Result<()> {
     let rows = rows(samples);
     println!(
-        "ublk perf: {:<16} {:>12} {:>10} {:>11} {:>12}",
-        "path", "QD1 p50 us", "QD1 IOPS", "QD32 IOPS", "QD32 p50 us"
+        "ublk perf: {:<18} {:>12} {:>10} {:>11} {:>12} {:>14}",
+        "path", "QD1 p50 us", "QD1 IOPS", "QD32 IOPS", "QD32 p50 us", "null_blk beside"
     );
     for r in &rows {
+        let beside = r.floor_beside_qd32_iops.map_or("-".into(), |f| format!("{f:.0}"));
         println!(
-            "ublk perf: {:<16} {:>12.1} {:>10.0} {:>11.0} {:>12.1}",
-            r.path, r.qd1_p50_us, r.qd1_iops, r.qd32_iops, r.qd32_p50_us
+            "ublk perf: {:<18} {:>12.1} {:>10.0} {:>11.0} {:>12.1} {:>14}",
+            r.path, r.qd1_p50_us, r.qd1_iops, r.qd32_iops, r.qd32_p50_us, beside
         );
     }
     let goals: Vec<Goal> = goals(&rows).into_iter().map(|(goal, met)| Goal { goal, met }).collect();
@@ -269,7 +318,7 @@ pub fn lines(dd: &str) -> String {
 ip link set lo up
 PU="{DEVICE}"
 perf_fio() {{
-    for qd in 1 32; do
+    for qd in ${{3:-1 32}}; do
         fio --name=perf --filename=$2 --direct=1 --rw=randread --bs=4k --ioengine=io_uring --iodepth=$qd --size={region}m --time_based --runtime={secs} --ramp_time=1 --lat_percentiles=1 --randrepeat=0 --output-format=json --output=/tmp/perf.json > /tmp/perf.err 2>&1
         rc=$?
         if [ $rc -ne 0 ]; then
@@ -279,6 +328,8 @@ perf_fio() {{
         fi
     done
 }}
+# The floor again at QD 32, beside the path just measured.
+perf_floor() {{ if [ -b /dev/nullb0 ]; then perf_fio null_blk /dev/nullb0 32; fi; }}
 perf_fill() {{ run perf-fill-$1 {dd} if=/dev/zero of=$2 bs=1M count={region} oflag=direct status=none; }}
 wait_listening() {{
     i=0
@@ -288,20 +339,24 @@ wait_listening() {{
 if [ -b /dev/nullb0 ]; then perf_fio null_blk /dev/nullb0; else fail=1; echo "FAIL perf-null_blk: no /dev/nullb0"; fi
 if start_server perf-ublk-zoned /tmp/pz.out /bin/zns --device $PU ublk --queues 2 --depth 64; then
     perf_fio ublk-zoned $D
+    perf_floor
     stop_server perf-ublk-zoned-stop /tmp/pz.out
 fi
 if start_server perf-ublk-zoned-pinned /tmp/pzp.out /bin/zns --device $PU ublk --queues 2 --depth 64 --pin-queues; then
     perf_fio ublk-zoned-pinned $D
+    perf_floor
     stop_server perf-ublk-zoned-pinned-stop /tmp/pzp.out
 fi
 if start_server perf-ublk-ftl /tmp/pf.out /bin/zns --device $PU ftl ublk --queues 2 --depth 64; then
     perf_fill ublk-ftl $D
     perf_fio ublk-ftl $D
+    perf_floor
     stop_server perf-ublk-ftl-stop /tmp/pf.out
 fi
 if start_server perf-ublk-ftl-pinned /tmp/pfp.out /bin/zns --device $PU ftl ublk --queues 2 --depth 64 --pin-queues; then
     perf_fill ublk-ftl-pinned $D
     perf_fio ublk-ftl-pinned $D
+    perf_floor
     stop_server perf-ublk-ftl-pinned-stop /tmp/pfp.out
 fi
 # NBD: the FTL through the kernel's NBD client.
@@ -375,12 +430,49 @@ mod tests {
     }
 
     #[test]
+    fn the_floor_beside_a_path_is_the_runs_around_it() {
+        let sample = |iops| Sample { iops, p50_us: 10.0 };
+        let s = |p: &str, qd, iops| (p.to_string(), qd, sample(iops));
+        let samples = vec![
+            s("null_blk", 1, 100.0),
+            s("null_blk", 32, 9000.0),
+            s("ublk-zoned", 1, 50.0),
+            s("ublk-zoned", 32, 4000.0),
+            s("null_blk", 32, 7000.0),
+            s("ublk-ftl", 1, 50.0),
+            s("ublk-ftl", 32, 2000.0),
+            s("null_blk", 32, 3000.0),
+            s("nbd-ftl", 1, 10.0),
+            s("nbd-ftl", 32, 500.0),
+        ];
+        assert_eq!(floor_beside(&samples, "ublk-zoned"), Some(8000.0));
+        assert_eq!(floor_beside(&samples, "ublk-ftl"), Some(5000.0));
+        assert_eq!(floor_beside(&samples, "nbd-ftl"), Some(3000.0));
+        assert_eq!(floor_beside(&samples, "null_blk"), None);
+        assert_eq!(floor_beside(&samples, "nvme-tcp-ftl"), None);
+        let r = rows(&samples);
+        let floor = r.iter().find(|r| r.path == "null_blk").unwrap();
+        assert_eq!(floor.qd32_iops, 7000.0, "the median of the floor's runs");
+        let g = goals(&r);
+        assert_eq!(
+            g[3],
+            ("ublk-zoned / null_blk IOPS at QD 32 (goal >= 0.5): 0.50x".into(), Some(true))
+        );
+        assert_eq!(
+            g[4],
+            ("ublk-ftl / null_blk IOPS at QD 32 (goal >= 0.5): 0.40x".into(), Some(false))
+        );
+    }
+
+    #[test]
     fn the_script_measures_every_path() {
         let s = lines("/usr/bin/dd");
         for (p, _) in PATHS {
             assert!(s.contains(&format!("perf_fio {p} ")), "{p}");
         }
-        assert!(s.contains("--iodepth=$qd") && s.contains("for qd in 1 32"));
+        assert!(s.contains("--iodepth=$qd") && s.contains("for qd in ${3:-1 32}"));
+        let floor = s.matches("\n    perf_floor\n").count();
+        assert_eq!(floor, 4, "the floor beside every ublk path");
         assert!(s.contains("nbd-client 127.0.0.1 10809 /dev/nbd0 -N ftl"));
         assert!(s.contains("--device $PU serve --ftl $PU --listen"));
         assert!(s.contains("/usr/bin/dd if=/dev/zero of=$2 bs=1M count=64 oflag=direct"));
