@@ -385,7 +385,7 @@ fn discovery_log(l: &Listener, hostnqn: &str) -> Vec<u8> {
         trtype: fabrics::TRTYPE_TCP,
         adrfam: if l.addr.is_ipv4() { fabrics::ADRFAM_IPV4 } else { fabrics::ADRFAM_IPV6 },
         subtype: fabrics::SUBTYPE_NVM,
-        treq: fabrics::TREQ_SECURE_NOT_REQUIRED,
+        treq: fabrics::TREQ_SECURE_NOT_REQUIRED | fabrics::TREQ_DISABLE_SQ_FLOW_CONTROL,
         portid: 1,
         cntlid: 0xFFFF,
         asqsz: 32,

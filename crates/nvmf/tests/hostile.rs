@@ -404,6 +404,49 @@ fn an_h2c_data_digest_error_fails_its_command_only() {
     assert_eq!(t.stop().transport_errors, 0);
 }
 
+/// A target that answers the ICReq, reads the Connect and then sends
+/// `pdu`.
+fn target_answering_with(pdu: Vec<u8>) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let j = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut req = [0u8; tcp::IC_PDU_SIZE];
+        s.read_exact(&mut req).unwrap();
+        let resp = IcResp { pfv: 0, cpda: 0, digests: Digests::default(), maxh2cdata: 131072 };
+        s.write_all(&resp.to_bytes()).unwrap();
+        let mut connect = [0u8; 72 + 1024];
+        s.read_exact(&mut connect).unwrap();
+        s.write_all(&pdu).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    });
+    (addr, j)
+}
+
+#[test]
+fn the_initiator_refuses_a_success_flag_it_did_not_ask_for() {
+    // SUCCESS on a queue that keeps SQ flow control, then SUCCESS
+    // without LAST_PDU on one that gave it up: both break the transport.
+    for (flags, flow_control) in
+        [(FLAG_DATA_LAST | tcp::FLAG_DATA_SUCCESS, true), (tcp::FLAG_DATA_SUCCESS, false)]
+    {
+        let mut pdu =
+            CommonHeader::new(PduType::C2hData, Digests::default(), 16, flags).to_bytes().to_vec();
+        pdu.extend_from_slice(&DataHeader { cccid: 0, ttag: 0, datao: 0, datal: 16 }.to_bytes());
+        pdu.extend_from_slice(&[0u8; 16]);
+        let (addr, j) = target_answering_with(pdu);
+        let mut qp = zns_driver::tcp::TcpQueuePair::connect(addr, Digests::default()).unwrap();
+        qp.set_sq_flow_control(flow_control);
+        let e = qp.fabric_connect(0, 32, 0xFFFF, NQN, HOSTNQN).unwrap_err();
+        assert!(
+            matches!(e, zns_driver::tcp::TcpError::Pdu(PduError::Field { .. })),
+            "flags {flags:#x}: {e}"
+        );
+        drop(qp);
+        j.join().unwrap();
+    }
+}
+
 /// A target that answers the ICReq, reads the Connect and then claims a
 /// C2HData PDU of nearly 4 GiB.
 fn hostile_target_for_the_initiator() -> (SocketAddr, std::thread::JoinHandle<()>) {

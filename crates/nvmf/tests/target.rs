@@ -134,6 +134,39 @@ fn io_round_trip(digests: Digests) {
 }
 
 #[test]
+fn without_sq_flow_control_a_read_ends_with_its_data() {
+    let t = target("emu:small");
+    let addr = t.local_addr();
+    let (_admin, cntlid) = admin(addr, Digests::default());
+    let mut q = Host::connect(addr, Digests::default());
+    let c = q.fabric_connect_with(1, cntlid, NQN, 0, fabrics::CATTR_DISABLE_SQ_FLOW_CONTROL);
+    assert!(c.status().is_success(), "{:?}", c.status());
+    assert_eq!(c.sq_head, fabrics::SQHD_NOT_REPORTED, "no SQ head once flow control is off");
+    let bs = zns_device::open("emu:small").unwrap().info().block_size as usize;
+    let data = pattern(4 * bs, 9);
+    let (c, _) = q.cmd(ReadWrite::new(1, 0, 4).write().unwrap(), Dir::Out(&data));
+    assert!(c.status().is_success() && c.sq_head == fabrics::SQHD_NOT_REPORTED, "{c:?}");
+    for round in 0..3 {
+        let (c, back) = q.cmd(ReadWrite::new(1, 0, 4).read().unwrap(), Dir::In(4 * bs));
+        assert!(c.status().is_success(), "{:?}", c.status());
+        assert_eq!(back, data);
+        assert_eq!(q.data_completions, round + 1, "the read ended with its C2HData PDU");
+    }
+    // A failed read still gets its response capsule, and no stray
+    // response of an earlier read is left in the stream.
+    let (c, _) = q.cmd(ReadWrite::new(1, 1 << 40, 1).read().unwrap(), Dir::In(bs));
+    assert!(c.status().is(StatusCode::LbaOutOfRange), "{:?}", c.status());
+    assert_eq!(q.data_completions, 3);
+    // A queue that keeps flow control gets responses, with its SQ head.
+    let mut plain = io_queue(addr, cntlid, 2, Digests::default());
+    let (c, back) = plain.cmd(ReadWrite::new(1, 0, 4).read().unwrap(), Dir::In(4 * bs));
+    assert!(c.status().is_success() && c.sq_head != fabrics::SQHD_NOT_REPORTED, "{c:?}");
+    assert_eq!((back, plain.data_completions), (data, 0));
+    drop((q, plain));
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
+#[test]
 fn compare_and_verify_read_the_blocks_of_zoned_and_block_namespaces() {
     let (t, _dev) = zoned_and_ftl();
     let addr = t.local_addr();

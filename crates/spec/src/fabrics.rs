@@ -323,6 +323,16 @@ pub const SUBTYPE_NVM: u8 = 2;
 pub const SUBTYPE_CURRENT_DISCOVERY: u8 = 3;
 /// TREQ: secure channel not required (bits 1:0 = 10b).
 pub const TREQ_SECURE_NOT_REQUIRED: u8 = 0b10;
+/// TREQ bit 2: the controller can disable SQ flow control (a host may set
+/// [`CATTR_DISABLE_SQ_FLOW_CONTROL`] in its Connect).
+pub const TREQ_DISABLE_SQ_FLOW_CONTROL: u8 = 1 << 2;
+/// Connect CATTR bit 2: disable SQ flow control on the queue. The host
+/// then never waits for SQHD; the controller reports no SQ head (FFFFh)
+/// and, over TCP, may complete a read with its last C2HData PDU (SUCCESS
+/// flag) instead of a response capsule.
+pub const CATTR_DISABLE_SQ_FLOW_CONTROL: u8 = 1 << 2;
+/// SQHD of a completion on a queue with SQ flow control disabled.
+pub const SQHD_NOT_REPORTED: u16 = 0xFFFF;
 
 /// One 1024-byte Discovery log page entry: TRTYPE (0), ADRFAM (1),
 /// SUBTYPE (2), TREQ (3), PORTID (5:4), CNTLID (7:6), ASQSZ (9:8), EFLAGS

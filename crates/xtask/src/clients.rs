@@ -864,6 +864,11 @@ echo {HOSTID} > /etc/nvme/hostid
 /// `suffix_of NSID` (the `0nX` suffix the kernel gave namespace NSID: it
 /// numbers them in discovery order) and `$T` (the transport arguments).
 pub(crate) fn connect_lines(port: u16, nqn: &str, namespaces: u32) -> String {
+    connect_lines_with(port, nqn, namespaces, "")
+}
+
+/// [`connect_lines`] with more arguments for `nvme connect` (`extra`).
+pub(crate) fn connect_lines_with(port: u16, nqn: &str, namespaces: u32, extra: &str) -> String {
     let waits: Vec<String> =
         (1..=namespaces).map(|n| format!("[ ! -e /sys/block/nvme0n{n}/queue/zoned ]")).collect();
     let waits = waits.join(" || ");
@@ -871,7 +876,7 @@ pub(crate) fn connect_lines(port: u16, nqn: &str, namespaces: u32) -> String {
         r#"# NVMe/TCP: the kernel's host on znskit's target.
 T="-t tcp -a 10.0.2.2 -s {port}"
 expect nvme-discover "{nqn}" nvme discover $T
-run nvme-connect nvme connect $T -n {nqn} --hostnqn {HOSTNQN} --hostid {HOSTID}
+run nvme-connect nvme connect $T -n {nqn} --hostnqn {HOSTNQN} --hostid {HOSTID}{extra}
 i=0
 while [ $i -lt 100 ] && {{ {waits}; }}; do sleep 0.1; i=$((i + 1)); done
 suffix_of() {{
@@ -1029,7 +1034,10 @@ pub fn init_script(modules: &[String], nvmf_port: u16, mke2fs: &Path, plan: &Gue
         plan.base,
     );
     if plan.base || plan.zbd.is_some() || plan.zonefs {
-        s.push_str(&connect_lines(nvmf_port, NQN, 4));
+        // The kernel's host without SQ flow control: the target then ends
+        // each successful read with its data (C2HData SUCCESS), and
+        // everything below runs over that.
+        s.push_str(&connect_lines_with(nvmf_port, NQN, 4, " --disable-sqflow"));
         s.push_str(&namespace_lines());
         if plan.base {
             s.push_str(&nvme_lines(&mke2fs));
@@ -1103,6 +1111,7 @@ mod tests {
         assert!(s.contains("T=\"-t tcp -a 10.0.2.2 -s 4420\""));
         let connect = s.find("nvme connect $T").unwrap();
         assert!(connect < s.find("fio-zoned").unwrap());
+        assert!(s.contains(&format!("--hostid {HOSTID} --disable-sqflow\n")));
         // ext4 on the target's FTL namespace and fio's zbd tests while
         // connected, then ext4 on the NBD disk after the disconnect.
         let disconnect = s.find("nvme disconnect").unwrap();

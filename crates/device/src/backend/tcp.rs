@@ -570,10 +570,12 @@ impl TcpQueue {
     /// the lone command's completion when it arrives.
     fn pump(&mut self, lone: &mut Option<Lone<'_>>) -> std::result::Result<Option<u64>, TcpError> {
         let mut r2t = None;
-        let mut lone_done = None;
-        match self.qp.next_event()? {
-            Event::R2t { cid, ttag, offset, len } => r2t = Some((cid, ttag, offset, len)),
-            Event::Data { cid, offset, bytes } => {
+        let completion = match self.qp.next_event()? {
+            Event::R2t { cid, ttag, offset, len } => {
+                r2t = Some((cid, ttag, offset, len));
+                None
+            }
+            Event::Data { cid, offset, bytes, success } => {
                 let dest: &mut [u8] = match lone.as_mut() {
                     Some(l) if l.cid == cid => l.inp.as_deref_mut().unwrap_or(&mut []),
                     _ => match self.slots.get_mut(cid as usize).and_then(|s| s.as_mut()) {
@@ -590,41 +592,12 @@ impl TcpQueue {
                     }));
                 }
                 dest[offset as usize..end].copy_from_slice(bytes);
+                // SUCCESS: the data PDU stands for the response capsule.
+                success.then(|| zns_driver::tcp::data_completion(self.qp.qid(), cid))
             }
-            Event::Completion(c) => {
-                let cid = c.cid;
-                let result = if c.status().is_success() {
-                    Ok(c.result_u64())
-                } else {
-                    Err(c.status_field().0)
-                };
-                match lone.as_ref() {
-                    Some(l) if l.cid == cid => {
-                        lone_done = Some(match result {
-                            Ok(v) => Ok(v),
-                            Err(field) => Err(field),
-                        });
-                    }
-                    _ => {
-                        if let Some(slot) = self.slots.get_mut(cid as usize).and_then(|s| s.take())
-                        {
-                            self.free.push(cid);
-                            let result = match result {
-                                Ok(v) if slot.op == OpKind::Append => Ok(v),
-                                Ok(_) => Ok(0),
-                                Err(field) => Err(status_error(slot.op, slot.lba, field)),
-                            };
-                            self.deferred.push_back(Completion {
-                                tag: slot.tag,
-                                op: slot.op,
-                                result,
-                                buffer: slot.buffer,
-                            });
-                        }
-                    }
-                }
-            }
-        }
+            Event::Completion(c) => Some(c),
+        };
+        let lone_done = completion.and_then(|c| self.complete(c, lone.as_ref()));
         if let Some((cid, ttag, offset, len)) = r2t {
             let src: &[u8] = match lone.as_ref() {
                 Some(l) if l.cid == cid => l.out.unwrap_or(&[]),
@@ -655,6 +628,36 @@ impl TcpQueue {
             None => Ok(None),
         }
     }
+
+    /// Completes the command `c` answers: the lone command's result
+    /// (returned), or an outstanding one's, queued for `poll`.
+    fn complete(
+        &mut self,
+        c: zns_spec::CompletionEntry,
+        lone: Option<&Lone<'_>>,
+    ) -> Option<std::result::Result<u64, u16>> {
+        let cid = c.cid;
+        let result =
+            if c.status().is_success() { Ok(c.result_u64()) } else { Err(c.status_field().0) };
+        if lone.is_some_and(|l| l.cid == cid) {
+            return Some(result);
+        }
+        if let Some(slot) = self.slots.get_mut(cid as usize).and_then(|s| s.take()) {
+            self.free.push(cid);
+            let result = match result {
+                Ok(v) if slot.op == OpKind::Append => Ok(v),
+                Ok(_) => Ok(0),
+                Err(field) => Err(status_error(slot.op, slot.lba, field)),
+            };
+            self.deferred.push_back(Completion {
+                tag: slot.tag,
+                op: slot.op,
+                result,
+                buffer: slot.buffer,
+            });
+        }
+        None
+    }
 }
 
 /// Fabrics Connect of queue `qid` as the URI's host, then DH-HMAC-CHAP
@@ -667,7 +670,19 @@ fn connect_queue(
     cntlid: u16,
 ) -> std::result::Result<u16, TcpError> {
     let hostnqn = uri.hostnqn.as_deref().unwrap_or(HOST_NQN);
-    let id = qp.fabric_connect(qid, entries, cntlid, &uri.nqn, hostnqn)?;
+    // Without SQ flow control a read ends with its data (one PDU fewer);
+    // a target that refuses the attribute is asked again without it.
+    qp.set_sq_flow_control(false);
+    let id = match qp.fabric_connect(qid, entries, cntlid, &uri.nqn, hostnqn) {
+        Err(TcpError::Command { status, .. })
+            if status == zns_spec::fabrics::connect_status::INVALID_PARAMETERS =>
+        {
+            tracing::debug!(qid, "the target refused SQ flow control off; connecting with it on");
+            qp.set_sq_flow_control(true);
+            qp.fabric_connect(qid, entries, cntlid, &uri.nqn, hostnqn)?
+        }
+        r => r?,
+    };
     if !qp.auth_required() {
         return Ok(id);
     }

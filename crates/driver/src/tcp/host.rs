@@ -10,6 +10,7 @@ use zns_spec::fabrics::{ConnectCommand, ConnectData, PropertyGet, PropertySet};
 use zns_spec::sgl::SglDescriptor;
 use zns_spec::tcp::{
     self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, R2t, TermReq, FLAG_DATA_LAST,
+    FLAG_DATA_SUCCESS,
 };
 use zns_spec::{CompletionEntry, SubmissionEntry};
 
@@ -56,6 +57,10 @@ pub enum Event<'a> {
         offset: u32,
         /// The bytes.
         bytes: &'a [u8],
+        /// The PDU completes the command successfully (SUCCESS flag): no
+        /// response capsule follows. Only on a queue with SQ flow control
+        /// disabled ([`TcpQueuePair::set_sq_flow_control`]).
+        success: bool,
     },
     /// A completion.
     Completion(CompletionEntry),
@@ -77,6 +82,8 @@ pub struct TcpQueuePair {
     poll: Duration,
     /// The Connect's response asked for authentication.
     auth_required: bool,
+    /// The Connect asks for SQ flow control disabled.
+    no_sq_flow_control: bool,
 }
 
 impl TcpQueuePair {
@@ -95,6 +102,7 @@ impl TcpQueuePair {
             qid: 0,
             poll: Duration::ZERO,
             auth_required: false,
+            no_sq_flow_control: false,
         };
         let req = IcReq { pfv: 0, hpda: 0, digests, maxr2t: 0 };
         q.w.write_all(&req.to_bytes())?;
@@ -129,6 +137,15 @@ impl TcpQueuePair {
         self.reader.max_data = bytes;
     }
 
+    /// `false`: the Connect that follows asks for SQ flow control
+    /// disabled (CATTR bit 2): the host does not pace itself by SQHD, and
+    /// the target may complete a successful read with its data alone
+    /// ([`Event::Data`]'s `success`), one PDU fewer per read. On by
+    /// default.
+    pub fn set_sq_flow_control(&mut self, on: bool) {
+        self.no_sq_flow_control = !on;
+    }
+
     /// Fabrics Connect of queue `qid` with `entries` slots to controller
     /// `cntlid` (FFFFh: a new one, for the admin queue); returns the
     /// controller ID.
@@ -144,7 +161,11 @@ impl TcpQueuePair {
             recfmt: 0,
             qid,
             sqsize: entries.saturating_sub(1).max(1),
-            cattr: 0,
+            cattr: if self.no_sq_flow_control {
+                zns_spec::fabrics::CATTR_DISABLE_SQ_FLOW_CONTROL
+            } else {
+                0
+            },
             kato_ms: 0,
         }
         .to_sqe();
@@ -318,10 +339,21 @@ impl TcpQueuePair {
                         limit: p.data_len as u32,
                     }));
                 }
+                let success = p.ch.flags & FLAG_DATA_SUCCESS != 0;
+                // SUCCESS only ends a command's data, and only where the
+                // host gave up SQ flow control.
+                if success && (p.ch.flags & FLAG_DATA_LAST == 0 || !self.no_sq_flow_control) {
+                    return Err(TcpError::Pdu(PduError::Field {
+                        what: "C2HData SUCCESS without LAST_PDU or with SQ flow control on",
+                        offset: 1,
+                        unsupported: false,
+                    }));
+                }
                 Ok(Event::Data {
                     cid: h.cccid,
                     offset: h.datao,
                     bytes: self.reader.data(p.data_len),
+                    success,
                 })
             }
             PduType::CapsuleResp => Ok(Event::Completion(CompletionEntry::from_bytes(
@@ -354,7 +386,7 @@ impl TcpQueuePair {
                 Event::R2t { cid: c, ttag, offset, len } if c == cid => {
                     r2t = Some((ttag, offset, len));
                 }
-                Event::Data { cid: c, offset, bytes } if c == cid => {
+                Event::Data { cid: c, offset, bytes, success } if c == cid => {
                     let buf = inp.as_deref_mut().unwrap_or(&mut []);
                     let end = offset as usize + bytes.len();
                     if end > buf.len() {
@@ -365,6 +397,9 @@ impl TcpQueuePair {
                         }));
                     }
                     buf[offset as usize..end].copy_from_slice(bytes);
+                    if success {
+                        return Ok(data_completion(self.qid, cid));
+                    }
                 }
                 Event::Completion(c) if c.cid == cid => return Ok(c),
                 other => {
@@ -386,6 +421,12 @@ impl TcpQueuePair {
             }
         }
     }
+}
+
+/// The completion a C2HData PDU with the SUCCESS flag stands for.
+pub fn data_completion(qid: u16, cid: u16) -> CompletionEntry {
+    let field = zns_spec::StatusField::new(zns_spec::Status::SUCCESS, false, false);
+    CompletionEntry::new(0, zns_spec::fabrics::SQHD_NOT_REPORTED, qid, cid, field, false)
 }
 
 /// A failed status as [`TcpError::Command`].

@@ -11,7 +11,7 @@ mod auth;
 mod host;
 
 pub use auth::HostAuth;
-pub use host::{Event, TcpQueuePair, DEFAULT_MAX_DATA, IN_CAPSULE_LIMIT};
+pub use host::{data_completion, Event, TcpQueuePair, DEFAULT_MAX_DATA, IN_CAPSULE_LIMIT};
 /// The framing both ends use, from `zns-nvme-tcp`.
 pub use zns_nvme_tcp::{
     precise_timers, write_pdu, write_pdu_header, PduReader, Received, Result, SocketInput,

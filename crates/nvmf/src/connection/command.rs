@@ -377,6 +377,7 @@ impl Connection {
             qid: cmd.qid,
             entries: cmd.sqsize + 1,
             sqhd: 1 % (cmd.sqsize + 1),
+            no_sq_flow_control: cmd.cattr & fabrics::CATTR_DISABLE_SQ_FLOW_CONTROL != 0,
             ctrl,
             aer: AsyncEvents::default(),
             io: IoContext::default(),

@@ -94,6 +94,9 @@ struct Queue {
     qid: u16,
     entries: u16,
     sqhd: u16,
+    /// The host disabled SQ flow control (Connect CATTR bit 2): no SQ
+    /// head is reported, and a successful read ends with its data.
+    no_sq_flow_control: bool,
     ctrl: Arc<Controller>,
     aer: AsyncEvents,
     io: IoContext,
@@ -102,6 +105,15 @@ struct Queue {
 }
 
 impl Queue {
+    /// The SQ head its completions report.
+    fn reported_sqhd(&self) -> u16 {
+        if self.no_sq_flow_control {
+            zns_spec::fabrics::SQHD_NOT_REPORTED
+        } else {
+            self.sqhd
+        }
+    }
+
     /// The host still has to authenticate on this queue.
     fn unauthenticated(&self) -> bool {
         self.auth.as_ref().is_some_and(|a| !a.authenticated())

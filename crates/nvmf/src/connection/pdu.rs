@@ -9,6 +9,7 @@ use zns_device::IoBuffer;
 use zns_nvme_tcp::{write_pdu, write_pdu_header, Received, TcpError};
 use zns_spec::tcp::{
     self, DataHeader, Digests, IcReq, IcResp, PduError, PduType, TermReq, FLAG_DATA_LAST,
+    FLAG_DATA_SUCCESS,
 };
 use zns_spec::{CompletionEntry, Status, StatusField, SubmissionEntry};
 
@@ -365,7 +366,8 @@ impl Connection {
     /// data stays in its device buffer until the socket has taken it.
     pub(super) fn finish_inflight(&mut self) -> Result<usize> {
         let Some(q) = self.queue.as_mut() else { return Ok(0) };
-        let (out, digests, qid, sqhd) = (&mut self.out, self.digests, q.qid, q.sqhd);
+        let (out, digests, qid, sqhd) = (&mut self.out, self.digests, q.qid, q.reported_sqhd());
+        let data_ends_it = q.no_sq_flow_control;
         let mut failed = None;
         let n = inflight::complete(&mut q.io, &q.ctrl, COMPLETIONS_PER_LOOK, &mut |f: Finished| {
             if failed.is_some() {
@@ -373,14 +375,20 @@ impl Connection {
             }
             tracing::trace!(cid = f.cid, status = ?f.done.status, data = f.done.data, "command in flight done");
             let (len, mut kept) = (f.done.data, f.buffer);
+            // With SQ flow control off, a successful read's last C2HData
+            // PDU completes it (SUCCESS): no response capsule follows.
+            let success = data_ends_it && f.done.status.is_success();
             let sent = match kept.take() {
-                Some(b) if len > 0 => hold_data(out, digests, f.cid, f.lane, b, len),
+                Some(b) if len > 0 => hold_data(out, digests, f.cid, f.lane, b, len, success),
                 b => {
                     kept = b;
                     Ok(())
                 }
             }
             .and_then(|()| {
+                if success && len > 0 {
+                    return Ok(());
+                }
                 write_response(
                     &mut out.buf,
                     digests,
@@ -437,7 +445,7 @@ impl Connection {
 
     /// The response capsule.
     pub(super) fn respond(&mut self, cid: u16, status: Status, result: u64) -> Result<()> {
-        let (qid, sqhd) = self.queue.as_ref().map(|q| (q.qid, q.sqhd)).unwrap_or((0, 0));
+        let (qid, sqhd) = self.queue.as_ref().map(|q| (q.qid, q.reported_sqhd())).unwrap_or((0, 0));
         write_response(&mut self.out.buf, self.digests, qid, sqhd, cid, status, result)
     }
 
@@ -468,7 +476,8 @@ fn write_data(w: &mut impl Write, digests: Digests, cid: u16, data: &[u8]) -> Re
 }
 
 /// One C2HData PDU carrying the first `len` bytes of `buffer`, which
-/// the output keeps and sends from where they are.
+/// the output keeps and sends from where they are; `success`: it
+/// completes the command (SUCCESS flag).
 fn hold_data(
     out: &mut Output,
     digests: Digests,
@@ -476,16 +485,12 @@ fn hold_data(
     lane: usize,
     buffer: IoBuffer,
     len: usize,
+    success: bool,
 ) -> Result<()> {
     let h = DataHeader { cccid: cid, ttag: 0, datao: 0, datal: len as u32 };
-    let ddgst = write_pdu_header(
-        &mut out.buf,
-        digests,
-        PduType::C2hData,
-        FLAG_DATA_LAST,
-        &h.to_bytes(),
-        len,
-    )?;
+    let flags = if success { FLAG_DATA_LAST | FLAG_DATA_SUCCESS } else { FLAG_DATA_LAST };
+    let ddgst =
+        write_pdu_header(&mut out.buf, digests, PduType::C2hData, flags, &h.to_bytes(), len)?;
     let digest = ddgst.then(|| tcp::digest(&buffer.as_slice()[..len]));
     out.hold(lane, buffer, len);
     if let Some(d) = digest {

@@ -25,6 +25,10 @@ pub struct Host {
     pub digests: Digests,
     pub cid: u16,
     pub maxh2c: u32,
+    /// The Connect asked for SQ flow control disabled.
+    pub no_sq_flow_control: bool,
+    /// Commands the target completed with their data alone (SUCCESS).
+    pub data_completions: u64,
 }
 
 /// Data a command moves.
@@ -47,7 +51,14 @@ impl Host {
         let resp = IcResp::from_bytes(&b);
         assert_eq!(resp.digests, digests);
         assert!(resp.maxh2cdata >= 4096);
-        Host { s, digests, cid: 0, maxh2c: resp.maxh2cdata }
+        Host {
+            s,
+            digests,
+            cid: 0,
+            maxh2c: resp.maxh2cdata,
+            no_sq_flow_control: false,
+            data_completions: 0,
+        }
     }
 
     pub fn pdu(&mut self, t: PduType, flags: u8, specific: &[u8], data: &[u8]) {
@@ -108,7 +119,7 @@ impl Host {
         self.pdu(PduType::CapsuleCmd, 0, &sqe.to_bytes(), inline);
         let mut data = Vec::new();
         loop {
-            let (t, _flags, spec, d) = self.recv();
+            let (t, flags, spec, d) = self.recv();
             match t {
                 PduType::R2t => {
                     let r = R2t::from_bytes(spec[..16].try_into().unwrap());
@@ -134,6 +145,15 @@ impl Host {
                     assert_eq!(h.cccid, cid);
                     assert_eq!(h.datao as usize, data.len());
                     data.extend_from_slice(&d);
+                    if flags & tcp::FLAG_DATA_SUCCESS != 0 {
+                        // The data completes the command: no response.
+                        assert_ne!(flags & FLAG_DATA_LAST, 0, "SUCCESS without LAST_PDU");
+                        assert!(self.no_sq_flow_control, "SUCCESS with SQ flow control on");
+                        self.data_completions += 1;
+                        let ok =
+                            zns_spec::StatusField::new(zns_spec::Status::SUCCESS, false, false);
+                        return (CompletionEntry::new(0, 0xFFFF, 0, cid, ok, false), data);
+                    }
                 }
                 PduType::CapsuleResp => {
                     let cqe = CompletionEntry::from_bytes(spec[..16].try_into().unwrap());
@@ -180,7 +200,20 @@ impl Host {
         subnqn: &str,
         kato_ms: u32,
     ) -> CompletionEntry {
-        let sqe = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr: 0, kato_ms }.to_sqe();
+        self.fabric_connect_with(qid, cntlid, subnqn, kato_ms, 0)
+    }
+
+    /// Fabrics Connect of queue `qid` with Connect attributes `cattr`.
+    pub fn fabric_connect_with(
+        &mut self,
+        qid: u16,
+        cntlid: u16,
+        subnqn: &str,
+        kato_ms: u32,
+        cattr: u8,
+    ) -> CompletionEntry {
+        self.no_sq_flow_control = cattr & zns_spec::fabrics::CATTR_DISABLE_SQ_FLOW_CONTROL != 0;
+        let sqe = ConnectCommand { recfmt: 0, qid, sqsize: 31, cattr, kato_ms }.to_sqe();
         let data = ConnectData {
             host_id: [7; 16],
             cntlid,
