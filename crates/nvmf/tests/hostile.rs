@@ -415,9 +415,11 @@ fn target_answering_with(pdu: Vec<u8>) -> (SocketAddr, std::thread::JoinHandle<(
         s.read_exact(&mut req).unwrap();
         let resp = IcResp { pfv: 0, cpda: 0, digests: Digests::default(), maxh2cdata: 131072 };
         s.write_all(&resp.to_bytes()).unwrap();
+        // The Connect capsule with its 1 KiB of data.
         let mut connect = [0u8; 72 + 1024];
         s.read_exact(&mut connect).unwrap();
         s.write_all(&pdu).unwrap();
+        // Hold the connection until the initiator lets go.
         let _ = s.read_to_end(&mut Vec::new());
     });
     (addr, j)
@@ -450,26 +452,13 @@ fn the_initiator_refuses_a_success_flag_it_did_not_ask_for() {
 /// A target that answers the ICReq, reads the Connect and then claims a
 /// C2HData PDU of nearly 4 GiB.
 fn hostile_target_for_the_initiator() -> (SocketAddr, std::thread::JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let j = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        let mut req = [0u8; tcp::IC_PDU_SIZE];
-        s.read_exact(&mut req).unwrap();
-        let resp = IcResp { pfv: 0, cpda: 0, digests: Digests::default(), maxh2cdata: 131072 };
-        s.write_all(&resp.to_bytes()).unwrap();
-        // The Connect capsule with its 1 KiB of data.
-        let mut connect = [0u8; 72 + 1024];
-        s.read_exact(&mut connect).unwrap();
-        let mut ch = CommonHeader::new(PduType::C2hData, Digests::default(), 16, FLAG_DATA_LAST);
-        ch.plen = u32::MAX;
-        let dh = DataHeader { cccid: 0, ttag: 0, datao: 0, datal: u32::MAX - 24 };
-        s.write_all(&ch.to_bytes()).unwrap();
-        s.write_all(&dh.to_bytes()).unwrap();
-        // Hold the connection until the initiator lets go.
-        let _ = s.read_to_end(&mut Vec::new());
-    });
-    (addr, j)
+    let mut ch = CommonHeader::new(PduType::C2hData, Digests::default(), 16, FLAG_DATA_LAST);
+    ch.plen = u32::MAX;
+    let mut pdu = ch.to_bytes().to_vec();
+    pdu.extend_from_slice(
+        &DataHeader { cccid: 0, ttag: 0, datao: 0, datal: u32::MAX - 24 }.to_bytes(),
+    );
+    target_answering_with(pdu)
 }
 
 #[test]

@@ -375,18 +375,22 @@ impl Connection {
             }
             tracing::trace!(cid = f.cid, status = ?f.done.status, data = f.done.data, "command in flight done");
             let (len, mut kept) = (f.done.data, f.buffer);
-            // With SQ flow control off, a successful read's last C2HData
-            // PDU completes it (SUCCESS): no response capsule follows.
-            let success = data_ends_it && f.done.status.is_success();
+            // With SQ flow control off, a successful read's C2HData PDU
+            // completes it (SUCCESS): no response capsule follows. Only a
+            // command whose data goes out here can end with it.
+            let ends_with_data =
+                data_ends_it && f.done.status.is_success() && len > 0 && kept.is_some();
             let sent = match kept.take() {
-                Some(b) if len > 0 => hold_data(out, digests, f.cid, f.lane, b, len, success),
+                Some(b) if len > 0 => {
+                    hold_data(out, digests, f.cid, f.lane, b, len, ends_with_data)
+                }
                 b => {
                     kept = b;
                     Ok(())
                 }
             }
             .and_then(|()| {
-                if success && len > 0 {
+                if ends_with_data {
                     return Ok(());
                 }
                 write_response(
