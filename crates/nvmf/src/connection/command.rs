@@ -46,7 +46,9 @@ impl Connection {
         let sqe = capsule.sqe;
         if let Some(q) = &mut self.queue {
             q.sqhd = (q.sqhd + 1) % q.entries;
-            q.ctrl.touch();
+            if std::mem::take(&mut self.touch_due) {
+                q.ctrl.touch();
+            }
         }
         if capsule.damaged {
             return self.respond(sqe.cid(), StatusCode::TransientTransportError.status(), 0);

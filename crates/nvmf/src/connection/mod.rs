@@ -181,6 +181,11 @@ pub(crate) struct Connection {
     holding: bool,
     /// It had work since `active` was last set.
     worked: bool,
+    /// Input arrived since a command last restarted the controller's Keep
+    /// Alive timer: the next command restarts it. The timer counts in
+    /// milliseconds, so one clock read per batch of commands received
+    /// together serves them all.
+    touch_due: bool,
 }
 
 thread_local! {
@@ -216,6 +221,7 @@ impl Connection {
             active: Instant::now(),
             holding: true,
             worked: false,
+            touch_due: true,
         })
     }
 
@@ -227,6 +233,7 @@ impl Connection {
         if ctx.stopping() {
             return Ok(Wait::Close);
         }
+        self.touch_due = true;
         loop {
             if self.out.full() {
                 self.flush()?;
@@ -257,7 +264,7 @@ impl Connection {
             }
             self.deliver_events()?;
             self.flush()?;
-            if self.r.fill_more()? > 0 {
+            if self.fill()? > 0 {
                 continue;
             }
             if self.r.is_closed() {
@@ -331,12 +338,21 @@ impl Connection {
     fn poll_input(&mut self) -> Result<bool> {
         let start = Instant::now();
         while start.elapsed() < self.shared.poll {
-            if self.r.fill_more()? > 0 || self.r.is_closed() {
+            if self.fill()? > 0 || self.r.is_closed() {
                 return Ok(true);
             }
             std::hint::spin_loop();
         }
         Ok(false)
+    }
+
+    /// Receives what the socket holds without waiting; bytes received.
+    fn fill(&mut self) -> Result<usize> {
+        let n = self.r.fill_more()?;
+        if n > 0 {
+            self.touch_due = true;
+        }
+        Ok(n)
     }
 
     fn inflight(&self) -> usize {
@@ -363,7 +379,7 @@ impl Connection {
             if self.finish_inflight()? > 0 || self.inflight() == 0 {
                 return Ok(None);
             }
-            if self.r.fill_more()? > 0 || self.r.is_closed() {
+            if self.fill()? > 0 || self.r.is_closed() {
                 return Ok(None);
             }
             if start.elapsed() < SETTLE_SPIN.max(self.shared.poll) {
