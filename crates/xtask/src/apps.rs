@@ -62,7 +62,7 @@ use crate::probe::HostProbe;
 use crate::server::{build_zns, Server};
 use crate::vmtest::GuestEntry;
 use crate::vmtest::{self, Options as VmOptions};
-use crate::{f2fs, kernel, Error, Result};
+use crate::{kernel, Error, Result};
 
 /// Zones of each device (4 MiB, capacity 3 MiB).
 pub const ZONES: u32 = 160;
@@ -381,7 +381,7 @@ fn profile(name: &str, namespace: &str) -> String {
     let timing = ZN540.find("[timing]").map(|at| &ZN540[at..]).unwrap_or("");
     format!(
         r#"name = "{name}"
-description = "the ZN540's timing model on 4 MiB zones of 3 MiB capacity (one stripe of its 32 dies)"
+description = "the ZN540's timing model on zones of 3 MiB capacity (one stripe of its 32 dies)"
 
 [controller]
 serial = "ZNSKIT-{serial}"
@@ -413,6 +413,44 @@ descriptor_extension_bytes = 0
 read_across_zone_boundaries = true
 ",
     )
+}
+
+/// The drive under the FTL that holds f2fs's metadata (`zns serve
+/// --ftl`): the ZNS device's zones and timing, [`META_ZONES`] of them, so
+/// the FTL's disk is 72 MiB (18 of the zoned namespace's 4 MiB zones:
+/// mkfs.f2fs needs device 0 to be whole sections; see
+/// [`crate::f2fs::FTL_DEVICE`]). It is timed and dilated like the data's drive:
+/// an untimed one would answer f2fs's metadata I/O in no device time at
+/// every factor, so that share of the ZNS stack's time would not grow
+/// with the dilation while everything else did.
+pub fn meta_profile() -> String {
+    profile(
+        "apps-meta",
+        &format!(
+            "[[namespace]]
+kind = \"zoned\"
+block_size = 4096
+metadata_size = 16
+zones = {META_ZONES}
+zone_size = 1024
+zone_capacity = 768
+max_open = 14
+max_active = 14
+descriptor_extension_bytes = 0
+read_across_zone_boundaries = true
+"
+        ),
+    )
+}
+
+/// Zones of the metadata FTL's drive ([`meta_profile`]).
+const META_ZONES: u32 = 38;
+
+/// The metadata FTL's drive of a run, its profile written to `dir`.
+fn meta_device(dir: &Path, dilation: Option<f64>) -> Result<String> {
+    let path = dir.join("apps-meta.toml");
+    fs::write(&path, meta_profile()).map_err(|e| Error::io(&path, e))?;
+    Ok(dilated(format!("emu:profile={}", path.display()), dilation))
 }
 
 /// Its conventional twin: the flash of its zones behind a page-mapped FTL.
@@ -679,8 +717,9 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             }
             args.extend(["serve", "--listen", "127.0.0.1:0", "--nqn"].map(String::from));
             args.push(apps_tenants::nqn(mode));
+            let meta = meta_device(&p.dir, dilation)?;
             for _ in apps_tenants::TENANTS {
-                args.extend(["--ftl".into(), f2fs::FTL_DEVICE.into()]);
+                args.extend(["--ftl".into(), meta.clone()]);
             }
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let server = Server::start(label, &p.zns, &args)?;
@@ -713,6 +752,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         dilated(format!("emu:profile={},zones={}", zns_toml.display(), opts.zones), dilation);
     let conv_uri =
         dilated(format!("emu:profile={},zones={}", conv_toml.display(), opts.zones), dilation);
+    let meta = meta_device(&p.dir, dilation)?;
     let zns_server = Server::start(
         "zns serve (ZNS)",
         &p.zns,
@@ -725,7 +765,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             "--nqn",
             NQN_ZNS,
             "--ftl",
-            f2fs::FTL_DEVICE,
+            &meta,
         ],
     )?;
     let conv_server = Server::start(
@@ -748,7 +788,11 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         &mke2fs.display().to_string(),
         Some(&p.host),
     );
-    let uris = vec![("zns".to_string(), zns_uri), ("conv".to_string(), conv_uri)];
+    let uris = vec![
+        ("zns".to_string(), zns_uri),
+        ("conv".to_string(), conv_uri),
+        ("meta".to_string(), meta),
+    ];
     Ok((
         vec![("zns serve (ZNS)", zns_server), ("zns serve (conventional)", conv_server)],
         script,
@@ -833,7 +877,12 @@ fn run_once(
     } else {
         let uri =
             |k: &str| uris.iter().find(|(n, _)| n == k).map(|(_, u)| u.clone()).unwrap_or_default();
-        let results = results(opts, &sides(opts, 0, 0), &collected, &uri("zns"), &uri("conv"));
+        let results = results(
+            opts,
+            &sides(opts, 0, 0),
+            &collected,
+            [&uri("zns"), &uri("conv"), &uri("meta")],
+        );
         failures.extend(missing(&results, &opts.workload, opts.mysql.as_ref()));
         failures.extend(
             collected.smart_errors.iter().map(|e| format!("no SMART data units written: {e}")),
@@ -925,7 +974,7 @@ fn mib(sectors: u64) -> f64 {
 
 /// A device URI as recorded: the profile file by its name, not its path.
 fn shown(uri: &str) -> String {
-    match (uri.find("profile="), uri.find(',')) {
+    match (uri.find("profile="), uri.find(',').or(Some(uri.len()))) {
         (Some(a), Some(b)) if a < b => {
             let path = &uri[a + 8..b];
             let name = path.rsplit('/').next().unwrap_or(path);
@@ -1013,7 +1062,10 @@ fn around(
 
 /// The results: per side, the fill, per phase db_bench's figures, per
 /// MariaDB phase sysbench's, and the counters' deltas around each.
-fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_uri: &str) -> Value {
+/// `uris`: the ZNS device's, the conventional twin's and the metadata
+/// FTL's drive's.
+fn results(opts: &Options, sides: &[Side], c: &Collected, uris: [&str; 3]) -> Value {
+    let [zns_uri, conv_uri, meta_uri] = uris;
     let w = &opts.workload;
     let mut out_sides = serde_json::Map::new();
     let mut waf_sides = serde_json::Map::new();
@@ -1057,7 +1109,7 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, zns_uri: &str, conv_ur
         let mut out = json!({
             "filesystem": side.fs,
             "device": shown(if side.zoned() { zns_uri } else { conv_uri }),
-            "metadata_device": if side.zoned() { Some(f2fs::FTL_DEVICE) } else { None },
+            "metadata_device": side.zoned().then(|| format!("the FTL on {}", shown(meta_uri))),
             "filesystem_mib": fs_mib,
             "free_mib_after_mkfs": c.stat(n, "mounted", "fs_avail_kib").map(|k| k as f64 / 1024.0),
             "fs_use_after_filler": fill(c, n, "filled"),
@@ -1537,7 +1589,7 @@ mod tests {
 
     #[test]
     fn the_profiles_take_the_zn540_timing_model() {
-        for t in [zns_profile(), conv_profile()] {
+        for t in [zns_profile(), conv_profile(), meta_profile()] {
             assert!(t.contains("[timing]") && t.contains("zone_stripe_dies = 32"), "{t}");
         }
         assert!(zns_profile().contains("zone_capacity = 768"));
