@@ -397,41 +397,16 @@ zasl_log2 = 5
     )
 }
 
-/// The ZNS device's profile: 4 MiB zones of 3 MiB capacity, 14 open.
-pub fn zns_profile() -> String {
-    profile(
-        "apps-zns",
+/// A zoned namespace of `zones` 4 MiB zones of 3 MiB capacity (one
+/// stripe over the ZN540's 32 dies), 14 open, with `metadata` bytes of
+/// metadata per block.
+fn zoned_namespace(zones: u32, metadata: u32) -> String {
+    format!(
         "[[namespace]]
 kind = \"zoned\"
 block_size = 4096
-zones = 256
-zone_size = 1024
-zone_capacity = 768
-max_open = 14
-max_active = 14
-descriptor_extension_bytes = 0
-read_across_zone_boundaries = true
-",
-    )
-}
-
-/// The drive under the FTL that holds f2fs's metadata (`zns serve
-/// --ftl`): the ZNS device's zones and timing, [`META_ZONES`] of them, so
-/// the FTL's disk is 72 MiB (18 of the zoned namespace's 4 MiB zones:
-/// mkfs.f2fs needs device 0 to be whole sections; see
-/// [`crate::f2fs::FTL_DEVICE`]). It is timed and dilated like the data's drive:
-/// an untimed one would answer f2fs's metadata I/O in no device time at
-/// every factor, so that share of the ZNS stack's time would not grow
-/// with the dilation while everything else did.
-pub fn meta_profile() -> String {
-    profile(
-        "apps-meta",
-        &format!(
-            "[[namespace]]
-kind = \"zoned\"
-block_size = 4096
-metadata_size = 16
-zones = {META_ZONES}
+metadata_size = {metadata}
+zones = {zones}
 zone_size = 1024
 zone_capacity = 768
 max_open = 14
@@ -439,8 +414,25 @@ max_active = 14
 descriptor_extension_bytes = 0
 read_across_zone_boundaries = true
 "
-        ),
     )
+}
+
+/// The ZNS device's profile: 4 MiB zones of 3 MiB capacity, 14 open.
+pub fn zns_profile() -> String {
+    profile("apps-zns", &zoned_namespace(256, 0))
+}
+
+/// The drive under the FTL that holds f2fs's metadata (`zns serve
+/// --ftl`): the ZNS device's zones and timing, [`META_ZONES`] of them, so
+/// the FTL's disk is 72 MiB (18 of the zoned namespace's 4 MiB zones:
+/// mkfs.f2fs needs device 0 to be whole sections; see
+/// [`crate::f2fs::FTL_DEVICE`]). It is timed and dilated like the data's
+/// drive: an untimed one would answer f2fs's metadata I/O in no device
+/// time at every factor, so that share of the ZNS stack's time would not
+/// grow with the dilation while everything else did. The FTL keeps 16
+/// bytes of metadata per block, as on `emu:small`.
+pub fn meta_profile() -> String {
+    profile("apps-meta", &zoned_namespace(META_ZONES, 16))
 }
 
 /// Zones of the metadata FTL's drive ([`meta_profile`]).
