@@ -690,6 +690,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         let base_toml = p.dir.join("apps-tenants-base.toml");
         let text = profile("apps-tenants", &apps_tenants::base_namespace());
         fs::write(&base_toml, text).map_err(|e| Error::io(&base_toml, e))?;
+        let meta = meta_device(&p.dir, dilation)?;
         let mut servers = Vec::new();
         let mut configs = Vec::new();
         let mut body = String::new();
@@ -709,7 +710,6 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             }
             args.extend(["serve", "--listen", "127.0.0.1:0", "--nqn"].map(String::from));
             args.push(apps_tenants::nqn(mode));
-            let meta = meta_device(&p.dir, dilation)?;
             for _ in apps_tenants::TENANTS {
                 args.extend(["--ftl".into(), meta.clone()]);
             }
@@ -966,11 +966,12 @@ fn mib(sectors: u64) -> f64 {
 
 /// A device URI as recorded: the profile file by its name, not its path.
 fn shown(uri: &str) -> String {
-    match (uri.find("profile="), uri.find(',').or(Some(uri.len()))) {
-        (Some(a), Some(b)) if a < b => {
-            let path = &uri[a + 8..b];
+    let end = uri.find(',').unwrap_or(uri.len());
+    match uri.find("profile=") {
+        Some(a) if a < end => {
+            let path = &uri[a + 8..end];
             let name = path.rsplit('/').next().unwrap_or(path);
-            format!("{}profile={name}{}", &uri[..a], &uri[b..])
+            format!("{}profile={name}{}", &uri[..a], &uri[end..])
         }
         _ => uri.to_string(),
     }

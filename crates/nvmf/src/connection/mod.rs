@@ -233,7 +233,6 @@ impl Connection {
         if ctx.stopping() {
             return Ok(Wait::Close);
         }
-        self.touch_due = true;
         loop {
             if self.out.full() {
                 self.flush()?;
