@@ -11,8 +11,8 @@
 //! behind a page-mapped FTL with greedy garbage collection and 7 % spare
 //! (the conventional twin, 448.6 MiB exposed). Each is served by a `zns
 //! serve` of its own, so each controller's SMART log counts one stack's
-//! writes; the ZNS side's target also exports the FTL on a small
-//! emulated device as f2fs's metadata namespace ([`crate::f2fs`]).
+//! writes; the ZNS side's target also exports a small conventional drive
+//! of the twin's model as f2fs's metadata namespace ([`meta_profile`]).
 //!
 //! On each side the guest (preconditions the conventional namespace by
 //! writing it whole,) makes the filesystem, writes a filler file so that
@@ -398,14 +398,13 @@ zasl_log2 = 5
 }
 
 /// A zoned namespace of `zones` 4 MiB zones of 3 MiB capacity (one
-/// stripe over the ZN540's 32 dies), 14 open, with `metadata` bytes of
-/// metadata per block.
-fn zoned_namespace(zones: u32, metadata: u32) -> String {
+/// stripe over the ZN540's 32 dies), 14 open.
+fn zoned_namespace(zones: u32) -> String {
     format!(
         "[[namespace]]
 kind = \"zoned\"
 block_size = 4096
-metadata_size = {metadata}
+metadata_size = 0
 zones = {zones}
 zone_size = 1024
 zone_capacity = 768
@@ -419,26 +418,46 @@ read_across_zone_boundaries = true
 
 /// The ZNS device's profile: 4 MiB zones of 3 MiB capacity, 14 open.
 pub fn zns_profile() -> String {
-    profile("apps-zns", &zoned_namespace(256, 0))
+    profile("apps-zns", &zoned_namespace(256))
 }
 
-/// The drive under the FTL that holds f2fs's metadata (`zns serve
-/// --ftl`): the ZNS device's zones and timing, [`META_ZONES`] of them, so
-/// the FTL's disk is 72 MiB (18 of the zoned namespace's 4 MiB zones:
-/// mkfs.f2fs needs device 0 to be whole sections; see
-/// [`crate::f2fs::FTL_DEVICE`]). It is timed and dilated like the data's
-/// drive: an untimed one would answer f2fs's metadata I/O in no device
-/// time at every factor, so that share of the ZNS stack's time would not
-/// grow with the dilation while everything else did. The FTL keeps 16
-/// bytes of metadata per block, as on `emu:small`.
+/// The drive that holds f2fs's metadata (device 0 of an f2fs on a zoned
+/// drive): a conventional namespace of the conventional twin's model (the
+/// same NAND and timing behind a device-side FTL), as f2fs is deployed
+/// beside a ZNS drive, on a small conventional drive or conventional
+/// zones. Its [`META_FLASH_ZONES`] zones of flash with 25 % spare expose
+/// exactly 72 MiB: mkfs.f2fs needs device 0 to be whole sections of the
+/// zoned namespace's 4 MiB zones (see [`crate::f2fs::FTL_DEVICE`]). It is
+/// timed and dilated like the data's drive: an untimed one would answer
+/// f2fs's metadata I/O in no device time at every factor, so that share
+/// of the ZNS stack's time would not grow with the dilation while
+/// everything else did. (A host FTL over a small zoned drive of the same
+/// model, its first form, put that FTL's zone finishes, up to 0.9 s on
+/// the ZN540, and its garbage collection on f2fs's metadata path.)
 pub fn meta_profile() -> String {
-    profile("apps-meta", &zoned_namespace(META_ZONES, 16))
+    profile(
+        "apps-meta",
+        &format!(
+            "[[namespace]]
+kind = \"conventional\"
+block_size = 4096
+
+[namespace.ftl]
+flash_zones = {META_FLASH_ZONES}
+flash_zone_blocks = 768
+segment_blocks = 768
+over_provisioning = 0.25
+policy = \"greedy\"
+"
+        ),
+    )
 }
 
-/// Zones of the metadata FTL's drive ([`meta_profile`]).
-const META_ZONES: u32 = 38;
+/// Zones of flash of the metadata drive ([`meta_profile`]): 30 of 3 MiB
+/// with 25 % spare are 72 MiB exposed, in exact arithmetic.
+const META_FLASH_ZONES: u32 = 30;
 
-/// The metadata FTL's drive of a run, its profile written to `dir`.
+/// The metadata drive of a run, its profile written to `dir`.
 fn meta_device(dir: &Path, dilation: Option<f64>) -> Result<String> {
     let path = dir.join("apps-meta.toml");
     fs::write(&path, meta_profile()).map_err(|e| Error::io(&path, e))?;
@@ -708,11 +727,11 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
                     format!("ezns:config={},tenant={t}", path.display()),
                 ]);
             }
+            for _ in apps_tenants::TENANTS {
+                args.extend(["--device".into(), meta.clone()]);
+            }
             args.extend(["serve", "--listen", "127.0.0.1:0", "--nqn"].map(String::from));
             args.push(apps_tenants::nqn(mode));
-            for _ in apps_tenants::TENANTS {
-                args.extend(["--ftl".into(), meta.clone()]);
-            }
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let server = Server::start(label, &p.zns, &args)?;
             body.push_str(&apps_tenants::mode_lines(
@@ -751,13 +770,13 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         &[
             "--device",
             &zns_uri,
+            "--device",
+            &meta,
             "serve",
             "--listen",
             "127.0.0.1:0",
             "--nqn",
             NQN_ZNS,
-            "--ftl",
-            &meta,
         ],
     )?;
     let conv_server = Server::start(
@@ -1102,7 +1121,7 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, uris: [&str; 3]) -> Va
         let mut out = json!({
             "filesystem": side.fs,
             "device": shown(if side.zoned() { zns_uri } else { conv_uri }),
-            "metadata_device": side.zoned().then(|| format!("the FTL on {}", shown(meta_uri))),
+            "metadata_device": side.zoned().then(|| shown(meta_uri)),
             "filesystem_mib": fs_mib,
             "free_mib_after_mkfs": c.stat(n, "mounted", "fs_avail_kib").map(|k| k as f64 / 1024.0),
             "fs_use_after_filler": fill(c, n, "filled"),
@@ -1587,6 +1606,16 @@ mod tests {
         }
         assert!(zns_profile().contains("zone_capacity = 768"));
         assert!(conv_profile().contains("segment_blocks = 768"));
+    }
+
+    #[test]
+    fn the_metadata_drive_is_conventional_and_whole_sections() {
+        let t = meta_profile();
+        assert!(t.contains("kind = \"conventional\"") && t.contains("over_provisioning = 0.25"));
+        // Exposed blocks: the flash over 1 + spare, as the emulator floors it.
+        let exposed = (META_FLASH_ZONES as f64 * 768.0 / 1.25).floor() as u64;
+        assert_eq!(exposed * 4096, 72 << 20);
+        assert_eq!((exposed * 4096) % (4 << 20), 0, "whole 4 MiB sections");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! Each mode has its own `zns serve` and base device (a configuration file
 //! each, written by the task): the four tenants `a` to `d` are namespaces 1
-//! to 4, and the FTLs that hold their f2fs metadata namespaces 5 to 8. The
+//! to 4, and the small conventional drives that hold their f2fs metadata
+//! ([`crate::apps::meta_profile`]) namespaces 5 to 8. The
 //! guest runs, per mode:
 //!
 //! 1. `fill`: fillrandom on every tenant at once (each builds its database);
