@@ -192,8 +192,11 @@ impl HttpSession {
                         }
                         Ok(false) | Err(()) => return Wait::Close,
                     }
-                    let _ = self.conn.socket.shutdown(Shutdown::Write);
+                    // Lingering before the peer can see the end: a peer
+                    // that connects again once it has read the answer
+                    // must find this connection evictable.
                     self.conn.set(Phase::Lingering);
+                    let _ = self.conn.socket.shutdown(Shutdown::Write);
                     self.deadline = Instant::now() + LINGER.min(self.limits.request_timeout);
                     self.step = Step::Linger { drained: 0 };
                     continue;
