@@ -435,22 +435,7 @@ pub fn zns_profile() -> String {
 /// model, its first form, put that FTL's zone finishes, up to 0.9 s on
 /// the ZN540, and its garbage collection on f2fs's metadata path.)
 pub fn meta_profile() -> String {
-    profile(
-        "apps-meta",
-        &format!(
-            "[[namespace]]
-kind = \"conventional\"
-block_size = 4096
-
-[namespace.ftl]
-flash_zones = {META_FLASH_ZONES}
-flash_zone_blocks = 768
-segment_blocks = 768
-over_provisioning = 0.25
-policy = \"greedy\"
-"
-        ),
-    )
+    profile("apps-meta", &conventional_namespace(META_FLASH_ZONES, 0.25))
 }
 
 /// Zones of flash of the metadata drive ([`meta_profile`]): 30 of 3 MiB
@@ -466,19 +451,25 @@ fn meta_device(dir: &Path, dilation: Option<f64>) -> Result<String> {
 
 /// Its conventional twin: the flash of its zones behind a page-mapped FTL.
 pub fn conv_profile() -> String {
-    profile(
-        "apps-conv",
+    profile("apps-conv", &conventional_namespace(256, 0.07))
+}
+
+/// A conventional namespace over `flash_zones` zones' worth of the zoned
+/// namespace's flash, behind a page-mapped FTL with greedy garbage
+/// collection and `spare` over-provisioning.
+fn conventional_namespace(flash_zones: u32, spare: f64) -> String {
+    format!(
         "[[namespace]]
 kind = \"conventional\"
 block_size = 4096
 
 [namespace.ftl]
-flash_zones = 256
+flash_zones = {flash_zones}
 flash_zone_blocks = 768
 segment_blocks = 768
-over_provisioning = 0.07
+over_provisioning = {spare}
 policy = \"greedy\"
-",
+"
     )
 }
 
