@@ -752,8 +752,39 @@ pub(crate) fn boot_watched(
     boot_with(kernel, initramfs, devices, "", o, log, watch)
 }
 
+/// The first line every guest's `/init` prints (see
+/// [`guest::shell_start`]): the kernel booted and user space runs.
+pub(crate) const GUEST_UP: &str = "vmtest: guest up:";
+
+/// How long a guest may take to reach [`GUEST_UP`]. A boot under TCG takes
+/// well under a minute; one that has not got there after this long has
+/// hung in the kernel (a vCPU that stops taking timer interrupts under
+/// multi-threaded TCG does this now and then).
+const BOOT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Boots a guest that hung before [`GUEST_UP`] this many times in all. The
+/// guest has run nothing yet then, so its images are as they were.
+const BOOT_ATTEMPTS: u32 = 3;
+
+/// Console lines that say a vCPU stopped making progress: before
+/// [`GUEST_UP`], the boot will not finish.
+fn is_boot_stall(line: &str) -> bool {
+    line.contains("rcu_preempt detected stalls") || line.contains("rcu_sched detected stalls")
+}
+
+/// How one boot ended.
+enum Ended {
+    /// QEMU exited (the guest powered off, or QEMU failed).
+    Exited(std::process::ExitStatus),
+    /// The guest ran past the task's timeout.
+    TimedOut,
+    /// The guest hung before user space started; the reason.
+    Hung(String),
+}
+
 /// [`boot_watched`] with `extra` appended to the kernel command line
-/// (`intel_iommu=on`, say).
+/// (`intel_iommu=on`, say). A boot that hangs before the guest's `/init`
+/// starts is retried (at most [`BOOT_ATTEMPTS`] boots).
 pub(crate) fn boot_with(
     kernel: &kernel::Kernel,
     initramfs: &Path,
@@ -763,10 +794,54 @@ pub(crate) fn boot_with(
     log: &Path,
     watch: &mut dyn FnMut(&str),
 ) -> Result<Outcome> {
+    for attempt in 1..=BOOT_ATTEMPTS {
+        let mut cmd = qemu_command(kernel, initramfs, devices, extra, o);
+        println!(
+            "vmtest: booting {} ({}), timeout {} s",
+            kernel.package,
+            if o.kvm { "KVM" } else { "TCG software emulation" },
+            o.timeout.as_secs()
+        );
+        let child = cmd.spawn().map_err(|e| Error::new(format!("qemu-system-x86_64: {e}")))?;
+        let (ended, outcome) = follow(child, o.timeout, log, watch)?;
+        match ended {
+            Ended::Exited(status) => {
+                if !status.success() {
+                    println!("vmtest: qemu exited with {status}");
+                }
+                return Ok(outcome);
+            }
+            Ended::TimedOut => {
+                return Err(Error::new(format!(
+                    "the guest did not finish within {} s (log: {})",
+                    o.timeout.as_secs(),
+                    log.display()
+                )))
+            }
+            Ended::Hung(why) if attempt < BOOT_ATTEMPTS => {
+                println!("vmtest: the guest hung while booting ({why}); booting it again");
+            }
+            Ended::Hung(why) => return Err(Error::new(format!(
+                "the guest hung while booting in each of {BOOT_ATTEMPTS} boots ({why}; log: {})",
+                log.display()
+            ))),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// The QEMU command line of a guest: `-smp`, memory, the accelerator, the
+/// kernel and initramfs, `devices`, the console on stdio.
+fn qemu_command(
+    kernel: &kernel::Kernel,
+    initramfs: &Path,
+    devices: &[String],
+    extra: &str,
+    o: &Options,
+) -> Command {
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-nographic", "-no-reboot", "-m", &o.memory, "-smp", &o.smp.to_string()]);
-    let kvm = o.kvm;
-    if kvm {
+    if o.kvm {
         cmd.args(["-enable-kvm", "-cpu", "host"]);
     } else {
         cmd.args(["-accel", "tcg,thread=multi"]);
@@ -781,13 +856,18 @@ pub(crate) fn boot_with(
     cmd.args(["-append", append.trim_end()]);
     cmd.args(devices);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    println!(
-        "vmtest: booting {} ({}), timeout {} s",
-        kernel.package,
-        if kvm { "KVM" } else { "TCG software emulation" },
-        o.timeout.as_secs()
-    );
-    let mut child = cmd.spawn().map_err(|e| Error::new(format!("qemu-system-x86_64: {e}")))?;
+    cmd
+}
+
+/// Streams `child`'s console to stdout, `log` and `watch` until QEMU exits,
+/// `timeout` passes, or the boot hangs before [`GUEST_UP`] (then QEMU is
+/// killed).
+fn follow(
+    mut child: std::process::Child,
+    timeout: Duration,
+    log: &Path,
+    watch: &mut dyn FnMut(&str),
+) -> Result<(Ended, Outcome)> {
     let (tx, rx) = mpsc::channel::<String>();
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
@@ -813,43 +893,43 @@ pub(crate) fn boot_with(
     }
     drop(tx);
     let mut logf = fs::File::create(log).map_err(|e| Error::io(log, e))?;
-    let deadline = Instant::now() + o.timeout;
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let boot_deadline = start + BOOT_DEADLINE.min(timeout);
     let mut outcome = Outcome::default();
-    let mut timed_out = false;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
+    let mut up = false;
+    let mut stop = None;
+    while stop.is_none() {
+        let until = if up { deadline } else { boot_deadline };
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(line) => {
                 println!("guest| {line}");
                 let _ = writeln!(logf, "{line}");
+                up |= line.contains(GUEST_UP);
+                if !up && is_boot_stall(&line) {
+                    stop = Some(Ended::Hung(format!("the kernel reported: {}", line.trim())));
+                }
                 observe(&line, &mut outcome);
                 watch(&line);
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) if up || boot_deadline >= deadline => {
+                stop = Some(Ended::TimedOut)
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                break;
+                stop =
+                    Some(Ended::Hung(format!("no user space after {} s", BOOT_DEADLINE.as_secs())))
             }
         }
     }
-    if timed_out {
+    if stop.is_some() {
         let _ = child.kill();
     }
     let status = child.wait().map_err(|e| Error::new(format!("qemu: {e}")))?;
     for r in readers {
         let _ = r.join();
     }
-    if timed_out {
-        return Err(Error::new(format!(
-            "the guest did not finish within {} s (log: {})",
-            o.timeout.as_secs(),
-            log.display()
-        )));
-    }
-    if !status.success() {
-        println!("vmtest: qemu exited with {status}");
-    }
-    Ok(outcome)
+    Ok((stop.unwrap_or(Ended::Exited(status)), outcome))
 }
 
 /// A seed from the clock, for runs that do not name one.
@@ -1168,6 +1248,50 @@ mod tests {
         let mut o = Outcome::default();
         observe("VMTEST-RESULT: PASS", &mut o);
         assert_eq!(o.result, Some(true));
+    }
+
+    fn console(script: &str) -> std::process::Child {
+        Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_guest_announces_user_space_with_the_line_the_boot_waits_for() {
+        let init = guest::shell_start("test");
+        assert!(init.contains("say() { echo \"vmtest: $*\"; }"), "{init}");
+        assert!(GUEST_UP.starts_with("vmtest: "));
+        let said = GUEST_UP.trim_start_matches("vmtest: ");
+        assert!(init.contains(&format!("say \"{said}")), "{init}");
+    }
+
+    #[test]
+    fn a_stall_before_user_space_is_a_hung_boot_and_after_it_is_not() {
+        let dir = std::env::temp_dir().join(format!("znskit-vmtest-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("console.log");
+        let stall = "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:";
+        let t = Instant::now();
+        let child = console(&format!("echo '{stall}'; exec sleep 60"));
+        let (ended, _) = follow(child, Duration::from_secs(120), &log, &mut |_| {}).unwrap();
+        assert!(matches!(ended, Ended::Hung(ref why) if why.contains("rcu_preempt")));
+        assert!(t.elapsed() < Duration::from_secs(30), "the hung boot was not stopped at once");
+        let child = console(&format!(
+            "echo '{GUEST_UP} Linux'; echo '{stall}'; echo 'VMTEST-RESULT: PASS'"
+        ));
+        let mut seen = 0;
+        let (ended, outcome) =
+            follow(child, Duration::from_secs(120), &log, &mut |_| seen += 1).unwrap();
+        assert!(matches!(ended, Ended::Exited(s) if s.success()));
+        assert_eq!((outcome.result, seen), (Some(true), 3));
+        let child = console(&format!("echo '{GUEST_UP} Linux'; exec sleep 60"));
+        let (ended, _) = follow(child, Duration::from_secs(1), &log, &mut |_| {}).unwrap();
+        assert!(matches!(ended, Ended::TimedOut));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
