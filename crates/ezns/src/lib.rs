@@ -19,6 +19,10 @@
 //!   back the moment it writes again (a returned column is parked in the
 //!   borrower's logical zone, not finished, so no padding stalls the
 //!   device).
+//! - **Capacity**: every logical zone that is not
+//!   full keeps a claim on the free physical zones it needs to fill at
+//!   width one; groups wider than that take columns only from the surplus,
+//!   so wide stripes never spend a tenant's advertised capacity.
 //! - **A die-aware serial allocator** ([`alloc`]): groups are allocated one
 //!   at a time, each column on the least loaded die, another tenant's
 //!   active zone there costing more if it writes and more still if it
@@ -54,6 +58,7 @@
 
 pub mod alloc;
 pub mod arbiter;
+mod capacity;
 
 pub mod config;
 mod control;

@@ -246,7 +246,8 @@ impl Ezns {
         // they are on a lender's die.)
         keep.extend(arb.unpark(t, lz.index, width.saturating_sub(keep.len())));
         self.relieve(arb);
-        let add = width.saturating_sub(keep.len()) as u32;
+        let want = width.saturating_sub(keep.len());
+        let add = self.affordable_columns(lz, arb.alloc.free_count(), start, &keep, want) as u32;
         let budgets = arb.budgets(t, keep.len() as u32, add);
         let keep_zones: Vec<u32> = keep.iter().map(|c| c.zone).collect();
         if !budgets.is_empty() {
@@ -321,7 +322,13 @@ impl Ezns {
         let more = arb.parked.iter().any(|p| p.tenant as usize == t && p.lzone == lz.index);
         if !ends && !more {
             // A widening that would place no new column (borrowed spares
-            // with no quiet die for them) would only cut the group.
+            // with no quiet die for them, or no surplus of physical zones)
+            // would only cut the group.
+            let free = arb.alloc.free_count();
+            let want = width - split.keep.len();
+            if self.affordable_columns(lz, free, e, &split.keep, want) == 0 {
+                return;
+            }
             let budgets =
                 arb.budgets(t, split.keep.len() as u32, (width - split.keep.len()) as u32);
             let keep: Vec<u32> = split.keep.iter().map(|c| c.zone).collect();

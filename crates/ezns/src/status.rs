@@ -102,6 +102,10 @@ pub struct Status {
     pub device_active: u32,
     /// Free physical zones.
     pub free_zones: u64,
+    /// Physical zones the logical zones that are not full still need to
+    /// reach their capacity at width one; only the free zones beyond
+    /// these go to wider groups.
+    pub reserved_zones: u64,
     /// Dies and dies per zone the allocator assumes.
     pub dies: u32,
     /// Dies per physical zone.
@@ -210,6 +214,7 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
         device_limit: arb.device_limit,
         device_active: arb.device_active,
         free_zones: arb.alloc.free_count(),
+        reserved_zones: ez.reserved_zones(),
         dies: map.dies,
         zone_dies: map.zone_dies,
         loans: arb.loans,
@@ -231,10 +236,11 @@ impl fmt::Display for Status {
         writeln!(f, "eZNS ({}) on {}", self.mode, self.device)?;
         writeln!(
             f,
-            "active physical zones {}/{} held, {} free zones, {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending, {} failed, {} finishes sent, {} returned spares parked",
+            "active physical zones {}/{} held, {} free zones ({} needed by logical zones), {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending, {} failed, {} finishes sent, {} returned spares parked",
             self.device_active,
             self.device_limit,
             self.free_zones,
+            self.reserved_zones,
             self.dies,
             self.zone_dies,
             self.loans,

@@ -821,10 +821,12 @@ pub(crate) fn boot_with(
             Ended::Hung(why) if attempt < BOOT_ATTEMPTS => {
                 println!("vmtest: the guest hung while booting ({why}); booting it again");
             }
-            Ended::Hung(why) => return Err(Error::new(format!(
+            Ended::Hung(why) => {
+                return Err(Error::new(format!(
                 "the guest hung while booting in each of {BOOT_ATTEMPTS} boots ({why}; log: {})",
                 log.display()
-            ))),
+            )))
+            }
         }
     }
     unreachable!("the last attempt returns")

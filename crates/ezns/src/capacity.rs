@@ -1,0 +1,80 @@
+//! Capacity: the physical zones the logical zones still need.
+//!
+//! A column serves one logical zone: what its group leaves unwritten when
+//! the logical zone fills (or is finished) is lost until the logical zone
+//! is reset. A group wider than the zone scale therefore spends more
+//! physical zones than the logical zone's capacity holds. Every logical
+//! zone that is not full still needs enough free physical zones to reach
+//! its capacity at width one; a group may take columns beyond that only
+//! out of the surplus, the free zones no logical zone needs. Without this
+//! check wide groups could spend the free pool, and a tenant would find
+//! its advertised capacity gone (Capacity Exceeded) in a zone it had not
+//! written yet.
+
+use zns_device::ZoneState;
+
+use crate::layout::{capacity, Column};
+use crate::runtime::{Ezns, LZone};
+
+impl Ezns {
+    /// Physical zones logical zone `lz` still needs, at width one, to hold
+    /// its capacity past the end of its last group: none once it is full
+    /// (or read only, or offline).
+    pub(crate) fn zones_needed(&self, lz: &LZone) -> u64 {
+        match lz.state() {
+            ZoneState::Full | ZoneState::ReadOnly | ZoneState::Offline => 0,
+            _ => {
+                let end = lz.map.load().last().map_or(0, |g| g.layout.end());
+                self.zones_for(self.geo.lcap.saturating_sub(end))
+            }
+        }
+    }
+
+    /// Physical zones holding `blocks` blocks.
+    fn zones_for(&self, blocks: u64) -> u64 {
+        blocks.div_ceil(self.geo.phys_cap)
+    }
+
+    /// Physical zones all logical zones of all tenants still need
+    /// ([`Ezns::zones_needed`]).
+    pub(crate) fn reserved_zones(&self) -> u64 {
+        let zones = self.tenants.iter().flat_map(|t| t.zones.iter());
+        zones.map(|lz| self.zones_needed(lz)).sum()
+    }
+
+    /// How many of `want` new columns a group of `lz` from logical block
+    /// `start` over the columns `keep` may take with `free` physical zones
+    /// free: the most that leave every logical zone (this one after the
+    /// group included) the zones it needs. One at least when `keep` is
+    /// empty (the zone must go on; what is free is the allocator's to say).
+    ///
+    /// Thread safety: the caller holds the arbiter's lock, so no other
+    /// group is made meanwhile.
+    pub(crate) fn affordable_columns(
+        &self,
+        lz: &LZone,
+        free: u64,
+        start: u64,
+        keep: &[Column],
+        want: usize,
+    ) -> usize {
+        let least = usize::from(keep.is_empty()).min(want);
+        if want == least {
+            return want;
+        }
+        let others = self.reserved_zones() - self.zones_needed(lz);
+        let mut room: Vec<u64> = keep.iter().map(|c| self.geo.phys_cap - c.base).collect();
+        let kept = room.len();
+        for add in (least..=want).rev() {
+            room.truncate(kept);
+            room.resize(kept + add, self.geo.phys_cap);
+            let end = (start + capacity(self.geo.unit, &room)).min(self.geo.lcap);
+            let after = self.zones_for(self.geo.lcap - end);
+            if others + after + add as u64 <= free {
+                return add;
+            }
+        }
+        tracing::debug!(zone = lz.index, free, others, "no surplus: the zone goes on narrow");
+        least
+    }
+}

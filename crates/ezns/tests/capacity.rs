@@ -1,0 +1,133 @@
+//! Capacity: every tenant can fill every logical zone it advertises,
+//! whatever widths ballooning gives its stripe groups. A group wider than
+//! the zone scale leaves most of each column unwritten when its logical
+//! zone fills (a column serves one logical zone), so widths have to come
+//! out of the physical zones no logical zone needs.
+
+mod common;
+
+use std::sync::Arc;
+
+use zns_device::{Target, ZoneAction, ZonedDevice};
+use zns_ezns::{Instance, Status};
+
+/// Zone scale 1 with groups up to 4 wide: a logical zone holds one
+/// physical zone's capacity. 40 logical zones on 94 physical zones (the
+/// plan's floor: 40 plus 31 for stripe ends).
+const NARROW_ZONES: &str = r#"
+device = "emu:ezns-test"
+zone_scale = 1
+stripe_unit_kib = 8
+max_width = 4
+
+[[tenant]]
+name = "a"
+zones = 20
+active_zones = 6
+
+[[tenant]]
+name = "b"
+zones = 20
+active_zones = 4
+"#;
+
+/// Writes every logical zone of `dev` full, 8 blocks a command, `open` zones
+/// at a time; returns the widest group seen.
+fn fill_all(dev: &Arc<dyn ZonedDevice>, inst: &Instance, open: usize) -> usize {
+    let info = dev.info().clone();
+    let bs = info.block_size as usize;
+    let buf = dev.alloc(8 * bs).unwrap();
+    let mut q = dev.queue(8).unwrap();
+    let mut widest = 0;
+    for first in (0..info.zone_count).step_by(open) {
+        let zones: Vec<u64> = (first..(first + open as u64).min(info.zone_count)).collect();
+        for off in (0..info.zone_capacity).step_by(8) {
+            for &z in &zones {
+                let lba = z * info.zone_size + off;
+                q.write(lba, &buf).unwrap_or_else(|e| {
+                    panic!("{}: zone {z} at {off}: {e} ({:?})", info.uri, free(inst))
+                });
+            }
+            let s = inst.status();
+            assert!(s.free_zones >= s.reserved_zones, "{s}");
+            widest = widest.max(widest_group(&s));
+        }
+    }
+    widest
+}
+
+fn widest_group(s: &Status) -> usize {
+    s.tenants.iter().flat_map(|t| t.stripes.iter().map(|z| z.width)).max().unwrap_or(0)
+}
+
+fn free(inst: &Instance) -> (u64, u64) {
+    let s = inst.status();
+    (s.free_zones, s.reserved_zones)
+}
+
+fn reset_all(dev: &Arc<dyn ZonedDevice>, inst: &Instance) {
+    let mut q = dev.queue(8).unwrap();
+    q.zone_action(ZoneAction::Reset, Target::All).unwrap();
+    // The physical zones come back once their resets are done.
+    for _ in 0..1000 {
+        inst.pump();
+        if inst.status().internal_pending == 0 {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    panic!("the resets did not finish: {:?}", inst.status().internal_pending);
+}
+
+#[test]
+fn every_logical_zone_fills_when_groups_are_wider_than_the_zone_scale() {
+    let inst = common::instance(NARROW_ZONES);
+    let a: Arc<dyn ZonedDevice> = inst.tenant("a").unwrap();
+    let b: Arc<dyn ZonedDevice> = inst.tenant("b").unwrap();
+    for round in 0..3 {
+        let wide_a = fill_all(&a, &inst, 1);
+        let wide_b = fill_all(&b, &inst, 4);
+        // The first zones stripe wide: there is room to spare at first.
+        assert!(round > 0 || wide_a > 1, "tenant a never striped wider than one column");
+        assert!(wide_b >= 1);
+        let s = inst.status();
+        assert_eq!(s.reserved_zones, 0, "full logical zones need nothing more");
+        reset_all(&a, &inst);
+        reset_all(&b, &inst);
+        let s2 = inst.status();
+        assert_eq!(s2.reserved_zones, 40, "empty logical zones need a physical zone each");
+        assert!(s2.free_zones >= 40, "round {round}: {} free after the resets", s2.free_zones);
+        assert!(s2.free_zones > s.free_zones);
+    }
+}
+
+#[test]
+fn tenants_writing_at_once_fill_every_logical_zone() {
+    let inst = common::instance(NARROW_ZONES);
+    for round in 0..2 {
+        std::thread::scope(|scope| {
+            for (name, writers) in [("a", 3u64), ("b", 2)] {
+                for w in 0..writers {
+                    let dev: Arc<dyn ZonedDevice> = inst.tenant(name).unwrap();
+                    scope.spawn(move || {
+                        let info = dev.info().clone();
+                        let buf = dev.alloc(4 * info.block_size as usize).unwrap();
+                        let mut q = dev.queue(4).unwrap();
+                        for z in (w..info.zone_count).step_by(writers as usize) {
+                            for off in (0..info.zone_capacity).step_by(4) {
+                                q.write(z * info.zone_size + off, &buf).unwrap_or_else(|e| {
+                                    panic!("round {round}, {name} zone {z} at {off}: {e}")
+                                });
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        let s = inst.status();
+        assert_eq!((s.reserved_zones, s.device_active), (0, 0), "{s}");
+        for name in ["a", "b"] {
+            reset_all(&(inst.tenant(name).unwrap() as Arc<dyn ZonedDevice>), &inst);
+        }
+    }
+}
