@@ -1044,6 +1044,13 @@ fn around(
         "f2fs_debug_gc_moved_blocks",
     );
     let calls = sum("f2fs_gc_foreground_calls", "f2fs_gc_background_calls", "f2fs_debug_gc_calls");
+    // Foreground GC runs in a writer's path and ends with a checkpoint,
+    // which stalls every writer of the filesystem.
+    let fg_calls = c.delta(n, &b, &a, "f2fs_gc_foreground_calls");
+    let checkpoints = c
+        .delta(n, &b, &a, "f2fs_cp_foreground_calls")
+        .zip(c.delta(n, &b, &a, "f2fs_cp_background_calls"))
+        .map(|(f, b)| f + b);
     let media = c.delta(n, &b, &a, "media_bytes_written");
     let waf = device_waf(c, n, &b, &a);
     let v = json!({
@@ -1057,6 +1064,8 @@ fn around(
         "device_waf": waf.ok(),
         "f2fs_gc_moved_blocks": moved,
         "f2fs_gc_calls": calls,
+        "f2fs_gc_foreground_calls": fg_calls,
+        "f2fs_checkpoints": checkpoints,
         "fs_use_before": fill(c, n, &b),
         "fs_use_after": fill(c, n, &a),
     });
@@ -1699,6 +1708,33 @@ mod tests {
         );
         r["sides"]["f2fs-zns"]["mysql"] = Value::Null;
         assert_eq!(missing(&r, &w, Some(&sb)).len(), 2 + 5 + 7 + 8);
+    }
+
+    #[test]
+    fn f2fs_gc_and_checkpoints_are_counted_around_a_phase() {
+        let mut c = Collected::default();
+        for (point, [moved, fg, bg, cpf, cpb]) in
+            [("before-p", [100, 10, 1, 20, 2]), ("after-p", [160, 14, 1, 27, 3])]
+        {
+            for (name, v) in [
+                ("moved_blocks_foreground", moved),
+                ("moved_blocks_background", 0),
+                ("gc_foreground_calls", fg),
+                ("gc_background_calls", bg),
+                ("cp_foreground_calls", cpf),
+                ("cp_background_calls", cpb),
+            ] {
+                c.watch(&format!("APPS-STAT f2fs-zns {point} f2fs_{name} {v}"));
+            }
+        }
+        let (v, _) = around(&c, "f2fs-zns", "p");
+        assert_eq!(v["f2fs_gc_moved_blocks"], 60);
+        assert_eq!(v["f2fs_gc_calls"], 4);
+        assert_eq!(v["f2fs_gc_foreground_calls"], 4);
+        assert_eq!(v["f2fs_checkpoints"], 8);
+        // A kernel without the checkpoint counters: none, not zero.
+        let (v, _) = around(&c, "ext4-conv", "p");
+        assert!(v["f2fs_checkpoints"].is_null() && v["f2fs_gc_foreground_calls"].is_null());
     }
 
     #[test]

@@ -229,7 +229,7 @@ counters() {{
         apps_stat $1 fs_avail_kib $5
     fi
     if [ "$FS" = f2fs ]; then
-        for f in /sys/fs/f2fs/$FSDEV/lifetime_write_kbytes /sys/fs/f2fs/$FSDEV/moved_blocks_foreground /sys/fs/f2fs/$FSDEV/moved_blocks_background /sys/fs/f2fs/$FSDEV/gc_foreground_calls /sys/fs/f2fs/$FSDEV/gc_background_calls; do
+        for f in /sys/fs/f2fs/$FSDEV/lifetime_write_kbytes /sys/fs/f2fs/$FSDEV/moved_blocks_foreground /sys/fs/f2fs/$FSDEV/moved_blocks_background /sys/fs/f2fs/$FSDEV/gc_foreground_calls /sys/fs/f2fs/$FSDEV/gc_background_calls /sys/fs/f2fs/$FSDEV/cp_foreground_calls /sys/fs/f2fs/$FSDEV/cp_background_calls; do
             [ -r $f ] && apps_stat $1 f2fs_$(basename $f) $(cat $f)
         done
         st=/sys/kernel/debug/f2fs/status
