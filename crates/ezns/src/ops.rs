@@ -329,8 +329,7 @@ impl Ezns {
             if self.affordable_columns(lz, free, e, &split.keep, want) == 0 {
                 return;
             }
-            let budgets =
-                arb.budgets(t, split.keep.len() as u32, (width - split.keep.len()) as u32);
+            let budgets = arb.budgets(t, split.keep.len() as u32, want as u32);
             let keep: Vec<u32> = split.keep.iter().map(|c| c.zone).collect();
             self.refresh_activity(arb, self.now());
             if arb.placeable(t, &budgets, &keep) == 0 {

@@ -335,6 +335,8 @@ pub fn parse_parts(list: &str, known: &[&str]) -> Result<Vec<String>, crate::Err
 }
 
 pub fn shell_start(purpose: &str) -> String {
+    // The line the host waits for before it counts the boot as done.
+    let up = crate::vmtest::GUEST_UP.trim_start_matches("vmtest: ");
     format!(
         r#"#!/bin/sh
 # znskit guest: {purpose}
@@ -364,7 +366,7 @@ expect() {{
         *) fail=1; echo "FAIL $label: '$want' not in: $got" ;;
     esac
 }}
-say "guest up: Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPUs"
+say "{up} Linux $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPUs"
 "#
     )
 }
