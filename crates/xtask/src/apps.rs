@@ -57,6 +57,7 @@ use crate::apps_mysql::{self, Sysbench};
 use crate::apps_tenants::{self, TenantWorkload};
 use crate::apps_tenants_plot;
 use crate::args::{self, GuestArgs, List};
+use crate::guest_clock;
 use crate::kernel::Flavour;
 use crate::probe::HostProbe;
 use crate::server::{build_zns, Server};
@@ -119,6 +120,8 @@ pub struct Options {
     zns: Option<PathBuf>,
     tenants: Option<TenantWorkload>,
     dilations: Vec<f64>,
+    /// `--guest-clock`: the guest's clock dilated with the devices'.
+    guest_clock: bool,
     /// `--replot`: draw this report's plot instead of running.
     replot: Option<PathBuf>,
 }
@@ -197,6 +200,10 @@ pub struct Args {
     /// Seconds of each sysbench workload (default 30; --smoke 5).
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     sb_seconds: Option<u32>,
+    /// Transactions of each sysbench workload instead of --sb-seconds
+    /// (default with --guest-clock: 200)
+    #[arg(long, value_name = "N", verbatim_doc_comment, value_parser = clap::value_parser!(u32).range(1..))]
+    sb_events: Option<u32>,
     /// sysbench's client threads.
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 4)]
     sb_threads: u32,
@@ -249,6 +256,15 @@ pub struct Args {
     #[arg(long, value_name = "F1,F2", verbatim_doc_comment, value_parser = dilations,
           overrides_with = "dilation", help_heading = "Dilated clock")]
     dilations: Option<List<f64>>,
+    /// Dilate the guest's clock with the devices' (with --dilation or
+    /// --dilations): QEMU runs under libfaketime at 1/F of real time, so
+    /// what the guest's clock paces (writeback, InnoDB's page cleaner,
+    /// the benchmarks' own timing) keeps the devices' pace too. Timed
+    /// phases last F times longer in real time: sysbench runs
+    /// --sb-events transactions instead, and --rww-seconds and the
+    /// tenants' --tn-seconds are the guest's seconds
+    #[arg(long, verbatim_doc_comment, help_heading = "Dilated clock")]
+    guest_clock: bool,
     /// Run nothing: draw the plot of an earlier run's report (apps.json
     /// or apps-tenants.json) into --out (with --docs: into docs/)
     #[arg(long, value_name = "FILE", verbatim_doc_comment)]
@@ -256,6 +272,10 @@ pub struct Args {
     #[command(flatten)]
     guest: GuestArgs,
 }
+
+/// sysbench's transactions per workload on a dilated guest clock unless
+/// `--sb-events` says otherwise.
+const GUEST_CLOCK_EVENTS: u32 = 200;
 
 /// The applications `--apps` names.
 const APPS: &[&str] = &["rocksdb", "mysql"];
@@ -336,6 +356,7 @@ impl Args {
             tables: pick(self.sb_tables, 4, 1).max(1),
             table_size: pick(self.sb_table_size, 25_000, 5000).max(1),
             seconds: pick(self.sb_seconds, 30, 5).max(1),
+            events: self.sb_events.or(self.guest_clock.then_some(GUEST_CLOCK_EVENTS)),
             threads: self.sb_threads.max(1),
             buffer_pool_mib: self.buffer_pool.max(8),
             workloads: self.sb_workloads.as_ref().map_or(default_workloads, |w| w.0.clone()),
@@ -370,6 +391,7 @@ impl Args {
             zns: self.zns.clone(),
             tenants,
             dilations,
+            guest_clock: self.guest_clock,
             replot: self.replot.clone(),
         }
     }
@@ -478,6 +500,15 @@ policy = \"greedy\"
 pub fn run(opts: &Options) -> Result<()> {
     if let Some(report) = &opts.replot {
         return replot(opts, report);
+    }
+    if opts.guest_clock {
+        if opts.dilations.is_empty() {
+            return Err(Error::new(
+                "--guest-clock dilates the guest's clock with the devices': give --dilation or \
+                 --dilations",
+            ));
+        }
+        guest_clock::check()?;
     }
     let start = Instant::now();
     let root = vmtest::workspace_root();
@@ -603,13 +634,32 @@ fn dilated(uri: String, f: Option<f64>) -> String {
     }
 }
 
+/// `zns serve`'s stall timeout for a guest on a dilated clock
+/// (`--guest-clock`): the default 30 s stretched F times, at most a day
+/// (a host on a slow clock sends a PDU's pieces and takes its responses
+/// at its clock's pace); nothing otherwise.
+fn stall_args(opts: &Options, dilation: Option<f64>) -> Vec<String> {
+    match dilation.filter(|_| opts.guest_clock) {
+        Some(f) => vec!["--stall-timeout".into(), format!("{}", (30.0 * f).min(86_400.0))],
+        None => Vec::new(),
+    }
+}
+
 /// The dilation and the probes of a run: the host's probe time, the
 /// guest's, and the guest's slowdown against the host (the factor that
 /// would give the guest the host's CPU-to-device ratio).
-fn probe_report(dilation: Option<f64>, host: &HostProbe, c: &Collected) -> Value {
+fn probe_report(
+    dilation: Option<f64>,
+    guest_clock: bool,
+    host: &HostProbe,
+    c: &Collected,
+) -> Value {
     let guest = c.probe.as_ref().and_then(|p| p.as_ref().ok());
     json!({
         "dilation": dilation.unwrap_or(1.0),
+        // The guest's clock dilated too: its probes, and every figure it
+        // timed, are in its own (dilated) time.
+        "guest_clock_dilated": guest_clock && dilation.is_some(),
         "host_probe_ns": host.ns,
         "host_kernel_probe_ns": host.kernel_ns,
         "guest_probe_ns": guest.and_then(|g| g["ns"].as_u64()),
@@ -723,6 +773,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             }
             args.extend(["serve", "--listen", "127.0.0.1:0", "--nqn"].map(String::from));
             args.push(apps_tenants::nqn(mode));
+            args.extend(stall_args(opts, dilation));
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let server = Server::start(label, &p.zns, &args)?;
             body.push_str(&apps_tenants::mode_lines(
@@ -741,6 +792,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             false,
         );
         s.push_str(&apps_guest::helpers());
+        s.push_str(&apps_guest::clock_lines(dilation.filter(|_| opts.guest_clock)));
         s.push_str(&apps_guest::probe_lines(&p.host));
         s.push_str(&body);
         s.push_str(&crate::clients::end_lines());
@@ -755,26 +807,21 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
     let conv_uri =
         dilated(format!("emu:profile={},zones={}", conv_toml.display(), opts.zones), dilation);
     let meta = meta_device(&p.dir, dilation)?;
-    let zns_server = Server::start(
-        "zns serve (ZNS)",
-        &p.zns,
-        &[
-            "--device",
-            &zns_uri,
-            "--device",
-            &meta,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--nqn",
-            NQN_ZNS,
-        ],
-    )?;
-    let conv_server = Server::start(
-        "zns serve (conventional)",
-        &p.zns,
-        &["--device", &conv_uri, "serve", "--listen", "127.0.0.1:0", "--nqn", NQN_CONV],
-    )?;
+    let stall = stall_args(opts, dilation);
+    let stall: Vec<&str> = stall.iter().map(String::as_str).collect();
+    let serve = |devices: &[&str], nqn: &str| -> Vec<String> {
+        let mut a: Vec<String> =
+            devices.iter().flat_map(|d| ["--device", d]).map(String::from).collect();
+        a.extend(["serve", "--listen", "127.0.0.1:0", "--nqn", nqn].map(String::from));
+        a.extend(stall.iter().map(|s| s.to_string()));
+        a
+    };
+    let zns_args = serve(&[&zns_uri, &meta], NQN_ZNS);
+    let zns_args: Vec<&str> = zns_args.iter().map(String::as_str).collect();
+    let zns_server = Server::start("zns serve (ZNS)", &p.zns, &zns_args)?;
+    let conv_args = serve(&[&conv_uri], NQN_CONV);
+    let conv_args: Vec<&str> = conv_args.iter().map(String::as_str).collect();
+    let conv_server = Server::start("zns serve (conventional)", &p.zns, &conv_args)?;
     let sides = sides(opts, zns_server.port, conv_server.port);
     let mke2fs = vmtest::which("mke2fs").ok_or_else(|| Error::new("mke2fs is not installed"))?;
     let mysql = opts
@@ -789,6 +836,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         mysql,
         &mke2fs.display().to_string(),
         Some(&p.host),
+        dilation.filter(|_| opts.guest_clock),
     );
     let uris = vec![
         ("zns".to_string(), zns_uri),
@@ -832,7 +880,11 @@ fn run_once(
     dilation: Option<f64>,
     out: &Path,
 ) -> Result<(Value, String, Vec<String>)> {
-    let o = &opts.vm;
+    let mut o = opts.vm.clone();
+    if opts.guest_clock {
+        o.guest_clock = dilation;
+    }
+    let o = &o;
     let p = prepare(opts, dilation)?;
     let (servers, script, uris) = servers_and_script(opts, &p, dilation)?;
     let initramfs =
@@ -893,7 +945,7 @@ fn run_once(
         let table = markdown(&results);
         (results, table)
     };
-    report["clock"] = probe_report(dilation, &p.host, &collected);
+    report["clock"] = probe_report(dilation, opts.guest_clock, &p.host, &collected);
     report["late_completions"] = json!(lateness);
     report["guest_seconds"] = json!(guest_secs);
     report["failures"] = json!(failures);
@@ -1161,6 +1213,7 @@ fn results(opts: &Options, sides: &[Side], c: &Collected, uris: [&str; 3]) -> Va
             "table_size": sb.table_size,
             "rows": sb.tables as u64 * sb.table_size as u64,
             "seconds": sb.seconds,
+            "events": sb.events,
             "threads": sb.threads,
             "buffer_pool_mib": sb.buffer_pool_mib,
             "workloads": sb.workloads,
@@ -1311,14 +1364,17 @@ fn mysql_table(r: &Value) -> String {
     let m = &r["mysql"];
     let _ = writeln!(
         s,
-        "MariaDB {} with sysbench {}: {} table(s) of {} rows, {} threads, {} s per workload, \
+        "MariaDB {} with sysbench {}: {} table(s) of {} rows, {} threads, {} per workload, \
          InnoDB buffer pool {} MiB (O_DIRECT, a log flush per commit){}.\n",
         m["mariadb_version"].as_str().unwrap_or("?"),
         m["sysbench_version"].as_str().unwrap_or("?"),
         m["tables"],
         m["table_size"],
         m["threads"],
-        m["seconds"],
+        match m["events"].as_u64() {
+            Some(n) => format!("{n} transactions"),
+            None => format!("{} s", m["seconds"]),
+        },
         m["buffer_pool_mib"],
         if m["after_db_bench"].as_bool() == Some(true) {
             "; after db_bench, its database removed, the filler kept"
@@ -1554,6 +1610,34 @@ mod tests {
     }
 
     #[test]
+    fn a_dilated_guest_clock_counts_transactions_and_needs_a_factor() {
+        let p = |a: &[&str]| parse(a).unwrap().unwrap();
+        let timed = p(&["--apps", "mysql", "--dilations", "64,128"]);
+        assert!(!timed.guest_clock && timed.mysql.unwrap().events.is_none());
+        let dilated = p(&["--apps", "mysql", "--dilations", "64,128", "--guest-clock"]);
+        assert!(dilated.guest_clock);
+        assert_eq!(dilated.mysql.as_ref().unwrap().events, Some(GUEST_CLOCK_EVENTS));
+        assert_eq!(
+            dilated.mysql.unwrap().run_options(),
+            "--time=0 --events=200 --percentile=95 --histogram=on --report-interval=0"
+        );
+        let counted = p(&["--apps", "mysql", "--sb-events", "50"]);
+        assert_eq!(counted.mysql.unwrap().events, Some(50));
+        assert!(parse(&["--sb-events", "0"]).is_err());
+        // The guest's clock follows the devices': no factor, no run.
+        let alone = p(&["--guest-clock"]);
+        let e = run(&alone).unwrap_err().to_string();
+        assert!(e.contains("--dilation"), "{e}");
+        assert_eq!(stall_args(&dilated_opts(), Some(64.0)), ["--stall-timeout", "1920"]);
+        assert_eq!(stall_args(&dilated_opts(), Some(4096.0)), ["--stall-timeout", "86400"]);
+        assert!(stall_args(&p(&["--dilation", "64"]), Some(64.0)).is_empty());
+    }
+
+    fn dilated_opts() -> Options {
+        parse(&["--dilation", "64", "--guest-clock"]).unwrap().unwrap()
+    }
+
+    #[test]
     fn tenants_and_dilation_options_are_parsed_and_checked() {
         let p = parse;
         let t = p(&["--tenants", "--smoke", "--tn-seconds", "3", "--seed", "4"]).unwrap().unwrap();
@@ -1657,6 +1741,7 @@ mod tests {
             tables: 1,
             table_size: 10,
             seconds: 1,
+            events: None,
             threads: 1,
             buffer_pool_mib: 16,
             workloads: vec!["oltp_read_only", "oltp_write_only"],
@@ -1689,6 +1774,11 @@ mod tests {
         assert!(missing(&r, &w, Some(&sb)).is_empty(), "{:?}", missing(&r, &w, Some(&sb)));
         let t = markdown(&r);
         assert!(!t.contains("db_bench"), "{t}");
+        assert!(t.contains("1 threads, 1 s per workload"), "{t}");
+        let mut counted = r.clone();
+        counted["mysql"]["events"] = json!(200);
+        let c = markdown(&counted);
+        assert!(c.contains("1 threads, 200 transactions per workload"), "{c}");
         assert!(t.contains("| f2fs-zns | oltp_write_only | 75.0 | 1500 | 7.50 | 12.25 | 9 | 4.0 | 4.0 | 5.0 | 1.50 | 3 |"), "{t}");
         assert!(
             t.find("| ext4-conv | sysbench_prepare |") < t.find("| ext4-conv | oltp_read_only |")

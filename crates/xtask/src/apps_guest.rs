@@ -154,6 +154,7 @@ pub fn init_script(
     mysql: Option<Mysql>,
     mke2fs: &str,
     probe_host: Option<&HostProbe>,
+    guest_clock: Option<f64>,
 ) -> String {
     let mut s = start_lines(
         "RocksDB's db_bench and MariaDB with sysbench on f2fs over a ZNS model and on \
@@ -164,6 +165,7 @@ pub fn init_script(
     );
     s.push_str(&format!("MKE2FS={mke2fs}\n"));
     s.push_str(&helpers());
+    s.push_str(&clock_lines(guest_clock));
     if let Some(m) = mysql {
         s.push_str(&apps_mysql::helpers(m.share));
     }
@@ -175,6 +177,27 @@ pub fn init_script(
     }
     s.push_str(&end_lines());
     s
+}
+
+/// The keep-alive timeout a guest on a dilated clock asks for, seconds.
+/// Its kernel sends a Keep Alive every half of it by the guest's clock,
+/// F times slower than the target's, which counts the timeout in real
+/// time: no timeout the guest's keep-alives meet exists for F > 2, so the
+/// guest asks for a day (a run's commands keep the controller alive).
+pub const DILATED_KEEP_ALIVE_S: u32 = 86_400;
+
+/// The lines that set `$CONNECT_OPTS`, what every `nvme connect` of the
+/// apps' guests adds: on a dilated guest clock
+/// ([`crate::guest_clock`]), the keep-alive timeout of
+/// [`DILATED_KEEP_ALIVE_S`]; nothing otherwise.
+pub fn clock_lines(guest_clock: Option<f64>) -> String {
+    match guest_clock {
+        Some(f) => format!(
+            "say \"the guest's clock runs {f} times slower than the host's\"\n\
+             CONNECT_OPTS=\"--keep-alive-tmo={DILATED_KEEP_ALIVE_S}\"\n"
+        ),
+        None => "CONNECT_OPTS=\n".into(),
+    }
 }
 
 /// Prefix of the line with the guest's CPU-bound probe (`zns
@@ -273,7 +296,7 @@ fn side_lines(side: &Side, w: &Workload, sysbench: Option<&Sysbench>) -> String 
     let mut s = format!(
         r#"# ---- {name}: {fs} ----
 SIDE={name}; FS={fs}; MNT=/mnt/{name}; META=; FSDEV=
-run connect-{name} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn}
+run connect-{name} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn} $CONNECT_OPTS
 i=0
 while [ $i -lt 100 ] && {{ [ -z "$(disk_of {nqn} 1)" ] || [ "$(cat /sys/block/$(disk_of {nqn} 1)/size 2>/dev/null)" = 0 ]; }}; do sleep 0.1; i=$((i + 1)); done
 D=$(disk_of {nqn} 1); CTRL=$(ctrl_of {nqn})
@@ -601,6 +624,7 @@ mod tests {
             tables: 1,
             table_size: 100,
             seconds: 2,
+            events: None,
             threads: 1,
             buffer_pool_mib: 8,
             workloads: vec!["oltp_write_only"],
@@ -615,6 +639,7 @@ mod tests {
             Some(mysql),
             "/sbin/mke2fs",
             Some(&HostProbe { ns: 9, kernel_ns: Some(4) }),
+            None,
         );
         assert!(s.starts_with("#!/bin/sh\n") && s.trim_end().ends_with("poweroff -f"));
         let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} not in {s}"));
@@ -647,19 +672,30 @@ mod tests {
             ..workload()
         };
         assert_eq!(smoke.phases(), ["fillrandom"]);
-        let s = init_script(&[], &sides, &smoke, None, "/sbin/mke2fs", None);
+        let s = init_script(&[], &sides, &smoke, None, "/sbin/mke2fs", None, None);
         assert!(
             !s.contains("phase overwrite") && !s.contains("filler") && !s.contains("precondition-")
         );
         assert!(!s.contains("blkdiscard"));
         assert!(!s.contains("mysql_init") && !s.contains("sb_phase"));
-        let synced =
-            init_script(&[], &sides, &Workload { device_bound: true, ..smoke }, None, "m", None);
+        let synced = init_script(
+            &[],
+            &sides,
+            &Workload { device_bound: true, ..smoke },
+            None,
+            "m",
+            None,
+            None,
+        );
         assert!(synced.contains(DEVICE_BOUND) && synced.contains("--cache_size=0 "), "{synced}");
         let alone = Workload { db_bench: false, ..workload() };
         assert!(alone.phases().is_empty());
-        let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs", None);
+        let s = init_script(&[], &sides, &alone, Some(mysql), "/sbin/mke2fs", None, None);
         assert!(!s.contains("phase fillrandom") && !s.contains("rm -rf $MNT/db"), "{s}");
+        assert!(at("CONNECT_OPTS=\n") < at("-s 4420 -n nqn.z $CONNECT_OPTS\n"), "{s}");
+        let dilated = init_script(&[], &sides, &alone, Some(mysql), "m", None, Some(512.0));
+        let opts = dilated.find("CONNECT_OPTS=\"--keep-alive-tmo=86400\"\n").unwrap();
+        assert!(opts < dilated.find("nvme connect").unwrap(), "{dilated}");
         assert!(s.contains("then a database of 0 MiB") && s.contains("sb_phase oltp_write_only"));
     }
 

@@ -49,6 +49,11 @@ pub struct Sysbench {
     pub table_size: u32,
     /// Seconds of each workload (`--time`).
     pub seconds: u32,
+    /// Transactions of each workload instead (`--events`, no time
+    /// limit): a guest on a dilated clock counts its seconds F times
+    /// slower, so a count bounds the run's real time where seconds would
+    /// stretch it F times.
+    pub events: Option<u32>,
     /// Client threads (`--threads`).
     pub threads: u32,
     /// InnoDB's buffer pool, MiB: below the tables' size, so that reads
@@ -85,13 +90,17 @@ impl Sysbench {
         )
     }
 
-    /// The options of a workload's run: bounded by time, the 95th
-    /// percentile in the report and the latency histogram after it (the
-    /// 99th percentile is read from that).
+    /// The options of a workload's run: bounded by time (or by
+    /// transactions, [`Sysbench::events`]), the 95th percentile in the
+    /// report and the latency histogram after it (the 99th percentile is
+    /// read from that).
     pub fn run_options(&self) -> String {
+        let (time, events) = match self.events {
+            Some(n) => (0, n),
+            None => (self.seconds, 0),
+        };
         format!(
-            "--time={} --events=0 --percentile=95 --histogram=on --report-interval=0",
-            self.seconds
+            "--time={time} --events={events} --percentile=95 --histogram=on --report-interval=0"
         )
     }
 }
@@ -379,6 +388,7 @@ mod tests {
             tables: 2,
             table_size: 5000,
             seconds: 7,
+            events: None,
             threads: 3,
             buffer_pool_mib: 16,
             workloads: vec!["oltp_read_only", "oltp_read_write"],
@@ -415,6 +425,9 @@ mod tests {
         assert!(!s.contains("oltp_write_only"));
         assert!(s.contains("--tables=2 --table-size=5000 --threads=3 --rand-seed=11"), "{s}");
         assert!(s.contains("--time=7 --events=0 --percentile=95 --histogram=on"), "{s}");
+        let counted = Sysbench { events: Some(300), ..sb() };
+        let c = side_lines("ext4-conv", &counted, true);
+        assert!(c.contains("--time=0 --events=300 --percentile=95"), "{c}");
         assert!(!side_lines("x", &sb(), false).contains("rm -rf"));
         assert!(!s.contains("mysql-stop-ext4-conv-"), "{s}");
         let clean = side_lines("ext4-conv", &Sysbench { clean_start: true, ..sb() }, true);

@@ -189,7 +189,7 @@ pub fn mode_lines(mode: &str, port: u16, w: &TenantWorkload, dilation: f64) -> S
     let n = TENANTS.len();
     let mut s = format!(
         r#"# ---- tenants, {mode} ----
-run connect-{mode} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn}
+run connect-{mode} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn} $CONNECT_OPTS
 i=0
 while [ $i -lt 100 ] && [ -z "$(disk_of {nqn} {last})" ]; do sleep 0.1; i=$((i + 1)); done
 "#,

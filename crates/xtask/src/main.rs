@@ -46,6 +46,7 @@ mod f2fs;
 mod fidelity;
 mod fio_zbd;
 mod guest;
+mod guest_clock;
 mod kernel;
 mod nvme_cli;
 mod nvmet;
@@ -129,7 +130,7 @@ enum Task {
     /// `--parts perf`; writes docs/ublk-perf.json.
     #[command(verbatim_doc_comment, mut_arg("parts", |a| a.default_value(ublk_perf::PART)))]
     UblkPerf(ublk::Args),
-    Apps(apps::Args),
+    Apps(Box<apps::Args>),
     /// Path (d) of the fidelity table: zns characterize in a guest over nvme-tcp
     #[command(disable_help_flag = true)]
     Fidelity(Raw),

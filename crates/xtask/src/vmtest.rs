@@ -24,6 +24,7 @@ use clap::Parser;
 
 use crate::args::{self, GuestArgs, List};
 use crate::guest::{self, Plan, RESULT_MARKER};
+use crate::guest_clock;
 use crate::{cpio, elf, kernel, run_checked, Error, Result};
 
 /// Conformance suite and differential test in a guest on QEMU's ZNS controller
@@ -129,6 +130,9 @@ pub struct Options {
     trace: bool,
     pub(crate) smp: u32,
     pub(crate) memory: String,
+    /// The guest's clock dilated this many times ([`guest_clock`]): QEMU
+    /// runs under libfaketime, every clock it reads running F times slower.
+    pub(crate) guest_clock: Option<f64>,
 }
 
 impl Default for Options {
@@ -148,6 +152,7 @@ impl Default for Options {
             trace: false,
             smp: 2,
             memory: "1G".into(),
+            guest_clock: None,
         }
     }
 }
@@ -762,6 +767,15 @@ pub(crate) const GUEST_UP: &str = "vmtest: guest up:";
 /// multi-threaded TCG does this now and then).
 const BOOT_DEADLINE: Duration = Duration::from_secs(300);
 
+/// [`BOOT_DEADLINE`] for a guest of options `o`: on a clock dilated F
+/// times ([`guest_clock`]) the firmware's and the kernel's timed waits
+/// before user space (about a quarter of a second of the guest's time)
+/// take F times longer, half a second per unit of F allowed.
+fn boot_deadline(o: &Options) -> Duration {
+    let dilated = o.guest_clock.map_or(Duration::ZERO, |f| Duration::from_secs_f64(0.5 * f));
+    BOOT_DEADLINE + dilated
+}
+
 /// Boots a guest that hung before [`GUEST_UP`] this many times in all. The
 /// guest has run nothing yet then, so its images are as they were.
 const BOOT_ATTEMPTS: u32 = 3;
@@ -803,7 +817,7 @@ pub(crate) fn boot_with(
             o.timeout.as_secs()
         );
         let child = cmd.spawn().map_err(|e| Error::new(format!("qemu-system-x86_64: {e}")))?;
-        let (ended, outcome) = follow(child, o.timeout, log, watch)?;
+        let (ended, outcome) = follow(child, o.timeout, boot_deadline(o), log, watch)?;
         match ended {
             Ended::Exited(status) => {
                 if !status.success() {
@@ -849,6 +863,11 @@ fn qemu_command(
         cmd.args(["-accel", "tcg,thread=multi"]);
     }
     cmd.arg("-kernel").arg(&kernel.vmlinuz).arg("-initrd").arg(initramfs);
+    let mut extra = extra.to_string();
+    if let Some(f) = o.guest_clock {
+        guest_clock::apply(&mut cmd, f);
+        extra = format!("{} {extra}", guest_clock::KERNEL_ARGS);
+    }
     // Without native multipath the namespace block devices are the
     // namespaces themselves, whichever QEMU (newer ones put every
     // controller in a subsystem, which makes Linux put a multipath head in
@@ -867,6 +886,7 @@ fn qemu_command(
 fn follow(
     mut child: std::process::Child,
     timeout: Duration,
+    boot: Duration,
     log: &Path,
     watch: &mut dyn FnMut(&str),
 ) -> Result<(Ended, Outcome)> {
@@ -897,7 +917,7 @@ fn follow(
     let mut logf = fs::File::create(log).map_err(|e| Error::io(log, e))?;
     let start = Instant::now();
     let deadline = start + timeout;
-    let boot_deadline = start + BOOT_DEADLINE.min(timeout);
+    let boot_deadline = start + boot.min(timeout);
     let mut outcome = Outcome::default();
     let mut up = false;
     let mut stop = None;
@@ -919,8 +939,7 @@ fn follow(
                 stop = Some(Ended::TimedOut)
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                stop =
-                    Some(Ended::Hung(format!("no user space after {} s", BOOT_DEADLINE.as_secs())))
+                stop = Some(Ended::Hung(format!("no user space after {} s", boot.as_secs())))
             }
         }
     }
@@ -1226,6 +1245,29 @@ mod tests {
     }
 
     #[test]
+    fn a_dilated_guest_clock_runs_qemu_under_libfaketime() {
+        let k = kernel::Kernel {
+            package: "linux-image-test".into(),
+            vmlinuz: "vmlinuz".into(),
+            modules_dir: "modules".into(),
+        };
+        let args = |cmd: &Command| -> Vec<String> {
+            cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect()
+        };
+        let faketime = |cmd: &Command| cmd.get_envs().any(|(k, _)| k == "FAKETIME");
+        let plain = qemu_command(&k, Path::new("init"), &[], "x=1", &Options::default());
+        assert!(!faketime(&plain));
+        assert!(!args(&plain).iter().any(|a| a.contains(guest_clock::KERNEL_ARGS)));
+        let o = Options { guest_clock: Some(16.0), ..Options::default() };
+        let dilated = qemu_command(&k, Path::new("init"), &[], "x=1", &o);
+        assert!(faketime(&dilated));
+        let append = args(&dilated).into_iter().find(|a| a.contains("rdinit=/init")).unwrap();
+        assert!(append.ends_with("no_timer_check x=1"), "{append}");
+        assert_eq!(boot_deadline(&Options::default()), BOOT_DEADLINE);
+        assert_eq!(boot_deadline(&o), BOOT_DEADLINE + Duration::from_secs(8));
+    }
+
+    #[test]
     fn the_console_is_read_for_results() {
         let mut o = Outcome::default();
         for l in [
@@ -1279,7 +1321,8 @@ mod tests {
         let stall = "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:";
         let t = Instant::now();
         let child = console(&format!("echo '{stall}'; exec sleep 60"));
-        let (ended, _) = follow(child, Duration::from_secs(120), &log, &mut |_| {}).unwrap();
+        let (ended, _) =
+            follow(child, Duration::from_secs(120), BOOT_DEADLINE, &log, &mut |_| {}).unwrap();
         assert!(matches!(ended, Ended::Hung(ref why) if why.contains("rcu_preempt")));
         assert!(t.elapsed() < Duration::from_secs(30), "the hung boot was not stopped at once");
         let child = console(&format!(
@@ -1287,11 +1330,13 @@ mod tests {
         ));
         let mut seen = 0;
         let (ended, outcome) =
-            follow(child, Duration::from_secs(120), &log, &mut |_| seen += 1).unwrap();
+            follow(child, Duration::from_secs(120), BOOT_DEADLINE, &log, &mut |_| seen += 1)
+                .unwrap();
         assert!(matches!(ended, Ended::Exited(s) if s.success()));
         assert_eq!((outcome.result, seen), (Some(true), 3));
         let child = console(&format!("echo '{GUEST_UP} Linux'; exec sleep 60"));
-        let (ended, _) = follow(child, Duration::from_secs(1), &log, &mut |_| {}).unwrap();
+        let (ended, _) =
+            follow(child, Duration::from_secs(1), BOOT_DEADLINE, &log, &mut |_| {}).unwrap();
         assert!(matches!(ended, Ended::TimedOut));
         fs::remove_dir_all(&dir).unwrap();
     }
