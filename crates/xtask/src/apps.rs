@@ -634,6 +634,16 @@ fn dilated(uri: String, f: Option<f64>) -> String {
     }
 }
 
+/// How many of the guest's seconds one second of device time lasts (what
+/// the guest's own waits for the device are stretched by): F on a
+/// dilated device clock, 1 when the guest's clock is dilated with it.
+fn guest_waits(opts: &Options, dilation: Option<f64>) -> f64 {
+    match dilation {
+        Some(f) if !opts.guest_clock => f,
+        _ => 1.0,
+    }
+}
+
 /// `zns serve`'s stall timeout for a guest on a dilated clock
 /// (`--guest-clock`): the default 30 s stretched F times, at most a day
 /// (a host on a slow clock sends a PDU's pieces and takes its responses
@@ -780,7 +790,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
                 mode,
                 server.port,
                 tw,
-                dilation.unwrap_or(1.0),
+                guest_waits(opts, dilation),
             ));
             servers.push((label, server));
             configs.push((mode.to_string(), shown_config(&text)));
@@ -1631,6 +1641,11 @@ mod tests {
         assert_eq!(stall_args(&dilated_opts(), Some(64.0)), ["--stall-timeout", "1920"]);
         assert_eq!(stall_args(&dilated_opts(), Some(4096.0)), ["--stall-timeout", "86400"]);
         assert!(stall_args(&p(&["--dilation", "64"]), Some(64.0)).is_empty());
+        // The tenants' idle waits are the guest's: stretched only when its
+        // clock is not.
+        assert_eq!(guest_waits(&p(&["--dilation", "64"]), Some(64.0)), 64.0);
+        assert_eq!(guest_waits(&dilated_opts(), Some(64.0)), 1.0);
+        assert_eq!(guest_waits(&p(&[]), None), 1.0);
     }
 
     fn dilated_opts() -> Options {

@@ -175,9 +175,10 @@ pub fn phase_runs(phase: &str, w: &TenantWorkload) -> Vec<(&'static str, &'stati
 /// Device time without I/O after which a tenant is idle (`idle_ms`).
 pub const IDLE_MS: u64 = 500;
 
-/// Wall seconds the guest waits before a phase where `a` runs alone, so
-/// the arbiter sees the others idle: `IDLE_MS` of device time (`dilation`
-/// times longer on a dilated clock) and a second more.
+/// Seconds the guest waits (by its own clock) before a phase where `a`
+/// runs alone, so the arbiter sees the others idle: `IDLE_MS` of device
+/// time (`dilation` times longer in the guest's time on a dilated device
+/// clock, as long on a guest clock dilated with it) and a second more.
 pub fn idle_wait_s(dilation: f64) -> u64 {
     (IDLE_MS as f64 * dilation / 1000.0).ceil() as u64 + 1
 }
