@@ -634,13 +634,19 @@ fn dilated(uri: String, f: Option<f64>) -> String {
     }
 }
 
+/// The factor the guest's clock runs slower by in a run at `dilation`:
+/// the devices' factor with `--guest-clock`, none otherwise.
+fn guest_clock_at(opts: &Options, dilation: Option<f64>) -> Option<f64> {
+    dilation.filter(|_| opts.guest_clock)
+}
+
 /// How many of the guest's seconds one second of device time lasts (what
 /// the guest's own waits for the device are stretched by): F on a
 /// dilated device clock, 1 when the guest's clock is dilated with it.
 fn guest_waits(opts: &Options, dilation: Option<f64>) -> f64 {
-    match dilation {
-        Some(f) if !opts.guest_clock => f,
-        _ => 1.0,
+    match guest_clock_at(opts, dilation) {
+        Some(_) => 1.0,
+        None => dilation.unwrap_or(1.0),
     }
 }
 
@@ -649,7 +655,7 @@ fn guest_waits(opts: &Options, dilation: Option<f64>) -> f64 {
 /// (a host on a slow clock sends a PDU's pieces and takes its responses
 /// at its clock's pace); nothing otherwise.
 fn stall_args(opts: &Options, dilation: Option<f64>) -> Vec<String> {
-    match dilation.filter(|_| opts.guest_clock) {
+    match guest_clock_at(opts, dilation) {
         Some(f) => vec!["--stall-timeout".into(), format!("{}", (30.0 * f).min(86_400.0))],
         None => Vec::new(),
     }
@@ -660,7 +666,7 @@ fn stall_args(opts: &Options, dilation: Option<f64>) -> Vec<String> {
 /// would give the guest the host's CPU-to-device ratio).
 fn probe_report(
     dilation: Option<f64>,
-    guest_clock: bool,
+    guest_clock: Option<f64>,
     host: &HostProbe,
     c: &Collected,
 ) -> Value {
@@ -669,7 +675,7 @@ fn probe_report(
         "dilation": dilation.unwrap_or(1.0),
         // The guest's clock dilated too: its probes, and every figure it
         // timed, are in its own (dilated) time.
-        "guest_clock_dilated": guest_clock && dilation.is_some(),
+        "guest_clock_dilated": guest_clock.is_some(),
         "host_probe_ns": host.ns,
         "host_kernel_probe_ns": host.kernel_ns,
         "guest_probe_ns": guest.and_then(|g| g["ns"].as_u64()),
@@ -802,7 +808,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
             false,
         );
         s.push_str(&apps_guest::helpers());
-        s.push_str(&apps_guest::clock_lines(dilation.filter(|_| opts.guest_clock)));
+        s.push_str(&apps_guest::clock_lines(guest_clock_at(opts, dilation)));
         s.push_str(&apps_guest::probe_lines(&p.host));
         s.push_str(&body);
         s.push_str(&crate::clients::end_lines());
@@ -846,7 +852,7 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
         mysql,
         &mke2fs.display().to_string(),
         Some(&p.host),
-        dilation.filter(|_| opts.guest_clock),
+        guest_clock_at(opts, dilation),
     );
     let uris = vec![
         ("zns".to_string(), zns_uri),
@@ -891,9 +897,7 @@ fn run_once(
     out: &Path,
 ) -> Result<(Value, String, Vec<String>)> {
     let mut o = opts.vm.clone();
-    if opts.guest_clock {
-        o.guest_clock = dilation;
-    }
+    o.guest_clock = guest_clock_at(opts, dilation);
     let o = &o;
     let p = prepare(opts, dilation)?;
     let (servers, script, uris) = servers_and_script(opts, &p, dilation)?;
@@ -955,7 +959,7 @@ fn run_once(
         let table = markdown(&results);
         (results, table)
     };
-    report["clock"] = probe_report(dilation, opts.guest_clock, &p.host, &collected);
+    report["clock"] = probe_report(dilation, guest_clock_at(opts, dilation), &p.host, &collected);
     report["late_completions"] = json!(lateness);
     report["guest_seconds"] = json!(guest_secs);
     report["failures"] = json!(failures);
