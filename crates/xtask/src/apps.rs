@@ -243,6 +243,11 @@ pub struct Args {
     /// Seconds of each timed phase (default 20; --smoke 8).
     #[arg(long, value_name = "S", allow_negative_numbers = true, help_heading = "Tenants (eZNS)")]
     tn_seconds: Option<u32>,
+    /// Operations of each tenant in each timed phase instead of
+    /// --tn-seconds (default with --guest-clock: 256)
+    #[arg(long, value_name = "N", verbatim_doc_comment, conflicts_with = "tn_seconds",
+          value_parser = clap::value_parser!(u64).range(1..), help_heading = "Tenants (eZNS)")]
+    tn_ops: Option<u64>,
     /// Serve every device on a clock dilated F times (F >= 1): each
     /// modelled duration lasts F times longer, for a guest F times slower
     /// than the machine the model stands for; the guest's slowdown is
@@ -261,8 +266,8 @@ pub struct Args {
     /// what the guest's clock paces (writeback, InnoDB's page cleaner,
     /// the benchmarks' own timing) keeps the devices' pace too. Timed
     /// phases last F times longer in real time: sysbench runs
-    /// --sb-events transactions instead, and --rww-seconds and the
-    /// tenants' --tn-seconds are the guest's seconds
+    /// --sb-events transactions instead, the tenants --tn-ops
+    /// operations, and --rww-seconds is the guest's seconds
     #[arg(long, verbatim_doc_comment, help_heading = "Dilated clock")]
     guest_clock: bool,
     /// Run nothing: draw the plot of an earlier run's report (apps.json
@@ -276,6 +281,10 @@ pub struct Args {
 /// sysbench's transactions per workload on a dilated guest clock unless
 /// `--sb-events` says otherwise.
 const GUEST_CLOCK_EVENTS: u32 = 200;
+
+/// Each tenant's operations per timed phase on a dilated guest clock
+/// unless `--tn-ops` or `--tn-seconds` says otherwise.
+const GUEST_CLOCK_TN_OPS: u64 = 256;
 
 /// The applications `--apps` names.
 const APPS: &[&str] = &["rocksdb", "mysql"];
@@ -367,6 +376,9 @@ impl Args {
             let mut tw = TenantWorkload::new(smoke, seed);
             tw.num = self.tn_num.unwrap_or(tw.num).max(1);
             tw.seconds = self.tn_seconds.unwrap_or(tw.seconds).max(1);
+            tw.ops = self
+                .tn_ops
+                .or((self.guest_clock && self.tn_seconds.is_none()).then_some(GUEST_CLOCK_TN_OPS));
             tw.device_bound = self.device_bound;
             tw
         });
@@ -1650,6 +1662,18 @@ mod tests {
         assert_eq!(guest_waits(&p(&["--dilation", "64"]), Some(64.0)), 64.0);
         assert_eq!(guest_waits(&dilated_opts(), Some(64.0)), 1.0);
         assert_eq!(guest_waits(&p(&[]), None), 1.0);
+        // The tenants' timed phases count operations on a dilated guest
+        // clock, unless told a number of seconds or operations.
+        let tn = |a: &[&str]| p(a).tenants.map(|t| (t.ops, t.seconds));
+        assert_eq!(tn(&["--tenants", "--dilation", "8"]), Some((None, 20)));
+        let ops = Some((Some(GUEST_CLOCK_TN_OPS), 20));
+        assert_eq!(tn(&["--tenants", "--dilation", "8", "--guest-clock"]), ops);
+        let secs = &["--tenants", "--dilation", "8", "--guest-clock", "--tn-seconds", "2"];
+        assert_eq!(tn(secs), Some((None, 2)));
+        assert_eq!(tn(&["--tenants", "--tn-ops", "9"]), Some((Some(9), 20)));
+        let e = parse(&["--tenants", "--tn-ops", "9", "--tn-seconds", "2"]).unwrap_err();
+        assert!(e.to_string().contains("--tn-seconds"), "{e}");
+        assert!(parse(&["--tn-ops", "0"]).is_err());
     }
 
     fn dilated_opts() -> Options {

@@ -58,6 +58,10 @@ pub struct TenantWorkload {
     pub value_size: u32,
     /// Seconds of each timed phase (overwrite, readrandom).
     pub seconds: u32,
+    /// Operations of each tenant in each timed phase instead of
+    /// `seconds` (db_bench's `--writes`, `--reads`): what a guest on a
+    /// dilated clock runs, whose seconds last F times longer.
+    pub ops: Option<u64>,
     /// Physical zones of each mode's base device.
     pub zones: u32,
     /// Logical zones of each tenant.
@@ -77,6 +81,7 @@ impl TenantWorkload {
             num: if smoke { 4096 } else { 8192 },
             value_size: 1000,
             seconds: if smoke { 8 } else { 20 },
+            ops: None,
             zones: 320,
             tenant_zones: 40,
             active_zones: 8,
@@ -155,7 +160,14 @@ fn db_bench(mode: &str, t: &str, w: &TenantWorkload, extra: &str) -> String {
 
 /// Who runs what in `phase`: (tenant, db_bench's benchmark, its options).
 pub fn phase_runs(phase: &str, w: &TenantWorkload) -> Vec<(&'static str, &'static str, String)> {
-    let timed = |b: &str| format!("--benchmarks={b} --use_existing_db=1 --duration={}", w.seconds);
+    let timed = |b: &str| {
+        let bound = match (w.ops, b) {
+            (Some(n), "readrandom") => format!("--reads={n}"),
+            (Some(n), _) => format!("--writes={n}"),
+            (None, _) => format!("--duration={}", w.seconds),
+        };
+        format!("--benchmarks={b} --use_existing_db=1 {bound}")
+    };
     match phase {
         "fill" => TENANTS
             .iter()
@@ -178,9 +190,11 @@ pub const IDLE_MS: u64 = 500;
 /// Seconds the guest waits (by its own clock) before a phase where `a`
 /// runs alone, so the arbiter sees the others idle: `IDLE_MS` of device
 /// time (`dilation` times longer in the guest's time on a dilated device
-/// clock, as long on a guest clock dilated with it) and a second more.
-pub fn idle_wait_s(dilation: f64) -> u64 {
-    (IDLE_MS as f64 * dilation / 1000.0).ceil() as u64 + 1
+/// clock, as long on a guest clock dilated with it) and a fifth more, two
+/// of the arbiter's ticks (a fixed margin in the guest's seconds would
+/// cost F times as much on a dilated guest clock).
+pub fn idle_wait_s(dilation: f64) -> f64 {
+    IDLE_MS as f64 * 1.2 * dilation / 1000.0
 }
 
 /// The guest's lines for mode `mode` (its target on `port`): connect, mkfs
@@ -211,14 +225,13 @@ run mount-{mode}-{t} mount -t f2fs /dev/$META /mnt/{mode}-{t}
         );
     }
     for p in PHASES {
-        // The others idle long enough for the arbiter to see it (idle_ms).
+        s.push_str("sync; echo 3 > /proc/sys/vm/drop_caches\n");
+        // The others idle long enough for the arbiter to see it (idle_ms),
+        // counted from the sync's last write.
         if p.ends_with("alone") {
-            let _ = writeln!(s, "sleep {}", idle_wait_s(dilation));
+            let _ = writeln!(s, "sleep {:.1}", idle_wait_s(dilation));
         }
-        let _ = writeln!(
-            s,
-            "sync; echo 3 > /proc/sys/vm/drop_caches\nsay \"RUN tenants-{mode}-{p}\"\nt0=$(now)"
-        );
+        let _ = writeln!(s, "say \"RUN tenants-{mode}-{p}\"\nt0=$(now)");
         let runs = phase_runs(p, w);
         for (t, _, extra) in &runs {
             let _ = writeln!(
@@ -331,7 +344,8 @@ pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]
         "keys_per_tenant": w.num,
         "value_size": w.value_size,
         "db_mib_per_tenant": w.db_mib(),
-        "seconds_per_timed_phase": w.seconds,
+        "seconds_per_timed_phase": if w.ops.is_some() { Value::Null } else { json!(w.seconds) },
+        "ops_per_timed_phase": w.ops,
         "base_zones": w.zones,
         "base_active_zones": BASE_ACTIVE,
         "tenant_logical_zones": w.tenant_zones,
@@ -373,6 +387,15 @@ fn pct(v: &Value) -> String {
     v.as_f64().map(|x| format!("{x:+.1} %")).unwrap_or_else(|| "–".into())
 }
 
+/// How long a report's timed phases ran: seconds, or operations per tenant.
+fn timed_phases(r: &Value) -> String {
+    match (r["ops_per_timed_phase"].as_u64(), r["seconds_per_timed_phase"].as_u64()) {
+        (Some(n), _) => format!("{n} operations per tenant"),
+        (None, Some(s)) => format!("{s} s"),
+        (None, None) => "–".into(),
+    }
+}
+
 /// The tenants' figures as markdown: one row per mode, phase and tenant,
 /// then the claims per mode.
 pub fn markdown(r: &Value) -> String {
@@ -380,13 +403,13 @@ pub fn markdown(r: &Value) -> String {
     let _ = writeln!(
         s,
         "Four tenants, each an f2fs with db_bench ({} keys of 16 + {} bytes, {:.1} MiB), \
-         {} logical zones and {} active; timed phases {} s; base device {} zones, {} active.\n",
+         {} logical zones and {} active; timed phases {}; base device {} zones, {} active.\n",
         r["keys_per_tenant"],
         r["value_size"],
         r["db_mib_per_tenant"].as_f64().unwrap_or(0.0),
         r["tenant_logical_zones"],
         r["tenant_active_zones"],
-        r["seconds_per_timed_phase"],
+        timed_phases(r),
         r["base_zones"],
         r["base_active_zones"],
     );
@@ -450,7 +473,9 @@ mod tests {
     fn the_guest_runs_the_phases_in_order_with_the_right_tenants() {
         let w = TenantWorkload::new(false, 5);
         let s = mode_lines("static", 4430, &w, 8.0);
-        assert_eq!(s.matches("sleep 5\n").count(), 2, "{s}");
+        assert_eq!(s.matches("sleep 4.8\n").count(), 2, "{s}");
+        let idle = s.find("sleep 4.8").unwrap();
+        assert!(s[..idle].ends_with("drop_caches\n"), "the wait follows the sync: {s}");
         let at = |n: &str| s.find(n).unwrap_or_else(|| panic!("{n} not in {s}"));
         assert!(at("-s 4430 -n nqn.2026-11.io.znskit:apps-tenants-static") < at("mkfs-static-a"));
         assert!(at("mount-static-d") < at("RUN tenants-static-fill"));
@@ -469,6 +494,14 @@ mod tests {
             [("a", "readrandom"), ("b", "overwrite"), ("c", "overwrite"), ("d", "overwrite")]
         );
         assert_eq!(phase_runs("overwrite-alone", &w).len(), 1);
+        // Bounded by operations instead: writes for overwrite, reads for
+        // readrandom, no duration.
+        let counted = TenantWorkload { ops: Some(300), ..w.clone() };
+        let r = phase_runs("read-beside-writers", &counted);
+        assert!(r[0].2.ends_with("--use_existing_db=1 --reads=300"), "{}", r[0].2);
+        assert!(r[1].2.ends_with("--use_existing_db=1 --writes=300"), "{}", r[1].2);
+        assert!(r.iter().all(|x| !x.2.contains("--duration")));
+        assert!(!phase_runs("fill", &counted)[0].2.contains("--writes"));
         assert!(!s.contains("--sync=1"), "{s}");
         let synced =
             mode_lines("static", 4430, &TenantWorkload { device_bound: true, ..w.clone() }, 8.0);
@@ -513,6 +546,10 @@ mod tests {
         );
         let t = markdown(&r);
         assert!(t.contains("| elastic | 100 → 150 | +50.0 % | 200 → 300 | +50.0 % | 400 → 600 | +50.0 % | 300 |"), "{t}");
+        assert!(t.contains("; timed phases 8 s;"), "{t}");
+        let counted = TenantWorkload { ops: Some(256), ..w.clone() };
+        let t = markdown(&results(&counted, &c, &[]));
+        assert!(t.contains("; timed phases 256 operations per tenant;"), "{t}");
         c.lines.remove(&("static".into(), "fill".into(), "c".into()));
         let r = results(&w, &c, &[]);
         assert_eq!(missing(&r, &w).len(), 4, "{:?}", missing(&r, &w));
