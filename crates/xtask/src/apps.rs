@@ -688,6 +688,9 @@ fn probe_report(
         // The guest's clock dilated too: its probes, and every figure it
         // timed, are in its own (dilated) time.
         "guest_clock_dilated": guest_clock.is_some(),
+        // Real seconds per second of the guest's clock, timed by the host
+        // around a sleep of the guest's (null when not dilated).
+        "guest_clock_slowdown_measured": c.clock.slowdown,
         "host_probe_ns": host.ns,
         "host_kernel_probe_ns": host.kernel_ns,
         "guest_probe_ns": guest.and_then(|g| g["ns"].as_u64()),
@@ -948,6 +951,9 @@ fn run_once(
     }
     if !matches!(collected.probe, Some(Ok(_))) {
         failures.push(format!("no probe from the guest: {:?}", collected.probe));
+    }
+    if let Some(f) = guest_clock_at(opts, dilation) {
+        failures.extend(collected.clock.failure(f));
     }
     let (mut report, table) = if let Some(tw) = &opts.tenants {
         let r = apps_tenants::results(tw, &collected.tenants, &uris);

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use std::path::Path;
+use std::time::Instant;
 
 use crate::apps_mysql::{self, Sysbench};
 use crate::clients::{end_lines, start_lines};
@@ -186,17 +187,79 @@ pub fn init_script(
 /// guest asks for a day (a run's commands keep the controller alive).
 pub const DILATED_KEEP_ALIVE_S: u32 = 86_400;
 
+/// Prefix of the lines of the guest's clock check (on a dilated guest
+/// clock): `start U0`, then `end U1` after a sleep, U its uptime in s.
+pub const CLOCK: &str = "APPS-CLOCK ";
+
+/// Real seconds the clock check's sleep aims at: long against the
+/// console's delays, short against a run.
+const CLOCK_CHECK_REAL_S: f64 = 4.0;
+
+/// The guest's clock check sleeps at least this long by its own clock,
+/// ten ticks of `/proc/uptime`.
+const CLOCK_CHECK_MIN_GUEST_S: f64 = 0.1;
+
+/// How far the measured slowdown of the guest's clock may be from the
+/// factor asked for (a fraction of it) before the run fails.
+pub const CLOCK_CHECK_TOLERANCE: f64 = 0.25;
+
 /// The lines that set `$CONNECT_OPTS`, what every `nvme connect` of the
 /// apps' guests adds: on a dilated guest clock
 /// ([`crate::guest_clock`]), the keep-alive timeout of
-/// [`DILATED_KEEP_ALIVE_S`]; nothing otherwise.
+/// [`DILATED_KEEP_ALIVE_S`], and the clock check (a sleep the host times
+/// between two [`CLOCK`] lines); nothing otherwise.
 pub fn clock_lines(guest_clock: Option<f64>) -> String {
     match guest_clock {
         Some(f) => format!(
             "say \"the guest's clock runs {f} times slower than the host's\"\n\
-             CONNECT_OPTS=\"--keep-alive-tmo={DILATED_KEEP_ALIVE_S}\"\n"
+             CONNECT_OPTS=\"--keep-alive-tmo={DILATED_KEEP_ALIVE_S}\"\n\
+             echo \"{CLOCK}start $(cut -d' ' -f1 /proc/uptime)\"\n\
+             sleep {:.3}\n\
+             echo \"{CLOCK}end $(cut -d' ' -f1 /proc/uptime)\"\n",
+            (CLOCK_CHECK_REAL_S / f).max(CLOCK_CHECK_MIN_GUEST_S)
         ),
         None => "CONNECT_OPTS=\n".into(),
+    }
+}
+
+/// The guest's clock as the host timed it: real seconds that passed
+/// between the clock check's two lines, over the guest's.
+#[derive(Debug, Default)]
+pub struct ClockCheck {
+    start: Option<(Instant, f64)>,
+    /// Real seconds per second of the guest's clock, once measured.
+    pub slowdown: Option<f64>,
+}
+
+impl ClockCheck {
+    /// Takes the check's line `rest` (after [`CLOCK`]), seen at `at`.
+    fn watch(&mut self, rest: &str, at: Instant) {
+        let mut w = rest.split_whitespace();
+        let (Some(what), Some(Ok(uptime))) = (w.next(), w.next().map(str::parse::<f64>)) else {
+            return;
+        };
+        match (what, self.start) {
+            ("start", _) => self.start = Some((at, uptime)),
+            ("end", Some((t0, u0))) if uptime > u0 => {
+                self.slowdown = Some(at.duration_since(t0).as_secs_f64() / (uptime - u0));
+            }
+            _ => {}
+        }
+    }
+
+    /// The failure of a run whose guest's clock was to run `f` times
+    /// slower, if it did not (within [`CLOCK_CHECK_TOLERANCE`]).
+    pub fn failure(&self, f: f64) -> Option<String> {
+        match self.slowdown {
+            None => Some(format!(
+                "no clock check from the guest: its clock's slowdown (to be {f}) was not measured"
+            )),
+            Some(s) if (s / f - 1.0).abs() > CLOCK_CHECK_TOLERANCE => Some(format!(
+                "the guest's clock ran {s:.2} times slower than real time, not {f}: \
+                 libfaketime did not slow QEMU's clocks as asked"
+            )),
+            Some(_) => None,
+        }
     }
 }
 
@@ -473,6 +536,8 @@ pub struct Collected {
     pub probe: Option<Result<serde_json::Value, String>>,
     /// The tenants' db_bench lines.
     pub tenants: crate::apps_tenants::TenantLines,
+    /// The clock check of a guest on a dilated clock.
+    pub clock: ClockCheck,
 }
 
 /// The media bytes written and read of an OCP SMART / Health Information
@@ -514,8 +579,15 @@ pub fn parse_ocp(page: &str) -> Option<(u64, u64)> {
 impl Collected {
     /// Takes `line` if it is one of the run's.
     pub fn watch(&mut self, line: &str) {
+        self.watch_at(line, Instant::now());
+    }
+
+    /// Takes `line`, seen at `at`, if it is one of the run's.
+    pub fn watch_at(&mut self, line: &str, at: Instant) {
         let line = line.trim_end_matches(['\r', '\n']);
-        if let Some(rest) = line.strip_prefix(PROBE) {
+        if let Some(rest) = line.strip_prefix(CLOCK) {
+            self.clock.watch(rest, at);
+        } else if let Some(rest) = line.strip_prefix(PROBE) {
             let v = rest.find('{').and_then(|at| serde_json::from_str(&rest[at..]).ok());
             self.probe = Some(v.ok_or_else(|| rest.to_string()));
         } else if line.starts_with(crate::apps_tenants::TN) {
@@ -697,6 +769,28 @@ mod tests {
         let opts = dilated.find("CONNECT_OPTS=\"--keep-alive-tmo=86400\"\n").unwrap();
         assert!(opts < dilated.find("nvme connect").unwrap(), "{dilated}");
         assert!(s.contains("then a database of 0 MiB") && s.contains("sb_phase oltp_write_only"));
+    }
+
+    #[test]
+    fn the_guest_clock_check_sleeps_and_is_timed_by_the_host() {
+        let lines = clock_lines(Some(8.0));
+        assert!(lines.contains("\nsleep 0.500\n"), "{lines}");
+        assert!(clock_lines(Some(512.0)).contains("\nsleep 0.100\n"), "at least 0.1 s");
+        assert!(!clock_lines(None).contains(CLOCK));
+        let t0 = Instant::now();
+        let mut c = Collected::default();
+        assert!(c.clock.failure(8.0).unwrap().contains("no clock check"));
+        c.watch_at(&format!("{CLOCK}start 12.50\r"), t0);
+        c.watch_at(&format!("{CLOCK}end 13.00\r"), t0 + std::time::Duration::from_secs_f64(4.1));
+        assert!((c.clock.slowdown.unwrap() - 8.2).abs() < 1e-9);
+        assert_eq!(c.clock.failure(8.0), None);
+        // A clock libfaketime left alone runs at the host's pace.
+        let e = c.clock.failure(64.0).unwrap();
+        assert!(e.contains("8.20 times slower than real time, not 64"), "{e}");
+        let mut bad = ClockCheck::default();
+        bad.watch("end 13.00", t0);
+        bad.watch("start x", t0);
+        assert!(bad.slowdown.is_none() && bad.start.is_none());
     }
 
     #[test]

@@ -205,10 +205,12 @@ pub fn mode_lines(mode: &str, port: u16, w: &TenantWorkload, dilation: f64) -> S
     let mut s = format!(
         r#"# ---- tenants, {mode} ----
 run connect-{mode} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn} $CONNECT_OPTS
+# The kernel scans namespaces in no fixed order: wait for every one.
+all_up() {{ for n in {all}; do [ -n "$(disk_of {nqn} $n)" ] || return 1; done; }}
 i=0
-while [ $i -lt 100 ] && [ -z "$(disk_of {nqn} {last})" ]; do sleep 0.1; i=$((i + 1)); done
+while [ $i -lt 100 ] && ! all_up; do sleep 0.1; i=$((i + 1)); done
 "#,
-        last = 2 * n
+        all = (1..=2 * n).map(|i| i.to_string()).collect::<Vec<_>>().join(" ")
     );
     for (i, t) in TENANTS.iter().enumerate() {
         let (data, meta) = (i + 1, i + 1 + n);
@@ -479,6 +481,8 @@ mod tests {
         let at = |n: &str| s.find(n).unwrap_or_else(|| panic!("{n} not in {s}"));
         assert!(at("-s 4430 -n nqn.2026-11.io.znskit:apps-tenants-static") < at("mkfs-static-a"));
         assert!(at("mount-static-d") < at("RUN tenants-static-fill"));
+        assert!(at("for n in 1 2 3 4 5 6 7 8; do") < at("! all_up; do sleep"), "{s}");
+        assert!(at("! all_up; do sleep") < at("D=$(disk_of"), "{s}");
         for p in PHASES.windows(2) {
             assert!(
                 at(&format!("RUN tenants-static-{}\"", p[0]))
