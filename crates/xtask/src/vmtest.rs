@@ -171,7 +171,7 @@ pub(crate) fn which(cmd: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| p.is_file())
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -861,6 +861,9 @@ fn qemu_command(
         cmd.args(["-enable-kvm", "-cpu", "host"]);
     } else {
         cmd.args(["-accel", "tcg,thread=multi"]);
+        if o.guest_clock.is_some() {
+            cmd.args(["-cpu", guest_clock::CPU]);
+        }
     }
     cmd.arg("-kernel").arg(&kernel.vmlinuz).arg("-initrd").arg(initramfs);
     let mut extra = extra.to_string();
@@ -1262,7 +1265,10 @@ mod tests {
         let dilated = qemu_command(&k, Path::new("init"), &[], "x=1", &o);
         assert!(faketime(&dilated));
         let append = args(&dilated).into_iter().find(|a| a.contains("rdinit=/init")).unwrap();
-        assert!(append.ends_with("no_timer_check x=1"), "{append}");
+        assert!(append.ends_with("no_timer_check random.trust_cpu=on x=1"), "{append}");
+        // A CPU with RDRAND seeds the kernel's generator at boot.
+        let cpu = |cmd: &Command| args(cmd).windows(2).any(|w| w == ["-cpu", guest_clock::CPU]);
+        assert!(cpu(&dilated) && !cpu(&plain));
         assert_eq!(boot_deadline(&Options::default()), BOOT_DEADLINE);
         assert_eq!(boot_deadline(&o), BOOT_DEADLINE + Duration::from_secs(8));
     }
