@@ -105,6 +105,7 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
         "guest_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
         "guest_kernel_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_kernel_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
         "late_completions": runs.iter().map(|(_, r, _)| r["late_completions"].clone()).collect::<Vec<_>>(),
+        "guest_clock_dilated": runs.iter().any(|(_, r, _)| r["clock"]["guest_clock_dilated"] == true),
         "tolerance": TOLERANCE,
         "ratios": rows,
         "all_agree": all_agree,
@@ -118,13 +119,20 @@ pub fn markdown(c: &Value) -> String {
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default();
     let mut s = String::new();
+    // On a dilated guest clock the probes timed themselves in the guest's
+    // time, F times shorter than the real time they took.
+    let guest_clock = c["guest_clock_dilated"] == true;
     let slow = |key: &str| -> String {
         c[key]
             .as_array()
             .map(|a| {
                 let x: Vec<String> = a
                     .iter()
-                    .map(|v| v.as_f64().map_or("?".into(), |x| format!("{x:.1}")))
+                    .zip(&factors)
+                    .map(|(v, f)| {
+                        let real = if guest_clock { *f } else { 1.0 };
+                        v.as_f64().map_or("?".into(), |x| format!("{:.1}", x * real))
+                    })
                     .collect();
                 x.join(" and ")
             })
@@ -132,11 +140,13 @@ pub fn markdown(c: &Value) -> String {
     };
     let _ = writeln!(
         s,
-        "Dilation factors {}; the guest's CPU-bound probe took {} times the host's time in \
-         those runs, its kernel probe (system calls moving 4 KiB) {} times.\n",
+        "Dilation factors {}{}; the guest's CPU-bound probe took {} times the host's time in \
+         those runs, its kernel probe (system calls moving 4 KiB) {} times{}.\n",
         factors.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" and "),
+        if guest_clock { ", the guest's clock dilated with the devices'" } else { "" },
         slow("guest_slowdown_vs_host"),
-        slow("guest_kernel_slowdown_vs_host")
+        slow("guest_kernel_slowdown_vs_host"),
+        if guest_clock { " (in real time: F times what its own clock showed)" } else { "" }
     );
     s.push_str("| ratio |");
     for f in &factors {
@@ -213,6 +223,15 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("\nF = 16: emu:x: late completions: 1 of 2\n"), "{t}");
+        assert!(!t.contains("guest's clock dilated"), "{t}");
+        // On a dilated guest clock the probes' own times are F times short.
+        let mut dilated = runs.clone();
+        for (_, r, _) in &mut dilated {
+            r["clock"]["guest_clock_dilated"] = json!(true);
+        }
+        let t = markdown(&compare(&dilated));
+        assert!(t.contains("clock dilated with the devices'; the guest's CPU-bound"), "{t}");
+        assert!(t.contains("took 120.0 and 496.0 times") && t.contains("(in real time"), "{t}");
         let same = vec![runs[0].clone(), (16.0, report(150.0, 100.0, 31.0), String::new())];
         assert_eq!(compare(&same)["all_agree"], true);
         // A ratio missing at one factor does not agree.
