@@ -244,7 +244,7 @@ pub struct Args {
     #[arg(long, value_name = "S", allow_negative_numbers = true, help_heading = "Tenants (eZNS)")]
     tn_seconds: Option<u32>,
     /// Operations of each tenant in each timed phase instead of
-    /// --tn-seconds (default with --guest-clock: 256)
+    /// --tn-seconds (default with --guest-clock: 1024)
     #[arg(long, value_name = "N", verbatim_doc_comment, conflicts_with = "tn_seconds",
           value_parser = clap::value_parser!(u64).range(1..), help_heading = "Tenants (eZNS)")]
     tn_ops: Option<u64>,
@@ -284,7 +284,7 @@ const GUEST_CLOCK_EVENTS: u32 = 200;
 
 /// Each tenant's operations per timed phase on a dilated guest clock
 /// unless `--tn-ops` or `--tn-seconds` says otherwise.
-const GUEST_CLOCK_TN_OPS: u64 = 256;
+const GUEST_CLOCK_TN_OPS: u64 = 1024;
 
 /// The applications `--apps` names.
 const APPS: &[&str] = &["rocksdb", "mysql"];
