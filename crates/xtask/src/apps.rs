@@ -952,7 +952,7 @@ fn run_once(
     if !matches!(collected.probe, Some(Ok(_))) {
         failures.push(format!("no probe from the guest: {:?}", collected.probe));
     }
-    if let Some(f) = guest_clock_at(opts, dilation) {
+    if let Some(f) = o.guest_clock {
         failures.extend(collected.clock.failure(f));
     }
     let (mut report, table) = if let Some(tw) = &opts.tenants {
@@ -977,7 +977,7 @@ fn run_once(
         let table = markdown(&results);
         (results, table)
     };
-    report["clock"] = probe_report(dilation, guest_clock_at(opts, dilation), &p.host, &collected);
+    report["clock"] = probe_report(dilation, o.guest_clock, &p.host, &collected);
     report["late_completions"] = json!(lateness);
     report["guest_seconds"] = json!(guest_secs);
     report["failures"] = json!(failures);
