@@ -5,7 +5,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rand::SeedableRng;
 use zns_device::{DeviceInfo, Target, ZoneAction, ZoneOp, ZoneQueue, ZonedDevice, DEFAULT_TIMEOUT};
-use zns_emulator::clock::Dilation;
+use zns_emulator::clock::{Dilation, LatenessStats};
 
 use super::engine::{run as run_streams, Ctx, Stream, Work, WriteZone, ZonePool};
 use super::plan::{Plan, EXPERIMENTS};
@@ -363,11 +363,14 @@ fn merged(p: Point, streams: &[Stream]) -> Point {
     measured(p, &h, ops, bytes, elapsed)
 }
 
-/// Samples of one command kind taken one at a time.
+/// Samples of one command kind taken one at a time, with the late
+/// completions of those commands: experiments that take the samples of
+/// several points in turn (one zone each) keep each point's apart.
 #[derive(Default)]
 struct Samples {
     hist: LatencyHistogram,
     bytes: u64,
+    late: LatenessStats,
 }
 
 impl Samples {
@@ -376,7 +379,13 @@ impl Samples {
         self.bytes += bytes;
     }
 
-    fn into_point(self, p: Point) -> Point {
+    /// A sample and its command's late completions (from [`Runner::sampled`]).
+    fn add_sample(&mut self, (ns, late): (u64, LatenessStats), bytes: u64) {
+        self.add(ns, bytes);
+        self.late.add(&late);
+    }
+
+    fn to_point(&self, p: Point) -> Point {
         let ops = self.hist.len();
         let busy = self.hist.sum_ns() as u64;
         measured(p, &self.hist, ops, self.bytes, busy)
@@ -384,10 +393,33 @@ impl Samples {
 }
 
 impl Runner<'_> {
-    /// Keeps a measured point, with the late completions of its commands.
+    /// Keeps a measured point, with the late completions of its commands:
+    /// those counted since the last point was kept.
     fn push_point(&mut self, mut p: Point) {
         p.late = self.ctx.take_late().map(|l| LateCompletions::of(&l));
         self.points.push(p);
+    }
+
+    /// Keeps the point of `s`, with the late completions of its own
+    /// samples' commands only (not those of the fills and resets around
+    /// them, nor of other points' samples taken in between).
+    fn push_samples(&mut self, s: &Samples, p: Point) {
+        let mut p = s.to_point(p);
+        self.ctx.take_late();
+        p.late = self.ctx.late_source.as_ref().map(|_| LateCompletions::of(&s.late));
+        self.points.push(p);
+    }
+
+    /// Runs `f` (one timed command of a sample) and returns its value with
+    /// the late completions counted while it ran; those counted before it
+    /// belong to no point and are dropped.
+    fn sampled<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, CharacterizeError>,
+    ) -> Result<(T, LatenessStats), CharacterizeError> {
+        self.ctx.take_late();
+        let v = f(self)?;
+        Ok((v, self.ctx.take_late().unwrap_or_default()))
     }
 
     fn begin(&self, steps: u64) {
@@ -675,8 +707,8 @@ impl Runner<'_> {
             for &(op, explicit) in kinds {
                 let (z, _) = self.ctx.take_zone()?;
                 if explicit {
-                    let t = self.ctx.action(ZoneAction::Open, z)?;
-                    got.entry("open/explicit_open").or_default().add(t, 0);
+                    let t = self.sampled(|r| r.ctx.action(ZoneAction::Open, z))?;
+                    got.entry("open/explicit_open").or_default().add_sample(t, 0);
                 }
                 for nth in 0..2u64 {
                     let cmd = if op == "write" {
@@ -684,7 +716,7 @@ impl Runner<'_> {
                     } else {
                         ZoneOp::Append { zslba: z, fua: false }
                     };
-                    let (t, b) = self.ctx.single(cmd, buf.take())?;
+                    let ((t, b), late) = self.sampled(|r| r.ctx.single(cmd, buf.take()))?;
                     buf = b;
                     let key = match (op, nth, explicit) {
                         ("write", 0, false) => "open/first_write/implicit",
@@ -696,7 +728,7 @@ impl Runner<'_> {
                         (_, _, false) => "open/next_append/implicit",
                         (_, _, true) => "open/next_append/explicit",
                     };
-                    got.entry(key).or_default().add(t, bs);
+                    got.entry(key).or_default().add_sample((t, late), bs);
                 }
                 self.ctx.action(ZoneAction::Reset, z)?;
                 self.ctx.pool.take_back(&[z]);
@@ -721,7 +753,7 @@ impl Runner<'_> {
             }
             p.queue_depth = Some(1);
             p.zones = Some(1);
-            self.push_point(s.into_point(p));
+            self.push_samples(&s, p);
         }
         Ok(())
     }
@@ -751,11 +783,11 @@ impl Runner<'_> {
         // (op, variant, occupancy label) -> samples
         let mut got: BTreeMap<(String, &'static str), (Samples, u64, &'static str)> =
             BTreeMap::new();
-        let mut add = |op: &str, occ: &'static str, blocks: u64, t: u64| {
+        let mut add = |op: &str, occ: &'static str, blocks: u64, t: (u64, LatenessStats)| {
             let e = got
                 .entry((op.to_string(), occ))
                 .or_insert_with(|| (Samples::default(), blocks, occ));
-            e.0.add(t, 0);
+            e.0.add_sample(t, 0);
         };
         let mut close_after_write = Samples::default();
         let mut close_after_open = Samples::default();
@@ -769,34 +801,34 @@ impl Runner<'_> {
                     // Zones whose capacity differs: the same label, their own blocks.
                     let blocks = if label == "full" { zcap } else { blocks.min(zcap) };
                     if blocks == 0 {
-                        let t = self.ctx.action(ZoneAction::Open, z)?;
+                        let t = self.sampled(|r| r.ctx.action(ZoneAction::Open, z))?;
                         add("open", label, blocks, t);
-                        let t = self.ctx.action(ZoneAction::Close, z)?;
+                        let t = self.sampled(|r| r.ctx.action(ZoneAction::Close, z))?;
                         add("close", label, blocks, t);
-                        close_after_open.add(t, 0);
+                        close_after_open.add_sample(t, 0);
                     } else {
                         self.ctx.fill(&[(z, z)], blocks)?;
                         if blocks < zcap {
-                            let t = self.ctx.action(ZoneAction::Close, z)?;
+                            let t = self.sampled(|r| r.ctx.action(ZoneAction::Close, z))?;
                             add("close", label, blocks, t);
-                            close_after_write.add(t, 0);
+                            close_after_write.add_sample(t, 0);
                             self.mgmt_settle();
-                            let t = self.ctx.action(ZoneAction::Open, z)?;
+                            let t = self.sampled(|r| r.ctx.action(ZoneAction::Open, z))?;
                             add("open", label, blocks, t);
                         } else {
                             self.mgmt_settle();
                         }
                     }
                     if finished {
-                        let t = self.ctx.action(ZoneAction::Finish, z)?;
+                        let t = self.sampled(|r| r.ctx.action(ZoneAction::Finish, z))?;
                         add("finish", label, blocks, t);
                         if blocks > 0 {
                             self.mgmt_settle();
                         }
-                        let t = self.ctx.action(ZoneAction::Reset, z)?;
+                        let t = self.sampled(|r| r.ctx.action(ZoneAction::Reset, z))?;
                         add("reset_after_finish", label, blocks, t);
                     } else {
-                        let t = self.ctx.action(ZoneAction::Reset, z)?;
+                        let t = self.sampled(|r| r.ctx.action(ZoneAction::Reset, z))?;
                         add("reset", label, blocks, t);
                     }
                     self.ctx.pool.take_back(&[z]);
@@ -821,7 +853,7 @@ impl Runner<'_> {
                 p.occupancy_label = Some(occ.to_string());
                 p.queue_depth = Some(1);
                 p.zones = Some(1);
-                self.push_point(s.into_point(p));
+                self.push_samples(&s, p);
             }
         }
         for (cond, s) in [("after_write", close_after_write), ("after_open", close_after_open)] {
@@ -831,7 +863,7 @@ impl Runner<'_> {
             let mut p = point("zone_mgmt", format!("zone_mgmt/close/{cond}"), "close");
             p.condition = Some(cond.into());
             p.queue_depth = Some(1);
-            self.push_point(s.into_point(p));
+            self.push_samples(&s, p);
         }
         Ok(())
     }

@@ -171,6 +171,7 @@ fn judge(run: &PathRun, name: &str, ratio: f64) -> Option<(&'static str, String)
         return None;
     }
     let counted = match late {
+        Some(l) if l.completions == 0 => "no completion of its point was counted".to_string(),
         Some(l) if l.late == 0 => "every completion was posted on time".to_string(),
         Some(l) => format!("{} of {} completions late (under 1 %)", l.late, l.completions),
         None => "late completions are not counted on this path".to_string(),
