@@ -274,7 +274,8 @@ pub struct Point {
     /// The latency histogram.
     pub histogram: HistogramData,
     /// Completions the emulator posted late while this point's commands
-    /// ran (absent when they are not counted).
+    /// ran (for points timed one command at a time, those commands' only;
+    /// absent when they are not counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late: Option<LateCompletions>,
 }
