@@ -374,14 +374,11 @@ struct Samples {
 }
 
 impl Samples {
-    fn add(&mut self, ns: u64, bytes: u64) {
+    /// A sample: its command's time, bytes and late completions (from
+    /// [`Runner::sampled`]).
+    fn add(&mut self, (ns, late): (u64, LatenessStats), bytes: u64) {
         self.hist.record(ns);
         self.bytes += bytes;
-    }
-
-    /// A sample and its command's late completions (from [`Runner::sampled`]).
-    fn add_sample(&mut self, (ns, late): (u64, LatenessStats), bytes: u64) {
-        self.add(ns, bytes);
         self.late.add(&late);
     }
 
@@ -708,7 +705,7 @@ impl Runner<'_> {
                 let (z, _) = self.ctx.take_zone()?;
                 if explicit {
                     let t = self.sampled(|r| r.ctx.action(ZoneAction::Open, z))?;
-                    got.entry("open/explicit_open").or_default().add_sample(t, 0);
+                    got.entry("open/explicit_open").or_default().add(t, 0);
                 }
                 for nth in 0..2u64 {
                     let cmd = if op == "write" {
@@ -728,7 +725,7 @@ impl Runner<'_> {
                         (_, _, false) => "open/next_append/implicit",
                         (_, _, true) => "open/next_append/explicit",
                     };
-                    got.entry(key).or_default().add_sample((t, late), bs);
+                    got.entry(key).or_default().add((t, late), bs);
                 }
                 self.ctx.action(ZoneAction::Reset, z)?;
                 self.ctx.pool.take_back(&[z]);
@@ -787,7 +784,7 @@ impl Runner<'_> {
             let e = got
                 .entry((op.to_string(), occ))
                 .or_insert_with(|| (Samples::default(), blocks, occ));
-            e.0.add_sample(t, 0);
+            e.0.add(t, 0);
         };
         let mut close_after_write = Samples::default();
         let mut close_after_open = Samples::default();
@@ -805,13 +802,13 @@ impl Runner<'_> {
                         add("open", label, blocks, t);
                         let t = self.sampled(|r| r.ctx.action(ZoneAction::Close, z))?;
                         add("close", label, blocks, t);
-                        close_after_open.add_sample(t, 0);
+                        close_after_open.add(t, 0);
                     } else {
                         self.ctx.fill(&[(z, z)], blocks)?;
                         if blocks < zcap {
                             let t = self.sampled(|r| r.ctx.action(ZoneAction::Close, z))?;
                             add("close", label, blocks, t);
-                            close_after_write.add_sample(t, 0);
+                            close_after_write.add(t, 0);
                             self.mgmt_settle();
                             let t = self.sampled(|r| r.ctx.action(ZoneAction::Open, z))?;
                             add("open", label, blocks, t);
