@@ -190,8 +190,9 @@ fn zns_log_shows_the_media_bytes_of_every_device_served() {
 
 /// The tenants of one eZNS configuration as namespaces of one subsystem:
 /// one instance, so one base device (its late completions reported once),
-/// a timed base on the real clock as `zns serve` serves timed devices, and
-/// each tenant's writes in its own logical zones.
+/// a timed base on the real clock as `zns serve` serves timed devices,
+/// each tenant's writes in its own logical zones, and the base's media
+/// counted in the OCP extended SMART log.
 #[test]
 fn serve_exports_the_tenants_of_one_ezns_instance_over_one_base_device() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,6 +220,12 @@ fn serve_exports_the_tenants_of_one_ezns_instance_over_one_base_device() {
     assert!(o.stdout.starts_with("nr_zones: 8"), "b is untouched: {}", o.stdout);
     let o = common::ok(common::zns(&["-d", &ta, "report-zones", "--state", "empty"]));
     assert!(o.stdout.starts_with("nr_zones: 7"), "{}", o.stdout);
+    // The drive-wide media count is the base's, answered on the tenants'
+    // controller: a's block and eZNS's journal, counted once.
+    let o = common::ok(common::zns(&["-d", &ta, "log", "ocp-smart", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let media = v["physical_media_units_written"].as_u64().unwrap();
+    assert!((4096..64 * 4096).contains(&media), "{}", o.stdout);
     let text = server.stop();
     for (ns, t) in [(1, &a), (2, &b)] {
         let line = text

@@ -83,6 +83,15 @@ pub trait ZonedDevice: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// The device whose media hold this device's blocks, when that is
+    /// another device: a tenant namespace's base device, shared with the
+    /// other tenants. A drive-wide count (the OCP extended SMART log's
+    /// media bytes) is that device's, and counts once however many
+    /// devices stand on it. `None` for a device that is its own media.
+    fn media_device(&self) -> Option<Arc<dyn ZonedDevice>> {
+        None
+    }
+
     /// Get Log Page on the device's controller: `page.length_bytes()`
     /// bytes of the page `page` names, from its offset. A status the
     /// controller answers is [`DeviceError::Nvme`] (Invalid Log Page for

@@ -172,6 +172,11 @@ impl ZonedDevice for TenantDevice {
         self.ez.base.emulator()
     }
 
+    /// Every tenant's blocks are on the base device.
+    fn media_device(&self) -> Option<Arc<dyn ZonedDevice>> {
+        Some(Arc::clone(&self.ez.base))
+    }
+
     fn now_ns(&self) -> u64 {
         self.ez.base.now_ns()
     }

@@ -87,6 +87,10 @@ impl ZonedDevice for MeteredDevice {
         self.inner.log_page(page)
     }
 
+    fn media_device(&self) -> Option<Arc<dyn ZonedDevice>> {
+        self.inner.media_device()
+    }
+
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }

@@ -347,7 +347,9 @@ impl Subsystem {
 
     /// The devices whose media hold the namespaces' blocks, each once, in
     /// NSID order: the zoned and conventional namespaces' devices, and the
-    /// device under each block namespace that has one (an FTL's).
+    /// device under each block namespace that has one (an FTL's); a device
+    /// that stands on another's media ([`ZonedDevice::media_device`], an
+    /// eZNS tenant) gives that one, so tenants of one base count it once.
     pub fn media_devices(&self) -> Vec<Arc<dyn ZonedDevice>> {
         let mut out: Vec<Arc<dyn ZonedDevice>> = Vec::new();
         for ns in &self.namespaces {
@@ -355,10 +357,10 @@ impl Subsystem {
                 Backend::Zoned(d) | Backend::Conventional { device: d, .. } => Some(d),
                 Backend::Block { media, .. } => media.as_ref(),
             };
-            if let Some(d) = d {
+            if let Some(d) = d.map(media_of) {
                 // A device with two namespaces is one device.
-                if !out.iter().any(|o| Arc::ptr_eq(o, d)) {
-                    out.push(Arc::clone(d));
+                if !out.iter().any(|o| Arc::ptr_eq(o, &d)) {
+                    out.push(d);
                 }
             }
         }
@@ -574,6 +576,17 @@ fn fabrics_controller() -> IdentifyController {
         ofcs: 1,
         ..IdentifyController::default()
     }
+}
+
+/// The device whose media hold `d`'s blocks: `d`'s, or, for a device on
+/// another's media, that device's (followed to the end: a tenant of a
+/// tenant is on the first base).
+fn media_of(d: &Arc<dyn ZonedDevice>) -> Arc<dyn ZonedDevice> {
+    let mut at = Arc::clone(d);
+    while let Some(under) = at.media_device() {
+        at = under;
+    }
+    at
 }
 
 /// SGLS: SGLs supported (bit 0, no alignment requirement), the offset of

@@ -459,6 +459,73 @@ fn the_ocp_extended_log_adds_up_the_media_of_every_device() {
     t.stop();
 }
 
+/// A device standing on another's media, as an eZNS tenant stands on its
+/// base: every command goes to the base.
+#[derive(Debug)]
+struct OnBase(std::sync::Arc<dyn zns_device::ZonedDevice>);
+
+impl zns_device::ZonedDevice for OnBase {
+    fn info(&self) -> &zns_device::DeviceInfo {
+        self.0.info()
+    }
+
+    fn queue(&self, depth: usize) -> zns_device::Result<Box<dyn zns_device::ZoneQueue>> {
+        self.0.queue(depth)
+    }
+
+    fn alloc(&self, len: usize) -> zns_device::Result<zns_device::IoBuffer> {
+        self.0.alloc(len)
+    }
+
+    fn media_device(&self) -> Option<std::sync::Arc<dyn zns_device::ZonedDevice>> {
+        Some(std::sync::Arc::clone(&self.0))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Two namespaces on one base device (tenants of one drive): the OCP
+/// extended SMART log counts the base's media once, not once per
+/// namespace.
+#[test]
+fn the_ocp_extended_log_counts_a_shared_base_once() {
+    use std::sync::Arc;
+    use zns_device::{Data, ZoneOp, ZonedDevice};
+    use zns_nvmf::Backend;
+    use zns_spec::log::OcpSmartLog;
+    let base = zns_device::open("emu:small").unwrap();
+    let on = |b: &Arc<dyn ZonedDevice>| Arc::new(OnBase(Arc::clone(b))) as Arc<dyn ZonedDevice>;
+    let mut backends = Backend::of_device(on(&base));
+    backends.extend(Backend::of_device(on(&base)));
+    let sub = Subsystem::with_backends(NQN, backends).unwrap();
+    assert_eq!(sub.namespaces().len(), 2);
+    assert_eq!(sub.media_devices().len(), 1, "one base under both");
+    let t = NvmfTarget::bind("127.0.0.1:0", sub, TargetConfig::default()).unwrap();
+    let bs = base.info().block_size as usize;
+    let zone = base.info().zone_size;
+    for (ns, lba, blocks) in [(1, 0, 16), (2, zone, 8)] {
+        let remote = zns_device::open(&format!("tcp:{}/{NQN}/{ns}", t.local_addr())).unwrap();
+        let mut q = remote.queue(4).unwrap();
+        let mut data = remote.alloc(blocks * bs).unwrap();
+        data.fill(0x5A);
+        let write = ZoneOp::Write { lba, fua: false, placement: None };
+        q.execute(&write, Data::ToDevice(&data)).unwrap();
+    }
+    let request = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
+    let remote = zns_device::open(&format!("tcp:{}/{NQN}", t.local_addr())).unwrap();
+    let page = |d: &Arc<dyn ZonedDevice>| {
+        let b = d.log_page(request).unwrap();
+        OcpSmartLog::from_bytes(b.as_slice().try_into().unwrap())
+    };
+    let (total, own) = (page(&remote), page(&base));
+    assert_eq!(own.media_bytes_written, 24 * bs as u128);
+    assert_eq!(total.media_bytes_written, own.media_bytes_written, "counted once");
+    drop(remote);
+    assert_eq!(t.stop().transport_errors, 0);
+}
+
 #[test]
 fn the_ftl_is_a_conventional_namespace_beside_the_zoned_one() {
     let (t, _) = zoned_and_ftl();

@@ -956,8 +956,12 @@ fn run_once(
         failures.extend(collected.clock.failure(f));
     }
     let (mut report, table) = if let Some(tw) = &opts.tenants {
-        let r = apps_tenants::results(tw, &collected.tenants, &uris);
+        let r = apps_tenants::results(tw, &collected, &uris);
         failures.extend(apps_tenants::missing(&r, tw));
+        failures.extend(
+            collected.smart_errors.iter().map(|e| format!("no SMART data units written: {e}")),
+        );
+        failures.extend(collected.ocp_errors.iter().map(|e| format!("no OCP media bytes: {e}")));
         let table = apps_tenants::markdown(&r);
         (json!({"task": "cargo xtask apps --tenants", "smoke": opts.smoke, "tenants": r}), table)
     } else {
@@ -1082,17 +1086,22 @@ fn fill(c: &Collected, side: &str, point: &str) -> Option<f64> {
 }
 
 /// Bytes in a SMART data unit.
-const DATA_UNIT: f64 = 512_000.0;
+pub(crate) const DATA_UNIT: f64 = 512_000.0;
 
 /// Bytes as MiB.
-fn mib_of(bytes: f64) -> f64 {
+pub(crate) fn mib_of(bytes: f64) -> f64 {
     bytes / (1u64 << 20) as f64
 }
 
 /// The device's write amplification between points `from` and `to` of
 /// `side`: the media bytes its OCP log counts over the host bytes its SMART
 /// log counts; or why there is none.
-fn device_waf(c: &Collected, side: &str, from: &str, to: &str) -> Result<f64, &'static str> {
+pub(crate) fn device_waf(
+    c: &Collected,
+    side: &str,
+    from: &str,
+    to: &str,
+) -> Result<f64, &'static str> {
     let media = c.delta(side, from, to, "media_bytes_written");
     let host = c.delta(side, from, to, "smart_data_units_written");
     match (media, host) {

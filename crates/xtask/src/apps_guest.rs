@@ -295,19 +295,23 @@ ctrl_of() {{
     done
 }}
 apps_stat() {{ echo "{STAT}$SIDE $1 $2 $3"; }}
-# Counters at point $1: sectors written to each namespace, the SMART
+# The device's own counters at point $1, from controller $CTRL: the SMART
 # log's data units written, the OCP extended SMART log's media bytes (the
-# raw page where nvme-cli has no OCP plugin), the filesystem's size and
-# use, f2fs's GC.
-counters() {{
-    apps_stat $1 data_sectors $(awk '{{print $7}}' /sys/block/$D/stat)
-    [ -n "$META" ] && apps_stat $1 meta_sectors $(awk '{{print $7}}' /sys/block/$META/stat)
+# raw page where nvme-cli has no OCP plugin).
+device_counters() {{
     echo "{SMART}$SIDE $1 $(nvme smart-log /dev/$CTRL -o json 2>&1 | tr -d '\n')"
     ocp=$(nvme ocp smart-add-log /dev/$CTRL -o json 2>&1 | tr -d '\n')
     case "$ocp" in
         *"Physical media units written"*) echo "{OCP}$SIDE $1 $ocp" ;;
         *) echo "{OCP}$SIDE $1 raw:$(nvme get-log /dev/$CTRL --log-id=0xc0 --log-len=512 -b 2>/dev/null | od -An -v -tx1 | tr -d ' \n') $ocp" ;;
     esac
+}}
+# Counters at point $1: sectors written to each namespace, the device's
+# own, the filesystem's size and use, f2fs's GC.
+counters() {{
+    apps_stat $1 data_sectors $(awk '{{print $7}}' /sys/block/$D/stat)
+    [ -n "$META" ] && apps_stat $1 meta_sectors $(awk '{{print $7}}' /sys/block/$META/stat)
+    device_counters $1
     if grep -q " $MNT " /proc/mounts; then
         set -- $1 $(df -k $MNT | tail -n 1)
         apps_stat $1 fs_kib $3

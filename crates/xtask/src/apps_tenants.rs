@@ -29,7 +29,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use crate::apps_guest::{self, Workload};
+use crate::apps;
+use crate::apps_guest::{self, Collected, Workload};
 
 /// The tenants, in namespace order.
 pub const TENANTS: [&str; 4] = ["a", "b", "c", "d"];
@@ -43,6 +44,11 @@ pub const PHASES: [&str; 5] =
 
 /// Prefix of a tenant's db_bench line.
 pub const TN: &str = "APPS-TN ";
+
+/// The side mode `mode`'s device counters are recorded under.
+pub fn side(mode: &str) -> String {
+    format!("tenants-{mode}")
+}
 
 /// The subsystem of mode `mode`.
 pub fn nqn(mode: &str) -> String {
@@ -209,7 +215,18 @@ run connect-{mode} nvme connect -t tcp -a 10.0.2.2 -s {port} -n {nqn} $CONNECT_O
 all_up() {{ for n in {all}; do [ -n "$(disk_of {nqn} $n)" ] || return 1; done; }}
 i=0
 while [ $i -lt 100 ] && ! all_up; do sleep 0.1; i=$((i + 1)); done
+# The device's counters are the controller's: every namespace of the
+# mode. Beside them the sectors the kernel wrote to those namespaces, the
+# host's bytes without the SMART log's rounding.
+SIDE={side}; CTRL=$(ctrl_of {nqn}); DISKS=$(for n in {all}; do disk_of {nqn} $n; done)
+mode_counters() {{
+    device_counters $1
+    n=0; for d in $DISKS; do n=$((n + $(awk '{{print $7}}' /sys/block/$d/stat))); done
+    apps_stat $1 host_sectors $n
+}}
+mode_counters start
 "#,
+        side = side(mode),
         all = (1..=2 * n).map(|i| i.to_string()).collect::<Vec<_>>().join(" ")
     );
     for (i, t) in TENANTS.iter().enumerate() {
@@ -230,6 +247,7 @@ run mount-{mode}-{t} mount -t f2fs /dev/$META /mnt/{mode}-{t}
         s.push_str("sync; echo 3 > /proc/sys/vm/drop_caches\n");
         // The others idle long enough for the arbiter to see it (idle_ms),
         // counted from the sync's last write.
+        let _ = writeln!(s, "mode_counters before-{p}");
         if p.ends_with("alone") {
             let _ = writeln!(s, "sleep {:.1}", idle_wait_s(dilation));
         }
@@ -251,10 +269,12 @@ rc=$(cat /tmp/tn-{t}.rc); if [ "$rc" != 0 ]; then fail=1; say "FAILED tenants-{m
             );
         }
         let _ = writeln!(s, "say \"END tenants-{mode}-{p} ($(( $(now) - t0 )) s)\"");
+        let _ = writeln!(s, "sync; mode_counters after-{p}");
     }
     for t in TENANTS {
         let _ = writeln!(s, "run umount-{mode}-{t} umount /mnt/{mode}-{t}");
     }
+    s.push_str("mode_counters end\n");
     let _ = writeln!(s, "run disconnect-{mode} nvme disconnect -n {nqn}");
     s
 }
@@ -288,7 +308,8 @@ fn change(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 
 /// The tenants' results: per mode, phase and tenant db_bench's figures;
 /// per mode the claims' figures (ballooning, isolation).
-pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]) -> Value {
+pub fn results(w: &TenantWorkload, all: &Collected, configs: &[(String, String)]) -> Value {
+    let c = &all.tenants;
     let mut modes = serde_json::Map::new();
     for m in MODES {
         let mut phases = serde_json::Map::new();
@@ -339,7 +360,8 @@ pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]
                 "writers_ops_sum": others("read-beside-writers"),
             },
         });
-        modes.insert(m.into(), json!({ "phases": phases, "claims": claims }));
+        let device = device_counts(all, m);
+        modes.insert(m.into(), json!({ "phases": phases, "claims": claims, "device": device }));
     }
     json!({
         "tenants": TENANTS,
@@ -359,6 +381,42 @@ pub fn results(w: &TenantWorkload, c: &TenantLines, configs: &[(String, String)]
     })
 }
 
+/// The device's own counts of mode `m` between points `from` and `to`:
+/// the host's bytes (its controller's SMART data units), the media's (the
+/// OCP extended SMART log's), their ratio, or why there is none.
+fn device_span(all: &Collected, m: &str, from: &str, to: &str) -> Value {
+    let n = side(m);
+    let units = all.delta(&n, from, to, "smart_data_units_written");
+    let media = all.delta(&n, from, to, "media_bytes_written");
+    let waf = apps::device_waf(all, &n, from, to);
+    let sectors = all.delta(&n, from, to, "host_sectors");
+    let exact = match (media, sectors) {
+        (Some(m), Some(s)) if s > 0 => Some(m as f64 / (s as f64 * 512.0)),
+        _ => None,
+    };
+    json!({
+        "smart_data_units_written": units,
+        "smart_mib_written": units.map(|u| apps::mib_of(u as f64 * apps::DATA_UNIT)),
+        "kernel_mib_written": sectors.map(|s| apps::mib_of(s as f64 * 512.0)),
+        "media_mib_written": media.map(|b| apps::mib_of(b as f64)),
+        "device_waf": waf.ok(),
+        "why_no_waf": waf.err(),
+        "media_over_kernel_bytes": exact,
+    })
+}
+
+/// Mode `m`'s device counts: per phase, and over the whole run (the
+/// filesystems made to the last unmount).
+fn device_counts(all: &Collected, m: &str) -> Value {
+    let phases: serde_json::Map<String, Value> = PHASES
+        .iter()
+        .map(|p| {
+            (p.to_string(), device_span(all, m, &format!("before-{p}"), &format!("after-{p}")))
+        })
+        .collect();
+    json!({ "phases": phases, "whole_run": device_span(all, m, "start", "end") })
+}
+
 /// Every figure a tenants run must give; each missing one is a failure.
 pub fn missing(r: &Value, w: &TenantWorkload) -> Vec<String> {
     let mut out = Vec::new();
@@ -375,6 +433,22 @@ pub fn missing(r: &Value, w: &TenantWorkload) -> Vec<String> {
                         .filter(|k| v[**k].is_null())
                         .map(|k| format!("tenants {m} {p} {t}: no {k}")),
                 );
+            }
+        }
+        // The SMART log's WAF over the whole run (a phase may write less
+        // than its data unit); the media's bytes over the kernel's for
+        // every span that wrote.
+        let d = &r["modes"][m]["device"];
+        let whole = &d["whole_run"];
+        if whole["device_waf"].is_null() {
+            let why = whole["why_no_waf"].as_str().unwrap_or("no counters");
+            out.push(format!("tenants {m} whole run: no device WAF ({why})"));
+        }
+        let spans = PHASES.iter().map(|p| (*p, &d["phases"][*p]));
+        for (what, v) in spans.chain([("whole run", whole)]) {
+            let wrote = v["kernel_mib_written"].as_f64();
+            if wrote.is_none() || (wrote > Some(0.0) && v["media_over_kernel_bytes"].is_null()) {
+                out.push(format!("tenants {m} {what}: no media bytes over the kernel's"));
             }
         }
     }
@@ -455,6 +529,30 @@ pub fn markdown(r: &Value) -> String {
             num(&i["writers_ops_sum"], 0),
         );
     }
+    s.push_str(
+        "\nThe device's own counts, per mode from its controller (the four tenants and \
+         their metadata drives): host MiB from the SMART log's data units (of 512,000 \
+         bytes, rounded up, so ±0.5 MiB), media MiB from the OCP extended SMART log; \
+         beside them the MiB the guest's kernel wrote to the same namespaces, and the \
+         media's bytes over those.\n\n\
+         | mode | span | host MiB (SMART) | media MiB (OCP) | device WAF | host MiB (kernel) | media / kernel |\n\
+         |---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for m in MODES {
+        let d = &r["modes"][m]["device"];
+        let spans = PHASES.iter().map(|p| (*p, &d["phases"][*p]));
+        for (what, v) in spans.chain([("whole run", &d["whole_run"])]) {
+            let _ = writeln!(
+                s,
+                "| {m} | {what} | {} | {} | {} | {} | {} |",
+                num(&v["smart_mib_written"], 1),
+                num(&v["media_mib_written"], 1),
+                num(&v["device_waf"], 3),
+                num(&v["kernel_mib_written"], 2),
+                num(&v["media_over_kernel_bytes"], 3),
+            );
+        }
+    }
     s
 }
 
@@ -477,7 +575,10 @@ mod tests {
         let s = mode_lines("static", 4430, &w, 8.0);
         assert_eq!(s.matches("sleep 4.8\n").count(), 2, "{s}");
         let idle = s.find("sleep 4.8").unwrap();
-        assert!(s[..idle].ends_with("drop_caches\n"), "the wait follows the sync: {s}");
+        assert!(
+            s[..idle].ends_with("drop_caches\nmode_counters before-overwrite-alone\n"),
+            "the wait follows the sync and the counters: {s}"
+        );
         let at = |n: &str| s.find(n).unwrap_or_else(|| panic!("{n} not in {s}"));
         assert!(at("-s 4430 -n nqn.2026-11.io.znskit:apps-tenants-static") < at("mkfs-static-a"));
         assert!(at("mount-static-d") < at("RUN tenants-static-fill"));
@@ -514,12 +615,34 @@ mod tests {
             at("umount-static-a")
                 < at("nvme disconnect -n nqn.2026-11.io.znskit:apps-tenants-static")
         );
+        // The device's counters around the filesystems' lives and each
+        // phase, from the mode's controller.
+        assert!(
+            at("CTRL=$(ctrl_of nqn.2026-11.io.znskit:apps-tenants-static)")
+                < at("mode_counters start")
+        );
+        assert!(at("mode_counters start") < at("mkfs-static-a"));
+        for p in PHASES {
+            let (b, a) = (
+                at(&format!("mode_counters before-{p}\n")),
+                at(&format!("sync; mode_counters after-{p}\n")),
+            );
+            assert!(
+                b < at(&format!("RUN tenants-static-{p}\""))
+                    && a > at(&format!("END tenants-static-{p} ")),
+                "{p}"
+            );
+        }
+        assert!(
+            at("umount-static-d") < at("mode_counters end")
+                && at("mode_counters end") < at("nvme disconnect")
+        );
     }
 
     #[test]
     fn figures_are_collected_checked_and_set_beside_the_claims() {
         let w = TenantWorkload::new(true, 5);
-        let mut c = TenantLines::default();
+        let mut c = Collected::default();
         let out = |bench: &str, ops: u64, p99: f64| {
             let per = if bench == "readrandom" { "read" } else { "write" };
             format!(
@@ -539,8 +662,35 @@ mod tests {
                 }
             }
         }
+        // The device's counts: each phase writes 10 data units and the
+        // media take 1.2 times their bytes; the lone reader writes none.
+        for m in MODES {
+            let count = |c: &mut Collected, point: &str, units: u64, media: u64| {
+                let n = side(m);
+                c.watch(&format!(r#"APPS-SMART {n} {point} {{"data_units_written":"{units}"}}"#));
+                c.watch(&format!("APPS-STAT {n} {point} host_sectors {}", units * 1000));
+                c.watch(&format!(
+                    r#"APPS-OCP {n} {point} {{"Physical media units written":{{"hi":0,"lo":{media}}},"Physical media units read":{{"hi":0,"lo":0}}}}"#
+                ));
+            };
+            let mut units = 0;
+            count(&mut c, "start", 0, 0);
+            for p in PHASES {
+                count(&mut c, &format!("before-{p}"), units, units * 614_400);
+                if p != "read-alone" {
+                    units += 10;
+                }
+                count(&mut c, &format!("after-{p}"), units, units * 614_400);
+            }
+            count(&mut c, "end", units, units * 614_400);
+        }
         let r = results(&w, &c, &[]);
         assert!(missing(&r, &w).is_empty(), "{:?}", missing(&r, &w));
+        let d = &r["modes"]["static"]["device"];
+        assert_eq!(d["phases"]["fill"]["device_waf"].as_f64(), Some(1.2), "{d}");
+        assert_eq!(d["whole_run"]["device_waf"].as_f64(), Some(1.2), "{d}");
+        assert_eq!(d["whole_run"]["smart_data_units_written"].as_u64(), Some(40), "{d}");
+        assert!(d["phases"]["read-alone"]["why_no_waf"].as_str().unwrap().contains("no data unit"));
         let b = &r["modes"]["elastic"]["claims"]["ballooning"];
         assert_eq!(b["a_gain_alone_pct"].as_f64(), Some(50.0), "{b}");
         let i = &r["modes"]["static"]["claims"]["isolation"];
@@ -551,12 +701,24 @@ mod tests {
         let t = markdown(&r);
         assert!(t.contains("| elastic | 100 → 150 | +50.0 % | 200 → 300 | +50.0 % | 400 → 600 | +50.0 % | 300 |"), "{t}");
         assert!(t.contains("; timed phases 8 s;"), "{t}");
+        assert!(t.contains("| static | fill | 4.9 | 5.9 | 1.200 | 4.88 | 1.200 |"), "{t}");
+        assert!(t.contains("| elastic | read-alone | 0.0 | 0.0 | – | 0.00 | – |"), "{t}");
+        assert!(t.contains("| elastic | whole run | 19.5 | 23.4 | 1.200 | 19.53 | 1.200 |"), "{t}");
         let counted = TenantWorkload { ops: Some(256), ..w.clone() };
         let t = markdown(&results(&counted, &c, &[]));
         assert!(t.contains("; timed phases 256 operations per tenant;"), "{t}");
-        c.lines.remove(&("static".into(), "fill".into(), "c".into()));
+        c.tenants.lines.remove(&("static".into(), "fill".into(), "c".into()));
         let r = results(&w, &c, &[]);
         assert_eq!(missing(&r, &w).len(), 4, "{:?}", missing(&r, &w));
         assert!(missing(&r, &w)[0].starts_with("tenants static fill c: no"));
+        // A run without the device's counters at the end has no WAF.
+        c.stats.get_mut(&side("elastic")).unwrap().remove("end");
+        let r = results(&w, &c, &[]);
+        let m = missing(&r, &w);
+        assert_eq!(
+            m.first().map(String::as_str),
+            Some("tenants elastic whole run: no device WAF (no OCP SMART / Health Information Extended log (C0h) read on both sides)"),
+            "{m:?}"
+        );
     }
 }
