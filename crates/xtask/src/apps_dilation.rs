@@ -75,6 +75,29 @@ pub fn ratios(r: &Value) -> BTreeMap<String, f64> {
     out
 }
 
+/// The device's write amplification over a run's whole life, by side (a
+/// stack, from its filesystem's creation to the end; a tenants' mode,
+/// from the filesystems' creation to the last unmount): media bytes over
+/// the host's, both from the device's own logs.
+pub fn device_wafs(r: &Value) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    if let Some(modes) = r["tenants"]["modes"].as_object() {
+        for (m, v) in modes {
+            if let Some(w) = v["device"]["whole_run"]["device_waf"].as_f64() {
+                out.insert(format!("tenants {m}"), w);
+            }
+        }
+    }
+    if let Some(sides) = r["sides"].as_object() {
+        for (n, v) in sides {
+            if let Some(w) = v["device_waf_mkfs_to_end"].as_f64() {
+                out.insert(n.clone(), w);
+            }
+        }
+    }
+    out
+}
+
 /// The comparison of `runs` (factor, report, table): per ratio each
 /// factor's value, the largest relative difference from the first
 /// factor's, and whether every factor is within [`TOLERANCE`].
@@ -106,6 +129,7 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
         "guest_kernel_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_kernel_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
         "late_completions": runs.iter().map(|(_, r, _)| r["late_completions"].clone()).collect::<Vec<_>>(),
         "guest_clock_dilated": runs.iter().any(|(_, r, _)| r["clock"]["guest_clock_dilated"] == true),
+        "device_waf": runs.iter().map(|(_, r, _)| json!(device_wafs(r))).collect::<Vec<_>>(),
         "tolerance": TOLERANCE,
         "ratios": rows,
         "all_agree": all_agree,
@@ -174,6 +198,16 @@ pub fn markdown(c: &Value) -> String {
         "\nAll ratios within 10 %: {}.",
         if c["all_agree"].as_bool() == Some(true) { "yes" } else { "no" }
     );
+    for (f, w) in factors.iter().zip(c["device_waf"].as_array().into_iter().flatten()) {
+        let Some(w) = w.as_object().filter(|w| !w.is_empty()) else { continue };
+        let each: Vec<String> = w
+            .iter()
+            .map(|(side, v)| {
+                format!("{side} {}", v.as_f64().map_or("–".into(), |x| format!("{x:.3}")))
+            })
+            .collect();
+        let _ = writeln!(s, "\nF = {f}: device WAF over the whole run: {}.", each.join(", "));
+    }
     let late = c["late_completions"].as_array().cloned().unwrap_or_default();
     for (f, l) in factors.iter().zip(&late) {
         for line in l.as_array().into_iter().flatten().filter_map(Value::as_str) {
@@ -250,5 +284,16 @@ mod tests {
         let m = ratios(&r);
         assert_eq!(m["fill ops/s: elastic / static"], 1.5);
         assert_eq!(m["read-alone a's read p99: elastic / static"], 1.0);
+        assert!(device_wafs(&r).is_empty());
+        let mut r2 = r.clone();
+        r2["tenants"]["modes"]["static"]["device"] = json!({"whole_run": {"device_waf": 1.004}});
+        let c = compare(&[(128.0, r, String::new()), (256.0, r2, String::new())]);
+        assert_eq!(c["device_waf"][1]["tenants static"], 1.004);
+        let t = markdown(&c);
+        assert!(
+            t.contains("\nF = 256: device WAF over the whole run: tenants static 1.004.\n"),
+            "{t}"
+        );
+        assert!(!t.contains("F = 128: device WAF"), "{t}");
     }
 }
