@@ -164,6 +164,12 @@ pub struct Config {
     /// How often (device time) the arbiter looks at the namespaces.
     #[serde(default = "default_tick_ms")]
     pub tick_ms: u64,
+    /// On a base device on the real clock, how often (real time, µs) a
+    /// background thread polls eZNS's internal commands and runs the
+    /// arbiter when no tenant queue does; 0: never (only tenant queues'
+    /// polls move them, as on a virtual clock always).
+    #[serde(default = "default_pump_us")]
+    pub pump_us: u64,
     /// The zoned I/O scheduler.
     #[serde(default)]
     pub scheduler: SchedulerConfig,
@@ -186,6 +192,9 @@ fn default_idle_ms() -> u64 {
 }
 fn default_tick_ms() -> u64 {
     100
+}
+fn default_pump_us() -> u64 {
+    200
 }
 
 impl Config {

@@ -68,6 +68,7 @@ pub mod journal;
 pub mod layout;
 mod open;
 mod ops;
+mod pump;
 mod queue;
 mod runtime;
 pub mod sched;

@@ -293,7 +293,9 @@ pub(crate) fn open(
         recovery: report,
         trace,
     };
-    Ok(Arc::new(ez))
+    let ez = Arc::new(ez);
+    crate::pump::start(&ez);
+    Ok(ez)
 }
 
 /// The journal's state and the tenants' mapping of logical zones: a

@@ -150,3 +150,15 @@ pub fn timed_instance(config: &str) -> Instance {
     Instance::open(base(&emu, &memory), Config::from_toml(config).expect("config"))
         .expect("instance")
 }
+
+/// [`timed_emulator`] on the real clock: completions fall due in real time.
+pub fn timed_emulator_real() -> (Arc<zns_emulator::Controller>, Arc<ProcessMemory>) {
+    let profile = Profile::from_toml(&timed_profile()).expect("timed profile");
+    let memory = ProcessMemory::new();
+    let host: Arc<dyn HostMemory> = memory.clone();
+    let emu = Emulator::with_profile(profile)
+        .clock(zns_emulator::clock::ClockMode::Real)
+        .build(host)
+        .expect("emulator");
+    (emu, memory)
+}
