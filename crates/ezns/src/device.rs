@@ -118,7 +118,8 @@ impl Instance {
     }
 
     /// Runs the control queue and the arbiter once (normally every poll
-    /// of any tenant queue does): for idle periods and tests.
+    /// of any tenant queue does, and on a real clock the background pump
+    /// every `pump_us`): for idle periods and tests.
     pub fn pump(&self) {
         crate::control::pump(&self.ez);
         self.ez.maybe_tick();
