@@ -3,7 +3,6 @@
 
 use std::any::Any;
 use std::fmt;
-#[cfg(feature = "emulator")]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
