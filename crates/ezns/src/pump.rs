@@ -48,7 +48,13 @@ fn run(ez: &Weak<Ezns>, period: Duration) {
     loop {
         std::thread::sleep(period);
         let Some(ez) = ez.upgrade() else { return };
-        crate::control::pump(&ez);
-        ez.maybe_tick();
+        once(&ez);
     }
+}
+
+/// One pump: the control queue (if its lock is free) and the arbiter's
+/// tick (if one is due), as a tenant queue's poll runs them.
+pub(crate) fn once(ez: &Ezns) {
+    crate::control::pump(ez);
+    ez.maybe_tick();
 }
