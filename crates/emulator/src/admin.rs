@@ -603,7 +603,8 @@ fn smart_log(ctrl: &Controller) -> SmartLog {
 /// media took. A namespace without a device-side FTL (a zoned one)
 /// programs exactly the blocks its Write, Zone Append and Copy commands
 /// place (a rewrite inside a zone random write area again; Write Zeroes
-/// deallocates: nothing is programmed); a
+/// deallocates: nothing is programmed), and on a timed controller the
+/// padding a Finish programs to the rest of a zone with data; a
 /// conventional twin's firmware programs the host's blocks and those its
 /// garbage collection moves, each moved block read once too, and knows
 /// its segments' erase counts. Media reads are the host's Read and Copy

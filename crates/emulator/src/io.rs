@@ -11,7 +11,7 @@ use zns_spec::command::{
     CopyCmd, DatasetManagement, DsmRange, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
 };
 use zns_spec::copy::SourceRangeFormat0;
-use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry};
+use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry, ZoneState};
 
 use crate::controller::{Controller, Outcome, PAGE_SIZE};
 use crate::conv::Placement;
@@ -59,7 +59,7 @@ pub(crate) fn execute(
     if ns.write_protected && changes_media(op, sqe) {
         return Err(StatusCode::NamespaceWriteProtected.into());
     }
-    let mut copied = 0;
+    let (mut copied, mut padded) = (0, 0);
     let r = match op {
         IoOpcode::Flush => flush(ns).inspect(|_| note(info, || Op::Flush)),
         IoOpcode::Read => read(ctrl, host, ns, sqe, bounce, info),
@@ -67,7 +67,7 @@ pub(crate) fn execute(
         IoOpcode::WriteZeroes => write_zeroes(ctrl, ns, sqe, info),
         IoOpcode::DatasetManagement => dataset_management(ctrl, host, ns, sqe),
         IoOpcode::ZoneAppend => append(ctrl, host, ns, sqe, bounce, info),
-        IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe, info),
+        IoOpcode::ZoneMgmtSend => zone_send(ctrl, host, ns, sqe, info, &mut padded),
         IoOpcode::ZoneMgmtRecv => zone_receive(ctrl, host, ns, sqe, bounce, info),
         IoOpcode::Copy => copy(ctrl, host, ns, sqe, info).map(|blocks| {
             copied = blocks;
@@ -78,16 +78,24 @@ pub(crate) fn execute(
         _ => Err(StatusCode::InvalidOpcode),
     };
     if r.is_ok() {
-        count(counters, ns, op, sqe, copied);
+        count(counters, ns, op, sqe, copied, padded);
     }
     r.map_err(Status::from)
 }
 
 /// Counts a successful command: host commands and data for the SMART log,
 /// and what it moved to and from the media for the OCP extended one.
-/// `copied` is the block count of a Copy.
+/// `copied` is the block count of a Copy, `padded` the blocks a Finish
+/// programmed past the zones' data (the timing model's padding).
 #[inline]
-fn count(c: &mut IoCounters, ns: &Namespace, op: IoOpcode, sqe: &SubmissionEntry, copied: u64) {
+fn count(
+    c: &mut IoCounters,
+    ns: &Namespace,
+    op: IoOpcode,
+    sqe: &SubmissionEntry,
+    copied: u64,
+    padded: u64,
+) {
     let bs = ns.block_size() as u64;
     let bytes = ((sqe.cdw12 & 0xFFFF) as u64 + 1) * bs;
     // A conventional twin's firmware counts what it programs (the host's
@@ -107,6 +115,7 @@ fn count(c: &mut IoCounters, ns: &Namespace, op: IoOpcode, sqe: &SubmissionEntry
             }
         }
         IoOpcode::WriteZeroes => c.write_commands += 1,
+        IoOpcode::ZoneMgmtSend => c.media_bytes_written += padded * bs,
         IoOpcode::Copy => {
             c.write_commands += 1;
             c.media_bytes_read += copied * bs;
@@ -779,12 +788,16 @@ fn dataset_management(
     Ok(0)
 }
 
+/// Zone Management Send. With `info` (a timed controller), `padded` gets
+/// the blocks its Finish pads: the model programs the rest of each zone
+/// with data that was not full, and the media counts them.
 fn zone_send(
     ctrl: &Controller,
     host: &dyn HostMemory,
     ns: &Namespace,
     sqe: &SubmissionEntry,
     info: Option<&mut Op>,
+    padded: &mut u64,
 ) -> IoResult {
     let Some(z) = ns.zones() else { return Err(StatusCode::InvalidOpcode) };
     let cmd = ZoneSend::decode(sqe).map_err(|_| StatusCode::InvalidField)?;
@@ -829,15 +842,32 @@ fn zone_send(
         let _ = ns.media.deallocate(lba, blocks);
     }
     persisted?;
-    note(info, || {
-        let zones = if cmd.select_all {
-            before.into_iter().filter(|b| outcome.transitioned.contains(&b.index)).collect()
-        } else {
-            before
-        };
-        Op::ZoneSend { nsid: ns.nsid, action: cmd.action, zones, committed: outcome.committed }
+    let zones: Vec<ZoneBefore> = if cmd.select_all {
+        before.into_iter().filter(|b| outcome.transitioned.contains(&b.index)).collect()
+    } else {
+        before
+    };
+    if cmd.action == zns_spec::ZoneSendAction::Finish {
+        *padded = finish_padding(&zones, z.geometry().zone_capacity);
+    }
+    note(info, || Op::ZoneSend {
+        nsid: ns.nsid,
+        action: cmd.action,
+        zones,
+        committed: outcome.committed,
     });
     Ok(0)
+}
+
+/// Blocks a Finish of `zones` (as they were) pads to `capacity`: the rest
+/// of each zone that holds data and is not full, as the timing model's
+/// Finish programs it (an Empty zone needs nothing).
+fn finish_padding(zones: &[ZoneBefore], capacity: u64) -> u64 {
+    zones
+        .iter()
+        .filter(|z| z.written > 0 && z.state != ZoneState::Full)
+        .map(|z| capacity.saturating_sub(z.written))
+        .sum()
 }
 
 fn zone_receive(

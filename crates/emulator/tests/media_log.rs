@@ -2,9 +2,11 @@
 //! zoned device: the media take exactly what the host's commands place
 //! (the model collects no garbage), read what they read.
 
+use zns_emulator::clock::ClockMode;
 use zns_emulator::harness::Harness;
 use zns_emulator::host::{HostMemory, ProcessMemory};
-use zns_emulator::Emulator;
+use zns_emulator::profile::{NamespaceKind, Profile};
+use zns_emulator::{Emulator, MediaChoice};
 use zns_spec::command::{ReadWrite, WriteZeroes};
 use zns_spec::copy::SourceRangeFormat0;
 use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog, SmartLog};
@@ -84,4 +86,59 @@ fn a_zoned_device_programs_what_writes_appends_and_copies_place() {
     assert_eq!(smart.data_units_written, 1);
     // The page is the controller's: a namespace is Invalid Field.
     assert_eq!(log_page(&mut h, LogPageId::OcpSmartExtended, 1), Err(StatusCode::InvalidField));
+}
+
+/// Finishes the zone at `lba` (or every zone) through the harness.
+fn finish(h: &mut Harness, lba: u64, all: bool) {
+    let mut f = SubmissionEntry::new(0x79, 1);
+    f.set_cdw10_11(lba);
+    f.cdw13 = 0x02 | u32::from(all) << 8;
+    ok(h, f, 0);
+}
+
+fn media_written(h: &mut Harness) -> u128 {
+    OcpSmartLog::from_bytes(&log_page(h, LogPageId::OcpSmartExtended, 0).unwrap())
+        .media_bytes_written
+}
+
+#[test]
+fn a_timed_finish_programs_its_padding_and_the_media_count_it() {
+    // The ZN540's timing model pads a finished zone's rest through its
+    // write path, so the media take the padding as they take data.
+    let mut p = Profile::by_name("zn540").unwrap();
+    let ns = p.namespaces.iter_mut().find(|n| n.kind == NamespaceKind::Zoned).unwrap();
+    (ns.zones, ns.zone_size, ns.zone_capacity) = (8, 1024, 768);
+    let memory = ProcessMemory::new();
+    let ctrl = Emulator::with_profile(p)
+        .media(MediaChoice::Null)
+        .clock(ClockMode::Virtual)
+        .build(memory.clone())
+        .unwrap();
+    let mut h = Harness::start(ctrl, memory, 32).unwrap();
+    let buf = h.buffer(4096);
+    ok(&mut h, ReadWrite::new(1, 0, 1).write().unwrap(), buf.addr());
+    assert_eq!(media_written(&mut h), BS);
+    // Zone 0 holds one block: Finish pads the other 767.
+    finish(&mut h, 0, false);
+    assert_eq!(media_written(&mut h), 768 * BS);
+    // A full zone and an empty one pad nothing.
+    finish(&mut h, 0, false);
+    finish(&mut h, 1024, false);
+    assert_eq!(media_written(&mut h), 768 * BS);
+    // Finish of every zone pads the open ones with data (zones 2 and 3).
+    ok(&mut h, ReadWrite::new(1, 2048, 1).write().unwrap(), buf.addr());
+    ok(&mut h, ReadWrite::new(1, 3072, 1).write().unwrap(), buf.addr());
+    finish(&mut h, 0, true);
+    assert_eq!(media_written(&mut h), 3 * 768 * BS);
+}
+
+#[test]
+fn an_untimed_finish_programs_nothing() {
+    let memory = ProcessMemory::new();
+    let ctrl = Emulator::builder("tiny").unwrap().build(memory.clone()).unwrap();
+    let mut h = Harness::start(ctrl, memory, 32).unwrap();
+    let buf = h.buffer(4096);
+    ok(&mut h, ReadWrite::new(1, 0, 1).write().unwrap(), buf.addr());
+    finish(&mut h, 0, false);
+    assert_eq!(media_written(&mut h), BS);
 }
