@@ -248,6 +248,12 @@ pub struct Args {
     #[arg(long, value_name = "N", verbatim_doc_comment, conflicts_with = "tn_seconds",
           value_parser = clap::value_parser!(u64).range(1..), help_heading = "Tenants (eZNS)")]
     tn_ops: Option<u64>,
+    /// Physical zones per logical zone (eZNS's zone_scale: 1, 2, 4 or 8;
+    /// default 8, the widest group, so groups fill whole physical zones);
+    /// the tenants' capacity stays 288 MiB
+    #[arg(long, value_name = "N", verbatim_doc_comment, help_heading = "Tenants (eZNS)",
+          value_parser = zone_scale)]
+    tn_zone_scale: Option<u32>,
     /// Serve every device on a clock dilated F times (F >= 1): each
     /// modelled duration lasts F times longer, for a guest F times slower
     /// than the machine the model stands for; the guest's slowdown is
@@ -322,6 +328,14 @@ fn factors(v: &str) -> Result<Vec<f64>, String> {
         .collect()
 }
 
+/// `--tn-zone-scale`: 1, 2, 4 or 8.
+fn zone_scale(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
+        _ => Err(format!("{s:?}: a logical zone is 1, 2, 4 or 8 physical zones")),
+    }
+}
+
 /// `--dilation`: one factor.
 fn dilation(v: &str) -> Result<f64, String> {
     match factors(v)?[..] {
@@ -374,6 +388,9 @@ impl Args {
         });
         let tenants = self.tenants.then(|| {
             let mut tw = TenantWorkload::new(smoke, seed);
+            if let Some(scale) = self.tn_zone_scale {
+                tw = tw.with_zone_scale(scale);
+            }
             tw.num = self.tn_num.unwrap_or(tw.num).max(1);
             tw.seconds = self.tn_seconds.unwrap_or(tw.seconds).max(1);
             tw.ops = self
@@ -1730,6 +1747,7 @@ mod tests {
             (&["--sb-tables", "x"], "--sb-tables"),
             (&["--tn-num", "x"], "--tn-num"),
             (&["--tn-seconds", "-3"], "--tn-seconds"),
+            (&["--tn-zone-scale", "3"], "--tn-zone-scale"),
             (&["--dilation", "0"], "--dilation"),
             (&["--dilations", "8"], "--dilations"),
             (&["--timeout", "soon"], "--timeout"),

@@ -70,6 +70,8 @@ pub struct TenantWorkload {
     pub ops: Option<u64>,
     /// Physical zones of each mode's base device.
     pub zones: u32,
+    /// Physical zones' capacity per logical zone (eZNS's `zone_scale`).
+    pub zone_scale: u32,
     /// Logical zones of each tenant.
     pub tenant_zones: u32,
     /// Active (and open) logical zones of each tenant.
@@ -88,12 +90,20 @@ impl TenantWorkload {
             value_size: 1000,
             seconds: if smoke { 8 } else { 20 },
             ops: None,
-            zones: 320,
-            tenant_zones: 40,
+            zones: 512,
+            zone_scale: MAX_WIDTH,
+            tenant_zones: TENANT_PHYSICAL_ZONES / MAX_WIDTH,
             active_zones: 8,
             seed,
             device_bound: false,
         }
+    }
+
+    /// Logical zones of `scale` physical zones each (1, 2, 4 or 8: a
+    /// logical zone's size must be a power of two for the kernel), the
+    /// tenants' capacity unchanged.
+    pub fn with_zone_scale(self, scale: u32) -> TenantWorkload {
+        TenantWorkload { zone_scale: scale, tenant_zones: TENANT_PHYSICAL_ZONES / scale, ..self }
     }
 
     /// MiB of keys and values each tenant's fillrandom writes.
@@ -105,19 +115,27 @@ impl TenantWorkload {
 /// The base device's active zones: room for four tenants' shares.
 pub const BASE_ACTIVE: u32 = 96;
 
+/// The widest stripe group (eZNS's `max_width`).
+pub const MAX_WIDTH: u32 = 8;
+
+/// Each tenant's capacity in physical zones (288 MiB): four tenants claim
+/// 384 of the base device's 512, the rest is the surplus wide groups take.
+pub const TENANT_PHYSICAL_ZONES: u32 = 96;
+
 /// The eZNS configuration of `mode` over the base device `device`.
 pub fn config(mode: &str, device: &str, w: &TenantWorkload) -> String {
     let mut s = format!(
         r#"# Four tenants over one ZN540 model (zones cut down), {mode} striping.
 device = "{device}"
 mode = "{mode}"
-zone_scale = 1
+zone_scale = {scale}
 stripe_unit_kib = 64
-max_width = 8
+max_width = {MAX_WIDTH}
 headroom = 8
 idle_ms = {IDLE_MS}
 tick_ms = 50
-"#
+"#,
+        scale = w.zone_scale
     );
     for t in TENANTS {
         let _ = write!(
@@ -373,6 +391,8 @@ pub fn results(w: &TenantWorkload, all: &Collected, configs: &[(String, String)]
         "base_zones": w.zones,
         "base_active_zones": BASE_ACTIVE,
         "tenant_logical_zones": w.tenant_zones,
+        "zone_scale": w.zone_scale,
+        "max_width": MAX_WIDTH,
         "tenant_active_zones": w.active_zones,
         "seed": w.seed,
         "device_bound": w.device_bound,
@@ -565,7 +585,10 @@ mod tests {
         let w = TenantWorkload::new(true, 5);
         let text = config("elastic", "emu:profile=x.toml,zones=256,clock=real", &w);
         assert_eq!(text.matches("[[tenant]]").count(), 4, "{text}");
-        assert!(text.contains("mode = \"elastic\"") && text.contains("zones = 40"), "{text}");
+        assert!(text.contains("mode = \"elastic\"") && text.contains("zones = 12\n"), "{text}");
+        assert!(text.contains("zone_scale = 8\n") && text.contains("max_width = 8\n"), "{text}");
+        let narrow = config("static", "emu:zn540", &w.clone().with_zone_scale(1));
+        assert!(narrow.contains("zone_scale = 1\n") && narrow.contains("zones = 96\n"), "{narrow}");
         assert!(base_namespace().contains(&format!("max_active = {BASE_ACTIVE}")));
     }
 
