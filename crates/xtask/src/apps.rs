@@ -250,7 +250,7 @@ pub struct Args {
     tn_ops: Option<u64>,
     /// Physical zones per logical zone (eZNS's zone_scale: 1, 2, 4 or 8;
     /// default 8, the widest group, so groups fill whole physical zones);
-    /// the tenants' capacity stays 288 MiB
+    /// the tenants' capacity stays 1,152 MiB
     #[arg(long, value_name = "N", verbatim_doc_comment, help_heading = "Tenants (eZNS)",
           value_parser = zone_scale)]
     tn_zone_scale: Option<u32>,

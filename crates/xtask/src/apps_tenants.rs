@@ -90,7 +90,7 @@ impl TenantWorkload {
             value_size: 1000,
             seconds: if smoke { 8 } else { 20 },
             ops: None,
-            zones: 512,
+            zones: BASE_ZONES,
             zone_scale: MAX_WIDTH,
             tenant_zones: TENANT_PHYSICAL_ZONES / MAX_WIDTH,
             active_zones: 8,
@@ -118,9 +118,14 @@ pub const BASE_ACTIVE: u32 = 96;
 /// The widest stripe group (eZNS's `max_width`).
 pub const MAX_WIDTH: u32 = 8;
 
-/// Each tenant's capacity in physical zones (288 MiB): four tenants claim
-/// 384 of the base device's 512, the rest is the surplus wide groups take.
-pub const TENANT_PHYSICAL_ZONES: u32 = 96;
+/// Each tenant's capacity in physical zones (1,152 MiB: 48 sections of
+/// 24 MiB for f2fs, which needs a few dozen to collect garbage in): four
+/// tenants claim 1,536 of the base device's zones, the rest is the
+/// surplus wide groups take.
+pub const TENANT_PHYSICAL_ZONES: u32 = 384;
+
+/// The base device's zones (its data is kept only where written).
+pub const BASE_ZONES: u32 = 2048;
 
 /// The eZNS configuration of `mode` over the base device `device`.
 pub fn config(mode: &str, device: &str, w: &TenantWorkload) -> String {
@@ -154,7 +159,7 @@ pub fn base_namespace() -> String {
         "[[namespace]]
 kind = \"zoned\"
 block_size = 4096
-zones = 512
+zones = {BASE_ZONES}
 zone_size = 1024
 zone_capacity = 768
 max_open = {BASE_ACTIVE}
@@ -585,10 +590,13 @@ mod tests {
         let w = TenantWorkload::new(true, 5);
         let text = config("elastic", "emu:profile=x.toml,zones=256,clock=real", &w);
         assert_eq!(text.matches("[[tenant]]").count(), 4, "{text}");
-        assert!(text.contains("mode = \"elastic\"") && text.contains("zones = 12\n"), "{text}");
+        assert!(text.contains("mode = \"elastic\"") && text.contains("zones = 48\n"), "{text}");
         assert!(text.contains("zone_scale = 8\n") && text.contains("max_width = 8\n"), "{text}");
         let narrow = config("static", "emu:zn540", &w.clone().with_zone_scale(1));
-        assert!(narrow.contains("zone_scale = 1\n") && narrow.contains("zones = 96\n"), "{narrow}");
+        assert!(
+            narrow.contains("zone_scale = 1\n") && narrow.contains("zones = 384\n"),
+            "{narrow}"
+        );
         assert!(base_namespace().contains(&format!("max_active = {BASE_ACTIVE}")));
     }
 
