@@ -11,7 +11,7 @@ use zns_spec::command::{
     CopyCmd, DatasetManagement, DsmRange, ReadWrite, WriteZeroes, ZoneAppend, ZoneReceive, ZoneSend,
 };
 use zns_spec::copy::SourceRangeFormat0;
-use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry, ZoneState};
+use zns_spec::{IoOpcode, Status, StatusCode, SubmissionEntry};
 
 use crate::controller::{Controller, Outcome, PAGE_SIZE};
 use crate::conv::Placement;
@@ -848,7 +848,8 @@ fn zone_send(
         before
     };
     if cmd.action == zns_spec::ZoneSendAction::Finish {
-        *padded = finish_padding(&zones, z.geometry().zone_capacity);
+        let cap = z.geometry().zone_capacity;
+        *padded = zones.iter().map(|b| b.finish_padding(cap)).sum();
     }
     note(info, || Op::ZoneSend {
         nsid: ns.nsid,
@@ -857,17 +858,6 @@ fn zone_send(
         committed: outcome.committed,
     });
     Ok(0)
-}
-
-/// Blocks a Finish of `zones` (as they were) pads to `capacity`: the rest
-/// of each zone that holds data and is not full, as the timing model's
-/// Finish programs it (an Empty zone needs nothing).
-fn finish_padding(zones: &[ZoneBefore], capacity: u64) -> u64 {
-    zones
-        .iter()
-        .filter(|z| z.written > 0 && z.state != ZoneState::Full)
-        .map(|z| capacity.saturating_sub(z.written))
-        .sum()
 }
 
 fn zone_receive(

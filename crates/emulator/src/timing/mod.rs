@@ -159,6 +159,19 @@ pub(crate) struct ZoneBefore {
     pub written: u64,
 }
 
+impl ZoneBefore {
+    /// Blocks a Finish pads to `capacity`: the rest of a zone that holds
+    /// data and is not full (the drive programs it through its write
+    /// path); nothing for an empty or full zone. The timing model and the
+    /// media counters both take it from here.
+    pub(crate) fn finish_padding(&self, capacity: u64) -> u64 {
+        if self.written == 0 || self.state == ZoneState::Full {
+            return 0;
+        }
+        capacity.saturating_sub(self.written)
+    }
+}
+
 /// What the model needs to know of a command that ran.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum Op {

@@ -349,7 +349,8 @@ impl Sim {
     /// buffer, and done when all of it is programmed.
     fn plan_finish(&mut self, nsid: u32, z: &ZoneBefore, s: &mut Vec<Step>) {
         let g = self.geometry(nsid);
-        if z.written == 0 || z.state == ZoneState::Full || g.zone_blocks == 0 {
+        let pad = z.finish_padding(g.cap_blocks);
+        if pad == 0 || g.zone_blocks == 0 {
             return;
         }
         let key = (nsid, z.index);
@@ -365,8 +366,7 @@ impl Sim {
             self.next_gen += 1;
         }
         sim.host_end = Some(written);
-        let left = (g.cap_blocks * g.block_bytes).saturating_sub(written);
-        s.push(Step::Pad { zone: key, left });
+        s.push(Step::Pad { zone: key, left: pad * g.block_bytes });
         s.push(Step::AwaitProgrammed(key));
     }
 
