@@ -14,6 +14,9 @@ use crate::{fio_zbd, guest, Error, Result};
 /// `--timeout`'s default, seconds: [`VmOptions::default`]'s.
 const DEFAULT_TIMEOUT: &str = "900";
 
+/// The guest's CPUs unless a task says otherwise ([`VmOptions`]'s default).
+const DEFAULT_SMP: &str = "2";
+
 /// The options of the QEMU guest that every guest task takes. A task
 /// whose guest needs another default time sets it on its command:
 /// `#[command(mut_arg("timeout", |a| a.default_value("1800")))]`; one
@@ -37,10 +40,9 @@ pub struct GuestArgs {
     #[arg(long, verbatim_doc_comment)]
     kvm: bool,
     /// The guest's CPUs.
-    #[arg(long, value_name = "N", allow_negative_numbers = true,
-          default_value_t = VmOptions::default().smp,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value = DEFAULT_SMP,
           value_parser = clap::value_parser!(u32).range(1..))]
-    smp: u32,
+    smp: Option<u32>,
     /// The guest's memory, as QEMU's -m takes it (a number of MiB, or
     /// with a K, M, G or T suffix)
     #[arg(long, value_name = "SIZE", verbatim_doc_comment,
@@ -49,6 +51,13 @@ pub struct GuestArgs {
 }
 
 impl GuestArgs {
+    /// `--smp`'s value where the user gave one, or where the task keeps
+    /// its default (a task whose default depends on its other options
+    /// removes it, as `cargo xtask apps` does).
+    pub fn smp(&self) -> Option<u32> {
+        self.smp
+    }
+
     /// The guest's options (what the options do not set, as
     /// [`VmOptions::default`] has it).
     pub fn vm(&self) -> VmOptions {
@@ -64,7 +73,7 @@ impl GuestArgs {
         o.kernel = self.kernel.clone();
         o.install = !self.no_install;
         o.kvm = self.kvm;
-        o.smp = self.smp;
+        o.smp = self.smp.unwrap_or(o.smp);
         o.memory = self.memory.clone();
         o
     }
