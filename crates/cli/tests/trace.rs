@@ -170,6 +170,41 @@ fn a_characterize_trace_is_a_valid_trace_with_die_and_channel_tracks() {
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.starts_with("<svg") && drawn.contains(die.as_str()), "{die} not drawn");
     assert!(!drawn.contains("zone 0") && drawn.matches("<rect").count() > 2, "no bars drawn");
+
+    // Its figures: the commands counted from the same begin/end pairs,
+    // the dies' operations, the slowest commands slowest first.
+    let o = ok(zns(&["trace", "summary", trace.to_str().unwrap(), "--json", "--slowest", "4"]));
+    let sum: Value = serde_json::from_str(&o.stdout).unwrap();
+    let counted: u64 =
+        sum["commands"].as_array().unwrap().iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, done, "{sum}");
+    let kinds: Vec<&str> =
+        sum["commands"].as_array().unwrap().iter().filter_map(|c| c["kind"].as_str()).collect();
+    assert!(kinds.contains(&"read") || kinds.contains(&"write"), "{kinds:?}");
+    for c in sum["commands"].as_array().unwrap() {
+        let (p50, p99, max) = (
+            c["p50_us"].as_f64().unwrap(),
+            c["p99_us"].as_f64().unwrap(),
+            c["max_us"].as_f64().unwrap(),
+        );
+        assert!(0.0 <= p50 && p50 <= p99 && p99 <= max, "{c}");
+    }
+    let flash: Vec<&str> =
+        sum["flash"].as_array().unwrap().iter().filter_map(|f| f["op"].as_str()).collect();
+    assert!(flash.contains(&"program") && flash.contains(&"read"), "{flash:?}");
+    let slow: Vec<f64> = sum["slowest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["latency_us"].as_f64().unwrap())
+        .collect();
+    assert!(slow.len() == 4 && slow.windows(2).all(|w| w[0] >= w[1]), "{slow:?}");
+    let o = ok(zns(&["trace", "summary", trace.to_str().unwrap()]));
+    assert!(
+        o.stdout.contains("write buffer:") && o.stdout.contains("slowest commands:"),
+        "{}",
+        o.stdout
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Timelines of trace files: a JSON trace-event file (the format
 //! `emu:...,trace=FILE` writes, and Perfetto's UI and `chrome://tracing`
 //! open) read into tracks and drawn as an SVG picture, for a machine
-//! without a browser, a report or a document.
+//! without a browser, a report or a document, or summed up in figures
+//! ([`TraceSummary`]).
 //!
 //! What is read, by phase (`ph`):
 //!
@@ -25,12 +26,14 @@
 //! Thread safety: plain data and functions.
 
 mod draw;
+mod summary;
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
 pub use draw::render_svg;
+pub use summary::{CommandStats, FlashStats, SlowCommand, TraceSummary};
 
 /// Why a trace file could not be read.
 #[derive(Debug, thiserror::Error)]
