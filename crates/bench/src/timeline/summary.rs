@@ -93,7 +93,8 @@ impl TraceSummary {
     /// The summary of `t`, with its `slowest` slowest commands.
     pub fn of(t: &Timeline, slowest: usize) -> TraceSummary {
         let mut latencies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-        let mut all: Vec<SlowCommand> = Vec::new();
+        // Borrowed until the slowest are picked: only those are copied.
+        let mut all: Vec<(&str, &super::Slice)> = Vec::new();
         let mut flash: BTreeMap<&str, FlashStats> = BTreeMap::new();
         let mut buffer_waits = 0;
         let mut buffer_max_used_kib: Option<f64> = None;
@@ -101,12 +102,7 @@ impl TraceSummary {
             if track.process.starts_with("queue ") {
                 for s in &track.slices {
                     latencies.entry(&s.name).or_default().push(s.dur);
-                    all.push(SlowCommand {
-                        kind: s.name.clone(),
-                        queue: track.process.clone(),
-                        start_us: s.start,
-                        latency_us: s.dur,
-                    });
+                    all.push((&track.process, s));
                 }
             } else if track.process == "dies" {
                 for s in &track.slices {
@@ -130,15 +126,24 @@ impl TraceSummary {
             }
         }
         let commands = latencies.into_iter().map(|(kind, d)| command_stats(kind, d)).collect();
-        all.sort_by(|a, b| b.latency_us.total_cmp(&a.latency_us));
-        all.truncate(slowest);
+        all.sort_by(|a, b| b.1.dur.total_cmp(&a.1.dur));
+        let slowest = all
+            .into_iter()
+            .take(slowest)
+            .map(|(queue, s)| SlowCommand {
+                kind: s.name.clone(),
+                queue: queue.to_string(),
+                start_us: s.start,
+                latency_us: s.dur,
+            })
+            .collect();
         TraceSummary {
             span_us: t.span(),
             commands,
             flash: flash.into_values().collect(),
             buffer_waits,
             buffer_max_used_kib,
-            slowest: all,
+            slowest,
         }
     }
 
