@@ -120,6 +120,10 @@ pub struct Options {
     zns: Option<PathBuf>,
     tenants: Option<TenantWorkload>,
     dilations: Vec<f64>,
+    /// `--repeat`: runs per factor of `--dilations`.
+    repeat: u32,
+    /// `--pool`: earlier dilation reports whose runs are compared together.
+    pool: Vec<PathBuf>,
     /// `--guest-clock`: the guest's clock dilated with the devices'.
     guest_clock: bool,
     /// `--replot`: draw this report's plot instead of running.
@@ -272,6 +276,20 @@ pub struct Args {
     #[arg(long, value_name = "F1,F2", verbatim_doc_comment, value_parser = dilations,
           overrides_with = "dilation", help_heading = "Dilated clock")]
     dilations: Option<List<f64>>,
+    /// Run the comparison N times at each factor of --dilations (in
+    /// turn: F1, F2, F1, F2, ...) and compare the factors' means, with
+    /// each ratio's run-to-run spread beside them
+    #[arg(long, value_name = "N", verbatim_doc_comment, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..), requires = "dilations",
+          help_heading = "Dilated clock")]
+    repeat: u32,
+    /// Run nothing: compare the runs of earlier dilation reports
+    /// (apps-dilations.json or apps-tenants-dilations.json) together,
+    /// grouped by factor, as --repeat does (results in --out)
+    #[arg(long, value_name = "FILE", num_args = 1.., verbatim_doc_comment,
+          conflicts_with_all = ["dilations", "dilation", "replot"],
+          help_heading = "Dilated clock")]
+    pool: Vec<PathBuf>,
     /// Dilate the guest's clock with the devices' (with --dilation or
     /// --dilations): QEMU runs under libfaketime at 1/F of real time, so
     /// what the guest's clock paces (writeback, InnoDB's page cleaner,
@@ -447,6 +465,8 @@ impl Args {
             zns: self.zns.clone(),
             tenants,
             dilations,
+            repeat: self.repeat,
+            pool: self.pool.clone(),
             guest_clock: self.guest_clock,
             replot: self.replot.clone(),
             trace: self.trace,
@@ -558,6 +578,9 @@ pub fn run(opts: &Options) -> Result<()> {
     if let Some(report) = &opts.replot {
         return replot(opts, report);
     }
+    if !opts.pool.is_empty() {
+        return pool(opts);
+    }
     if opts.guest_clock {
         if opts.dilations.is_empty() {
             return Err(Error::new(
@@ -585,11 +608,19 @@ pub fn run(opts: &Options) -> Result<()> {
         failures.extend(f);
         runs.push((opts.dilations.first().copied().unwrap_or(1.0), report, table));
     } else {
-        for &f in &opts.dilations {
-            let dir = out.join(format!("dilation-{f}"));
-            let (report, table, fails) = run_once(opts, Some(f), &dir)?;
-            failures.extend(fails.into_iter().map(|x| format!("dilation {f}: {x}")));
-            runs.push((f, report, table));
+        for k in 1..=opts.repeat {
+            for &f in &opts.dilations {
+                let (dir, name) = match opts.repeat {
+                    1 => (out.join(format!("dilation-{f}")), format!("dilation {f}")),
+                    _ => (
+                        out.join(format!("dilation-{f}-run-{k}")),
+                        format!("dilation {f}, run {k}"),
+                    ),
+                };
+                let (report, table, fails) = run_once(opts, Some(f), &dir)?;
+                failures.extend(fails.into_iter().map(|x| format!("{name}: {x}")));
+                runs.push((f, report, table));
+            }
         }
     }
     let (json_name, marker) = if opts.tenants.is_some() {
@@ -603,6 +634,7 @@ pub fn run(opts: &Options) -> Result<()> {
         let mut report = json!({
             "task": "cargo xtask apps",
             "dilations": opts.dilations,
+            "repeat": opts.repeat,
             "comparison": cmp,
             "runs": runs.iter().map(|(f, r, _)| json!({"dilation": f, "report": r})).collect::<Vec<_>>(),
         });
@@ -650,6 +682,54 @@ pub fn run(opts: &Options) -> Result<()> {
     } else {
         Err(Error::new("the application runs failed"))
     }
+}
+
+/// `--pool`: the runs of the dilation reports `opts.pool` compared
+/// together, grouped by factor, into `--out` (default
+/// target/apps-dilations-pooled); nothing is run.
+fn pool(opts: &Options) -> Result<()> {
+    let mut runs = Vec::new();
+    for path in &opts.pool {
+        let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let report: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::new(format!("{}: not a report: {e}", path.display())))?;
+        let Some(each) = report["runs"].as_array().filter(|r| !r.is_empty()) else {
+            return Err(Error::new(format!(
+                "{}: not a dilation report (no runs): give apps-dilations.json or \
+                 apps-tenants-dilations.json",
+                path.display()
+            )));
+        };
+        for r in each {
+            let f = r["dilation"].as_f64().ok_or_else(|| {
+                Error::new(format!("{}: a run without its dilation factor", path.display()))
+            })?;
+            runs.push((f, r["report"].clone(), String::new()));
+        }
+    }
+    let kinds: Vec<bool> = runs.iter().map(|(_, r, _)| r["tenants"].is_object()).collect();
+    if kinds.iter().any(|&t| t != kinds[0]) {
+        return Err(Error::new("--pool: tenants' and stacks' reports do not compare"));
+    }
+    let cmp = apps_dilation::compare(&runs);
+    let table = apps_dilation::markdown(&cmp);
+    let report = json!({
+        "task": "cargo xtask apps --pool",
+        "pooled": opts.pool.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "comparison": cmp,
+    });
+    let out = opts.out.clone().unwrap_or_else(|| {
+        vmtest::target_dir(&vmtest::workspace_root()).join("apps-dilations-pooled")
+    });
+    fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+    write_json(&out.join("apps-dilations-pooled.json"), &report)?;
+    let md = out.join("apps-dilations-pooled.md");
+    fs::write(&md, &table).map_err(|e| Error::io(&md, e))?;
+    for l in table.lines() {
+        println!("apps: {l}");
+    }
+    println!("apps: pooled {} runs (results in {})", runs.len(), out.display());
+    Ok(())
 }
 
 /// `--replot`: the plot of the report at `path`, the tenants' or the
@@ -1791,6 +1871,48 @@ mod tests {
         assert_eq!(parse(&["--tenants", "--smp", "2"]).unwrap().unwrap().vm.smp, 2);
         assert_eq!(parse(&[]).unwrap().unwrap().vm.smp, 2);
         assert_eq!(parse(&["--smp", "3"]).unwrap().unwrap().vm.smp, 3);
+    }
+
+    #[test]
+    fn repeats_need_factors_and_pooled_reports_compare_by_factor() {
+        let o = parse(&["--tenants", "--dilations", "128,256", "--repeat", "3"]).unwrap().unwrap();
+        assert_eq!((o.repeat, o.dilations.as_slice()), (3, &[128.0, 256.0][..]));
+        assert_eq!(parse(&["--dilations", "2,4"]).unwrap().unwrap().repeat, 1);
+        assert!(parse(&["--repeat", "2"]).is_err(), "--repeat without --dilations");
+        assert!(parse(&["--dilations", "2,4", "--repeat", "0"]).is_err());
+        assert!(parse(&["--pool", "a.json", "--dilations", "2,4"]).is_err());
+        // Two reports of runs at 8 and 16, and 16 again: pooled, 16 has
+        // two runs, its mean is compared with 8's.
+        let dir = tempfile::tempdir().unwrap();
+        let ph = |ops: f64| json!({"fill": {"a": {"ops_per_sec": ops}}});
+        let at = |f: f64, el: f64| {
+            json!({"dilation": f, "report": {"tenants": {"modes": {
+                "elastic": {"phases": ph(el)}, "static": {"phases": ph(100.0)}}}}})
+        };
+        let one = dir.path().join("one.json");
+        let two = dir.path().join("two.json");
+        let write =
+            |p: &Path, runs: Value| fs::write(p, json!({"runs": runs}).to_string()).unwrap();
+        write(&one, json!([at(8.0, 100.0), at(16.0, 104.0)]));
+        write(&two, json!([at(16.0, 112.0)]));
+        let out = dir.path().join("out");
+        let (o, t, s) = (out.to_str().unwrap(), one.to_str().unwrap(), two.to_str().unwrap());
+        run(&parse(&["--pool", t, s, "--out", o]).unwrap().unwrap()).unwrap();
+        let pooled: Value = serde_json::from_str(
+            &fs::read_to_string(out.join("apps-dilations-pooled.json")).unwrap(),
+        )
+        .unwrap();
+        let row = &pooled["comparison"]["ratios"][0];
+        assert_eq!(pooled["comparison"]["runs_per_factor"], json!([1, 2]));
+        assert!((row["values"][1].as_f64().unwrap() - 1.08).abs() < 1e-9, "{row}");
+        assert_eq!(row["agree_within_10_pct"], true, "{row}");
+        // Not a dilation report, or a missing file: an error naming it.
+        let bad = dir.path().join("bad.json");
+        fs::write(&bad, "{}").unwrap();
+        let e = run(&parse(&["--pool", bad.to_str().unwrap()]).unwrap().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("bad.json") && e.to_string().contains("no runs"), "{e}");
+        let gone = dir.path().join("gone.json");
+        assert!(run(&parse(&["--pool", gone.to_str().unwrap()]).unwrap().unwrap()).is_err());
     }
 
     #[test]

@@ -98,107 +98,150 @@ pub fn device_wafs(r: &Value) -> BTreeMap<String, f64> {
     out
 }
 
-/// The comparison of `runs` (factor, report, table): per ratio each
-/// factor's value, the largest relative difference from the first
-/// factor's, and whether every factor is within [`TOLERANCE`].
+/// The runs' factors in the order they first appear, each with the
+/// indexes of its runs.
+fn groups(runs: &[(f64, Value, String)]) -> Vec<(f64, Vec<usize>)> {
+    let mut out: Vec<(f64, Vec<usize>)> = Vec::new();
+    for (i, (f, _, _)) in runs.iter().enumerate() {
+        match out.iter_mut().find(|(g, _)| g == f) {
+            Some((_, idx)) => idx.push(i),
+            None => out.push((*f, vec![i])),
+        }
+    }
+    out
+}
+
+/// One ratio at one factor over its runs: the mean, and the spread of
+/// its runs (the largest minus the smallest, over the mean; 0 for one
+/// run). `None` when a run lacks the ratio.
+fn at_factor(all: &[BTreeMap<String, f64>], idx: &[usize], k: &str) -> Option<(f64, f64)> {
+    let v: Vec<f64> = idx.iter().map(|&i| all[i].get(k).copied()).collect::<Option<_>>()?;
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+    Some((mean, if mean > 0.0 { (hi - lo) / mean } else { 0.0 }))
+}
+
+/// The comparison of `runs` (factor, report, table), several runs of a
+/// factor allowed (`--repeat`): per ratio each factor's mean over its
+/// runs and each run's value, the largest relative difference of a
+/// factor's mean from the first factor's, the largest run-to-run spread
+/// at one factor, and whether every factor's mean is within
+/// [`TOLERANCE`] of the first's.
 pub fn compare(runs: &[(f64, Value, String)]) -> Value {
-    let all: Vec<(f64, BTreeMap<String, f64>)> =
-        runs.iter().map(|(f, r, _)| (*f, ratios(r))).collect();
-    let Some((_, first)) = all.first() else { return json!({"ratios": [], "all_agree": false}) };
+    let all: Vec<BTreeMap<String, f64>> = runs.iter().map(|(_, r, _)| ratios(r)).collect();
+    let groups = groups(runs);
+    let Some((_, first_idx)) = groups.first() else {
+        return json!({"ratios": [], "all_agree": false});
+    };
+    let mut keys: Vec<&String> = first_idx.iter().flat_map(|&i| all[i].keys()).collect();
+    keys.sort();
+    keys.dedup();
     let mut rows = Vec::new();
-    let mut all_agree = !first.is_empty();
-    for (k, r0) in first {
-        let values: Vec<Option<f64>> = all.iter().map(|(_, m)| m.get(k).copied()).collect();
-        let diff = values
-            .iter()
-            .skip(1)
-            .map(|v| v.map(|v| (v / r0 - 1.0).abs()))
-            .try_fold(0.0f64, |acc, d| d.map(|d| acc.max(d)));
+    let mut all_agree = !keys.is_empty();
+    for k in keys {
+        let per: Vec<Option<(f64, f64)>> =
+            groups.iter().map(|(_, idx)| at_factor(&all, idx, k)).collect();
+        let diff = match per[0] {
+            Some((m0, _)) if m0 > 0.0 => per
+                .iter()
+                .skip(1)
+                .map(|p| p.map(|(m, _)| (m / m0 - 1.0).abs()))
+                .try_fold(0.0f64, |acc, d| d.map(|d| acc.max(d))),
+            _ => None,
+        };
+        let spread = per.iter().flatten().map(|&(_, s)| s).fold(0.0f64, f64::max);
         let agree = diff.is_some_and(|d| d <= TOLERANCE);
         all_agree &= agree;
         rows.push(json!({
             "ratio": k,
-            "values": values,
+            "values": per.iter().map(|p| p.map(|(m, _)| m)).collect::<Vec<_>>(),
+            "runs": groups.iter().map(|(_, idx)| idx.iter().map(|&i| all[i].get(k).copied()).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "max_difference": diff,
+            "run_spread": spread,
             "agree_within_10_pct": agree,
         }));
     }
+    let per_run =
+        |f: &dyn Fn(&Value) -> Value| runs.iter().map(|(_, r, _)| f(r)).collect::<Vec<_>>();
     json!({
-        "factors": all.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
-        "guest_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
-        "guest_kernel_slowdown_vs_host": runs.iter().map(|(_, r, _)| r["clock"]["guest_kernel_slowdown_vs_host"].clone()).collect::<Vec<_>>(),
-        "late_completions": runs.iter().map(|(_, r, _)| r["late_completions"].clone()).collect::<Vec<_>>(),
+        "factors": groups.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+        "runs_per_factor": groups.iter().map(|(_, idx)| idx.len()).collect::<Vec<_>>(),
+        "run_factors": runs.iter().map(|(f, _, _)| *f).collect::<Vec<_>>(),
+        "guest_slowdown_vs_host": per_run(&|r| r["clock"]["guest_slowdown_vs_host"].clone()),
+        "guest_kernel_slowdown_vs_host": per_run(&|r| r["clock"]["guest_kernel_slowdown_vs_host"].clone()),
+        "late_completions": per_run(&|r| r["late_completions"].clone()),
         "guest_clock_dilated": runs.iter().any(|(_, r, _)| r["clock"]["guest_clock_dilated"] == true),
-        "device_waf": runs.iter().map(|(_, r, _)| json!(device_wafs(r))).collect::<Vec<_>>(),
+        "device_waf": per_run(&|r| json!(device_wafs(r))),
         "tolerance": TOLERANCE,
         "ratios": rows,
         "all_agree": all_agree,
     })
 }
 
-/// The comparison as markdown: one row per ratio, a column per factor.
+/// The comparison as markdown: one row per ratio, a column per factor
+/// (with several runs of a factor: its mean, the runs' range, and a
+/// column for the largest run-to-run spread).
 pub fn markdown(c: &Value) -> String {
-    let factors: Vec<f64> = c["factors"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
+    let factors: Vec<f64> = floats(&c["factors"]);
+    // Reports from before --repeat have one run per factor.
+    let run_factors = match floats(&c["run_factors"]) {
+        r if r.is_empty() => factors.clone(),
+        r => r,
+    };
+    let repeated = run_factors.len() > factors.len();
     let mut s = String::new();
     // On a dilated guest clock the probes timed themselves in the guest's
     // time, F times shorter than the real time they took.
     let guest_clock = c["guest_clock_dilated"] == true;
     let slow = |key: &str| -> String {
-        c[key]
+        let x: Vec<String> = c[key]
             .as_array()
-            .map(|a| {
-                let x: Vec<String> = a
-                    .iter()
-                    .zip(&factors)
-                    .map(|(v, f)| {
-                        let real = if guest_clock { *f } else { 1.0 };
-                        v.as_f64().map_or("?".into(), |x| format!("{:.1}", x * real))
-                    })
-                    .collect();
-                x.join(" and ")
+            .into_iter()
+            .flatten()
+            .zip(&run_factors)
+            .map(|(v, f)| {
+                let real = if guest_clock { *f } else { 1.0 };
+                v.as_f64().map_or("?".into(), |x| format!("{:.1}", x * real))
             })
-            .unwrap_or_default()
+            .collect();
+        x.join(" and ")
     };
+    let counts: Vec<String> = c["runs_per_factor"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .map(|n| n.to_string())
+        .collect();
     let _ = writeln!(
         s,
-        "Dilation factors {}{}; the guest's CPU-bound probe took {} times the host's time in \
+        "Dilation factors {}{}{}; the guest's CPU-bound probe took {} times the host's time in \
          those runs, its kernel probe (system calls moving 4 KiB) {} times{}.\n",
         factors.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" and "),
+        if repeated { format!(", {} runs each", counts.join(" and ")) } else { String::new() },
         if guest_clock { ", the guest's clock dilated with the devices'" } else { "" },
         slow("guest_slowdown_vs_host"),
         slow("guest_kernel_slowdown_vs_host"),
         if guest_clock { " (in real time: F times what its own clock showed)" } else { "" }
     );
-    s.push_str("| ratio |");
-    for f in &factors {
-        let _ = write!(s, " F = {f} |");
-    }
-    s.push_str(" difference | within 10 % |\n|---|");
-    for _ in &factors {
-        s.push_str("---:|");
-    }
-    s.push_str("---:|---|\n");
-    for row in c["ratios"].as_array().into_iter().flatten() {
-        let _ = write!(s, "| {} |", row["ratio"].as_str().unwrap_or(""));
-        for v in row["values"].as_array().into_iter().flatten() {
-            let _ = write!(s, " {} |", v.as_f64().map_or("–".into(), |x| format!("{x:.3}")));
-        }
-        let _ = writeln!(
-            s,
-            " {} | {} |",
-            row["max_difference"].as_f64().map_or("–".into(), |d| format!("{:.1} %", d * 100.0)),
-            if row["agree_within_10_pct"].as_bool() == Some(true) { "yes" } else { "no" }
-        );
-    }
+    table(&mut s, c, &factors, repeated);
     let _ = writeln!(
         s,
-        "\nAll ratios within 10 %: {}.",
+        "\nAll ratios within 10 %{}: {}.",
+        if repeated { " (the factors' means)" } else { "" },
         if c["all_agree"].as_bool() == Some(true) { "yes" } else { "no" }
     );
-    for (f, w) in factors.iter().zip(c["device_waf"].as_array().into_iter().flatten()) {
+    let label = |i: usize, f: f64| -> String {
+        let k = run_factors[..i].iter().filter(|&&g| g == f).count() + 1;
+        if repeated {
+            format!("F = {f}, run {k}")
+        } else {
+            format!("F = {f}")
+        }
+    };
+    for (i, w) in
+        c["device_waf"].as_array().into_iter().flatten().enumerate().take(run_factors.len())
+    {
         let Some(w) = w.as_object().filter(|w| !w.is_empty()) else { continue };
         let each: Vec<String> = w
             .iter()
@@ -206,15 +249,68 @@ pub fn markdown(c: &Value) -> String {
                 format!("{side} {}", v.as_f64().map_or("–".into(), |x| format!("{x:.3}")))
             })
             .collect();
-        let _ = writeln!(s, "\nF = {f}: device WAF over the whole run: {}.", each.join(", "));
+        let _ = writeln!(
+            s,
+            "\n{}: device WAF over the whole run: {}.",
+            label(i, run_factors[i]),
+            each.join(", ")
+        );
     }
     let late = c["late_completions"].as_array().cloned().unwrap_or_default();
-    for (f, l) in factors.iter().zip(&late) {
+    for (i, l) in late.iter().enumerate().take(run_factors.len()) {
         for line in l.as_array().into_iter().flatten().filter_map(Value::as_str) {
-            let _ = writeln!(s, "\nF = {f}: {line}");
+            let _ = writeln!(s, "\n{}: {line}", label(i, run_factors[i]));
         }
     }
     s
+}
+
+/// The numbers of a JSON array.
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default()
+}
+
+/// The table's header and one row per ratio.
+fn table(s: &mut String, c: &Value, factors: &[f64], repeated: bool) {
+    s.push_str("| ratio |");
+    for f in factors {
+        let _ = write!(s, " F = {f} |");
+    }
+    s.push_str(if repeated {
+        " difference of means | run-to-run spread | within 10 % |\n|---|"
+    } else {
+        " difference | within 10 % |\n|---|"
+    });
+    for _ in factors {
+        s.push_str("---:|");
+    }
+    s.push_str(if repeated { "---:|---:|---|\n" } else { "---:|---|\n" });
+    let pct = |v: &Value| v.as_f64().map_or("–".into(), |d| format!("{:.1} %", d * 100.0));
+    for row in c["ratios"].as_array().into_iter().flatten() {
+        let _ = write!(s, "| {} |", row["ratio"].as_str().unwrap_or(""));
+        let means = row["values"].as_array().cloned().unwrap_or_default();
+        let runs = row["runs"].as_array().cloned().unwrap_or_default();
+        for (i, v) in means.iter().enumerate() {
+            let mean = v.as_f64().map_or("–".into(), |x| format!("{x:.3}"));
+            let each = floats(runs.get(i).unwrap_or(&Value::Null));
+            if repeated && each.len() > 1 {
+                let (lo, hi) =
+                    each.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+                let _ = write!(s, " {mean} ({lo:.3}–{hi:.3}) |");
+            } else {
+                let _ = write!(s, " {mean} |");
+            }
+        }
+        let _ = write!(s, " {} |", pct(&row["max_difference"]));
+        if repeated {
+            let _ = write!(s, " {} |", pct(&row["run_spread"]));
+        }
+        let _ = writeln!(
+            s,
+            " {} |",
+            if row["agree_within_10_pct"].as_bool() == Some(true) { "yes" } else { "no" }
+        );
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +368,43 @@ mod tests {
         let mut gone = report(150.0, 100.0, 1.0);
         gone["sides"]["ext4-conv"]["phases"]["fillrandom"]["ops_per_sec"] = Value::Null;
         assert_eq!(compare(&[runs[0].clone(), (2.0, gone, String::new())])["all_agree"], false);
+    }
+
+    #[test]
+    fn repeated_runs_compare_the_factors_means_beside_their_spread() {
+        let at = |f: f64, zns: f64| (f, report(zns, 100.0, 2.0), String::new());
+        // F = 4: 1.00 and 1.20 (mean 1.10, spread 18.2 %); F = 8: 1.15
+        // and 1.17 (mean 1.16, 5.5 % from 1.10).
+        let runs = vec![at(4.0, 100.0), at(8.0, 115.0), at(4.0, 120.0), at(8.0, 117.0)];
+        let c = compare(&runs);
+        assert_eq!(c["factors"], json!([4.0, 8.0]));
+        assert_eq!(c["runs_per_factor"], json!([2, 2]));
+        let row = &c["ratios"][0];
+        assert_eq!(row["ratio"], "fillrandom ops/s: f2fs-zns / ext4-conv");
+        assert!((row["values"][0].as_f64().unwrap() - 1.1).abs() < 1e-12, "{row}");
+        assert!((row["max_difference"].as_f64().unwrap() - 0.06 / 1.1).abs() < 1e-12, "{row}");
+        assert!((row["run_spread"].as_f64().unwrap() - 0.2 / 1.1).abs() < 1e-12, "{row}");
+        assert_eq!(row["agree_within_10_pct"], true);
+        assert_eq!(row["runs"], json!([[1.0, 1.2], [1.15, 1.17]]));
+        let t = markdown(&c);
+        assert!(t.contains("Dilation factors 4 and 8, 2 and 2 runs each;"), "{t}");
+        assert!(t.contains("| difference of means | run-to-run spread | within 10 % |"), "{t}");
+        assert!(
+            t.contains(
+                "| fillrandom ops/s: f2fs-zns / ext4-conv | 1.100 (1.000–1.200) | 1.160 \
+                 (1.150–1.170) | 5.5 % | 18.2 % | yes |"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("All ratios within 10 % (the factors' means): yes."), "{t}");
+        assert!(t.contains("\nF = 8, run 2: emu:x: late completions: 1 of 2\n"), "{t}");
+        assert!(t.contains("took 2.0 and 2.0 and 2.0 and 2.0 times"), "{t}");
+        // A run without a ratio leaves its factor's mean unknown.
+        let mut gone = report(100.0, 100.0, 2.0);
+        gone["sides"]["ext4-conv"]["phases"]["fillrandom"]["ops_per_sec"] = Value::Null;
+        let c = compare(&[at(4.0, 100.0), at(8.0, 100.0), (8.0, gone, String::new())]);
+        assert_eq!(c["ratios"][0]["agree_within_10_pct"], false, "{c}");
+        assert_eq!(c["all_agree"], false);
     }
 
     #[test]
