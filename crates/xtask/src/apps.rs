@@ -285,9 +285,10 @@ pub struct Args {
     repeat: u32,
     /// Run nothing: compare the runs of earlier dilation reports
     /// (apps-dilations.json or apps-tenants-dilations.json) together,
-    /// grouped by factor, as --repeat does (results in --out)
+    /// grouped by factor, as --repeat does (results in --out); with
+    /// --dilations, only the runs at those factors, in that order
     #[arg(long, value_name = "FILE", num_args = 1.., verbatim_doc_comment,
-          conflicts_with_all = ["dilations", "dilation", "replot"],
+          conflicts_with_all = ["dilation", "replot", "repeat", "guest_clock"],
           help_heading = "Dilated clock")]
     pool: Vec<PathBuf>,
     /// Dilate the guest's clock with the devices' (with --dilation or
@@ -705,6 +706,15 @@ fn pool(opts: &Options) -> Result<()> {
                 Error::new(format!("{}: a run without its dilation factor", path.display()))
             })?;
             runs.push((f, r["report"].clone(), String::new()));
+        }
+    }
+    if !opts.dilations.is_empty() {
+        // Only the factors asked for, grouped in the order given.
+        let at = |f: f64| opts.dilations.iter().position(|&g| g == f);
+        runs.retain(|(f, _, _)| at(*f).is_some());
+        runs.sort_by_key(|(f, _, _)| at(*f));
+        if runs.is_empty() {
+            return Err(Error::new("--pool: no run at the factors of --dilations"));
         }
     }
     let kinds: Vec<bool> = runs.iter().map(|(_, r, _)| r["tenants"].is_object()).collect();
@@ -1880,7 +1890,8 @@ mod tests {
         assert_eq!(parse(&["--dilations", "2,4"]).unwrap().unwrap().repeat, 1);
         assert!(parse(&["--repeat", "2"]).is_err(), "--repeat without --dilations");
         assert!(parse(&["--dilations", "2,4", "--repeat", "0"]).is_err());
-        assert!(parse(&["--pool", "a.json", "--dilations", "2,4"]).is_err());
+        assert!(parse(&["--pool", "a.json", "--dilation", "2"]).is_err());
+        assert!(parse(&["--pool", "a.json", "--guest-clock"]).is_err());
         // Two reports of runs at 8 and 16, and 16 again: pooled, 16 has
         // two runs, its mean is compared with 8's.
         let dir = tempfile::tempdir().unwrap();
@@ -1906,6 +1917,17 @@ mod tests {
         assert_eq!(pooled["comparison"]["runs_per_factor"], json!([1, 2]));
         assert!((row["values"][1].as_f64().unwrap() - 1.08).abs() < 1e-9, "{row}");
         assert_eq!(row["agree_within_10_pct"], true, "{row}");
+        // --dilations picks the factors and their order: 16 first, then 8.
+        let picked = parse(&["--pool", t, s, "--dilations", "16,8", "--out", o]).unwrap().unwrap();
+        run(&picked).unwrap();
+        let pooled: Value = serde_json::from_str(
+            &fs::read_to_string(out.join("apps-dilations-pooled.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(pooled["comparison"]["factors"], json!([16.0, 8.0]));
+        assert_eq!(pooled["comparison"]["runs_per_factor"], json!([2, 1]));
+        let none = parse(&["--pool", t, "--dilations", "2,4", "--out", o]).unwrap().unwrap();
+        assert!(run(&none).unwrap_err().to_string().contains("no run at the factors"));
         // Not a dilation report, or a missing file: an error naming it.
         let bad = dir.path().join("bad.json");
         fs::write(&bad, "{}").unwrap();
