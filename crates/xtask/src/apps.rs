@@ -278,9 +278,10 @@ pub struct Args {
     dilations: Option<List<f64>>,
     /// Run the comparison N times at each factor of --dilations (in
     /// turn: F1, F2, F1, F2, ...) and compare the factors' means, with
-    /// each ratio's run-to-run spread beside them
+    /// each ratio's run-to-run spread beside them; with --dilation, N
+    /// runs at that factor and their spread
     #[arg(long, value_name = "N", verbatim_doc_comment, default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..), requires = "dilations",
+          value_parser = clap::value_parser!(u32).range(1..),
           help_heading = "Dilated clock")]
     repeat: u32,
     /// Run nothing: compare the runs of earlier dilation reports
@@ -582,6 +583,11 @@ pub fn run(opts: &Options) -> Result<()> {
     if !opts.pool.is_empty() {
         return pool(opts);
     }
+    if opts.repeat > 1 && opts.dilations.is_empty() {
+        return Err(Error::new(
+            "--repeat runs a dilation factor several times: give --dilation or --dilations",
+        ));
+    }
     if opts.guest_clock {
         if opts.dilations.is_empty() {
             return Err(Error::new(
@@ -604,7 +610,7 @@ pub fn run(opts: &Options) -> Result<()> {
     let out = opts.out.clone().unwrap_or_else(|| target.join(default));
     let mut failures = Vec::new();
     let mut runs = Vec::new();
-    if opts.dilations.len() < 2 {
+    if opts.dilations.len() < 2 && opts.repeat == 1 {
         let (report, table, f) = run_once(opts, opts.dilations.first().copied(), &out)?;
         failures.extend(f);
         runs.push((opts.dilations.first().copied().unwrap_or(1.0), report, table));
@@ -694,10 +700,13 @@ fn pool(opts: &Options) -> Result<()> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let report: Value = serde_json::from_str(&text)
             .map_err(|e| Error::new(format!("{}: not a report: {e}", path.display())))?;
-        let Some(each) = report["runs"].as_array().filter(|r| !r.is_empty()) else {
+        // A run's own report (--dilation F) is one run at its factor.
+        let one = (report["tenants"].is_object() || report["sides"].is_object())
+            .then(|| json!([{"dilation": report["clock"]["dilation"], "report": report}]));
+        let Some(each) = report["runs"].as_array().or(one.as_ref().and_then(Value::as_array))
+        else {
             return Err(Error::new(format!(
-                "{}: not a dilation report (no runs): give apps-dilations.json or \
-                 apps-tenants-dilations.json",
+                "{}: not a report of cargo xtask apps (no runs, no figures)",
                 path.display()
             )));
         };
@@ -1888,7 +1897,9 @@ mod tests {
         let o = parse(&["--tenants", "--dilations", "128,256", "--repeat", "3"]).unwrap().unwrap();
         assert_eq!((o.repeat, o.dilations.as_slice()), (3, &[128.0, 256.0][..]));
         assert_eq!(parse(&["--dilations", "2,4"]).unwrap().unwrap().repeat, 1);
-        assert!(parse(&["--repeat", "2"]).is_err(), "--repeat without --dilations");
+        let e = run(&parse(&["--repeat", "2"]).unwrap().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("--dilation"), "{e}");
+        assert_eq!(parse(&["--dilation", "8", "--repeat", "2"]).unwrap().unwrap().repeat, 2);
         assert!(parse(&["--dilations", "2,4", "--repeat", "0"]).is_err());
         assert!(parse(&["--pool", "a.json", "--dilation", "2"]).is_err());
         assert!(parse(&["--pool", "a.json", "--guest-clock"]).is_err());
@@ -1933,6 +1944,18 @@ mod tests {
         fs::write(&bad, "{}").unwrap();
         let e = run(&parse(&["--pool", bad.to_str().unwrap()]).unwrap().unwrap()).unwrap_err();
         assert!(e.to_string().contains("bad.json") && e.to_string().contains("no runs"), "{e}");
+        // A single run's report counts as one run at its factor.
+        let single = dir.path().join("single.json");
+        let mut r = at(8.0, 110.0)["report"].clone();
+        r["clock"] = json!({"dilation": 8.0});
+        fs::write(&single, r.to_string()).unwrap();
+        let (g, o) = (single.to_str().unwrap(), out.to_str().unwrap());
+        run(&parse(&["--pool", t, g, "--out", o]).unwrap().unwrap()).unwrap();
+        let pooled: Value = serde_json::from_str(
+            &fs::read_to_string(out.join("apps-dilations-pooled.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(pooled["comparison"]["runs_per_factor"], json!([2, 1]), "{pooled}");
         let gone = dir.path().join("gone.json");
         assert!(run(&parse(&["--pool", gone.to_str().unwrap()]).unwrap().unwrap()).is_err());
     }

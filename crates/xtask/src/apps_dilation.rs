@@ -137,6 +137,8 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
     keys.sort();
     keys.dedup();
     let mut rows = Vec::new();
+    // One factor has nothing to agree with: its runs' spread only.
+    let compared = groups.len() > 1;
     let mut all_agree = !keys.is_empty();
     for k in keys {
         let per: Vec<Option<(f64, f64)>> =
@@ -156,9 +158,9 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
             "ratio": k,
             "values": per.iter().map(|p| p.map(|(m, _)| m)).collect::<Vec<_>>(),
             "runs": groups.iter().map(|(_, idx)| idx.iter().map(|&i| all[i].get(k).copied()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-            "max_difference": diff,
+            "max_difference": if compared { json!(diff) } else { Value::Null },
             "run_spread": spread,
-            "agree_within_10_pct": agree,
+            "agree_within_10_pct": if compared { json!(agree) } else { Value::Null },
         }));
     }
     let per_run =
@@ -174,7 +176,7 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
         "device_waf": per_run(&|r| json!(device_wafs(r))),
         "tolerance": TOLERANCE,
         "ratios": rows,
-        "all_agree": all_agree,
+        "all_agree": if compared { json!(all_agree) } else { Value::Null },
     })
 }
 
@@ -225,12 +227,17 @@ pub fn markdown(c: &Value) -> String {
         if guest_clock { " (in real time: F times what its own clock showed)" } else { "" }
     );
     table(&mut s, c, &factors, repeated);
-    let _ = writeln!(
-        s,
-        "\nAll ratios within 10 %{}: {}.",
-        if repeated { " (the factors' means)" } else { "" },
-        if c["all_agree"].as_bool() == Some(true) { "yes" } else { "no" }
-    );
+    match c["all_agree"].as_bool() {
+        Some(all) => {
+            let _ = writeln!(
+                s,
+                "\nAll ratios within 10 %{}: {}.",
+                if repeated { " (the factors' means)" } else { "" },
+                if all { "yes" } else { "no" }
+            );
+        }
+        None => s.push_str("\nOne factor: its runs' spread, nothing to compare.\n"),
+    }
     let label = |i: usize, f: f64| -> String {
         let k = run_factors[..i].iter().filter(|&&g| g == f).count() + 1;
         if repeated {
@@ -305,11 +312,12 @@ fn table(s: &mut String, c: &Value, factors: &[f64], repeated: bool) {
         if repeated {
             let _ = write!(s, " {} |", pct(&row["run_spread"]));
         }
-        let _ = writeln!(
-            s,
-            " {} |",
-            if row["agree_within_10_pct"].as_bool() == Some(true) { "yes" } else { "no" }
-        );
+        let verdict = match row["agree_within_10_pct"].as_bool() {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "–",
+        };
+        let _ = writeln!(s, " {verdict} |");
     }
 }
 
@@ -405,6 +413,16 @@ mod tests {
         let c = compare(&[at(4.0, 100.0), at(8.0, 100.0), (8.0, gone, String::new())]);
         assert_eq!(c["ratios"][0]["agree_within_10_pct"], false, "{c}");
         assert_eq!(c["all_agree"], false);
+        // One factor run twice: its spread, no verdict.
+        let c = compare(&[at(4.0, 100.0), at(4.0, 120.0)]);
+        assert_eq!(
+            (c["all_agree"].clone(), c["runs_per_factor"].clone()),
+            (Value::Null, json!([2]))
+        );
+        assert!(c["ratios"][0]["agree_within_10_pct"].is_null(), "{c}");
+        let t = markdown(&c);
+        assert!(t.contains("| 1.100 (1.000–1.200) | – | 18.2 % | – |"), "{t}");
+        assert!(t.contains("One factor: its runs' spread, nothing to compare."), "{t}");
     }
 
     #[test]
