@@ -697,24 +697,27 @@ pub fn run(opts: &Options) -> Result<()> {
 fn pool(opts: &Options) -> Result<()> {
     let mut runs = Vec::new();
     for path in &opts.pool {
-        let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let report: Value = serde_json::from_str(&text)
-            .map_err(|e| Error::new(format!("{}: not a report: {e}", path.display())))?;
-        // A run's own report (--dilation F) is one run at its factor.
-        let one = (report["tenants"].is_object() || report["sides"].is_object())
-            .then(|| json!([{"dilation": report["clock"]["dilation"], "report": report}]));
-        let Some(each) = report["runs"].as_array().or(one.as_ref().and_then(Value::as_array))
-        else {
-            return Err(Error::new(format!(
-                "{}: not a report of cargo xtask apps (no runs, no figures)",
-                path.display()
-            )));
+        let report = read_report(path)?;
+        let each: Vec<(Option<f64>, Value)> = match report["runs"].as_array() {
+            Some(rs) if !rs.is_empty() => {
+                rs.iter().map(|r| (r["dilation"].as_f64(), r["report"].clone())).collect()
+            }
+            // A run's own report (--dilation F) is one run at its factor.
+            None if report["tenants"].is_object() || report["sides"].is_object() => {
+                vec![(report["clock"]["dilation"].as_f64(), report)]
+            }
+            _ => {
+                return Err(Error::new(format!(
+                    "{}: not a report of cargo xtask apps (no runs, no figures)",
+                    path.display()
+                )))
+            }
         };
-        for r in each {
-            let f = r["dilation"].as_f64().ok_or_else(|| {
+        for (f, r) in each {
+            let f = f.ok_or_else(|| {
                 Error::new(format!("{}: a run without its dilation factor", path.display()))
             })?;
-            runs.push((f, r["report"].clone(), String::new()));
+            runs.push((f, r, String::new()));
         }
     }
     if !opts.dilations.is_empty() {
@@ -751,13 +754,18 @@ fn pool(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// The report of an earlier run, read from `path`.
+fn read_report(path: &Path) -> Result<Value> {
+    let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::new(format!("{}: not a report: {e}", path.display())))
+}
+
 /// `--replot`: the plot of the report at `path`, the tenants' or the
 /// stacks' as its content says, into `--out` (default: beside the report)
 /// or, with `--docs`, into docs/.
 fn replot(opts: &Options, path: &Path) -> Result<()> {
-    let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let report: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::new(format!("{}: not a report: {e}", path.display())))?;
+    let report = read_report(path)?;
     let dir = if opts.docs {
         vmtest::workspace_root().join("docs")
     } else {

@@ -117,7 +117,7 @@ fn groups(runs: &[(f64, Value, String)]) -> Vec<(f64, Vec<usize>)> {
 fn at_factor(all: &[BTreeMap<String, f64>], idx: &[usize], k: &str) -> Option<(f64, f64)> {
     let v: Vec<f64> = idx.iter().map(|&i| all[i].get(k).copied()).collect::<Option<_>>()?;
     let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+    let (lo, hi) = range(&v);
     Some((mean, if mean > 0.0 { (hi - lo) / mean } else { 0.0 }))
 }
 
@@ -272,6 +272,11 @@ pub fn markdown(c: &Value) -> String {
     s
 }
 
+/// The smallest and the largest of `v`.
+fn range(v: &[f64]) -> (f64, f64) {
+    v.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)))
+}
+
 /// The numbers of a JSON array.
 fn floats(v: &Value) -> Vec<f64> {
     v.as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default()
@@ -301,8 +306,7 @@ fn table(s: &mut String, c: &Value, factors: &[f64], repeated: bool) {
             let mean = v.as_f64().map_or("–".into(), |x| format!("{x:.3}"));
             let each = floats(runs.get(i).unwrap_or(&Value::Null));
             if repeated && each.len() > 1 {
-                let (lo, hi) =
-                    each.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+                let (lo, hi) = range(&each);
                 let _ = write!(s, " {mean} ({lo:.3}–{hi:.3}) |");
             } else {
                 let _ = write!(s, " {mean} |");
