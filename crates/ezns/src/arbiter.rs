@@ -65,7 +65,23 @@ pub struct Budget {
     pub reclaims: u64,
 }
 
+/// How far above a whole number the average of open logical zones may be
+/// and still count as that many writers ([`Budget::avg_writers`]): after
+/// a drop, the average is within it in 12 ticks (0.7^12 of a drop of 3).
+pub const WRITERS_SLACK: f64 = 0.05;
+
 impl Budget {
+    /// The average of open logical zones as a count of writers: rounded
+    /// up, but an average within [`WRITERS_SLACK`] above a whole number
+    /// counts as that number. The average approaches the open count
+    /// geometrically and, from above, reaches it only when rounding
+    /// catches up (about 100 ticks after 4 open zones became 1): without
+    /// the slack a tenant that went back to one zone would count as two
+    /// writers, at half its width, for that long.
+    pub fn avg_writers(&self) -> u32 {
+        (self.avg_open - WRITERS_SLACK).ceil().max(0.0) as u32
+    }
+
     /// The width every active logical zone is guaranteed.
     pub fn essential_width(&self) -> u32 {
         (self.essential / self.active_zones.max(1)).max(1)
@@ -220,7 +236,7 @@ impl Arbiter {
         match self.mode {
             Mode::Static => b.static_width(),
             Mode::Elastic => {
-                let writers = (b.avg_open.ceil() as u32).max(b.open).max(1);
+                let writers = b.avg_writers().max(b.open).max(1);
                 let pool: u32 = self
                     .tenants
                     .iter()
@@ -525,6 +541,23 @@ mod tests {
         a.unopen(0);
         a.deactivate(0);
         a.open(0, true).unwrap();
+    }
+
+    #[test]
+    fn writers_follow_the_open_zones_down_within_a_few_ticks() {
+        let mut a = arbiter(Mode::Elastic, 1);
+        a.tenants[0].avg_open = 4.0;
+        a.tenants[0].open = 1;
+        let idle = [false];
+        for _ in 0..12 {
+            a.tick(&idle);
+        }
+        // 1 + 3 * 0.7^12: above one by 0.04, which ceil alone counted as 2.
+        assert!(a.tenants[0].avg_open > 1.0);
+        assert_eq!(a.tenants[0].avg_writers(), 1);
+        assert_eq!(a.target_width(0), 16, "one writer gets the widest group");
+        a.tenants[0].avg_open = 1.2;
+        assert_eq!(a.tenants[0].avg_writers(), 2, "1.2 open zones on average are two writers");
     }
 
     #[test]

@@ -45,8 +45,10 @@ impl Ezns {
     /// How many of `want` new columns a group of `lz` from logical block
     /// `start` over the columns `keep` may take with `free` physical zones
     /// free: the most that leave every logical zone (this one after the
-    /// group included) the zones it needs. One at least when `keep` is
-    /// empty (the zone must go on; what is free is the allocator's to say).
+    /// group included) the zones it needs, and of those no more than the
+    /// group needs to reach the logical zone's end
+    /// ([`Ezns::fewest_to_end`]). One at least when `keep` is empty (the
+    /// zone must go on; what is free is the allocator's to say).
     ///
     /// Thread safety: the caller holds the arbiter's lock, so no other
     /// group is made meanwhile.
@@ -71,10 +73,41 @@ impl Ezns {
             let end = (start + capacity(self.geo.unit, &room)).min(self.geo.lcap);
             let after = self.zones_for(self.geo.lcap - end);
             if others + after + add as u64 <= free {
-                return add;
+                return self.fewest_to_end(start, keep, least, add);
             }
         }
         tracing::debug!(zone = lz.index, free, others, "no surplus: the zone goes on narrow");
         least
+    }
+
+    /// Of `add` new columns (at least `least`) beside `keep`, for a group
+    /// from logical block `start`: the fewest with which the group still
+    /// reaches the logical zone's end, if it reaches it and is no wider
+    /// than the zone scale; else all of them. Columns share a group's
+    /// blocks evenly, so a group that ends its logical zone leaves each
+    /// column part empty by what their room exceeds the blocks left, and a
+    /// Finish pads those parts (on the ZN540, at its write bandwidth, for
+    /// every tenant). With zones of 768 blocks and a zone scale of 8, a
+    /// group of width 7 after one of 7 would write 110 blocks of each
+    /// column and pad 4,608; one column writes all 768 and pads none. A
+    /// group wider than the zone scale leaves its columns part empty
+    /// whatever it does: the configuration chose to buy bandwidth with
+    /// capacity there ([`crate::capacity`]), and it keeps its width.
+    pub(crate) fn fewest_to_end(
+        &self,
+        start: u64,
+        keep: &[Column],
+        least: usize,
+        add: usize,
+    ) -> usize {
+        let reaches = |n: usize| {
+            let mut room: Vec<u64> = keep.iter().map(|c| self.geo.phys_cap - c.base).collect();
+            room.resize(keep.len() + n, self.geo.phys_cap);
+            start + capacity(self.geo.unit, &room) >= self.geo.lcap
+        };
+        if keep.len() + add > self.config.zone_scale as usize || !reaches(add) {
+            return add;
+        }
+        (least..add).find(|&n| reaches(n)).unwrap_or(add)
     }
 }

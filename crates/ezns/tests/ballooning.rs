@@ -306,6 +306,12 @@ fn park_spares(inst: &Instance) -> Parked {
     for _ in 0..16 {
         put(a.as_ref(), &mut qa, &mut wp);
     }
+    // A second open zone halves a's target width (two writers), so once
+    // the lender's columns are back a's zone 0 stays narrower than the
+    // target and no widening takes them out of the park again at once.
+    let mut one = a.alloc(2 * a.info().block_size as usize).unwrap();
+    one.fill(0xee);
+    qa.write(a.info().zone_size, &one).unwrap();
     let s = inst.status();
     let before = s.internal_finishes;
     let (lender, other) = if tenant(&s, "b").lent > 0 { ("b", "c") } else { ("c", "b") };

@@ -141,3 +141,34 @@ fn tenants_writing_at_once_fill_every_logical_zone() {
         }
     }
 }
+
+/// Zone scale 4 with groups up to 3 wide: a logical zone holds four
+/// physical zones' capacity, which a width of 3 does not divide.
+const WIDTH_NOT_DIVIDING: &str = r#"
+device = "emu:ezns-test"
+zone_scale = 4
+stripe_unit_kib = 8
+max_width = 3
+
+[[tenant]]
+name = "a"
+zones = 4
+active_zones = 1
+"#;
+
+#[test]
+fn a_logical_zone_ends_on_no_more_columns_than_its_last_blocks_fill() {
+    let inst = common::instance(WIDTH_NOT_DIVIDING);
+    let a: Arc<dyn ZonedDevice> = inst.tenant("a").unwrap();
+    let before = inst.status().free_zones;
+    // One logical zone (4 × 48 blocks): a group of 3 fills 3 physical
+    // zones, and the last 48 blocks fill one more. A last group of 3
+    // would write 16 blocks of each of 3 new zones and leave 64 to pad.
+    assert_eq!(fill_all(&a, &inst, 1), 3, "the tenant stripes 3 wide");
+    settle(&inst, "finishes");
+    let s = inst.status();
+    assert_eq!(s.reserved_zones, 0, "{s}");
+    // fill_all wrote every logical zone; each took four physical zones.
+    let zones = a.info().zone_count;
+    assert_eq!(before - s.free_zones, 4 * zones, "{s}");
+}

@@ -1,10 +1,11 @@
 //! eZNS decisions in the base emulator's trace, event by event: a tenant
 //! writing slowly gets a stripe group of its own zones; the other tenant
 //! falls idle and is marked inactive; the writer's stripe widens with the
-//! idle tenant's spares (a loan, then the wider group); the idle tenant
-//! writes, is active again, and has its spares back (a return, then the
-//! writer's group without them). The trace file shows the same on the
-//! tenants' tracks.
+//! idle tenant's spares in two steps as its average of open zones falls
+//! to one (a loan, then the wider group, twice); the idle tenant writes,
+//! is active again, and has its spares back (a return, then the writer's
+//! group without them, which then widens to its own target with the
+//! parked columns). The trace file shows the same on the tenants' tracks.
 
 mod common;
 
@@ -166,7 +167,7 @@ fn stripe_and_balloon_decisions_are_traced_in_order() {
 
     let events = recorder.events.lock().clone();
     let got = seen(&events);
-    let [Seen::Stripe(first), Seen::Inactive { tenant: 1, lendable: 8 }, Seen::Lend { zones: lent, lent: l1, borrowed: b1 }, Seen::Stripe(wide), Seen::Active { tenant: 1 }, Seen::Return { zones: back, lent: 0, borrowed: 0 }, Seen::Stripe(narrow), Seen::Stripe(bs)] =
+    let [Seen::Stripe(first), Seen::Inactive { tenant: 1, lendable: 8 }, Seen::Lend { zones: l1, lent: t1, borrowed: b1 }, Seen::Stripe(wider), Seen::Lend { zones: l2, lent: t2, borrowed: b2 }, Seen::Stripe(wide), Seen::Active { tenant: 1 }, Seen::Return { zones: back, lent: 0, borrowed: 0 }, Seen::Stripe(narrow), Seen::Stripe(bs), Seen::Stripe(again)] =
         &got[..]
     else {
         panic!("events: {got:#?}")
@@ -175,21 +176,26 @@ fn stripe_and_balloon_decisions_are_traced_in_order() {
     // essential zones over 4 active logical zones).
     assert_eq!((first.tenant, first.lzone, first.start), (0, 0, 0));
     assert_eq!((first.zones.len(), &first.budgets[..]), (1, &[0][..]), "{first:?}");
-    // The loan: what the wider group borrowed, all from b. a's target
-    // width is its 4 essential zones and b's 8 spares over the 2 logical
-    // zones its average says it writes at once (the average starts at
-    // its 4 active zones and decays towards the 1 it opens): 6, so 5
-    // columns are added, all borrowed.
-    assert_eq!((*l1, *b1, *lent), (widened, widened, widened));
-    assert_eq!((widened, wide.zones.len()), (5, 6), "{got:#?}");
-    assert_eq!((wide.tenant, wide.lzone), (0, 0));
-    assert!(wide.start > 0 && wide.start < wp, "{wide:?}");
-    assert_eq!(wide.zones[0], first.zones[0], "the column a had goes on");
+    // The loans: a's target width is its 4 essential zones and b's 8
+    // spares over the logical zones its average says it writes at once.
+    // The average starts at its 4 active zones and decays towards the 1
+    // it opens: at two writers the target is 6 (5 columns borrowed), at
+    // one it is max_width, 8 (2 more).
+    assert_eq!((*l1, *t1, *b1, wider.zones.len()), (5, 5, 5, 6), "{got:#?}");
+    assert_eq!((*l2, *t2, *b2), (2, 7, 7), "{got:#?}");
+    assert_eq!((widened, wide.zones.len()), (7, 8), "{got:#?}");
+    for g in [wider, wide] {
+        assert_eq!((g.tenant, g.lzone), (0, 0));
+        assert!(g.start > 0 && g.start < wp, "{g:?}");
+        let mut distinct = g.zones.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), g.zones.len(), "{g:?}");
+    }
+    assert!(wider.start < wide.start);
+    assert_eq!(wider.zones[0], first.zones[0], "the column a had goes on");
+    assert_eq!(wide.zones[..6], wider.zones[..], "the wider group's columns go on");
     assert_eq!(wide.budgets.iter().filter(|&&t| t == 1).count() as u32, widened, "{wide:?}");
-    let mut distinct = wide.zones.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    assert_eq!(distinct.len(), wide.zones.len(), "{wide:?}");
     // The return: every borrowed zone, parked; a goes on with its own.
     assert_eq!(*back, widened);
     assert_eq!((narrow.tenant, narrow.lzone, narrow.start), (0, 0, wp));
@@ -200,6 +206,12 @@ fn stripe_and_balloon_decisions_are_traced_in_order() {
     assert_eq!((bs.tenant, bs.lzone, bs.start, bs.zones.len()), (1, 0, 0, 8));
     assert!(bs.budgets.iter().all(|&t| t == 1), "{bs:?}");
     assert!(bs.zones.iter().all(|z| !wide.zones.contains(z)), "{bs:?} {wide:?}");
+    // a's target is its own 4 now: its zone widens back by parked columns
+    // (on its budget now), which fill with data instead of padding.
+    assert_eq!((again.tenant, again.lzone, again.start, again.zones.len()), (0, 0, wp, 4));
+    assert!(again.budgets.iter().all(|&t| t == 0), "{again:?}");
+    assert_eq!(again.zones[0], first.zones[0]);
+    assert!(again.zones[1..].iter().all(|z| wide.zones[1..].contains(z)), "{again:?} {wide:?}");
     assert_eq!(*recorder.names.lock(), [(0, "a".to_string()), (1, "b".to_string())]);
 
     // The trace file: the tenants' tracks with the same marks.
@@ -225,17 +237,21 @@ fn stripe_and_balloon_decisions_are_traced_in_order() {
             (0, "borrow"),
             (1, "lend"),
             (0, "stripe"),
+            (0, "borrow"),
+            (1, "lend"),
+            (0, "stripe"),
             (1, "active again"),
             (0, "give back"),
             (1, "get back"),
             (0, "stripe"),
             (1, "stripe"),
+            (0, "stripe"),
         ]
     );
     let wide_mark = all
         .iter()
         .filter(|e| e["ph"] == "i" && e["pid"] == 5 && e["name"] == "stripe")
-        .nth(1)
+        .nth(2)
         .unwrap();
     let zones: Vec<u64> = wide_mark["args"]["zones"]
         .as_array()
@@ -251,6 +267,6 @@ fn stripe_and_balloon_decisions_are_traced_in_order() {
         .filter(|e| e["ph"] == "C" && e["name"] == "zones lent by b")
         .map(|e| e["args"]["zones"].as_u64().unwrap())
         .collect::<Vec<_>>();
-    assert_eq!(lent_counter, [u64::from(widened), 0]);
+    assert_eq!(lent_counter, [5, u64::from(widened), 0]);
     drop((qa, qb, a, b, inst));
 }
