@@ -65,13 +65,8 @@ impl Ezns {
             return want;
         }
         let others = self.reserved_zones() - self.zones_needed(lz);
-        let mut room: Vec<u64> = keep.iter().map(|c| self.geo.phys_cap - c.base).collect();
-        let kept = room.len();
         for add in (least..=want).rev() {
-            room.truncate(kept);
-            room.resize(kept + add, self.geo.phys_cap);
-            let end = (start + capacity(self.geo.unit, &room)).min(self.geo.lcap);
-            let after = self.zones_for(self.geo.lcap - end);
+            let after = self.zones_for(self.geo.lcap - self.group_end(start, keep, add));
             if others + after + add as u64 <= free {
                 return self.fewest_to_end(start, keep, least, add);
             }
@@ -100,14 +95,19 @@ impl Ezns {
         least: usize,
         add: usize,
     ) -> usize {
-        let reaches = |n: usize| {
-            let mut room: Vec<u64> = keep.iter().map(|c| self.geo.phys_cap - c.base).collect();
-            room.resize(keep.len() + n, self.geo.phys_cap);
-            start + capacity(self.geo.unit, &room) >= self.geo.lcap
-        };
+        let reaches = |n: usize| self.group_end(start, keep, n) == self.geo.lcap;
         if keep.len() + add > self.config.zone_scale as usize || !reaches(add) {
             return add;
         }
         (least..add).find(|&n| reaches(n)).unwrap_or(add)
+    }
+
+    /// Where a group from logical block `start` over `keep` and `add` new
+    /// (empty) columns ends: as far as its columns' room takes it, at most
+    /// the logical zone's end.
+    fn group_end(&self, start: u64, keep: &[Column], add: usize) -> u64 {
+        let mut room: Vec<u64> = keep.iter().map(|c| self.geo.phys_cap - c.base).collect();
+        room.resize(keep.len() + add, self.geo.phys_cap);
+        (start + capacity(self.geo.unit, &room)).min(self.geo.lcap)
     }
 }
