@@ -142,12 +142,14 @@ impl Control {
     }
 
     /// Polls, starts what may start, rings. Zones whose active-zone
-    /// holding ends are added to `release` (`true`: also free).
-    pub fn pump(&mut self, ez: &Ezns, release: &mut Vec<(u32, bool)>) {
+    /// holding ends are added to `release` (`true`: also free). Returns
+    /// how many internal commands completed.
+    pub fn pump(&mut self, ez: &Ezns, release: &mut Vec<(u32, bool)>) -> u64 {
         let mut done = std::mem::take(&mut self.done);
         self.q.poll(usize::MAX, &mut |c| done.push(c));
+        let mut completed = 0;
         for c in done.drain(..) {
-            self.completed(ez, c, release);
+            completed += u64::from(self.completed(ez, c, release));
         }
         self.done = done;
         if !self.record_inflight && !self.records.is_empty() {
@@ -172,10 +174,12 @@ impl Control {
             }
         }
         self.q.ring();
+        completed
     }
 
-    fn completed(&mut self, ez: &Ezns, c: Completion, release: &mut Vec<(u32, bool)>) {
-        let Some(op) = self.ops.remove(&c.tag) else { return };
+    /// Takes one completion; false if it was no internal command's.
+    fn completed(&mut self, ez: &Ezns, c: Completion, release: &mut Vec<(u32, bool)>) -> bool {
+        let Some(op) = self.ops.remove(&c.tag) else { return false };
         let ok = c.result.is_ok();
         if let Some(b) = c.buffer {
             self.bufs.push(b);
@@ -210,6 +214,7 @@ impl Control {
                 }
             }
         }
+        true
     }
 
     /// Writes the next journal block: as many queued entries as fit.
@@ -395,16 +400,19 @@ impl Control {
 }
 
 /// Pumps the control queue if nobody else is, then applies the releases.
-pub(crate) fn pump(ez: &Ezns) {
+/// Returns how many internal commands completed.
+pub(crate) fn pump(ez: &Ezns) -> u64 {
     if ez.ctl_work.load(Acquire) == 0 {
-        return;
+        return 0;
     }
     let mut release = Vec::new();
+    let mut completed = 0;
     if let Some(mut c) = ez.ctl.try_lock() {
-        c.pump(ez, &mut release);
+        completed = c.pump(ez, &mut release);
         ez.ctl_work.store(c.work(), Release);
     }
     ez.release(&release);
+    completed
 }
 
 /// A gate already committed, for work that waits on nothing.

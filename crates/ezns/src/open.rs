@@ -287,6 +287,7 @@ pub(crate) fn open(
         arb: Mutex::new(arb),
         ctl: Mutex::new(ctl),
         ctl_work: AtomicU64::new(work),
+        pumped: AtomicU64::new(0),
         wadm,
         next_tick: AtomicU64::new(0),
         key,

@@ -55,6 +55,7 @@ fn run(ez: &Weak<Ezns>, period: Duration) {
 /// One pump: the control queue (if its lock is free) and the arbiter's
 /// tick (if one is due), as a tenant queue's poll runs them.
 pub(crate) fn once(ez: &Ezns) {
-    crate::control::pump(ez);
+    let completed = crate::control::pump(ez);
+    ez.pumped.fetch_add(completed, std::sync::atomic::Ordering::Relaxed);
     ez.maybe_tick();
 }

@@ -270,6 +270,9 @@ pub(crate) struct Ezns {
     pub ctl: Mutex<Control>,
     /// Internal work waiting (so idle pumps skip the lock).
     pub ctl_work: AtomicU64,
+    /// Internal commands whose completions a pump took (the background
+    /// thread or `Instance::pump`) rather than a tenant queue's poll.
+    pub pumped: AtomicU64,
     pub wadm: WriteAdmission,
     pub next_tick: AtomicU64,
     /// Where the instance was opened from (its registry key).

@@ -134,6 +134,10 @@ pub struct Status {
     /// Internal work queued or in flight (journal entries, finishes and
     /// resets of physical zones).
     pub internal_pending: u64,
+    /// Internal commands whose completions a pump took (the background
+    /// thread, or `Instance::pump`) rather than a tenant queue's poll:
+    /// work that fell due while every tenant was idle.
+    pub internal_pumped: u64,
     /// Tenants.
     pub tenants: Vec<TenantStatus>,
 }
@@ -227,6 +231,7 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
         internal_failures: failures,
         internal_finishes: finishes,
         internal_pending: pending,
+        internal_pumped: ez.pumped.load(Relaxed),
         tenants,
     }
 }
@@ -236,7 +241,7 @@ impl fmt::Display for Status {
         writeln!(f, "eZNS ({}) on {}", self.mode, self.device)?;
         writeln!(
             f,
-            "active physical zones {}/{} held, {} free zones ({} needed by logical zones), {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending, {} failed, {} finishes sent, {} returned spares parked",
+            "active physical zones {}/{} held, {} free zones ({} needed by logical zones), {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending ({} taken by the pump), {} failed, {} finishes sent, {} returned spares parked",
             self.device_active,
             self.device_limit,
             self.free_zones,
@@ -245,6 +250,7 @@ impl fmt::Display for Status {
             self.zone_dies,
             self.loans,
             self.internal_pending,
+            self.internal_pumped,
             self.internal_failures,
             self.internal_finishes,
             self.tenants.iter().map(|t| t.parked).sum::<u32>()
