@@ -13,6 +13,7 @@
 
 use zns_device::ZoneState;
 
+use crate::arbiter::Arbiter;
 use crate::layout::{capacity, Column};
 use crate::runtime::{Ezns, LZone};
 
@@ -46,9 +47,10 @@ impl Ezns {
     /// `start` over the columns `keep` may take with `free` physical zones
     /// free: the most that leave every logical zone (this one after the
     /// group included) the zones it needs, and of those no more than the
-    /// group needs to reach the logical zone's end
-    /// ([`Ezns::fewest_to_end`]). One at least when `keep` is empty (the
-    /// zone must go on; what is free is the allocator's to say).
+    /// logical zone needs to reach its end beside `keep` and its parked
+    /// columns, which have `parked` blocks of room ([`Ezns::fewest_to_end`]).
+    /// One at least when `keep` is empty (the zone must go on; what is
+    /// free is the allocator's to say).
     ///
     /// Thread safety: the caller holds the arbiter's lock, so no other
     /// group is made meanwhile.
@@ -58,6 +60,7 @@ impl Ezns {
         free: u64,
         start: u64,
         keep: &[Column],
+        parked: u64,
         want: usize,
     ) -> usize {
         let least = usize::from(keep.is_empty()).min(want);
@@ -68,7 +71,7 @@ impl Ezns {
         for add in (least..=want).rev() {
             let after = self.zones_for(self.geo.lcap - self.group_end(start, keep, add));
             if others + after + add as u64 <= free {
-                return self.fewest_to_end(start, keep, least, add);
+                return self.fewest_to_end(start, keep, parked, least, add);
             }
         }
         tracing::debug!(zone = lz.index, free, others, "no surplus: the zone goes on narrow");
@@ -76,30 +79,60 @@ impl Ezns {
     }
 
     /// Of `add` new columns (at least `least`) beside `keep`, for a group
-    /// from logical block `start`: the fewest with which the group still
-    /// reaches the logical zone's end, if it reaches it and is no wider
-    /// than the zone scale; else all of them. Columns share a group's
-    /// blocks evenly, so a group that ends its logical zone leaves each
-    /// column part empty by what their room exceeds the blocks left, and a
-    /// Finish pads those parts (on the ZN540, at its write bandwidth, for
-    /// every tenant). With zones of 768 blocks and a zone scale of 8, a
-    /// group of width 7 after one of 7 would write 110 blocks of each
-    /// column and pad 4,608; one column writes all 768 and pads none. A
-    /// group wider than the zone scale leaves its columns part empty
-    /// whatever it does: the configuration chose to buy bandwidth with
-    /// capacity there ([`crate::capacity`]), and it keeps its width.
+    /// from logical block `start` of a logical zone whose parked columns
+    /// have `parked` blocks of room: no more than the logical zone needs to
+    /// reach its end, if the group is no wider than the zone scale; else
+    /// all of them.
+    ///
+    /// A column serves one logical zone, so what the zone's columns hold
+    /// beyond its capacity when it fills is padded by a Finish (on the
+    /// ZN540, at its write bandwidth, for every tenant). Every column but
+    /// those of the last group and the parked ones is full, so the room of
+    /// `keep` and of the parked columns plus `n` new zones' is what the zone
+    /// will hold: taking only the new zones the blocks left need keeps the
+    /// zone within `zone_scale` physical zones, each written full. A group
+    /// cut short by a column that fills first (widened beside part-written
+    /// columns) ends before the zone does, and without this bound would
+    /// have taken columns the next groups find no blocks for. With zones of
+    /// 768 blocks and a zone scale of 8, a group of width 7 after one of 7
+    /// would write 110 blocks of each column and pad 4,608; it takes one
+    /// column, which the 768 blocks fill. A group wider than the zone scale
+    /// leaves its columns part empty whatever it does: the configuration
+    /// chose to buy bandwidth with capacity there ([`crate::capacity`]),
+    /// and it keeps its width.
     pub(crate) fn fewest_to_end(
         &self,
         start: u64,
         keep: &[Column],
+        parked: u64,
         least: usize,
         add: usize,
     ) -> usize {
-        let reaches = |n: usize| self.group_end(start, keep, n) == self.geo.lcap;
-        if keep.len() + add > self.config.zone_scale as usize || !reaches(add) {
+        if keep.len() + add > self.config.zone_scale as usize {
             return add;
         }
-        (least..add).find(|&n| reaches(n)).unwrap_or(add)
+        let room = parked + keep.iter().map(|c| self.geo.phys_cap - c.base).sum::<u64>();
+        let needed = self.zones_for((self.geo.lcap - start).saturating_sub(room)) as usize;
+        add.min(needed.max(least))
+    }
+
+    /// Blocks of room in the parked columns of tenant `t`'s logical zone
+    /// `lz` (none with a finish queued) and in `parking`, columns of it
+    /// about to be parked: room the zone's later groups take back before
+    /// any new physical zone.
+    pub(crate) fn parked_room(
+        &self,
+        arb: &Arbiter,
+        t: usize,
+        lz: &LZone,
+        parking: &[Column],
+    ) -> u64 {
+        let mine = arb
+            .parked
+            .iter()
+            .filter(|p| !p.finishing && p.tenant as usize == t && p.lzone == lz.index);
+        let cols = mine.map(|p| &p.col).chain(parking);
+        cols.map(|c| self.geo.phys_cap - c.base).sum()
     }
 
     /// Where a group from logical block `start` over `keep` and `add` new

@@ -247,7 +247,9 @@ impl Ezns {
         keep.extend(arb.unpark(t, lz.index, width.saturating_sub(keep.len())));
         self.relieve(arb);
         let want = width.saturating_sub(keep.len());
-        let add = self.affordable_columns(lz, arb.alloc.free_count(), start, &keep, want) as u32;
+        let parked = self.parked_room(arb, t, lz, &park);
+        let free = arb.alloc.free_count();
+        let add = self.affordable_columns(lz, free, start, &keep, parked, want) as u32;
         let budgets = arb.budgets(t, keep.len() as u32, add);
         let keep_zones: Vec<u32> = keep.iter().map(|c| c.zone).collect();
         if !budgets.is_empty() {
@@ -326,7 +328,8 @@ impl Ezns {
             // would only cut the group.
             let free = arb.alloc.free_count();
             let want = width - split.keep.len();
-            if self.affordable_columns(lz, free, e, &split.keep, want) == 0 {
+            let parked = self.parked_room(arb, t, lz, &split.park);
+            if self.affordable_columns(lz, free, e, &split.keep, parked, want) == 0 {
                 return;
             }
             let budgets = arb.budgets(t, split.keep.len() as u32, want as u32);

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use zns_device::{Target, ZoneAction, ZoneOp, ZoneQueue, ZonedDevice};
 use zns_ezns::{Instance, Status, TenantQueue};
+use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog};
 
 const CONFIG: &str = r#"
 device = "emu:ezns-test"
@@ -409,4 +410,39 @@ fn settle_some(inst: &Instance, queues: &mut [Box<dyn ZoneQueue>]) {
             return;
         }
     }
+}
+
+/// Bytes the base device has programmed (its OCP log's media bytes
+/// written: the host's data and what Finish commands padded).
+fn media_written(inst: &Instance) -> u128 {
+    let page = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
+    let b = inst.base().log_page(page).unwrap();
+    OcpSmartLog::from_bytes(b[..512].try_into().unwrap()).media_bytes_written
+}
+
+#[test]
+fn a_logical_zone_with_parked_columns_fills_without_padding() {
+    // Groups no wider than the zone scale: a logical zone can fill its
+    // physical zones exactly (wider groups pad by design).
+    let inst = common::timed_instance(&CONFIG.replace("zone_scale = 4", "zone_scale = 8"));
+    let a = inst.tenant("a").unwrap();
+    let bs = a.info().block_size as u128;
+    let (mut qa, ql, ..) = park_spares(&inst);
+    let mut wp = qa.zone(0).unwrap().written();
+    // From here only `a` writes, and eZNS's journal.
+    let (media, journal) = (media_written(&inst), inst.status().journal);
+    let from = wp;
+    while wp < a.info().zone_capacity {
+        put(a.as_ref(), &mut qa, &mut wp);
+    }
+    let mut queues: Vec<Box<dyn ZoneQueue>> = vec![qa, ql];
+    settle_some(&inst, &mut queues);
+    let s = inst.status();
+    assert_eq!(s.journal.0, journal.0, "a journal checkpoint would count as data: {s}");
+    let data = (wp - from + s.journal.2 - journal.2) as u128 * bs;
+    // The parked columns came back and filled: the logical zone took
+    // exactly the physical zones its capacity needs, each written full.
+    assert_eq!(tenant(&s, "a").parked, 0, "{s}");
+    assert_eq!(media_written(&inst) - media, data, "blocks padded: {s}");
+    check_pattern(a.as_ref(), &mut queues[0], wp);
 }
