@@ -72,6 +72,12 @@ pub(crate) struct Control {
     /// Finish commands sent to the base device (each may pad the rest of
     /// a physical zone), for status.
     pub finishes: u64,
+    /// Blocks those finishes left for the device to pad (each zone's
+    /// capacity less what it held), for status.
+    pub padded: u64,
+    /// Journal and checkpoint blocks written since the instance opened,
+    /// for status.
+    pub journal_blocks: u64,
 }
 
 impl std::fmt::Debug for Control {
@@ -106,6 +112,8 @@ impl Control {
             done: Vec::new(),
             failures: 0,
             finishes: 0,
+            padded: 0,
+            journal_blocks: 0,
         }
     }
 
@@ -241,6 +249,7 @@ impl Control {
                 let gates = self.records.drain(..take).map(|(_, g)| g).collect();
                 self.ops.insert(tag, CtlOp::Record(gates));
                 self.journal.seq += 1;
+                self.journal_blocks += 1;
                 self.record_inflight = true;
             }
             Err(r) => {
@@ -316,6 +325,7 @@ impl Control {
             Ok(()) => {
                 if action == ZoneAction::Finish {
                     self.finishes += 1;
+                    self.padded += ez.geo.phys_cap.saturating_sub(token & DONE);
                 }
                 self.ops.insert(tag, op);
                 true
@@ -355,6 +365,7 @@ impl Control {
             buf.copy_from_slice(&block);
             self.q.write_fua(ez_zone_lba(j.zones[j.cur]) + j.seq, &buf)?;
             self.journal.seq += 1;
+            self.journal_blocks += 1;
             for (_, g) in self.records.drain(..take) {
                 g.store(COMMITTED, Release);
             }
@@ -385,6 +396,7 @@ impl Control {
         for (i, b) in blocks.iter().enumerate() {
             buf.copy_from_slice(&journal::encode_block(self.bs, generation, i as u64, b));
             self.q.write_fua(start + i as u64, &buf).map_err(|e| e.to_string())?;
+            self.journal_blocks += 1;
         }
         let old = zone_lba(self.journal.zones[self.journal.cur]);
         self.q.zone_action(ZoneAction::Reset, Target::Zone(old)).map_err(|e| e.to_string())?;

@@ -181,8 +181,8 @@ impl Ezns {
     }
 
     /// Starts the group after the last one, at `start` (its end): the old
-    /// columns with room for at least a unit go on, the others are
-    /// finished, new ones make up the width.
+    /// columns with room go on, the full ones are released, new ones make
+    /// up the width.
     fn next_group(&self, t: usize, lz: &LZone, arb: &mut Arbiter, start: u64) -> Result<(), Slow> {
         let map = lz.map.load_full();
         let split = match map.last() {
@@ -212,7 +212,11 @@ impl Ezns {
             let lent_back = revoke
                 && col.budget as usize != t
                 && !arb.tenants.get(col.budget as usize).is_some_and(|b| b.inactive);
-            let room = self.geo.phys_cap - at >= self.geo.unit;
+            // A column short of a unit of room goes on too: the group
+            // gives it a partial last unit. Ended there, the Finish would
+            // pad its rest, and the blocks it could have held would take
+            // a new physical zone, padded in turn when the zone fills.
+            let room = at < self.geo.phys_cap;
             if lent_back && room && at > 0 {
                 out.park.push(Column { base: at, ..*col });
             } else if lent_back || !room {

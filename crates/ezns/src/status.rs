@@ -131,6 +131,14 @@ pub struct Status {
     /// Finish commands sent to the base device so far (each may pad the
     /// rest of a physical zone).
     pub internal_finishes: u64,
+    /// Blocks the finishes sent so far left for the device to pad: each
+    /// physical zone's capacity less the blocks it held. On a drive that
+    /// pads (the ZN540 programs the rest of a finished zone) these are
+    /// written beside the tenants' data.
+    pub internal_padded_blocks: u64,
+    /// Journal and checkpoint blocks written since the instance opened:
+    /// with the padding, what eZNS writes beyond the tenants' data.
+    pub journal_blocks_written: u64,
     /// Internal work queued or in flight (journal entries, finishes and
     /// resets of physical zones).
     pub internal_pending: u64,
@@ -144,12 +152,14 @@ pub struct Status {
 
 pub(crate) fn snapshot(ez: &Ezns) -> Status {
     let mib = |blocks: u64| blocks as f64 * ez.geo.bs as f64 / (1 << 20) as f64;
-    let (journal, failures, finishes, pending) = {
+    let (journal, failures, finishes, padded, journal_blocks, pending) = {
         let c = ez.ctl.lock();
         (
             (c.journal.zones[c.journal.cur], c.journal.generation, c.journal.seq),
             c.failures,
             c.finishes,
+            c.padded,
+            c.journal_blocks,
             c.work(),
         )
     };
@@ -230,6 +240,8 @@ pub(crate) fn snapshot(ez: &Ezns) -> Status {
         journal,
         internal_failures: failures,
         internal_finishes: finishes,
+        internal_padded_blocks: padded,
+        journal_blocks_written: journal_blocks,
         internal_pending: pending,
         internal_pumped: ez.pumped.load(Relaxed),
         tenants,
@@ -241,7 +253,7 @@ impl fmt::Display for Status {
         writeln!(f, "eZNS ({}) on {}", self.mode, self.device)?;
         writeln!(
             f,
-            "active physical zones {}/{} held, {} free zones ({} needed by logical zones), {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending ({} taken by the pump), {} failed, {} finishes sent, {} returned spares parked",
+            "active physical zones {}/{} held, {} free zones ({} needed by logical zones), {} dies ({} per zone), {} spare columns lent so far, {} internal commands pending ({} taken by the pump), {} failed, {} finishes sent ({} blocks padded), {} returned spares parked",
             self.device_active,
             self.device_limit,
             self.free_zones,
@@ -253,11 +265,12 @@ impl fmt::Display for Status {
             self.internal_pumped,
             self.internal_failures,
             self.internal_finishes,
+            self.internal_padded_blocks,
             self.tenants.iter().map(|t| t.parked).sum::<u32>()
         )?;
         writeln!(
             f,
-            "write admission: window {} KiB, {} KiB in flight, average write latency {:.1} us (target {:.1} us, baseline {:.1} us); journal zone {} generation {} ({} blocks)",
+            "write admission: window {} KiB, {} KiB in flight, average write latency {:.1} us (target {:.1} us, baseline {:.1} us); journal zone {} generation {} ({} blocks; {} written since opened)",
             self.write_window_kib,
             self.write_inflight_kib,
             self.write_latency_us,
@@ -265,7 +278,8 @@ impl fmt::Display for Status {
             self.write_baseline_us,
             self.journal.0,
             self.journal.1,
-            self.journal.2
+            self.journal.2,
+            self.journal_blocks_written
         )?;
         writeln!(
             f,

@@ -8,8 +8,9 @@ mod common;
 
 use std::sync::Arc;
 
-use zns_device::{Target, ZoneAction, ZonedDevice};
-use zns_ezns::{Instance, Status};
+use zns_device::{Target, ZoneAction, ZoneQueue, ZonedDevice};
+use zns_ezns::{Instance, Status, TenantDevice};
+use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog};
 
 /// Zone scale 1 with groups up to 4 wide: a logical zone holds one
 /// physical zone's capacity. 40 logical zones on 94 physical zones (the
@@ -171,4 +172,125 @@ fn a_logical_zone_ends_on_no_more_columns_than_its_last_blocks_fill() {
     // fill_all wrote every logical zone; each took four physical zones.
     let zones = a.info().zone_count;
     assert_eq!(before - s.free_zones, 4 * zones, "{s}");
+}
+
+/// Four tenants, groups no wider than the zone scale, on a timed device
+/// (virtual clock): ballooning lends and returns spares and widens groups
+/// at write pointers that fall anywhere in a stripe unit.
+const FOUR_BALLOONING: &str = r#"
+device = "emu:ezns-test"
+zone_scale = 8
+stripe_unit_kib = 8
+max_width = 8
+headroom = 4
+idle_ms = 5
+tick_ms = 1
+
+[[tenant]]
+name = "a"
+zones = 6
+active_zones = 4
+
+[[tenant]]
+name = "b"
+zones = 6
+active_zones = 4
+
+[[tenant]]
+name = "c"
+zones = 6
+active_zones = 4
+
+[[tenant]]
+name = "d"
+zones = 6
+active_zones = 4
+"#;
+
+/// A tenant written like a log-structured file system: three logical
+/// zones open at a time, writes of 1 to 4 blocks to one of them at
+/// random, a full zone replaced by a free one, the oldest full zone reset
+/// when none is free.
+struct LogWriter {
+    dev: Arc<TenantDevice>,
+    q: Box<dyn ZoneQueue>,
+    /// Open zones and their write pointers.
+    logs: Vec<(u64, u64)>,
+    full: std::collections::VecDeque<u64>,
+    free: Vec<u64>,
+    /// Blocks written so far.
+    blocks: u64,
+    rng: u64,
+}
+
+impl LogWriter {
+    fn new(inst: &Instance, name: &str, seed: u64) -> LogWriter {
+        let dev = inst.tenant(name).unwrap();
+        let q = dev.queue(8).unwrap();
+        let zones = dev.info().zone_count;
+        let logs = (0..3).map(|z| (z, 0)).collect();
+        let free = (3..zones).rev().collect();
+        LogWriter { dev, q, logs, full: Default::default(), free, blocks: 0, rng: seed }
+    }
+
+    fn step(&mut self) {
+        let info = self.dev.info().clone();
+        self.rng = self.rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let log = &mut self.logs[(self.rng >> 33) as usize % 3];
+        let n = (1 + (self.rng >> 40) % 4).min(info.zone_capacity - log.1);
+        let buf = self.dev.alloc(n as usize * info.block_size as usize).unwrap();
+        self.q.write(log.0 * info.zone_size + log.1, &buf).unwrap();
+        self.blocks += n;
+        log.1 += n;
+        if log.1 == info.zone_capacity {
+            self.full.push_back(log.0);
+            if self.free.is_empty() {
+                let z = self.full.pop_front().unwrap();
+                self.q.zone_action(ZoneAction::Reset, Target::Zone(z * info.zone_size)).unwrap();
+                self.free.push(z);
+            }
+            *log = (self.free.pop().unwrap(), 0);
+        }
+    }
+}
+
+/// Bytes the base device has programmed (its OCP log's media bytes
+/// written: the host's data and what Finish commands padded).
+fn media_written(inst: &Instance) -> u128 {
+    let page = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
+    let b = inst.base().log_page(page).unwrap();
+    OcpSmartLog::from_bytes(b[..512].try_into().unwrap()).media_bytes_written
+}
+
+#[test]
+fn tenants_that_fill_and_reset_logical_zones_pad_nothing() {
+    let inst = common::timed_instance(FOUR_BALLOONING);
+    let bs = inst.base().info().block_size as u128;
+    let mut w: Vec<LogWriter> = ["a", "b", "c", "d"]
+        .iter()
+        .zip(7..)
+        .map(|(n, seed)| LogWriter::new(&inst, n, seed))
+        .collect();
+    // All four, then `a` alone (the others' spares lent to it), then all
+    // four again (returned), then two.
+    for who in [&[0, 1, 2, 3][..], &[0], &[0, 1, 2, 3], &[0, 1]] {
+        let before = inst.status();
+        let media = media_written(&inst);
+        let blocks: u64 = w.iter().map(|t| t.blocks).sum();
+        for step in 0..6000 {
+            for &t in who {
+                w[t].step();
+            }
+            if step % 4 == 0 {
+                inst.base().wait_ns(200_000);
+            }
+        }
+        let s = inst.status();
+        let data = w.iter().map(|t| t.blocks).sum::<u64>() - blocks;
+        let journal = s.journal_blocks_written - before.journal_blocks_written;
+        assert!(s.loans > before.loans, "tenants {who:?}: no spare lent: {s}");
+        assert_eq!(s.internal_padded_blocks, 0, "tenants {who:?}: {s}");
+        // The device wrote the tenants' data and eZNS's journal, no more.
+        assert_eq!(media_written(&inst) - media, (data + journal) as u128 * bs, "{who:?}: {s}");
+    }
 }
