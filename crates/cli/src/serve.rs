@@ -225,7 +225,7 @@ pub fn run(
     // Without --device, `--ftl` alone chooses what is served.
     let zoned = if device_given || args.ftl.is_empty() { uris } else { &[] };
     let ezns_trace = traced.ezns_config.as_deref().zip(args.trace.as_deref());
-    let _instances = ezns_instances(zoned, ezns_trace)?;
+    let instances = ezns_instances(zoned, ezns_trace)?;
     let mut metrics = crate::metrics::Plan::new(&args.metrics);
     for uri in zoned {
         let served = serving_uri(uri);
@@ -321,6 +321,32 @@ pub fn run(
             let l = zns_bench::characterize::results::LateCompletions::of(&l);
             writeln!(out, "  {uri}: late completions: {}", crate::characterize::late_line(&l))?;
         }
+    }
+    ezns_closing(&instances, out)
+}
+
+/// One line per eZNS instance served: what it wrote to its base device
+/// beyond the tenants' data (the blocks its finishes left the device to
+/// pad, its journal) and the spares it lent. Tenants of one instance share
+/// it: reported once.
+fn ezns_closing(instances: &[zns_ezns::Instance], out: &mut dyn Write) -> Result<()> {
+    let mut seen: Vec<String> = Vec::new();
+    for s in instances.iter().map(|i| i.status()) {
+        if seen.contains(&s.device) {
+            continue;
+        }
+        writeln!(
+            out,
+            "  eZNS ({}) on {}: {} finishes sent ({} blocks padded), {} journal blocks written, \
+             {} spare columns lent",
+            s.mode,
+            s.device,
+            s.internal_finishes,
+            s.internal_padded_blocks,
+            s.journal_blocks_written,
+            s.loans
+        )?;
+        seen.push(s.device);
     }
     Ok(())
 }

@@ -235,4 +235,16 @@ fn serve_exports_the_tenants_of_one_ezns_instance_over_one_base_device() {
         assert!(line.contains("real"), "the base is timed: the real clock: {line}");
     }
     assert_eq!(text.matches("late completions").count(), 1, "one base device: {text}");
+    // What eZNS wrote beyond the tenants' data, once for the instance.
+    let ezns: Vec<&str> = text.lines().filter(|l| l.contains("journal blocks written")).collect();
+    assert_eq!(ezns.len(), 1, "{text}");
+    assert!(ezns[0].contains("eZNS (elastic) on emu:"), "{text}");
+    assert!(ezns[0].contains("0 finishes sent (0 blocks padded)"), "{text}");
+    let journal: u64 = ezns[0]
+        .split(" journal blocks")
+        .next()
+        .and_then(|h| h.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(journal >= 1, "the journal's first block at least: {text}");
 }

@@ -1097,16 +1097,18 @@ fn run_once(
     let guest_secs = guest_start.elapsed().as_secs_f64();
     let mut failures = Vec::new();
     let mut lateness = Vec::new();
+    let mut ezns = Vec::new();
     for (what, server) in servers {
         match server.stop() {
             Ok(s) if s.contains(" 0 ended by transport errors") => {
                 // Recorded without this machine's paths (the profiles' directory).
                 let dir = format!("{}/", p.dir.display());
-                lateness.extend(
-                    s.lines()
-                        .filter(|l| l.contains("late completions"))
-                        .map(|l| l.trim().replace(&dir, "")),
-                );
+                let lines = |key: &str| -> Vec<String> {
+                    let hits = s.lines().filter(|l| l.contains(key));
+                    hits.map(|l| l.trim().replace(&dir, "")).collect()
+                };
+                lateness.extend(lines("late completions"));
+                ezns.extend(lines("journal blocks written"));
             }
             Ok(s) => failures.push(format!("{what} saw errors: {}", s.trim())),
             Err(e) => failures.push(e.to_string()),
@@ -1151,6 +1153,7 @@ fn run_once(
     };
     report["clock"] = probe_report(dilation, o.guest_clock, &p.host, &collected);
     report["late_completions"] = json!(lateness);
+    report["ezns"] = json!(ezns);
     report["guest_seconds"] = json!(guest_secs);
     report["guest_cpus"] = json!(o.smp);
     report["failures"] = json!(failures);
