@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use zns_device::{Target, ZoneAction, ZoneOp, ZoneQueue, ZonedDevice};
 use zns_ezns::{Instance, Status, TenantQueue};
-use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog};
 
 const CONFIG: &str = r#"
 device = "emu:ezns-test"
@@ -416,14 +415,6 @@ fn settle_some(inst: &Instance, queues: &mut [Box<dyn ZoneQueue>]) {
     }
 }
 
-/// Bytes the base device has programmed (its OCP log's media bytes
-/// written: the host's data and what Finish commands padded).
-fn media_written(inst: &Instance) -> u128 {
-    let page = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
-    let b = inst.base().log_page(page).unwrap();
-    OcpSmartLog::from_bytes(b[..512].try_into().unwrap()).media_bytes_written
-}
-
 #[test]
 fn a_logical_zone_with_parked_columns_fills_without_padding() {
     for halve in [true, false] {
@@ -441,7 +432,7 @@ fn fill_after_parking(halve: bool) {
     let (mut qa, ql, ..) = park_spares(&inst, halve);
     let mut wp = qa.zone(0).unwrap().written();
     // From here only `a` writes, and eZNS's journal.
-    let (media, journal) = (media_written(&inst), inst.status().journal_blocks_written);
+    let (media, journal) = (common::media_written(&inst), inst.status().journal_blocks_written);
     let from = wp;
     while wp < a.info().zone_capacity {
         put(a.as_ref(), &mut qa, &mut wp);
@@ -453,7 +444,7 @@ fn fill_after_parking(halve: bool) {
     // The parked columns came back and filled: the logical zone took
     // exactly the physical zones its capacity needs, each written full.
     assert_eq!(tenant(&s, "a").parked, 0, "{s}");
-    assert_eq!(media_written(&inst) - media, data, "blocks padded (halve {halve}): {s}");
+    assert_eq!(common::media_written(&inst) - media, data, "blocks padded (halve {halve}): {s}");
     assert_eq!(s.internal_padded_blocks, 0, "{s}");
     check_pattern(a.as_ref(), &mut queues[0], wp);
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use zns_device::{Target, ZoneAction, ZoneQueue, ZonedDevice};
 use zns_ezns::{Instance, Status, TenantDevice};
-use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog};
 
 /// Zone scale 1 with groups up to 4 wide: a logical zone holds one
 /// physical zone's capacity. 40 logical zones on 94 physical zones (the
@@ -254,14 +253,6 @@ impl LogWriter {
     }
 }
 
-/// Bytes the base device has programmed (its OCP log's media bytes
-/// written: the host's data and what Finish commands padded).
-fn media_written(inst: &Instance) -> u128 {
-    let page = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
-    let b = inst.base().log_page(page).unwrap();
-    OcpSmartLog::from_bytes(b[..512].try_into().unwrap()).media_bytes_written
-}
-
 #[test]
 fn tenants_that_fill_and_reset_logical_zones_pad_nothing() {
     let inst = common::timed_instance(FOUR_BALLOONING);
@@ -275,7 +266,7 @@ fn tenants_that_fill_and_reset_logical_zones_pad_nothing() {
     // four again (returned), then two.
     for who in [&[0, 1, 2, 3][..], &[0], &[0, 1, 2, 3], &[0, 1]] {
         let before = inst.status();
-        let media = media_written(&inst);
+        let media = common::media_written(&inst);
         let blocks: u64 = w.iter().map(|t| t.blocks).sum();
         for step in 0..6000 {
             for &t in who {
@@ -291,6 +282,10 @@ fn tenants_that_fill_and_reset_logical_zones_pad_nothing() {
         assert!(s.loans > before.loans, "tenants {who:?}: no spare lent: {s}");
         assert_eq!(s.internal_padded_blocks, 0, "tenants {who:?}: {s}");
         // The device wrote the tenants' data and eZNS's journal, no more.
-        assert_eq!(media_written(&inst) - media, (data + journal) as u128 * bs, "{who:?}: {s}");
+        assert_eq!(
+            common::media_written(&inst) - media,
+            (data + journal) as u128 * bs,
+            "{who:?}: {s}"
+        );
     }
 }

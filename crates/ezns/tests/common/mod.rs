@@ -10,6 +10,7 @@ use zns_emulator::host::{HostMemory, ProcessMemory};
 use zns_emulator::profile::Profile;
 use zns_emulator::Emulator;
 use zns_ezns::{Config, Instance};
+use zns_spec::log::{GetLogPage, LogPageId, OcpSmartLog};
 
 /// The device: `zones` zones of 64 blocks (capacity 48), max active 32.
 pub const PROFILE: &str = r#"
@@ -161,4 +162,12 @@ pub fn timed_emulator_real() -> (Arc<zns_emulator::Controller>, Arc<ProcessMemor
         .build(host)
         .expect("emulator");
     (emu, memory)
+}
+
+/// Bytes the base device has programmed (its OCP log's media bytes
+/// written: the host's data and what Finish commands padded).
+pub fn media_written(inst: &Instance) -> u128 {
+    let page = GetLogPage::new(LogPageId::OcpSmartExtended, 0xFFFF_FFFF, 128);
+    let b = inst.base().log_page(page).unwrap();
+    OcpSmartLog::from_bytes(b[..512].try_into().unwrap()).media_bytes_written
 }
