@@ -608,14 +608,16 @@ fn smart_log(ctrl: &Controller) -> SmartLog {
 /// conventional twin's firmware programs the host's blocks and those its
 /// garbage collection moves, each moved block read once too, and knows
 /// its segments' erase counts. Media reads are the host's Read and Copy
-/// sources (blocks never written included) plus those moves. Bad blocks,
+/// sources (blocks never written included) plus those moves, less what a
+/// timed controller served from its write buffer (data not yet
+/// programmed, which no die read). Bad blocks,
 /// ECC, thermal, power and the zoned namespaces' erase counts are not
 /// modelled: zero, as the specification has it for unsupported fields.
 fn ocp_smart_log(ctrl: &Controller) -> OcpSmartLog {
     let io = ctrl.io_totals();
     let mut log = OcpSmartLog {
         media_bytes_written: io.media_bytes_written as u128,
-        media_bytes_read: io.media_bytes_read as u128,
+        media_bytes_read: io.media_bytes_read.saturating_sub(ctrl.buffer_read_bytes()) as u128,
         ..OcpSmartLog::new()
     };
     let mut erases: Option<(u32, u32)> = None;

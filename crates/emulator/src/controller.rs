@@ -214,6 +214,13 @@ impl Controller {
         self.timing.as_ref().map(|t| t.lateness().snapshot())
     }
 
+    /// Bytes of written data that host reads took from the timing model's
+    /// write buffer (data not yet programmed, served without a die read);
+    /// 0 without a timing model, where every read is a media read.
+    pub fn buffer_read_bytes(&self) -> u64 {
+        self.timing.as_ref().map_or(0, |t| t.buffer_read_bytes())
+    }
+
     /// True when commands complete at times the timing model gives them.
     pub fn is_timed(&self) -> bool {
         self.timing.is_some()

@@ -142,3 +142,50 @@ fn an_untimed_finish_programs_nothing() {
     finish(&mut h, 0, false);
     assert_eq!(media_written(&mut h), BS);
 }
+
+fn media_read(h: &mut Harness) -> u128 {
+    OcpSmartLog::from_bytes(&log_page(h, LogPageId::OcpSmartExtended, 0).unwrap()).media_bytes_read
+}
+
+#[test]
+fn a_timed_read_of_data_not_yet_programmed_is_no_media_read() {
+    // Zones cut down to one stripe of the ZN540 (32 dies x 96 KiB): a
+    // zone's data waits in the drive until the zone is full, and reads of
+    // it come from there, not from the dies.
+    let mut p = Profile::by_name("zn540").unwrap();
+    let ns = p.namespaces.iter_mut().find(|n| n.kind == NamespaceKind::Zoned).unwrap();
+    (ns.zones, ns.zone_size, ns.zone_capacity) = (8, 1024, 768);
+    let memory = ProcessMemory::new();
+    let ctrl = Emulator::with_profile(p)
+        .media(MediaChoice::Null)
+        .clock(ClockMode::Virtual)
+        .build(memory.clone())
+        .unwrap();
+    let mut h = Harness::start(ctrl, memory, 32).unwrap();
+    let buf = h.buffer(32 * 4096);
+    let list = h.buffer(4096);
+    let entries: Vec<u8> = (1..32u64).flat_map(|i| (buf.addr() + i * 4096).to_le_bytes()).collect();
+    h.memory.write(list.addr(), &entries).unwrap();
+    let io = |h: &mut Harness, mut sqe: SubmissionEntry| {
+        sqe.prp2 = list.addr();
+        ok(h, sqe, buf.addr());
+    };
+    io(&mut h, ReadWrite::new(1, 0, 4).write().unwrap());
+    io(&mut h, ReadWrite::new(1, 0, 4).read().unwrap());
+    assert_eq!(media_read(&mut h), 0);
+    assert_eq!(h.ctrl.buffer_read_bytes(), 4 * BS as u64);
+    // Zone 1 filled and given time to program: its reads are media reads,
+    // zone 0's still are not.
+    for i in 0..24 {
+        io(&mut h, ReadWrite::new(1, 1024 + i * 32, 32).write().unwrap());
+    }
+    let t = h.ctrl.clock().now_ns();
+    h.ctrl.clock().advance_to(t + 1_000_000_000);
+    io(&mut h, ReadWrite::new(1, 1024 + 100, 3).read().unwrap());
+    io(&mut h, ReadWrite::new(1, 2, 2).read().unwrap());
+    assert_eq!(media_read(&mut h), 3 * BS);
+    assert_eq!(h.ctrl.buffer_read_bytes(), 6 * BS as u64);
+    // The host's own count is every block it read.
+    let smart = SmartLog::from_bytes(&log_page(&mut h, LogPageId::SmartHealth, 0).unwrap());
+    assert_eq!(smart.host_read_commands, 3);
+}

@@ -244,8 +244,12 @@ while [ $i -lt 100 ] && ! all_up; do sleep 0.1; i=$((i + 1)); done
 SIDE={side}; CTRL=$(ctrl_of {nqn}); DISKS=$(for n in {all}; do disk_of {nqn} $n; done)
 mode_counters() {{
     device_counters $1
-    n=0; for d in $DISKS; do n=$((n + $(awk '{{print $7}}' /sys/block/$d/stat))); done
+    n=0; r=0
+    for d in $DISKS; do
+        n=$((n + $(awk '{{print $7}}' /sys/block/$d/stat))); r=$((r + $(awk '{{print $3}}' /sys/block/$d/stat)))
+    done
     apps_stat $1 host_sectors $n
+    apps_stat $1 host_read_sectors $r
 }}
 mode_counters start
 "#,
@@ -419,7 +423,19 @@ fn device_span(all: &Collected, m: &str, from: &str, to: &str) -> Value {
         (Some(m), Some(s)) if s > 0 => Some(m as f64 / (s as f64 * 512.0)),
         _ => None,
     };
+    // Reads: the kernel's bytes against the dies' (the OCP log counts no
+    // read the drive served from its write buffer, data not yet
+    // programmed).
+    let read = all.delta(&n, from, to, "host_read_sectors").map(|s| s as f64 * 512.0);
+    let media_read = all.delta(&n, from, to, "media_bytes_read").map(|b| b as f64);
+    let from_buffer = match (read, media_read) {
+        (Some(r), Some(m)) if r > 0.0 => Some((1.0 - m / r).max(0.0)),
+        _ => None,
+    };
     json!({
+        "kernel_mib_read": read.map(apps::mib_of),
+        "media_mib_read": media_read.map(apps::mib_of),
+        "read_share_from_drive_buffer": from_buffer,
         "smart_data_units_written": units,
         "smart_mib_written": units.map(|u| apps::mib_of(u as f64 * apps::DATA_UNIT)),
         "kernel_mib_written": sectors.map(|s| apps::mib_of(s as f64 * 512.0)),
@@ -486,6 +502,11 @@ fn num(v: &Value, digits: usize) -> String {
 
 fn pct(v: &Value) -> String {
     v.as_f64().map(|x| format!("{x:+.1} %")).unwrap_or_else(|| "–".into())
+}
+
+/// A share (0 to 1) as a percentage.
+fn pct_of(v: &Value) -> String {
+    v.as_f64().map(|x| format!("{:.0} %", x * 100.0)).unwrap_or_else(|| "–".into())
 }
 
 /// How long a report's timed phases ran: seconds, or operations per tenant.
@@ -559,9 +580,11 @@ pub fn markdown(r: &Value) -> String {
          their metadata drives): host MiB from the SMART log's data units (of 512,000 \
          bytes, rounded up, so ±0.5 MiB), media MiB from the OCP extended SMART log; \
          beside them the MiB the guest's kernel wrote to the same namespaces, and the \
-         media's bytes over those.\n\n\
-         | mode | span | host MiB (SMART) | media MiB (OCP) | device WAF | host MiB (kernel) | media / kernel |\n\
-         |---|---|---:|---:|---:|---:|---:|\n",
+         media's bytes over those; then the MiB the kernel read, those the dies read \
+         (OCP), and the share of the kernel's reads the drive served from its write \
+         buffer (data not yet programmed: no die read).\n\n\
+         | mode | span | host MiB (SMART) | media MiB (OCP) | device WAF | host MiB (kernel) | media / kernel | read MiB (kernel) | read MiB (media) | reads from the buffer |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for m in MODES {
         let d = &r["modes"][m]["device"];
@@ -569,12 +592,15 @@ pub fn markdown(r: &Value) -> String {
         for (what, v) in spans.chain([("whole run", &d["whole_run"])]) {
             let _ = writeln!(
                 s,
-                "| {m} | {what} | {} | {} | {} | {} | {} |",
+                "| {m} | {what} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 num(&v["smart_mib_written"], 1),
                 num(&v["media_mib_written"], 1),
                 num(&v["device_waf"], 3),
                 num(&v["kernel_mib_written"], 2),
                 num(&v["media_over_kernel_bytes"], 3),
+                num(&v["kernel_mib_read"], 2),
+                num(&v["media_mib_read"], 2),
+                pct_of(&v["read_share_from_drive_buffer"]),
             );
         }
     }
@@ -700,8 +726,12 @@ mod tests {
                 let n = side(m);
                 c.watch(&format!(r#"APPS-SMART {n} {point} {{"data_units_written":"{units}"}}"#));
                 c.watch(&format!("APPS-STAT {n} {point} host_sectors {}", units * 1000));
+                // Reads: 2,000 sectors a written data unit, the dies a
+                // quarter of them (three quarters from the drive's buffer).
+                c.watch(&format!("APPS-STAT {n} {point} host_read_sectors {}", units * 2000));
                 c.watch(&format!(
-                    r#"APPS-OCP {n} {point} {{"Physical media units written":{{"hi":0,"lo":{media}}},"Physical media units read":{{"hi":0,"lo":0}}}}"#
+                    r#"APPS-OCP {n} {point} {{"Physical media units written":{{"hi":0,"lo":{media}}},"Physical media units read":{{"hi":0,"lo":{}}}}}"#,
+                    units * 256_000
                 ));
             };
             let mut units = 0;
@@ -722,6 +752,10 @@ mod tests {
         assert_eq!(d["whole_run"]["device_waf"].as_f64(), Some(1.2), "{d}");
         assert_eq!(d["whole_run"]["smart_data_units_written"].as_u64(), Some(40), "{d}");
         assert!(d["phases"]["read-alone"]["why_no_waf"].as_str().unwrap().contains("no data unit"));
+        let fill = &d["phases"]["fill"];
+        assert_eq!(fill["read_share_from_drive_buffer"].as_f64(), Some(0.75), "{d}");
+        assert_eq!(fill["kernel_mib_read"].as_f64(), Some(apps::mib_of(10.0 * 2000.0 * 512.0)));
+        assert!(d["phases"]["read-alone"]["read_share_from_drive_buffer"].is_null(), "{d}");
         let b = &r["modes"]["elastic"]["claims"]["ballooning"];
         assert_eq!(b["a_gain_alone_pct"].as_f64(), Some(50.0), "{b}");
         let i = &r["modes"]["static"]["claims"]["isolation"];
@@ -732,9 +766,15 @@ mod tests {
         let t = markdown(&r);
         assert!(t.contains("| elastic | 100 → 150 | +50.0 % | 200 → 300 | +50.0 % | 400 → 600 | +50.0 % | 300 |"), "{t}");
         assert!(t.contains("; timed phases 8 s;"), "{t}");
-        assert!(t.contains("| static | fill | 4.9 | 5.9 | 1.200 | 4.88 | 1.200 |"), "{t}");
-        assert!(t.contains("| elastic | read-alone | 0.0 | 0.0 | – | 0.00 | – |"), "{t}");
-        assert!(t.contains("| elastic | whole run | 19.5 | 23.4 | 1.200 | 19.53 | 1.200 |"), "{t}");
+        assert!(
+            t.contains("| static | fill | 4.9 | 5.9 | 1.200 | 4.88 | 1.200 | 9.77 | 2.44 | 75 % |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| elastic | read-alone | 0.0 | 0.0 | – | 0.00 | – | 0.00 | 0.00 | – |"),
+            "{t}"
+        );
+        assert!(t.contains("| elastic | whole run | 19.5 | 23.4 | 1.200 | 19.53 | 1.200 | 39.06 | 9.77 | 75 % |"), "{t}");
         let counted = TenantWorkload { ops: Some(256), ..w.clone() };
         let t = markdown(&results(&counted, &c, &[]));
         assert!(t.contains("; timed phases 256 operations per tenant;"), "{t}");

@@ -246,6 +246,9 @@ pub(crate) struct Timing {
     queues: usize,
     /// Completions posted, by how late (atomics: read without the lock).
     lateness: Lateness,
+    /// Bytes of written data host reads found in the buffer, not yet
+    /// programmed (served without a die read), over the controller's life.
+    buffer_reads: std::sync::atomic::AtomicU64,
 }
 
 impl Timing {
@@ -274,6 +277,7 @@ impl Timing {
             ns,
             queues,
             lateness: Lateness::default(),
+            buffer_reads: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -322,6 +326,17 @@ impl Timing {
         for (cqe, op) in batch.drain(..) {
             sim.submit(sqid, cqid, cqe, op);
         }
+        let buffered = sim.take_buffer_reads();
+        if buffered > 0 {
+            self.buffer_reads.fetch_add(buffered, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes of written data that host reads (Read, Copy sources) took
+    /// from the write buffer so far, the data not yet programmed: no die
+    /// read served them, so they are not media reads.
+    pub fn buffer_read_bytes(&self) -> u64 {
+        self.buffer_reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Moves the completions of `cqid` whose time has come into `out`. On

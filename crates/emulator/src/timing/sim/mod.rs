@@ -145,6 +145,10 @@ pub(crate) struct Sim {
     commands: u64,
     /// Resets of zones holding data so far (draws of the erase time).
     resets: u64,
+    /// Bytes of written data that host reads (Read, Copy sources) found
+    /// still in the buffer, not yet programmed, since last taken
+    /// ([`Sim::take_buffer_reads`]): served without a die read.
+    buffer_reads: u64,
     /// Segments (namespaces with an FTL) whose reclaimed incarnations'
     /// erases are pending, by incarnation: programs of later incarnations
     /// wait in `parked`.
@@ -189,12 +193,19 @@ impl Sim {
             completions: 0,
             commands: 0,
             resets: 0,
+            buffer_reads: 0,
             blocked: BTreeMap::new(),
             parked: BTreeMap::new(),
             retired: BTreeMap::new(),
             trace: None,
             p,
         }
+    }
+
+    /// Bytes host reads took from the buffer since the last call (data
+    /// written but not yet programmed: no die read), and resets the count.
+    pub fn take_buffer_reads(&mut self) -> u64 {
+        std::mem::take(&mut self.buffer_reads)
     }
 
     /// Installs (or with `None` removes) the sink of trace events.

@@ -169,6 +169,15 @@ impl Sim {
         }
     }
 
+    /// Counts the bytes of written `runs` that `pieces` (their die reads)
+    /// leave out: data still in the buffer.
+    fn count_buffer_reads(&mut self, nsid: u32, runs: &[(u64, u64)], pieces: &[Piece]) {
+        let written: u64 =
+            runs.iter().map(|&(_, n)| n).sum::<u64>() * self.geometry(nsid).block_bytes;
+        let sensed: u64 = pieces.iter().map(|p| p.bytes).sum();
+        self.buffer_reads += written.saturating_sub(sensed);
+    }
+
     pub(super) fn plan(&mut self, op: Op) -> Vec<Step> {
         let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Copy { .. });
         let hk = if data { self.housekeeping() } else { 0 };
@@ -195,6 +204,7 @@ impl Sim {
                 s.push(Step::unit(p.read));
                 let mut pieces = Vec::new();
                 self.pieces(nsid, runs.as_slice(), &mut pieces);
+                self.count_buffer_reads(nsid, runs.as_slice(), &pieces);
                 s.push(Step::Read(pieces));
                 s.push(Step::LinkOut(blocks * self.geometry(nsid).block_bytes));
                 let _ = lba;
@@ -249,6 +259,7 @@ impl Sim {
                 s.push(Step::Unit { ns: p.other + open, ahead: p.write_overlap });
                 let mut pieces = Vec::new();
                 self.pieces(nsid, &sources, &mut pieces);
+                self.count_buffer_reads(nsid, &sources, &pieces);
                 s.push(Step::Read(pieces));
                 if flash > 0 {
                     s.push(Step::Admit(flash));
