@@ -98,6 +98,28 @@ pub fn device_wafs(r: &Value) -> BTreeMap<String, f64> {
     out
 }
 
+/// The tenants' read phases, where the share of reads the drive served
+/// from its write buffer decides much of the readers' figures.
+const READ_PHASES: [&str; 2] = ["read-alone", "read-beside-writers"];
+
+/// The share of the guest kernel's reads the drive served from its write
+/// buffer (data not yet programmed: no die read), by read phase and mode
+/// of a tenants' report (`"read-alone elastic"`); empty for other reports.
+pub fn buffer_read_shares(r: &Value) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    if let Some(modes) = r["tenants"]["modes"].as_object() {
+        for p in READ_PHASES {
+            for (m, v) in modes {
+                let share = &v["device"]["phases"][p]["read_share_from_drive_buffer"];
+                if let Some(x) = share.as_f64() {
+                    out.insert(format!("{p} {m}"), x);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The runs' factors in the order they first appear, each with the
 /// indexes of its runs.
 fn groups(runs: &[(f64, Value, String)]) -> Vec<(f64, Vec<usize>)> {
@@ -174,6 +196,7 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
         "late_completions": per_run(&|r| r["late_completions"].clone()),
         "guest_clock_dilated": runs.iter().any(|(_, r, _)| r["clock"]["guest_clock_dilated"] == true),
         "device_waf": per_run(&|r| json!(device_wafs(r))),
+        "reads_from_drive_buffer": per_run(&|r| json!(buffer_read_shares(r))),
         "tolerance": TOLERANCE,
         "ratios": rows,
         "all_agree": if compared { json!(all_agree) } else { Value::Null },
@@ -259,6 +282,23 @@ pub fn markdown(c: &Value) -> String {
         let _ = writeln!(
             s,
             "\n{}: device WAF over the whole run: {}.",
+            label(i, run_factors[i]),
+            each.join(", ")
+        );
+    }
+    // Reports from before the count have none.
+    let shares = c["reads_from_drive_buffer"].as_array().cloned().unwrap_or_default();
+    for (i, v) in shares.iter().enumerate().take(run_factors.len()) {
+        let Some(v) = v.as_object().filter(|v| !v.is_empty()) else { continue };
+        let each: Vec<String> = v
+            .iter()
+            .map(|(k, x)| {
+                format!("{k} {}", x.as_f64().map_or("–".into(), |x| format!("{:.0} %", x * 100.0)))
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "\n{}: the guest's reads the drive served from its write buffer: {}.",
             label(i, run_factors[i]),
             each.join(", ")
         );
@@ -442,7 +482,7 @@ mod tests {
         assert!(device_wafs(&r).is_empty());
         let mut r2 = r.clone();
         r2["tenants"]["modes"]["static"]["device"] = json!({"whole_run": {"device_waf": 1.004}});
-        let c = compare(&[(128.0, r, String::new()), (256.0, r2, String::new())]);
+        let c = compare(&[(128.0, r, String::new()), (256.0, r2.clone(), String::new())]);
         assert_eq!(c["device_waf"][1]["tenants static"], 1.004);
         let t = markdown(&c);
         assert!(
@@ -450,5 +490,23 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("F = 128: device WAF"), "{t}");
+        assert!(!t.contains("write buffer"), "{t}");
+        // The read phases' share of reads from the drive's buffer, per run.
+        let mut r3 = r2.clone();
+        let share = |x: f64| json!({"read_share_from_drive_buffer": x});
+        r3["tenants"]["modes"]["elastic"]["device"] =
+            json!({"phases": {"read-alone": share(0.544), "fill": share(1.0)}});
+        r3["tenants"]["modes"]["static"]["device"]["phases"] =
+            json!({"read-alone": share(0.228), "read-beside-writers": share(0.2)});
+        assert_eq!(buffer_read_shares(&r3).len(), 3);
+        let c = compare(&[(256.0, r2, String::new()), (512.0, r3, String::new())]);
+        let t = markdown(&c);
+        assert!(
+            t.contains(
+                "\nF = 512: the guest's reads the drive served from its write buffer: \
+                 read-alone elastic 54 %, read-alone static 23 %, read-beside-writers static 20 %.\n"
+            ),
+            "{t}"
+        );
     }
 }
