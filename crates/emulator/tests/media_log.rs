@@ -101,10 +101,9 @@ fn media_written(h: &mut Harness) -> u128 {
         .media_bytes_written
 }
 
-#[test]
-fn a_timed_finish_programs_its_padding_and_the_media_count_it() {
-    // The ZN540's timing model pads a finished zone's rest through its
-    // write path, so the media take the padding as they take data.
+/// The ZN540's timing model on 8 zones of 768 blocks (one stripe of its
+/// 32 dies), null media, on the virtual clock.
+fn timed_zn540() -> Harness {
     let mut p = Profile::by_name("zn540").unwrap();
     let ns = p.namespaces.iter_mut().find(|n| n.kind == NamespaceKind::Zoned).unwrap();
     (ns.zones, ns.zone_size, ns.zone_capacity) = (8, 1024, 768);
@@ -114,7 +113,14 @@ fn a_timed_finish_programs_its_padding_and_the_media_count_it() {
         .clock(ClockMode::Virtual)
         .build(memory.clone())
         .unwrap();
-    let mut h = Harness::start(ctrl, memory, 32).unwrap();
+    Harness::start(ctrl, memory, 32).unwrap()
+}
+
+#[test]
+fn a_timed_finish_programs_its_padding_and_the_media_count_it() {
+    // The ZN540's timing model pads a finished zone's rest through its
+    // write path, so the media take the padding as they take data.
+    let mut h = timed_zn540();
     let buf = h.buffer(4096);
     ok(&mut h, ReadWrite::new(1, 0, 1).write().unwrap(), buf.addr());
     assert_eq!(media_written(&mut h), BS);
@@ -152,16 +158,7 @@ fn a_timed_read_of_data_not_yet_programmed_is_no_media_read() {
     // Zones cut down to one stripe of the ZN540 (32 dies x 96 KiB): a
     // zone's data waits in the drive until the zone is full, and reads of
     // it come from there, not from the dies.
-    let mut p = Profile::by_name("zn540").unwrap();
-    let ns = p.namespaces.iter_mut().find(|n| n.kind == NamespaceKind::Zoned).unwrap();
-    (ns.zones, ns.zone_size, ns.zone_capacity) = (8, 1024, 768);
-    let memory = ProcessMemory::new();
-    let ctrl = Emulator::with_profile(p)
-        .media(MediaChoice::Null)
-        .clock(ClockMode::Virtual)
-        .build(memory.clone())
-        .unwrap();
-    let mut h = Harness::start(ctrl, memory, 32).unwrap();
+    let mut h = timed_zn540();
     let buf = h.buffer(32 * 4096);
     let list = h.buffer(4096);
     let entries: Vec<u8> = (1..32u64).flat_map(|i| (buf.addr() + i * 4096).to_le_bytes()).collect();
