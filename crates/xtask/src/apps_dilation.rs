@@ -98,17 +98,15 @@ pub fn device_wafs(r: &Value) -> BTreeMap<String, f64> {
     out
 }
 
-/// The tenants' read phases, where the share of reads the drive served
-/// from its write buffer decides much of the readers' figures.
-const READ_PHASES: [&str; 2] = ["read-alone", "read-beside-writers"];
-
 /// The share of the guest kernel's reads the drive served from its write
 /// buffer (data not yet programmed: no die read), by read phase and mode
 /// of a tenants' report (`"read-alone elastic"`); empty for other reports.
 pub fn buffer_read_shares(r: &Value) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     if let Some(modes) = r["tenants"]["modes"].as_object() {
-        for p in READ_PHASES {
+        // The read phases, where the share decides much of the readers'
+        // figures.
+        for p in crate::apps_tenants::PHASES.iter().filter(|p| p.starts_with("read")) {
             for (m, v) in modes {
                 let share = &v["device"]["phases"][p]["read_share_from_drive_buffer"];
                 if let Some(x) = share.as_f64() {
@@ -269,40 +267,24 @@ pub fn markdown(c: &Value) -> String {
             format!("F = {f}")
         }
     };
-    for (i, w) in
-        c["device_waf"].as_array().into_iter().flatten().enumerate().take(run_factors.len())
-    {
-        let Some(w) = w.as_object().filter(|w| !w.is_empty()) else { continue };
-        let each: Vec<String> = w
-            .iter()
-            .map(|(side, v)| {
-                format!("{side} {}", v.as_f64().map_or("–".into(), |x| format!("{x:.3}")))
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "\n{}: device WAF over the whole run: {}.",
-            label(i, run_factors[i]),
-            each.join(", ")
-        );
-    }
-    // Reports from before the count have none.
-    let shares = c["reads_from_drive_buffer"].as_array().cloned().unwrap_or_default();
-    for (i, v) in shares.iter().enumerate().take(run_factors.len()) {
-        let Some(v) = v.as_object().filter(|v| !v.is_empty()) else { continue };
-        let each: Vec<String> = v
-            .iter()
-            .map(|(k, x)| {
-                format!("{k} {}", x.as_f64().map_or("–".into(), |x| format!("{:.0} %", x * 100.0)))
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "\n{}: the guest's reads the drive served from its write buffer: {}.",
-            label(i, run_factors[i]),
-            each.join(", ")
-        );
-    }
+    // One line a run for each per-run map of figures (reports from before
+    // a figure existed have none).
+    let mut per_run = |key: &str, what: &str, fmt: &dyn Fn(&Value) -> String| {
+        let runs = c[key].as_array().into_iter().flatten().enumerate().take(run_factors.len());
+        for (i, v) in runs {
+            let Some(v) = v.as_object().filter(|v| !v.is_empty()) else { continue };
+            let each: Vec<String> = v.iter().map(|(k, x)| format!("{k} {}", fmt(x))).collect();
+            let _ = writeln!(s, "\n{}: {what}: {}.", label(i, run_factors[i]), each.join(", "));
+        }
+    };
+    per_run("device_waf", "device WAF over the whole run", &|v| {
+        v.as_f64().map_or("–".into(), |x| format!("{x:.3}"))
+    });
+    per_run(
+        "reads_from_drive_buffer",
+        "the guest's reads the drive served from its write buffer",
+        &crate::apps_tenants::pct_of,
+    );
     let late = c["late_completions"].as_array().cloned().unwrap_or_default();
     for (i, l) in late.iter().enumerate().take(run_factors.len()) {
         for line in l.as_array().into_iter().flatten().filter_map(Value::as_str) {

@@ -246,7 +246,9 @@ mode_counters() {{
     device_counters $1
     n=0; r=0
     for d in $DISKS; do
-        n=$((n + $(awk '{{print $7}}' /sys/block/$d/stat))); r=$((r + $(awk '{{print $3}}' /sys/block/$d/stat)))
+        # Fields 3 and 7: sectors read and written (one read of the file).
+        read -r _r1 _r2 rs _r4 _w1 _w2 ws _rest < /sys/block/$d/stat
+        n=$((n + ws)); r=$((r + rs))
     done
     apps_stat $1 host_sectors $n
     apps_stat $1 host_read_sectors $r
@@ -505,7 +507,7 @@ fn pct(v: &Value) -> String {
 }
 
 /// A share (0 to 1) as a percentage.
-fn pct_of(v: &Value) -> String {
+pub(crate) fn pct_of(v: &Value) -> String {
     v.as_f64().map(|x| format!("{:.0} %", x * 100.0)).unwrap_or_else(|| "–".into())
 }
 
