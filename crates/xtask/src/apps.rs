@@ -263,6 +263,14 @@ pub struct Args {
     #[arg(long, value_name = "N", verbatim_doc_comment, help_heading = "Tenants (eZNS)",
           value_parser = zone_scale)]
     tn_zone_scale: Option<u32>,
+    /// KiB the base drive's zones rotate over its 32 dies in (a divisor
+    /// of the 96 KiB program unit; default 96: a zone keeps at most one
+    /// unit unprogrammed; 32, the zn540 profile's, stages a whole 3 MiB
+    /// stripe, which is all of a cut-down zone until it is full, so reads
+    /// of a tenant's recent data come from the drive's buffer)
+    #[arg(long, value_name = "KIB", verbatim_doc_comment, help_heading = "Tenants (eZNS)",
+          value_parser = stripe_kib)]
+    tn_stripe_kib: Option<u32>,
     /// Serve every device on a clock dilated F times (F >= 1): each
     /// modelled duration lasts F times longer, for a guest F times slower
     /// than the machine the model stands for; the guest's slowdown is
@@ -379,6 +387,16 @@ fn zone_scale(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--tn-stripe-kib`: at least 4 KiB and a divisor of the program unit
+/// (what the timing model accepts).
+fn stripe_kib(s: &str) -> Result<u32, String> {
+    let unit = apps_tenants::PROGRAM_UNIT_KIB;
+    match s.parse::<u32>() {
+        Ok(k) if k >= 4 && unit.is_multiple_of(k) => Ok(k),
+        _ => Err(format!("{s:?}: at least 4 and a divisor of the {unit} KiB program unit")),
+    }
+}
+
 /// `--dilation`: one factor.
 fn dilation(v: &str) -> Result<f64, String> {
     match factors(v)?[..] {
@@ -440,6 +458,7 @@ impl Args {
                 .tn_ops
                 .or((self.guest_clock && self.tn_seconds.is_none()).then_some(GUEST_CLOCK_TN_OPS));
             tw.device_bound = self.device_bound;
+            tw.stripe_kib = self.tn_stripe_kib.unwrap_or(tw.stripe_kib);
             tw
         });
         let fs = match &self.fs {
@@ -943,7 +962,10 @@ fn servers_and_script(opts: &Options, p: &Prepared, dilation: Option<f64>) -> Re
     let names: Vec<String> = p.modules.iter().map(|m| m.name.clone()).collect();
     if let Some(tw) = &opts.tenants {
         let base_toml = p.dir.join("apps-tenants-base.toml");
-        let text = profile("apps-tenants", &apps_tenants::base_namespace());
+        let text = apps_tenants::with_zone_stripe(
+            &profile("apps-tenants", &apps_tenants::base_namespace()),
+            tw.stripe_kib,
+        );
         fs::write(&base_toml, text).map_err(|e| Error::io(&base_toml, e))?;
         let meta = meta_device(&p.dir, dilation)?;
         let mut servers = Vec::new();
@@ -1873,6 +1895,9 @@ mod tests {
         let t = p(&["--tenants", "--smoke", "--tn-seconds", "3", "--seed", "4"]).unwrap().unwrap();
         let tw = t.tenants.unwrap();
         assert_eq!((tw.num, tw.seconds, tw.seed), (4096, 3, 4));
+        assert_eq!(tw.stripe_kib, 96, "whole program units by default");
+        let chunked = p(&["--tenants", "--tn-stripe-kib", "32"]).unwrap().unwrap();
+        assert_eq!(chunked.tenants.unwrap().stripe_kib, 32);
         assert!(p(&[]).unwrap().unwrap().tenants.is_none());
         assert_eq!(p(&["--dilation", "8"]).unwrap().unwrap().dilations, [8.0]);
         assert_eq!(p(&["--dilations", "2, 16"]).unwrap().unwrap().dilations, [2.0, 16.0]);
@@ -1987,6 +2012,8 @@ mod tests {
             (&["--tn-num", "x"], "--tn-num"),
             (&["--tn-seconds", "-3"], "--tn-seconds"),
             (&["--tn-zone-scale", "3"], "--tn-zone-scale"),
+            (&["--tn-stripe-kib", "64"], "--tn-stripe-kib"),
+            (&["--tn-stripe-kib", "2"], "--tn-stripe-kib"),
             (&["--dilation", "0"], "--dilation"),
             (&["--dilations", "8"], "--dilations"),
             (&["--timeout", "soon"], "--timeout"),
@@ -2004,6 +2031,16 @@ mod tests {
             assert!(t.contains("[timing]") && t.contains("zone_stripe_dies = 32"), "{t}");
         }
         assert!(zns_profile().contains("zone_capacity = 768"));
+        let base = apps_tenants::with_zone_stripe(
+            &profile("apps-tenants", &apps_tenants::base_namespace()),
+            96,
+        );
+        assert_eq!(base.matches("zone_stripe_kib").count(), 1, "{base}");
+        assert!(base.contains("[timing]\nzone_stripe_kib = 96\n"), "{base}");
+        assert_eq!(
+            base.lines().count(),
+            profile("x", &apps_tenants::base_namespace()).lines().count()
+        );
         assert!(conv_profile().contains("segment_blocks = 768"));
     }
 

@@ -80,6 +80,9 @@ pub struct TenantWorkload {
     pub seed: u64,
     /// db_bench bound to the device ([`apps_guest::DEVICE_BOUND`]).
     pub device_bound: bool,
+    /// KiB a base zone's data rotates over the drive's dies in (the
+    /// timing model's `zone_stripe_kib`, a divisor of the program unit).
+    pub stripe_kib: u32,
 }
 
 impl TenantWorkload {
@@ -96,6 +99,7 @@ impl TenantWorkload {
             active_zones: 8,
             seed,
             device_bound: false,
+            stripe_kib: PROGRAM_UNIT_KIB,
         }
     }
 
@@ -111,6 +115,15 @@ impl TenantWorkload {
         (self.num * (16 + self.value_size as u64)) as f64 / (1u64 << 20) as f64
     }
 }
+
+/// The ZN540 model's program unit in KiB (16 KiB pages, 2 planes, TLC):
+/// the tenants' base zones rotate over the dies in whole units by
+/// default. A zone then stages at most one unit that its die has not
+/// programmed, where the profile's 32 KiB chunks stage a whole stripe
+/// (32 dies' units, 3 MiB): on a real zone of 1,077 MiB a sliver, on the
+/// cut-down zones of 3 MiB their whole data until they are full, so that
+/// the tenants' reads of their recent data would be served by the buffer.
+pub const PROGRAM_UNIT_KIB: u32 = 96;
 
 /// The base device's active zones: room for four tenants' shares.
 pub const BASE_ACTIVE: u32 = 96;
@@ -151,6 +164,29 @@ tick_ms = 50
     }
     s
 }
+
+/// The device profile `profile` (with a `[timing]` table) with its
+/// zones' data rotating over the dies in `stripe_kib` KiB
+/// (`zone_stripe_kib`, set first in the table).
+pub fn with_zone_stripe(profile: &str, stripe_kib: u32) -> String {
+    let mut s = String::with_capacity(profile.len() + 24);
+    for line in profile.lines() {
+        let key = line.trim_start();
+        if key.starts_with("zone_stripe_kib") {
+            continue;
+        }
+        s.push_str(line);
+        s.push('\n');
+        if key == "[timing]" {
+            let _ = writeln!(s, "zone_stripe_kib = {stripe_kib}");
+        }
+    }
+    s
+}
+
+/// Stripe unit of the zn540 profile, which reports written before
+/// `base_zone_stripe_kib` was recorded had.
+const PROFILE_STRIPE_KIB: u64 = 32;
 
 /// The base device's namespace: the apps profile's 4 MiB zones of 3 MiB
 /// capacity, with active zones for four tenants' shares.
@@ -407,6 +443,7 @@ pub fn results(w: &TenantWorkload, all: &Collected, configs: &[(String, String)]
         "tenant_active_zones": w.active_zones,
         "seed": w.seed,
         "device_bound": w.device_bound,
+        "base_zone_stripe_kib": w.stripe_kib,
         "configs": configs.iter().map(|(m, t)| (m.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
         "modes": modes,
     })
@@ -527,7 +564,8 @@ pub fn markdown(r: &Value) -> String {
     let _ = writeln!(
         s,
         "Four tenants, each an f2fs with db_bench ({} keys of 16 + {} bytes, {:.1} MiB), \
-         {} logical zones and {} active; timed phases {}; base device {} zones, {} active.\n",
+         {} logical zones and {} active; timed phases {}; base device {} zones, {} active, \
+         striped over its dies in {} KiB.\n",
         r["keys_per_tenant"],
         r["value_size"],
         r["db_mib_per_tenant"].as_f64().unwrap_or(0.0),
@@ -536,6 +574,7 @@ pub fn markdown(r: &Value) -> String {
         timed_phases(r),
         r["base_zones"],
         r["base_active_zones"],
+        r["base_zone_stripe_kib"].as_u64().unwrap_or(PROFILE_STRIPE_KIB),
     );
     s.push_str("| mode | phase | tenant | benchmark | ops/s | MB/s | p99 (µs) | p99.9 (µs) |\n");
     s.push_str("|---|---|---|---|---:|---:|---:|---:|\n");
@@ -626,6 +665,19 @@ mod tests {
             "{narrow}"
         );
         assert!(base_namespace().contains(&format!("max_active = {BASE_ACTIVE}")));
+    }
+
+    #[test]
+    fn the_base_zones_stripe_set_once_at_the_top_of_the_timing_table() {
+        let profile =
+            "[controller]\nserial = \"x\"\n[timing]\npage_kib = 16\nzone_stripe_kib = 32\n";
+        let s = with_zone_stripe(profile, 96);
+        assert_eq!(
+            s,
+            "[controller]\nserial = \"x\"\n[timing]\nzone_stripe_kib = 96\npage_kib = 16\n"
+        );
+        let absent = with_zone_stripe("[timing]\npage_kib = 16\n", 48);
+        assert_eq!(absent, "[timing]\nzone_stripe_kib = 48\npage_kib = 16\n");
     }
 
     #[test]
