@@ -271,6 +271,12 @@ pub struct Args {
     #[arg(long, value_name = "KIB", verbatim_doc_comment, help_heading = "Tenants (eZNS)",
           value_parser = stripe_kib)]
     tn_stripe_kib: Option<u32>,
+    /// MiB tenant `a` writes, then deletes, through each of its f2fs's
+    /// data logs (warm, cold, hot) before the read phases, so its
+    /// database is read from the dies, not from the units the overwrite
+    /// just before left in the drive's staging (default 4; 0: none)
+    #[arg(long, value_name = "MIB", verbatim_doc_comment, help_heading = "Tenants (eZNS)")]
+    tn_filler_mib: Option<u32>,
     /// Serve every device on a clock dilated F times (F >= 1): each
     /// modelled duration lasts F times longer, for a guest F times slower
     /// than the machine the model stands for; the guest's slowdown is
@@ -459,6 +465,7 @@ impl Args {
                 .or((self.guest_clock && self.tn_seconds.is_none()).then_some(GUEST_CLOCK_TN_OPS));
             tw.device_bound = self.device_bound;
             tw.stripe_kib = self.tn_stripe_kib.unwrap_or(tw.stripe_kib);
+            tw.filler_mib = self.tn_filler_mib.unwrap_or(tw.filler_mib);
             tw
         });
         let fs = match &self.fs {
@@ -1898,6 +1905,9 @@ mod tests {
         assert_eq!(tw.stripe_kib, 96, "whole program units by default");
         let chunked = p(&["--tenants", "--tn-stripe-kib", "32"]).unwrap().unwrap();
         assert_eq!(chunked.tenants.unwrap().stripe_kib, 32);
+        assert_eq!(tw.filler_mib, apps_tenants::FILLER_MIB, "filler before the reads by default");
+        let unfilled = p(&["--tenants", "--tn-filler-mib", "0"]).unwrap().unwrap();
+        assert_eq!(unfilled.tenants.unwrap().filler_mib, 0);
         assert!(p(&[]).unwrap().unwrap().tenants.is_none());
         assert_eq!(p(&["--dilation", "8"]).unwrap().unwrap().dilations, [8.0]);
         assert_eq!(p(&["--dilations", "2, 16"]).unwrap().unwrap().dilations, [2.0, 16.0]);
@@ -2014,6 +2024,7 @@ mod tests {
             (&["--tn-zone-scale", "3"], "--tn-zone-scale"),
             (&["--tn-stripe-kib", "64"], "--tn-stripe-kib"),
             (&["--tn-stripe-kib", "2"], "--tn-stripe-kib"),
+            (&["--tn-filler-mib", "lots"], "--tn-filler-mib"),
             (&["--dilation", "0"], "--dilation"),
             (&["--dilations", "8"], "--dilations"),
             (&["--timeout", "soon"], "--timeout"),

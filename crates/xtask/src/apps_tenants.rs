@@ -14,7 +14,9 @@
 //! 3. `overwrite-alone`: overwrite on `a` alone, the others idle (their
 //!    filesystems mounted, doing nothing): ballooning's case, a busy
 //!    tenant that may borrow the idle tenants' spares;
-//! 4. `read-alone`: readrandom on `a`, the others idle;
+//! 4. `read-alone`: readrandom on `a`, the others idle, once `a`'s
+//!    database is settled (compacted whole, filler
+//!    written and deleted: [`FILLER_MIB`]) so that it reads from the dies;
 //! 5. `read-beside-writers`: readrandom on `a` while `b`, `c` and `d`
 //!    overwrite: isolation's case, a light reader beside heavy writers.
 //!
@@ -83,6 +85,9 @@ pub struct TenantWorkload {
     /// KiB a base zone's data rotates over the drive's dies in (the
     /// timing model's `zone_stripe_kib`, a divisor of the program unit).
     pub stripe_kib: u32,
+    /// MiB tenant `a` writes, then deletes, through each of its f2fs's
+    /// data logs before the read phases ([`FILLER_MIB`]; 0: none).
+    pub filler_mib: u32,
 }
 
 impl TenantWorkload {
@@ -100,6 +105,7 @@ impl TenantWorkload {
             seed,
             device_bound: false,
             stripe_kib: PROGRAM_UNIT_KIB,
+            filler_mib: FILLER_MIB,
         }
     }
 
@@ -124,6 +130,22 @@ impl TenantWorkload {
 /// cut-down zones of 3 MiB their whole data until they are full, so that
 /// the tenants' reads of their recent data would be served by the buffer.
 pub const PROGRAM_UNIT_KIB: u32 = 96;
+
+/// MiB of filler per f2fs data log that tenant `a` writes and deletes
+/// before the read phases, so that the database it then reads lies on
+/// the dies rather than in the drive's staging. A logical zone of the
+/// widest group keeps [`MAX_WIDTH`] physical zones open, each with up to
+/// one unprogrammed [`PROGRAM_UNIT_KIB`] unit (768 KiB in all); the
+/// overwrite phase that runs just before leaves `a`'s newest tables in
+/// those units, and how much of the database that is varies from run to
+/// run with where its compactions and zone ends fell. 4 MiB moves every
+/// physical zone of the log on by more than a unit.
+pub const FILLER_MIB: u32 = 4;
+
+/// The f2fs data logs a file's data goes to by its name, with
+/// mkfs.f2fs's default extension lists: warm (no extension on a list),
+/// cold (`iso` is on the cold list) and hot (`db` is on the hot list).
+pub const FILLER_FILES: [&str; 3] = ["filler", "filler.iso", "filler.db"];
 
 /// The base device's active zones: room for four tenants' shares.
 pub const BASE_ACTIVE: u32 = 96;
@@ -309,6 +331,9 @@ run mount-{mode}-{t} mount -t f2fs /dev/$META /mnt/{mode}-{t}
         );
     }
     for p in PHASES {
+        if p == "read-alone" {
+            s.push_str(&settle_lines(mode, w));
+        }
         s.push_str("sync; echo 3 > /proc/sys/vm/drop_caches\n");
         // The others idle long enough for the arbiter to see it (idle_ms),
         // counted from the sync's last write.
@@ -342,6 +367,36 @@ rc=$(cat /tmp/tn-{t}.rc); if [ "$rc" != 0 ]; then fail=1; say "FAILED tenants-{m
     s.push_str("mode_counters end\n");
     let _ = writeln!(s, "run disconnect-{mode} nvme disconnect -n {nqn}");
     s
+}
+
+/// The guest's lines that settle tenant `a`'s database of `mode` before
+/// the read phases, after the counters of the phase before and before
+/// those of the reads, so no phase counts their writes (the whole run's
+/// device WAF does): db_bench compacts the whole database, the memtable
+/// the overwrite left in the log included, and returns when it is done
+/// (else the reader's own open would flush that memtable and compact
+/// what the overwrite left pending, and read the new tables from where
+/// the drive stages them; `waitforcompaction` would first sleep 5 s of
+/// the guest's clock, F times longer on a dilated one), then
+/// [`FILLER_FILES`] of `w.filler_mib` MiB each, fsynced and deleted.
+/// Both modes read the same shape of database, one whose shape does not
+/// depend on where the overwrite's compactions stopped. Nothing when
+/// `w.filler_mib` is 0.
+fn settle_lines(mode: &str, w: &TenantWorkload) -> String {
+    if w.filler_mib == 0 {
+        return String::new();
+    }
+    let dir = format!("/mnt/{mode}-a");
+    let files = FILLER_FILES.map(|f| format!("{dir}/{f}")).join(" ");
+    format!(
+        "# a's database settled, and its newest data out of the drive's staging.\n\
+         run compact-{mode}-a {}\n\
+         run filler-{mode}-a sh -c 'for f in {files}; do \
+         dd if=/dev/zero of=$f bs=1M count={n} conv=fsync status=none || exit 1; done'\n\
+         run filler-rm-{mode}-a rm {files}\n",
+        db_bench(mode, "a", w, "--benchmarks=compact --use_existing_db=1"),
+        n = w.filler_mib
+    )
 }
 
 /// The tenants' db_bench lines: (mode, phase, tenant) -> lines.
@@ -444,6 +499,7 @@ pub fn results(w: &TenantWorkload, all: &Collected, configs: &[(String, String)]
         "seed": w.seed,
         "device_bound": w.device_bound,
         "base_zone_stripe_kib": w.stripe_kib,
+        "read_filler_mib_per_log": w.filler_mib,
         "configs": configs.iter().map(|(m, t)| (m.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
         "modes": modes,
     })
@@ -565,7 +621,7 @@ pub fn markdown(r: &Value) -> String {
         s,
         "Four tenants, each an f2fs with db_bench ({} keys of 16 + {} bytes, {:.1} MiB), \
          {} logical zones and {} active; timed phases {}; base device {} zones, {} active, \
-         striped over its dies in {} KiB.\n",
+         striped over its dies in {} KiB; {}.\n",
         r["keys_per_tenant"],
         r["value_size"],
         r["db_mib_per_tenant"].as_f64().unwrap_or(0.0),
@@ -575,6 +631,10 @@ pub fn markdown(r: &Value) -> String {
         r["base_zones"],
         r["base_active_zones"],
         r["base_zone_stripe_kib"].as_u64().unwrap_or(PROFILE_STRIPE_KIB),
+        match r["read_filler_mib_per_log"].as_u64().unwrap_or(0) {
+            0 => "no filler before the reads".to_string(),
+            n => format!("before the reads `a` wrote and deleted {n} MiB through each data log"),
+        },
     );
     s.push_str("| mode | phase | tenant | benchmark | ops/s | MB/s | p99 (µs) | p99.9 (µs) |\n");
     s.push_str("|---|---|---|---|---:|---:|---:|---:|\n");
@@ -748,6 +808,23 @@ mod tests {
             at("umount-static-d") < at("mode_counters end")
                 && at("mode_counters end") < at("nvme disconnect")
         );
+        // The filler: on a, every data log, fsynced, deleted; between the
+        // counters of the overwrite before and those of the reads.
+        let flush = at("run compact-static-a db_bench --db=/mnt/static-a/db ");
+        let filler = at("run filler-static-a sh -c 'for f in /mnt/static-a/filler ");
+        assert!(at("sync; mode_counters after-overwrite-alone\n") < flush, "{s}");
+        assert!(flush < filler, "{s}");
+        assert!(s.contains(" --benchmarks=compact --use_existing_db=1\n"), "{s}");
+        assert!(filler < at("run filler-rm-static-a rm /mnt/static-a/filler "), "{s}");
+        assert!(at("run filler-rm-static-a") < at("mode_counters before-read-alone\n"), "{s}");
+        let files = "/mnt/static-a/filler /mnt/static-a/filler.iso /mnt/static-a/filler.db";
+        assert!(s.contains(&format!("for f in {files}; do dd ")), "{s}");
+        assert!(s.contains(&format!("rm {files}\n")), "{s}");
+        assert!(s.contains("bs=1M count=4 conv=fsync"), "{s}");
+        assert_eq!(s.matches("run filler-").count(), 2, "once, before the first reads");
+        assert_eq!(s.matches("run compact-").count(), 1, "once, before the first reads");
+        let unfilled = mode_lines("static", 4430, &TenantWorkload { filler_mib: 0, ..w }, 8.0);
+        assert!(!unfilled.contains("filler") && !unfilled.contains("run compact-"), "{unfilled}");
     }
 
     #[test]
@@ -832,6 +909,15 @@ mod tests {
         let counted = TenantWorkload { ops: Some(256), ..w.clone() };
         let t = markdown(&results(&counted, &c, &[]));
         assert!(t.contains("; timed phases 256 operations per tenant;"), "{t}");
+        assert!(
+            t.contains(
+                "96 KiB; before the reads `a` wrote and deleted 4 MiB through each data log.\n"
+            ),
+            "{t}"
+        );
+        let unfilled = TenantWorkload { filler_mib: 0, ..w.clone() };
+        let t = markdown(&results(&unfilled, &c, &[]));
+        assert!(t.contains("96 KiB; no filler before the reads.\n"), "{t}");
         c.tenants.lines.remove(&("static".into(), "fill".into(), "c".into()));
         let r = results(&w, &c, &[]);
         assert_eq!(missing(&r, &w).len(), 4, "{:?}", missing(&r, &w));
