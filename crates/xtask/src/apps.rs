@@ -272,9 +272,11 @@ pub struct Args {
           value_parser = stripe_kib)]
     tn_stripe_kib: Option<u32>,
     /// MiB tenant `a` writes, then deletes, through each of its f2fs's
-    /// data logs (warm, cold, hot) before the read phases, so its
-    /// database is read from the dies, not from the units the overwrite
-    /// just before left in the drive's staging (default 4; 0: none)
+    /// data logs (warm, cold, hot) before the read phases, once db_bench
+    /// has compacted its database whole, so the database is read from
+    /// the dies, not from the units the overwrite just before left in the
+    /// drive's staging (default 4; 0 leaves out the compaction and the
+    /// filler both)
     #[arg(long, value_name = "MIB", verbatim_doc_comment, help_heading = "Tenants (eZNS)")]
     tn_filler_mib: Option<u32>,
     /// Serve every device on a clock dilated F times (F >= 1): each
