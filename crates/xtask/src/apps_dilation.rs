@@ -185,6 +185,7 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
     }
     let per_run =
         |f: &dyn Fn(&Value) -> Value| runs.iter().map(|(_, r, _)| f(r)).collect::<Vec<_>>();
+    let guest_clock = runs.iter().any(|(_, r, _)| r["clock"]["guest_clock_dilated"] == true);
     json!({
         "factors": groups.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
         "runs_per_factor": groups.iter().map(|(_, idx)| idx.len()).collect::<Vec<_>>(),
@@ -192,12 +193,13 @@ pub fn compare(runs: &[(f64, Value, String)]) -> Value {
         "guest_slowdown_vs_host": per_run(&|r| r["clock"]["guest_slowdown_vs_host"].clone()),
         "guest_kernel_slowdown_vs_host": per_run(&|r| r["clock"]["guest_kernel_slowdown_vs_host"].clone()),
         "late_completions": per_run(&|r| r["late_completions"].clone()),
-        "guest_clock_dilated": runs.iter().any(|(_, r, _)| r["clock"]["guest_clock_dilated"] == true),
+        "guest_clock_dilated": guest_clock,
         "device_waf": per_run(&|r| json!(device_wafs(r))),
         "reads_from_drive_buffer": per_run(&|r| json!(buffer_read_shares(r))),
         "tolerance": TOLERANCE,
         "ratios": rows,
         "all_agree": if compared { json!(all_agree) } else { Value::Null },
+        "time_split": crate::apps_host_term::split(runs, guest_clock),
     })
 }
 
@@ -259,6 +261,7 @@ pub fn markdown(c: &Value) -> String {
         }
         None => s.push_str("\nOne factor: its runs' spread, nothing to compare.\n"),
     }
+    s.push_str(&crate::apps_host_term::markdown(&c["time_split"]));
     let label = |i: usize, f: f64| -> String {
         let k = run_factors[..i].iter().filter(|&&g| g == f).count() + 1;
         if repeated {
@@ -472,6 +475,11 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("F = 128: device WAF"), "{t}");
+        // The same times at both factors: on the device's clock alone all
+        // of each is the host's, and no ratio of device parts exists.
+        assert_eq!(c["time_split"]["model"], "t = F d + h", "{c}");
+        assert!(t.contains("| fill | elastic | 33333.3 | 33333.3 | 100 % | 100 % |"), "{t}");
+        assert!(t.contains("| fill ops/s: elastic / static | 1.500 | 1.500 | – |"), "{t}");
         assert!(!t.contains("write buffer"), "{t}");
         // The read phases' share of reads from the drive's buffer, per run.
         let mut r3 = r2.clone();

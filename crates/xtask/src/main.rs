@@ -31,6 +31,7 @@
 mod apps;
 mod apps_dilation;
 mod apps_guest;
+mod apps_host_term;
 mod apps_mysql;
 mod apps_tenants;
 mod apps_tenants_plot;
