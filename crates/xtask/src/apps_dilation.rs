@@ -298,12 +298,12 @@ pub fn markdown(c: &Value) -> String {
 }
 
 /// The smallest and the largest of `v`.
-fn range(v: &[f64]) -> (f64, f64) {
+pub(crate) fn range(v: &[f64]) -> (f64, f64) {
     v.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)))
 }
 
 /// The numbers of a JSON array.
-fn floats(v: &Value) -> Vec<f64> {
+pub(crate) fn floats(v: &Value) -> Vec<f64> {
     v.as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default()
 }
 

@@ -115,7 +115,7 @@ impl Split {
 /// device's parts alone. `Null` with fewer than two factors.
 pub fn split(runs: &[(f64, Value, String)], guest_clock: bool) -> Value {
     let factors: Vec<f64> = runs.iter().map(|(f, _, _)| *f).collect();
-    let (lo, hi) = factors.iter().fold((f64::MAX, f64::MIN), |(l, h), &f| (l.min(f), h.max(f)));
+    let (lo, hi) = crate::apps_dilation::range(&factors);
     if runs.is_empty() || lo == hi {
         return Value::Null;
     }
@@ -195,10 +195,7 @@ pub fn markdown(split: &Value) -> String {
     let Some(rows) = split["times"].as_array().filter(|r| !r.is_empty()) else {
         return String::new();
     };
-    let f: Vec<f64> = split["factors"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
+    let f = crate::apps_dilation::floats(&split["factors"]);
     let &[lo, hi] = f.as_slice() else { return String::new() };
     let guest_clock = split["model"] == "t = d + h / F";
     let mut s = String::new();
