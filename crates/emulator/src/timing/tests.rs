@@ -874,23 +874,40 @@ fn real_clock_lateness_is_counted_when_the_host_falls_behind_and_not_when_it_kee
     let over = h.ctrl.lateness().unwrap();
     assert_eq!(over.late, 16, "{over:?}");
     assert!(over.max_ns >= 2_000_000, "{over:?}");
-    // Light: QD 1, polled without pause. A scheduler that takes the core
-    // away for longer than the threshold makes a completion late for
-    // real, so several attempts are allowed (a loaded machine takes the
-    // core away often); one must be clean.
-    let mut lba = 16;
-    let clean = (0..20).any(|_| {
+    // Light: QD 1, polled without pause. A completion is posted by the
+    // first poll that finds it due, so it can be late by no more than the
+    // span from the start of the poll before (which found it not yet due,
+    // or the doorbell that submitted it) to the end of the poll that posts
+    // it. The scheduler may take the core away inside any such span (on a
+    // loaded machine it often does), so the test checks that bound on
+    // every completion rather than asking for a run with none late, and
+    // asks that most were on time: a count that took in the modelled
+    // latency, or time before the completion fell due, fails both.
+    let mut on_time = 0;
+    for lba in 16..2_016 {
         let before = h.ctrl.lateness().unwrap();
-        for _ in 0..100 {
-            push_writes(&mut h, lba, 1);
-            reap(&mut h, 1);
-            lba += 1;
-        }
+        let mut prev_start = Instant::now();
+        push_writes(&mut h, lba, 1);
+        let span = loop {
+            let start = Instant::now();
+            if h.io.reap(&h.ctrl, &h.memory).is_some() {
+                break prev_start.elapsed();
+            }
+            prev_start = start;
+            assert!(start.elapsed() < PATIENCE);
+            std::hint::spin_loop();
+        };
         let d = h.ctrl.lateness().unwrap().since(&before);
-        assert_eq!(d.delivered, 100);
-        d.late == 0
-    });
-    assert!(clean, "every light run had late completions: {:?}", h.ctrl.lateness());
+        assert_eq!(d.delivered, 1);
+        // 1 µs of slack: the model clock and `Instant` are read apart.
+        assert!(
+            d.sum_ns <= span.as_nanos() as u64 + 1_000,
+            "{} ns late, host polled within {span:?}",
+            d.sum_ns
+        );
+        on_time += usize::from(d.late == 0);
+    }
+    assert!(on_time >= 1_000, "only {on_time} of 2,000 light completions on time");
 }
 
 #[test]
