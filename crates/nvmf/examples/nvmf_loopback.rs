@@ -9,8 +9,10 @@
 //!   with the initiator's queues polling too (`poll_us=100`);
 //!
 //! and the floor the kernel sets: the same bytes ping-ponged over
-//! loopback TCP by two spinning threads that do nothing else
-//! (`tcp_floor`); with the target's CPU time per I/O (its connection threads' user and
+//! loopback TCP by two threads that do nothing else (`tcp_floor`; at
+//! QD 32 once with the answers' bytes in cache and once taken from random
+//! places in as much memory as the devices' data, `qd32_spread`, the
+//! floor for reads with data); with the target's CPU time per I/O (its connection threads' user and
 //! system time from `/proc/self/task`, over the measured window).
 //!
 //! The target runs the device in its connection threads, so its CPU time
@@ -37,7 +39,7 @@ use serde_json::{json, Value};
 use zns_device::{Data, IoBuffer, ZoneOp, ZoneQueue, ZonedDevice};
 use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 
-use common::{floor_qd32, lba, prepare, QD, REQUEST, RESPONSE};
+use common::{floor_qd32, lba, prepare, readable_bytes, QD, REQUEST, RESPONSE};
 
 const NQN: &str = "nqn.2026-11.io.znskit:bench";
 
@@ -73,12 +75,15 @@ fn main() {
         Some(d) => vec![d.as_str()],
         None => vec!["emu:small,media=null", "emu:small"],
     };
+    // The largest working set the devices' reads touch, for the floor.
+    let mut store = 0;
     for uri in devices {
         // The device path's CPU per read at QD 32, where measured.
         let mut device_us = None;
         if wanted("in-process") {
             let direct = zns_device::open(uri).unwrap();
             let span = prepare(direct.as_ref());
+            store = store.max(readable_bytes(direct.info(), span));
             let row = run("in-process", uri, direct.as_ref(), span, dur, None);
             device_us = row["qd32"]["iops"].as_f64().filter(|i| *i > 0.0).map(|i| 1e6 / i);
             rows.push(row);
@@ -89,6 +94,7 @@ fn main() {
             }
             let dev = zns_device::open(uri).unwrap();
             let span = prepare(dev.as_ref());
+            store = store.max(readable_bytes(dev.info(), span));
             let sub = Subsystem::new(NQN, vec![dev]).unwrap();
             let poll = Duration::from_micros(target_poll_us);
             let config = TargetConfig { poll, ..Default::default() };
@@ -108,7 +114,12 @@ fn main() {
             target.stop();
         }
     }
-    let floor = wanted("floor").then(|| tcp_floor(dur));
+    if store == 0 {
+        // Only the floor: the working set of the default device with data.
+        let dev = zns_device::open("emu:small").unwrap();
+        store = readable_bytes(dev.info(), 8.min(dev.info().zone_count) * dev.info().zone_size);
+    }
+    let floor = wanted("floor").then(|| tcp_floor(dur, store));
     let out = json!({
         "benchmark": "nvmf-loopback",
         "tcp_floor": floor,
@@ -125,10 +136,17 @@ fn main() {
 /// back) moved by two threads that do nothing else. At QD 1 both spin on
 /// non-blocking sockets; at QD 32 the answering side sleeps in blocking
 /// reads and answers each batch of requests with one send, as `zns serve`
-/// does, and its CPU time per request is measured. What NVMe/TCP adds
-/// above these figures is znskit's own.
-fn tcp_floor(dur: Duration) -> Value {
-    json!({ "qd1": floor_qd1(dur), "qd32": floor_qd32(dur) })
+/// does, and its CPU time per request is measured, once with the answers'
+/// bytes always in cache (`qd32`) and once with each taken from a random
+/// 4 KiB of a store as large as the devices' data (`qd32_spread`, the
+/// floor for reads with data). What NVMe/TCP adds above these figures is
+/// znskit's own.
+fn tcp_floor(dur: Duration, store: usize) -> Value {
+    json!({
+        "qd1": floor_qd1(dur),
+        "qd32": floor_qd32(dur, 0),
+        "qd32_spread": floor_qd32(dur, store),
+    })
 }
 
 /// Reads exactly `buf.len()` bytes from a non-blocking socket, spinning;

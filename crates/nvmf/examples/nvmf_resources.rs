@@ -44,7 +44,10 @@
 //!    `other_threads_cpu_us_per_io`. Beside it, the kernel's floor: the
 //!    same bytes (a 72-byte capsule in, 4 KiB + 48 bytes out) answered by
 //!    a thread that sleeps in blocking reads and answers each batch with
-//!    one send, as `nvmf_loopback`'s `tcp_floor.qd32` does. Met: target
+//!    one send, as `nvmf_loopback`'s `tcp_floor.qd32` does, with the
+//!    answers' bytes always in cache (`kernel_floor_qd32`) and taken from
+//!    random places in a store as large as the devices' data
+//!    (`kernel_floor_qd32_spread`, the floor beside reads with data). Met: target
 //!    CPU ≤ 1.0 µs per read on both devices. The emulated device runs in
 //!    the target's threads (a doorbell executes the commands), so its own
 //!    work is in that figure: the same reads straight on the device (one
@@ -80,7 +83,7 @@ use serde_json::{json, Value};
 use zns_device::{Data, IoBuffer, ZoneOp, ZonedDevice};
 use zns_nvmf::{NvmfTarget, Subsystem, TargetConfig};
 
-use common::{floor_qd32, lba, prepare, QD};
+use common::{floor_qd32, lba, prepare, readable_bytes, QD};
 use zns_spec::fabrics::{ConnectCommand, ConnectData};
 use zns_spec::sgl::SglDescriptor;
 use zns_spec::tcp::{CommonHeader, Digests, IcReq, PduType, IC_PDU_SIZE};
@@ -494,10 +497,12 @@ fn cpu_per_read(devices: &[String], dur: Duration, workers: usize) -> Value {
     let me = unsafe { libc::gettid() } as u64;
     let mut rows = Vec::new();
     let (mut met, mut export_met) = (true, true);
+    let mut store = 0;
     for uri in devices {
         eprintln!("CPU per read: {uri}, QD {QD}, the device alone");
         let dev = zns_device::open(uri).unwrap();
         let span = prepare(dev.as_ref());
+        store = store.max(readable_bytes(dev.info(), span));
         let alone = read_window(dev.as_ref(), span, dur);
         let device = alone.cpu_of(|tid, _| tid == me) as f64 / alone.reads.max(1) as f64;
         eprintln!("CPU per read: {uri}, QD {QD}, through the target");
@@ -535,7 +540,8 @@ fn cpu_per_read(devices: &[String], dur: Duration, workers: usize) -> Value {
         "goal": "<= 1.0 us of target CPU per 4 KiB read at QD 32 on one connection",
         "queue_depth": QD,
         "rows": rows,
-        "kernel_floor_qd32": floor_qd32(dur),
+        "kernel_floor_qd32": floor_qd32(dur, 0),
+        "kernel_floor_qd32_spread": floor_qd32(dur, store),
         "met": met,
         "export_met": export_met,
     })

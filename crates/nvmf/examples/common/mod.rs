@@ -19,7 +19,14 @@ pub const RESPONSE: usize = 24 + 4096 + 24;
 /// The kernel's share at QD 32: an answering thread that sleeps in
 /// blocking reads and answers each batch of requests with one send, as
 /// the target does; its CPU time per request (`server_cpu_us_per_io`).
-pub fn floor_qd32(dur: Duration) -> Value {
+///
+/// Each answer's 4 KiB is copied into the send buffer from a store of
+/// `store_bytes`: with one answer's worth the bytes are always in the
+/// core's cache; with a device's readable span (see [`prepare`]) each
+/// answer comes from a random 4 KiB of it, so the copy pays the memory
+/// traffic a read from that device's working set pays, and the floor
+/// stands beside the target reading that device with data.
+pub fn floor_qd32(dur: Duration, store_bytes: usize) -> Value {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -28,7 +35,9 @@ pub fn floor_qd32(dur: Duration) -> Value {
         s.set_nodelay(true).unwrap();
         let mut input = vec![0u8; 256 * 1024];
         let mut out = Vec::with_capacity(QD * RESPONSE);
-        let data = vec![0xA5u8; RESPONSE];
+        let store = vec![0xA5u8; store_bytes.max(RESPONSE)];
+        let pages = (store.len() - RESPONSE) / 4096 + 1;
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let (mut held, mut answered) = (0usize, 0u64);
         let cpu0 = thread_cpu_ns();
         // The client closes with answers unread: a reset ends the loop too.
@@ -37,7 +46,11 @@ pub fn floor_qd32(dur: Duration) -> Value {
             out.clear();
             while held >= REQUEST {
                 held -= REQUEST;
-                out.extend_from_slice(&data);
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let at = (rng % pages as u64) as usize * 4096;
+                out.extend_from_slice(&store[at..at + RESPONSE]);
                 answered += 1;
             }
             if s.write_all(&out).is_err() {
@@ -76,6 +89,7 @@ pub fn floor_qd32(dur: Duration) -> Value {
     json!({
         "iops": (done as f64 / elapsed).round(),
         "server_cpu_us_per_io": cpu as f64 / answered.max(1) as f64 / 1e3,
+        "store_bytes": store_bytes.max(RESPONSE),
     })
 }
 
@@ -106,6 +120,12 @@ pub fn prepare(dev: &dyn ZonedDevice) -> u64 {
         }
     }
     zones * info.zone_size
+}
+
+/// Bytes of data [`prepare`] wrote in a `span` of blocks: what random
+/// reads over it touch.
+pub fn readable_bytes(info: &zns_device::DeviceInfo, span: u64) -> usize {
+    (span / info.zone_size * info.zone_capacity * info.block_size as u64) as usize
 }
 
 /// A random readable LBA (inside the written part of a zone).
