@@ -27,6 +27,7 @@
 //! ```text
 //! cargo run --release -p zns-nvmf --example nvmf_loopback [-- --seconds 2]
 //!     [--device emu:small] [--path in-process --path "nvme-tcp loopback, both poll"]
+//!     [--rounds 5]
 //! ```
 
 mod common;
@@ -64,14 +65,46 @@ struct Args {
     /// path's name (repeatable).
     #[arg(long = "path", value_name = "NAME")]
     only_path: Vec<String>,
+    /// Measure everything this many times in turn and add `summary`: each
+    /// NVMe/TCP row's target CPU per read over its round's floors, as
+    /// medians (a machine whose speed drifts between minutes moves the
+    /// target and the floor of one round together).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
 }
 
 fn main() {
-    let Args { seconds, only_device, only_path } = Args::parse();
-    let wanted = |path: &str| only_path.is_empty() || only_path.iter().any(|p| p == path);
-    let dur = Duration::from_secs_f64(seconds);
+    let args = Args::parse();
+    let mut rounds: Vec<(Vec<Value>, Option<Value>)> =
+        (0..args.rounds).map(|_| round(&args)).collect();
+    let mut out = json!({
+        "benchmark": "nvmf-loopback",
+        "block_size": 4096,
+        "queue_depth_iops": QD,
+        "seconds_per_phase": args.seconds,
+    });
+    if rounds.len() == 1 {
+        let (rows, floor) = rounds.pop().expect("one round");
+        out["rows"] = json!(rows);
+        out["tcp_floor"] = json!(floor);
+    } else {
+        out["summary"] = summary(&rounds);
+        let all: Vec<Value> = rounds
+            .into_iter()
+            .map(|(rows, floor)| json!({ "rows": rows, "tcp_floor": floor }))
+            .collect();
+        out["rounds"] = json!(all);
+    }
+    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+}
+
+/// One measurement of every device and path asked for: the rows, and the
+/// floor (if asked for).
+fn round(args: &Args) -> (Vec<Value>, Option<Value>) {
+    let wanted = |path: &str| args.only_path.is_empty() || args.only_path.iter().any(|p| p == path);
+    let dur = Duration::from_secs_f64(args.seconds);
     let mut rows = Vec::new();
-    let devices = match &only_device {
+    let devices = match &args.only_device {
         Some(d) => vec![d.as_str()],
         None => vec!["emu:small,media=null", "emu:small"],
     };
@@ -89,29 +122,17 @@ fn main() {
             rows.push(row);
         }
         for (path, target_poll_us, host_poll_us) in PATHS {
-            if !wanted(path) {
-                continue;
+            if wanted(path) {
+                rows.push(through_target(
+                    uri,
+                    path,
+                    target_poll_us,
+                    host_poll_us,
+                    dur,
+                    device_us,
+                    &mut store,
+                ));
             }
-            let dev = zns_device::open(uri).unwrap();
-            let span = prepare(dev.as_ref());
-            store = store.max(readable_bytes(dev.info(), span));
-            let sub = Subsystem::new(NQN, vec![dev]).unwrap();
-            let poll = Duration::from_micros(target_poll_us);
-            let config = TargetConfig { poll, ..Default::default() };
-            let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
-            let mut remote_uri = format!("tcp:{}/{NQN}", target.local_addr());
-            if host_poll_us > 0 {
-                remote_uri += &format!(",poll_us={host_poll_us}");
-            }
-            let remote = zns_device::open(&remote_uri).unwrap();
-            let mut row = run(path, uri, remote.as_ref(), span, dur, Some(()));
-            let target_us = row["qd32"]["target_cpu_us_per_io"].as_f64();
-            if let (Some(t), Some(d)) = (target_us, device_us) {
-                row["qd32"]["export_cpu_us_per_io"] = json!(t - d);
-            }
-            rows.push(row);
-            drop(remote);
-            target.stop();
         }
     }
     if store == 0 {
@@ -119,16 +140,108 @@ fn main() {
         let dev = zns_device::open("emu:small").unwrap();
         store = readable_bytes(dev.info(), 8.min(dev.info().zone_count) * dev.info().zone_size);
     }
-    let floor = wanted("floor").then(|| tcp_floor(dur, store));
-    let out = json!({
-        "benchmark": "nvmf-loopback",
-        "tcp_floor": floor,
-        "block_size": 4096,
-        "queue_depth_iops": QD,
-        "seconds_per_phase": seconds,
+    (rows, wanted("floor").then(|| tcp_floor(dur, store)))
+}
+
+/// One NVMe/TCP row: `uri` served by a target in this process, read
+/// through `tcp:`; `device_us` is the device path's CPU per read in
+/// process, if measured. Grows `store` to the device's readable bytes.
+fn through_target(
+    uri: &str,
+    path: &str,
+    target_poll_us: u64,
+    host_poll_us: u32,
+    dur: Duration,
+    device_us: Option<f64>,
+    store: &mut usize,
+) -> Value {
+    let dev = zns_device::open(uri).unwrap();
+    let span = prepare(dev.as_ref());
+    *store = (*store).max(readable_bytes(dev.info(), span));
+    let sub = Subsystem::new(NQN, vec![dev]).unwrap();
+    let poll = Duration::from_micros(target_poll_us);
+    let config = TargetConfig { poll, ..Default::default() };
+    let target = NvmfTarget::bind("127.0.0.1:0", sub, config).unwrap();
+    let mut remote_uri = format!("tcp:{}/{NQN}", target.local_addr());
+    if host_poll_us > 0 {
+        remote_uri += &format!(",poll_us={host_poll_us}");
+    }
+    let remote = zns_device::open(&remote_uri).unwrap();
+    let mut row = run(path, uri, remote.as_ref(), span, dur, Some(()));
+    let target_us = row["qd32"]["target_cpu_us_per_io"].as_f64();
+    if let (Some(t), Some(d)) = (target_us, device_us) {
+        row["qd32"]["export_cpu_us_per_io"] = json!(t - d);
+    }
+    drop(remote);
+    target.stop();
+    row
+}
+
+/// Per NVMe/TCP row (device and path), over the rounds: the median target
+/// CPU per read at QD 32, the median floors (in cache and spread), and the
+/// median of each round's target CPU over that round's floors.
+fn summary(rounds: &[(Vec<Value>, Option<Value>)]) -> Value {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (rows, _) in rounds {
+        for r in rows.iter().filter(|r| r["qd32"]["target_cpu_us_per_io"].is_number()) {
+            let key = (
+                r["device"].as_str().unwrap_or("").to_string(),
+                r["path"].as_str().unwrap_or("").to_string(),
+            );
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    let floor_of = |floor: &Option<Value>, which: &str| {
+        floor.as_ref().and_then(|f| f[which]["server_cpu_us_per_io"].as_f64())
+    };
+    let rows: Vec<Value> = keys
+        .iter()
+        .map(|(device, path)| {
+            let (mut target, mut over, mut over_spread) = (Vec::new(), Vec::new(), Vec::new());
+            for (rows, floor) in rounds {
+                let Some(t) = rows
+                    .iter()
+                    .find(|r| r["device"] == device.as_str() && r["path"] == path.as_str())
+                    .and_then(|r| r["qd32"]["target_cpu_us_per_io"].as_f64())
+                else {
+                    continue;
+                };
+                target.push(t);
+                over.extend(floor_of(floor, "qd32").map(|f| t / f));
+                over_spread.extend(floor_of(floor, "qd32_spread").map(|f| t / f));
+            }
+            json!({
+                "device": device,
+                "path": path,
+                "target_cpu_us_per_io_median": median(&mut target),
+                "over_floor_median": median(&mut over),
+                "over_spread_floor_median": median(&mut over_spread),
+            })
+        })
+        .collect();
+    let mut hot: Vec<f64> = rounds.iter().filter_map(|(_, f)| floor_of(f, "qd32")).collect();
+    let mut spread: Vec<f64> =
+        rounds.iter().filter_map(|(_, f)| floor_of(f, "qd32_spread")).collect();
+    json!({
+        "rounds": rounds.len(),
+        "floor_qd32_cpu_us_per_io_median": median(&mut hot),
+        "floor_qd32_spread_cpu_us_per_io_median": median(&mut spread),
         "rows": rows,
-    });
-    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+    })
+}
+
+/// The median of `v` (the mean of the middle two for an even count), or
+/// `None` when empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
 }
 
 /// The kernel's share of NVMe/TCP reads over loopback: the same bytes
@@ -312,4 +425,56 @@ fn target_cpu_ns() -> u64 {
         total += (ticks as f64 * tick_ns) as u64;
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(device: &str, path: &str, cpu: Option<f64>) -> Value {
+        json!({ "device": device, "path": path, "qd32": { "target_cpu_us_per_io": cpu } })
+    }
+
+    fn floor(hot: f64, spread: f64) -> Option<Value> {
+        Some(json!({
+            "qd32": { "server_cpu_us_per_io": hot },
+            "qd32_spread": { "server_cpu_us_per_io": spread },
+        }))
+    }
+
+    #[test]
+    fn median_of_odd_even_and_no_values() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+    }
+
+    #[test]
+    fn summary_takes_each_rounds_ratio_to_its_own_floor() {
+        // The machine ran twice as slow in the second round: the target
+        // and the floor moved together, so the ratios agree.
+        let rounds = vec![
+            (vec![row("d", "in-process", None), row("d", "tcp", Some(1.0))], floor(0.5, 0.8)),
+            (vec![row("d", "in-process", None), row("d", "tcp", Some(2.0))], floor(1.0, 1.6)),
+            (vec![row("d", "tcp", Some(1.2))], floor(0.6, 1.0)),
+        ];
+        let s = summary(&rounds);
+        assert_eq!(s["rounds"], 3);
+        assert_eq!(s["floor_qd32_cpu_us_per_io_median"], 0.6);
+        assert_eq!(s["floor_qd32_spread_cpu_us_per_io_median"], 1.0);
+        // Only rows with a target's CPU are summed up.
+        let rows = s["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["path"], "tcp");
+        assert_eq!(rows[0]["target_cpu_us_per_io_median"], 1.2);
+        assert_eq!(rows[0]["over_floor_median"], 2.0);
+        assert_eq!(rows[0]["over_spread_floor_median"], 1.25);
+    }
+
+    #[test]
+    fn summary_without_a_floor_has_no_ratios() {
+        let s = summary(&[(vec![row("d", "tcp", Some(1.0))], None)]);
+        assert!(s["rows"][0]["over_floor_median"].is_null());
+        assert_eq!(s["rows"][0]["target_cpu_us_per_io_median"], 1.0);
+    }
 }
