@@ -116,7 +116,7 @@ fn round(args: &Args) -> (Vec<Value>, Option<Value>) {
         if wanted("in-process") {
             let direct = zns_device::open(uri).unwrap();
             let span = prepare(direct.as_ref());
-            store = store.max(readable_bytes(direct.info(), span));
+            store = store.max(readable_bytes(direct.info()));
             let row = run("in-process", uri, direct.as_ref(), span, dur, None);
             device_us = row["qd32"]["iops"].as_f64().filter(|i| *i > 0.0).map(|i| 1e6 / i);
             rows.push(row);
@@ -137,8 +137,7 @@ fn round(args: &Args) -> (Vec<Value>, Option<Value>) {
     }
     if store == 0 {
         // Only the floor: the working set of the default device with data.
-        let dev = zns_device::open("emu:small").unwrap();
-        store = readable_bytes(dev.info(), 8.min(dev.info().zone_count) * dev.info().zone_size);
+        store = readable_bytes(zns_device::open("emu:small").unwrap().info());
     }
     (rows, wanted("floor").then(|| tcp_floor(dur, store)))
 }
@@ -157,7 +156,7 @@ fn through_target(
 ) -> Value {
     let dev = zns_device::open(uri).unwrap();
     let span = prepare(dev.as_ref());
-    *store = (*store).max(readable_bytes(dev.info(), span));
+    *store = (*store).max(readable_bytes(dev.info()));
     let sub = Subsystem::new(NQN, vec![dev]).unwrap();
     let poll = Duration::from_micros(target_poll_us);
     let config = TargetConfig { poll, ..Default::default() };

@@ -502,7 +502,7 @@ fn cpu_per_read(devices: &[String], dur: Duration, workers: usize) -> Value {
         eprintln!("CPU per read: {uri}, QD {QD}, the device alone");
         let dev = zns_device::open(uri).unwrap();
         let span = prepare(dev.as_ref());
-        store = store.max(readable_bytes(dev.info(), span));
+        store = store.max(readable_bytes(dev.info()));
         let alone = read_window(dev.as_ref(), span, dur);
         let device = alone.cpu_of(|tid, _| tid == me) as f64 / alone.reads.max(1) as f64;
         eprintln!("CPU per read: {uri}, QD {QD}, through the target");

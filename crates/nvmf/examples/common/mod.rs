@@ -46,10 +46,7 @@ pub fn floor_qd32(dur: Duration, store_bytes: usize) -> Value {
             out.clear();
             while held >= REQUEST {
                 held -= REQUEST;
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let at = (rng % pages as u64) as usize * 4096;
+                let at = (xorshift(&mut rng) % pages as u64) as usize * 4096;
                 out.extend_from_slice(&store[at..at + RESPONSE]);
                 answered += 1;
             }
@@ -109,7 +106,7 @@ pub fn prepare(dev: &dyn ZonedDevice) -> u64 {
     let chunk = (info.mdts_bytes / info.block_size as usize).clamp(1, 64);
     let mut buf = dev.alloc(chunk * info.block_size as usize).unwrap();
     buf.fill(0xA5);
-    let zones = 8.min(info.zone_count);
+    let zones = prepared_zones(&info);
     for z in 0..zones {
         let start = z * info.zone_size;
         let mut lba = start;
@@ -122,17 +119,28 @@ pub fn prepare(dev: &dyn ZonedDevice) -> u64 {
     zones * info.zone_size
 }
 
-/// Bytes of data [`prepare`] wrote in a `span` of blocks: what random
-/// reads over it touch.
-pub fn readable_bytes(info: &zns_device::DeviceInfo, span: u64) -> usize {
-    (span / info.zone_size * info.zone_capacity * info.block_size as u64) as usize
+/// Zones [`prepare`] writes.
+fn prepared_zones(info: &zns_device::DeviceInfo) -> u64 {
+    8.min(info.zone_count)
+}
+
+/// Bytes of data [`prepare`] writes: what random reads over its span
+/// touch.
+pub fn readable_bytes(info: &zns_device::DeviceInfo) -> usize {
+    (prepared_zones(info) * info.zone_capacity * info.block_size as u64) as usize
+}
+
+/// The next value of a xorshift generator (never 0 from a nonzero seed).
+fn xorshift(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
 }
 
 /// A random readable LBA (inside the written part of a zone).
 pub fn lba(rng: &mut u64, info: &zns_device::DeviceInfo, span: u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    let zone = (*rng % (span / info.zone_size)) * info.zone_size;
-    zone + (*rng >> 20) % (info.zone_capacity - 64)
+    let r = xorshift(rng);
+    let zone = (r % (span / info.zone_size)) * info.zone_size;
+    zone + (r >> 20) % (info.zone_capacity - 64)
 }
