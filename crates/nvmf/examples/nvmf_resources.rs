@@ -55,6 +55,11 @@
 //!    `device_alone_cpu_us_per_io`, and `export_cpu_us_per_io` is the
 //!    target's CPU less that: what serving NVMe/TCP costs, as it would in
 //!    front of a real drive (`export_met` when ≤ 1.0 µs on both).
+//!    `lower_bound_us_per_io` is the in-cache kernel floor plus the device
+//!    alone: what a target in this process pays before any NVMe/TCP work
+//!    of its own, and `target_over_lower_bound_us_per_io` the rest (the
+//!    goal is out of reach on a machine where the lower bound is itself
+//!    near 1.0 µs).
 //!    `--workers N` sets the target's worker threads for this goal
 //!    (default the target's own default).
 //! 4. NBD: not measured here.
@@ -536,15 +541,33 @@ fn cpu_per_read(devices: &[String], dur: Duration, workers: usize) -> Value {
         target.stop();
     }
     eprintln!("CPU per read: kernel floor");
+    let floor = floor_qd32(dur, 0);
+    let floor_us = floor["server_cpu_us_per_io"].as_f64().unwrap_or(f64::NAN);
+    for row in &mut rows {
+        add_lower_bound(row, floor_us);
+    }
     json!({
         "goal": "<= 1.0 us of target CPU per 4 KiB read at QD 32 on one connection",
         "queue_depth": QD,
         "rows": rows,
-        "kernel_floor_qd32": floor_qd32(dur, 0),
+        "kernel_floor_qd32": floor,
         "kernel_floor_qd32_spread": floor_qd32(dur, store),
         "met": met,
         "export_met": export_met,
     })
+}
+
+/// Adds to a row of goal 3 what no target in this process can go below:
+/// the kernel's own cost of moving the same bytes (`floor_us`, in cache)
+/// plus the device's own work on the same reads (`device_alone`, which for
+/// the emulated drive includes its DMA in software), and the target's CPU
+/// above that: what NVMe/TCP itself costs.
+fn add_lower_bound(row: &mut Value, floor_us: f64) {
+    let device = row["device_alone_cpu_us_per_io"].as_f64().unwrap_or(f64::NAN);
+    let target = row["target_cpu_us_per_io"].as_f64().unwrap_or(f64::NAN);
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    row["lower_bound_us_per_io"] = json!(round(floor_us + device));
+    row["target_over_lower_bound_us_per_io"] = json!(round(target - floor_us - device));
 }
 
 /// A measured stretch of reads: how many completed, over how long, and
