@@ -929,21 +929,11 @@ fn prepare(opts: &Options, dilation: Option<f64>) -> Result<Prepared> {
     vmtest::ensure_host_tools(o.install, false, &cache)?;
     let zns = match &opts.zns {
         Some(p) => p.clone(),
-        None => build_zns(&root, &target)?,
+        None => build_zns(&root, &target, o.install)?,
     };
     let (mut files, mut entries, share) = guest_payload(opts)?;
-    // The host's zns in the guest, for the probe: without its debug
-    // information (tens of MiB the guest would hold in RAM), where `strip`
-    // is there.
-    let stripped = dir.join("zns-stripped");
-    let strip = std::process::Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(&zns)
-        .status();
-    let packed = if strip.is_ok_and(|s| s.success()) { &stripped } else { &zns };
-    let bytes = fs::read(packed).map_err(|e| Error::io(packed, e))?;
+    // The host's zns in the guest, for the probe.
+    let bytes = vmtest::without_debug_info(&zns, &dir)?;
     entries.push(GuestEntry::File { path: "/usr/bin/zns".into(), mode: 0o755, bytes });
     let libs = vmtest::with_libraries(&zns)
         .ok_or_else(|| Error::new(format!("cannot list the libraries of {}", zns.display())))?;

@@ -263,7 +263,7 @@ pub fn run(opts: &Args) -> Result<()> {
     let target = vmtest::target_dir(&root);
     let cache = target.join("vmtest");
     vmtest::ensure_host_tools(o.install, true, &cache)?;
-    let zns = build_zns(&root, &target)?;
+    let zns = build_zns(&root, &target, o.install)?;
     let mut reports: Vec<(&str, Report)> = Vec::new();
     let cloud = opts.part("base")
         || opts.part("fio-zbd")
@@ -540,13 +540,8 @@ fn cloud_initramfs(
             media_port: servers.media.as_ref().map(|m| m.port),
         };
     let script = init_script(&names, servers.nvmf.port, &mke2fs, &plan);
-    let programs = vmtest::build_guest_binaries(
-        root,
-        target,
-        o.install,
-        o.glibc,
-        &["zns-conformance", "zns"],
-    )?;
+    let programs =
+        vmtest::build_guest_binaries(root, target, o.install, &["zns-conformance", "zns"])?;
     let mut entries = match &inputs.zbd {
         Some(z) => fio_zbd::guest_entries(z)?,
         None => Vec::new(),

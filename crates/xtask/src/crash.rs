@@ -188,7 +188,7 @@ pub fn run(opts: &Args) -> Result<()> {
         o.install,
     )?;
     let modules = kernel::modules_for(&kernel, MODULES, OPTIONAL_MODULES)?;
-    let zns = build_zns(&root, &target)?;
+    let zns = build_zns(&root, &target, o.install)?;
 
     let image = dir.join("ftl.img");
     let _ = fs::remove_file(&image);

@@ -288,8 +288,7 @@ pub fn run(a: &Args) -> Result<()> {
         vm.install,
     )?;
     let modules = kernel::modules_to_load(&kernel)?;
-    let programs =
-        vmtest::build_guest_binaries(&root, &target, vm.install, vm.glibc, &["zns-engines"])?;
+    let programs = vmtest::build_guest_binaries(&root, &target, vm.install, &["zns-engines"])?;
     let fio = vmtest::which("fio").ok_or_else(|| Error::new("fio is not installed"))?;
     let mut files = vmtest::with_libraries(&fio)
         .ok_or_else(|| Error::new("cannot list the shared libraries fio needs (ldd)"))?;

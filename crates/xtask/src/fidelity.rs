@@ -203,8 +203,8 @@ pub fn run(a: &Args) -> Result<()> {
         fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
     }
     vmtest::ensure_host_tools(vm.install, false, &cache)?;
-    let zns = build_zns(&root, &target)?;
-    let programs = vmtest::build_guest_binaries(&root, &target, vm.install, vm.glibc, &["zns"])?;
+    let zns = build_zns(&root, &target, vm.install)?;
+    let programs = vmtest::build_guest_binaries(&root, &target, vm.install, &["zns"])?;
     let files = guest_files(&[("nvme", "nvme-cli")], vm.install)?;
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Generic, vm.kernel.as_deref(), vm.install)?;

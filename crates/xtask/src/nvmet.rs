@@ -68,13 +68,8 @@ pub fn run(opts: &Args) -> Result<()> {
         o.install,
     )?;
     let modules = kernel::modules_for(&kernel, MODULES, &[])?;
-    let programs = vmtest::build_guest_binaries(
-        &root,
-        &target,
-        o.install,
-        o.glibc,
-        &["zns-conformance", "zns"],
-    )?;
+    let programs =
+        vmtest::build_guest_binaries(&root, &target, o.install, &["zns-conformance", "zns"])?;
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let script = init_script(&names, opts.only.as_deref().unwrap_or_default());
     let initramfs = vmtest::pack_initramfs(&dir, &programs, &modules, &script, &[])?;

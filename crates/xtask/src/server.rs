@@ -6,15 +6,13 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use crate::{run_checked, Error, Result};
+use crate::{run_checked, vmtest, Error, Result};
 
-/// Builds the host's `zns` (release) and returns its path.
-pub(crate) fn build_zns(root: &Path, target: &Path) -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(["build", "--release", "-p", "zns-cli", "--bin", "zns"]);
-    run_checked(&mut cmd, "cargo build (zns)")?;
-    Ok(target.join("release").join("zns"))
+/// Builds the host's `zns` (release; the same build the guest's programs
+/// come from, see [`vmtest::build_guest_binaries`]) and returns its path.
+pub(crate) fn build_zns(root: &Path, target: &Path, install: bool) -> Result<PathBuf> {
+    let mut built = vmtest::build_guest_binaries(root, target, install, &["zns"])?;
+    Ok(built.remove(0))
 }
 
 /// A `zns` server on the host, stopped (SIGTERM) when dropped.

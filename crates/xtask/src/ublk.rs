@@ -181,15 +181,8 @@ pub fn run(opts: &Args) -> Result<()> {
     let kernel =
         kernel::prepare(&cache.join("kernel"), Flavour::Generic, o.kernel.as_deref(), o.install)?;
     let modules = kernel::modules_for(&kernel, &wanted_modules, OPTIONAL_MODULES)?;
-    // zns-cli's ublk feature: its bindings need libclang on the host.
-    let programs = vmtest::build_guest_binaries_with(
-        &root,
-        &target,
-        o.install,
-        o.glibc,
-        &["zns"],
-        &["zns-cli/ublk"],
-    )?;
+    // With zns-cli's ublk feature, as every guest program is built.
+    let programs = vmtest::build_guest_binaries(&root, &target, o.install, &["zns"])?;
     let path_of =
         |p: &str| vmtest::which(p).ok_or_else(|| Error::new(format!("{p} is not installed")));
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();

@@ -7,8 +7,8 @@
 //! `zns characterize` (the smoke suite) through the passthrough.
 //!
 //! Steps: install what is missing (Debian packages), fetch and unpack a
-//! Debian cloud kernel, build statically linked `zns-conformance`,
-//! `zns-differential` and `zns`, pack a busybox initramfs whose `/init` runs them,
+//! Debian cloud kernel, build `zns-conformance`, `zns-differential`
+//! and `zns` (with the shared objects they need), pack a busybox initramfs whose `/init` runs them,
 //! boot QEMU with three namespaces, stream the serial console, and fail on
 //! a failed check, an unexplained difference, a missing result marker or a
 //! timeout.
@@ -70,9 +70,6 @@ pub struct Args {
     /// Trace the guest's block layer and io_uring; print on failure.
     #[arg(long)]
     trace: bool,
-    /// Link the guest binaries statically against glibc, not musl.
-    #[arg(long)]
-    glibc: bool,
     #[command(flatten)]
     guest: GuestArgs,
 }
@@ -87,7 +84,6 @@ impl Args {
             seed: self.seed,
             sequences: self.sequences,
             peers: !self.no_peers,
-            glibc: self.glibc,
             trace: self.trace,
             ..self.guest.vm()
         }
@@ -126,7 +122,6 @@ pub struct Options {
     pub(crate) install: bool,
     peers: bool,
     pub(crate) kvm: bool,
-    pub(crate) glibc: bool,
     trace: bool,
     pub(crate) smp: u32,
     pub(crate) memory: String,
@@ -148,7 +143,6 @@ impl Default for Options {
             install: true,
             peers: true,
             kvm: false,
-            glibc: false,
             trace: false,
             smp: 2,
             memory: "1G".into(),
@@ -424,52 +418,14 @@ pub fn source_entries(configured: &str, codename: &str) -> Option<String> {
     main_archive.map(|_| out)
 }
 
-const MUSL: &str = "x86_64-unknown-linux-musl";
-const GNU: &str = "x86_64-unknown-linux-gnu";
-
-/// The target to build static binaries for: musl when rustup has (or can
-/// add) it, else glibc with a static C runtime.
-fn static_target(install: bool) -> (&'static str, bool) {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == MUSL))
-        .unwrap_or(false);
-    if installed {
-        return (MUSL, false);
-    }
-    if install {
-        let added = Command::new("rustup")
-            .args(["target", "add", MUSL])
-            .status()
-            .is_ok_and(|s| s.success());
-        if added {
-            return (MUSL, false);
-        }
-        println!("vmtest: the musl target is not installable here; linking glibc statically");
-    }
-    (GNU, true)
-}
-
-/// Debian's musl C compiler wrapper, installed (musl-tools) when missing
-/// and `install`.
-fn musl_gcc(install: bool) -> Option<PathBuf> {
-    if let Some(p) = which("musl-gcc") {
-        return Some(p);
-    }
-    if install {
-        let _ = Command::new("apt-get")
-            .args(["install", "-y", "-q", "musl-tools"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status();
-    }
-    which("musl-gcc")
-}
-
-/// The test programs the guest runs (binaries of the `zns-device` package,
-/// and `zns`, the command line of `zns-cli`, for the characterization run).
+/// The programs the guest tasks run: binaries of `zns-tools`, and `zns`,
+/// the command line of `zns-cli` (also the host's servers).
 pub const GUEST_PROGRAMS: &[&str] =
     &["zns-conformance", "zns-differential", "zns", "zns-pcie-check"];
+
+/// Features of the one build: `zns ublk` and `zns ftl ublk` (the guest's
+/// ublk task; bindgen makes their bindings, with libclang).
+const FEATURES: &[&str] = &["zns-cli/ublk"];
 
 /// The package a guest program comes from.
 fn package_of(program: &str) -> &'static str {
@@ -481,79 +437,102 @@ fn package_of(program: &str) -> &'static str {
 }
 
 /// Builds `programs` (binaries of `zns-tools`, `zns` of `zns-cli`, or
-/// `zns-engines` of `zns-bench`)
-/// statically for the guest (against glibc when `glibc`, else musl where
-/// rustup has it); returns their paths, in order.
+/// `zns-engines` of `zns-bench`) and returns their paths, in order.
+///
+/// Every guest task and the host's `zns` servers share one release build
+/// for this machine: the same packages, binaries and features whatever is
+/// asked ([`GUEST_PROGRAMS`] with [`FEATURES`], and any program outside
+/// them), so the first task of a run builds and the next ones find it
+/// done. The programs are linked dynamically, as the guest's nvme-cli
+/// and fio are: [`pack_initramfs`] puts the shared objects each needs (the
+/// host's, from `ldd`) in the guest beside it.
 pub fn build_guest_binaries(
     root: &Path,
     target: &Path,
     install: bool,
-    glibc: bool,
     programs: &[&str],
 ) -> Result<Vec<PathBuf>> {
-    build_guest_binaries_with(root, target, install, glibc, programs, &[])
-}
-
-/// [`build_guest_binaries`] with these cargo features enabled (`zns-cli`'s
-/// `ublk`, say).
-pub fn build_guest_binaries_with(
-    root: &Path,
-    target: &Path,
-    install: bool,
-    glibc: bool,
-    programs: &[&str],
-    features: &[&str],
-) -> Result<Vec<PathBuf>> {
-    let (mut triple, mut crt_static) = if glibc { (GNU, true) } else { static_target(install) };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    // Crates with C inside (ring, under rustls) need a C compiler for
-    // musl: Debian's musl-gcc; without it, glibc linked statically.
-    if triple == MUSL {
-        match musl_gcc(install) {
-            Some(cc) => {
-                cmd.env("CC_x86_64_unknown_linux_musl", cc);
-            }
-            None => {
-                println!("vmtest: no musl C compiler (musl-tools); linking glibc statically");
-                (triple, crt_static) = (GNU, true);
-            }
-        }
-    }
-    cmd.current_dir(root).args(["build", "--release"]);
-    let mut packages: Vec<&str> = programs.iter().map(|p| package_of(p)).collect();
+    ensure_libclang(install)?;
+    let mut bins: Vec<&str> = GUEST_PROGRAMS.to_vec();
+    bins.extend(programs.iter().filter(|p| !GUEST_PROGRAMS.contains(p)));
+    let mut packages: Vec<&str> = bins.iter().map(|p| package_of(p)).collect();
     packages.sort_unstable();
     packages.dedup();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root).args(["build", "--release"]);
     for p in packages {
         cmd.args(["--package", p]);
     }
+    for b in &bins {
+        cmd.args(["--bin", b]);
+    }
+    cmd.args(["--features", &FEATURES.join(",")]);
+    println!("vmtest: building {} (release)", bins.join(", "));
+    run_checked(&mut cmd, "cargo build (zns and the guest's programs)")?;
+    Ok(programs.iter().map(|p| target.join("release").join(p)).collect())
+}
+
+/// Installs libclang (Debian's libclang-dev) when missing and `install`:
+/// bindgen needs it for `zns-ublk`'s bindings.
+fn ensure_libclang(install: bool) -> Result<()> {
+    let found = || {
+        fs::read_dir("/usr/lib").into_iter().flatten().flatten().any(|d| {
+            d.file_name().to_string_lossy().starts_with("llvm-")
+                && d.path().join("lib/libclang.so").exists()
+        })
+    };
+    if found() || std::env::var_os("LIBCLANG_PATH").is_some() {
+        return Ok(());
+    }
+    if install {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-q", "libclang-dev"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status();
+    }
+    if found() {
+        Ok(())
+    } else {
+        Err(Error::new("zns-cli's ublk feature needs libclang to build: install libclang-dev"))
+    }
+}
+
+/// `program`'s bytes without its debug information (tens of MiB the
+/// guest would hold in RAM), stripped into `dir` where `strip` is there.
+pub(crate) fn without_debug_info(program: &Path, dir: &Path) -> Result<Vec<u8>> {
+    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stripped = dir.join(format!("{name}.stripped"));
+    let strip = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(program)
+        .stderr(Stdio::null())
+        .status();
+    let packed = if strip.is_ok_and(|s| s.success()) { &stripped } else { program };
+    fs::read(packed).map_err(|e| Error::io(packed, e))
+}
+
+/// The shared objects the dynamically linked `programs` need, less those
+/// in `have`, sorted.
+fn libraries_of(programs: &[PathBuf], have: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut libs = Vec::new();
     for p in programs {
-        cmd.args(["--bin", p]);
-    }
-    if !features.is_empty() {
-        cmd.args(["--features", &features.join(",")]);
-    }
-    cmd.args(["--target", triple]);
-    if crt_static {
-        let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
-        flags.push_str(" -C target-feature=+crt-static");
-        cmd.env("RUSTFLAGS", flags.trim());
-    }
-    println!("vmtest: building {} for {triple}", programs.join(", "));
-    run_checked(&mut cmd, "cargo build (guest binaries)")?;
-    let mut out = Vec::new();
-    for p in programs {
-        let bin = target.join(triple).join("release").join(p);
-        let bytes = fs::read(&bin).map_err(|e| Error::io(&bin, e))?;
-        match elf::is_static_executable(&bytes) {
-            Ok(true) => out.push(bin),
-            Ok(false) => {
-                return Err(Error::new(format!("{} is dynamically linked", bin.display())))
-            }
-            Err(e) => return Err(Error::new(format!("{}: {e}", bin.display()))),
+        let bytes = fs::read(p).map_err(|e| Error::io(p, e))?;
+        if elf::is_static_executable(&bytes)
+            .map_err(|e| Error::new(format!("{}: {e}", p.display())))?
+        {
+            continue;
         }
+        let files = with_libraries(p).ok_or_else(|| {
+            Error::new(format!("cannot list the shared objects {} needs (ldd)", p.display()))
+        })?;
+        libs.extend(files.into_iter().filter(|f| f != p && !have.contains(f)));
     }
-    Ok(out)
+    libs.sort();
+    libs.dedup();
+    Ok(libs)
 }
 
 /// A dynamically linked program with the shared objects it needs
@@ -655,9 +634,12 @@ pub(crate) fn pack_initramfs_with(
     a.file("bin/busybox", 0o755, &bb);
     a.symlink("bin/sh", "busybox");
     for p in programs {
-        let bin = fs::read(p).map_err(|e| Error::io(p, e))?;
+        let bin = without_debug_info(p, out)?;
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         a.file(&format!("bin/{name}"), 0o755, &bin);
+    }
+    for lib in libraries_of(programs, peer_files)? {
+        add_host_file(&mut a, &mut dirs, &lib)?;
     }
     for m in modules {
         a.file(&format!("lib/modules/{}", m.name), 0o644, &m.bytes);
@@ -985,7 +967,7 @@ pub fn run(o: &Options) -> Result<()> {
         o.kernel.as_deref(),
         o.install,
     )?;
-    let programs = build_guest_binaries(&root, &target, o.install, o.glibc, GUEST_PROGRAMS)?;
+    let programs = build_guest_binaries(&root, &target, o.install, GUEST_PROGRAMS)?;
     let mut runs = guest::default_runs();
     if let Some(keep) = &o.runs {
         runs.retain(|r| keep.contains(&r.label));
@@ -1188,6 +1170,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_dynamic_program_brings_its_shared_objects_and_no_twice() {
+        // This test binary is linked dynamically against the C library.
+        let me = std::env::current_exe().unwrap();
+        let libs = libraries_of(std::slice::from_ref(&me), &[]).unwrap();
+        let libc = libs.iter().find(|l| l.to_string_lossy().contains("libc.so")).cloned();
+        let libc = libc.expect("the C library among the shared objects");
+        assert!(!libs.contains(&me), "the program is not its own library");
+        let twice = libraries_of(&[me.clone(), me.clone()], &[]).unwrap();
+        assert_eq!(twice, libs, "each shared object once");
+        let without = libraries_of(&[me], std::slice::from_ref(&libc)).unwrap();
+        assert!(!without.contains(&libc) && without.len() == libs.len() - 1);
+    }
+
+    #[test]
+    fn a_shell_script_is_not_a_program_to_pack() {
+        let dir = std::env::temp_dir().join(format!("znskit-libs-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("run.sh");
+        fs::write(&script, "#!/bin/sh\n").unwrap();
+        let err = libraries_of(&[script], &[]).unwrap_err().to_string();
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("run.sh"), "{err}");
+    }
+
+    #[test]
     fn options_parse_and_refuse_what_they_do_not_know() {
         let p = |a: &[&str]| crate::args::tests::parse::<Args>(a);
         let o = p(&["--timeout", "60", "--runs", "ng-pow2,pcie", "--no-install"]).unwrap().unwrap();
@@ -1200,12 +1207,11 @@ mod tests {
             (d.timeout, d.repeat, d.sequences, d.runs, d.seed),
             (Duration::from_secs(900), 1, 1000, None, None)
         );
-        assert!(d.peers && !d.glibc && !d.trace && !d.kvm && d.only.is_none());
+        assert!(d.peers && !d.trace && !d.kvm && d.only.is_none());
         let o = p(&[
             "--seed",
             "0x1f",
             "--no-peers",
-            "--glibc",
             "--trace",
             "--only",
             "copy",
@@ -1221,7 +1227,7 @@ mod tests {
             (o.seed, o.only.as_deref(), o.repeat, o.sequences),
             (Some(31), Some("copy"), 3, 5)
         );
-        assert!(!o.peers && o.glibc && o.trace);
+        assert!(!o.peers && o.trace);
         assert_eq!(p(&["--seed", "12"]).unwrap().unwrap().options().seed, Some(12));
         assert!(p(&["--runs", "floppy"]).unwrap_err().to_string().contains("unknown run"));
         assert!(p(&["--timeout"]).is_err());
