@@ -9,8 +9,8 @@
 //! Steps: install what is missing (Debian packages), fetch and unpack a
 //! Debian cloud kernel, build `zns-conformance`, `zns-differential` and
 //! `zns`, pack a busybox initramfs with them and the shared objects they
-//! need whose `/init` runs them, boot QEMU with three namespaces, stream the serial console, and fail on
-//! a failed check, an unexplained difference, a missing result marker or a
+//! need whose `/init` runs them, boot QEMU with three namespaces, stream
+//! the serial console, and fail on a failed check, an unexplained difference, a missing result marker or a
 //! timeout.
 
 use std::fs;
@@ -485,16 +485,22 @@ fn ensure_libclang(install: bool) {
     };
     if install && which("apt-get").is_some() && !debian_has() {
         if let Err(e) = apt_install(&["libclang-dev".into()], None) {
-            println!("vmtest: libclang-dev could not be installed ({e}); building without it");
+            println!("vmtest: libclang-dev could not be installed ({e}); bindgen looks for libclang itself");
         }
     }
 }
 
 /// `program`'s bytes without its debug information (tens of MiB the
-/// guest would hold in RAM), stripped into `dir` where `strip` is there.
+/// guest would hold in RAM), stripped into `dir` where `strip` is there;
+/// a stripped copy newer than the program is used as it is (a task packs
+/// the same programs for each of its guests).
 pub(crate) fn without_debug_info(program: &Path, dir: &Path) -> Result<Vec<u8>> {
     let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stripped = dir.join(format!("{name}.stripped"));
+    let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&stripped).is_some_and(|s| modified(program).is_some_and(|p| s >= p)) {
+        return fs::read(&stripped).map_err(|e| Error::io(&stripped, e));
+    }
     let strip = Command::new("strip")
         .arg("--strip-debug")
         .arg("-o")
@@ -502,7 +508,13 @@ pub(crate) fn without_debug_info(program: &Path, dir: &Path) -> Result<Vec<u8>> 
         .arg(program)
         .stderr(Stdio::null())
         .status();
-    let packed = if strip.is_ok_and(|s| s.success()) { &stripped } else { program };
+    let packed = if strip.is_ok_and(|s| s.success()) {
+        &stripped
+    } else {
+        // Nothing half-written is taken for a stripped copy next time.
+        let _ = fs::remove_file(&stripped);
+        program
+    };
     fs::read(packed).map_err(|e| Error::io(packed, e))
 }
 
